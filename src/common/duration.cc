@@ -1,0 +1,56 @@
+#include "common/duration.h"
+
+#include <cctype>
+#include <cstdint>
+
+#include "absl/strings/str_cat.h"
+
+namespace steward {
+
+absl::StatusOr<std::chrono::milliseconds> ParseDuration(const std::string& text_in) {
+  const std::string& text = text_in;
+  if (text.empty()) return absl::InvalidArgumentError("empty duration");
+  int64_t total_ms = 0;
+  size_t i = 0;
+  while (i < text.size()) {
+    if (!std::isdigit(static_cast<unsigned char>(text[i]))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"", text, "\" is not a duration (expected e.g. 500ms, 10s, 1m, 2h)"));
+    }
+    int64_t n = 0;
+    while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) {
+      n = n * 10 + (text[i] - '0');
+      if (n > 1'000'000'000) return absl::InvalidArgumentError(absl::StrCat("\"", text, "\" is too large"));
+      ++i;
+    }
+    size_t unit_start = i;
+    while (i < text.size() && std::isalpha(static_cast<unsigned char>(text[i]))) ++i;
+    std::string unit = text.substr(unit_start, i - unit_start);
+    int64_t mult;
+    if (unit == "ms") {
+      mult = 1;
+    } else if (unit == "s") {
+      mult = 1000;
+    } else if (unit == "m") {
+      mult = 60'000;
+    } else if (unit == "h") {
+      mult = 3'600'000;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "\"", text, "\" has ", unit.empty() ? "no unit" : absl::StrCat("unknown unit \"", unit, "\""),
+          " (use ms, s, m or h)"));
+    }
+    total_ms += n * mult;
+  }
+  return std::chrono::milliseconds(total_ms);
+}
+
+std::string FormatDuration(std::chrono::milliseconds d) {
+  int64_t ms = d.count();
+  if (ms != 0 && ms % 3'600'000 == 0) return absl::StrCat(ms / 3'600'000, "h");
+  if (ms != 0 && ms % 60'000 == 0) return absl::StrCat(ms / 60'000, "m");
+  if (ms != 0 && ms % 1000 == 0) return absl::StrCat(ms / 1000, "s");
+  return absl::StrCat(ms, "ms");
+}
+
+}  // namespace steward

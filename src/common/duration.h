@@ -1,0 +1,19 @@
+// Parsing and printing of human durations as written in the config ("500ms", "10s", "1m", "2h").
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+
+namespace steward {
+
+// Accepts a non-negative integer followed by one unit: ms, s, m, h (e.g. "1m", "250ms").
+// Compound forms ("1m30s") are accepted too. Returns InvalidArgument naming the problem.
+absl::StatusOr<std::chrono::milliseconds> ParseDuration(const std::string& text_in);
+
+// The shortest exact form: 90000ms -> "90s", 60000ms -> "1m", 1500ms -> "1500ms".
+std::string FormatDuration(std::chrono::milliseconds d);
+
+}  // namespace steward

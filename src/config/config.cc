@@ -1,0 +1,320 @@
+#include "config/config.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/duration.h"
+#include "common/files.h"
+#include "yaml-cpp/yaml.h"
+
+namespace steward {
+namespace {
+
+// Thrown inside the parser only, caught in ParseConfig and turned into a Status.
+struct ConfigError {
+  std::string key;
+  std::string problem;
+};
+
+[[noreturn]] void Fail(const std::string& key, const std::string& problem) {
+  throw ConfigError{key, problem};
+}
+
+std::string Join(const std::string& prefix, const std::string& key) {
+  return prefix.empty() ? key : absl::StrCat(prefix, ".", key);
+}
+
+// Rejects keys of `map` that are not in `allowed`, naming the first unknown one.
+void CheckKeys(const YAML::Node& map, const std::string& prefix,
+               const std::set<std::string>& allowed) {
+  if (!map.IsMap()) Fail(prefix, "must be a mapping");
+  for (const auto& kv : map) {
+    std::string k = kv.first.as<std::string>();
+    if (!allowed.count(k)) {
+      Fail(Join(prefix, k), absl::StrCat("unknown key (allowed here: ", absl::StrJoin(allowed, ", "),
+                                         ")"));
+    }
+  }
+}
+
+std::string GetString(const YAML::Node& map, const std::string& prefix, const std::string& key,
+                      bool required, const std::string& def = "") {
+  const YAML::Node n = map[key];
+  if (!n || n.IsNull()) {
+    if (required) Fail(Join(prefix, key), "is required");
+    return def;
+  }
+  if (!n.IsScalar()) Fail(Join(prefix, key), "must be a string");
+  std::string v = n.as<std::string>();
+  if (v.empty() && required) Fail(Join(prefix, key), "must not be empty");
+  return v;
+}
+
+int GetInt(const YAML::Node& map, const std::string& prefix, const std::string& key, int def) {
+  const YAML::Node n = map[key];
+  if (!n || n.IsNull()) return def;
+  if (!n.IsScalar()) Fail(Join(prefix, key), "must be an integer");
+  try {
+    return n.as<int>();
+  } catch (const YAML::Exception&) {
+    Fail(Join(prefix, key), absl::StrCat("must be an integer, got \"", n.Scalar(), "\""));
+  }
+}
+
+std::chrono::milliseconds GetDuration(const YAML::Node& map, const std::string& prefix,
+                                      const std::string& key, std::chrono::milliseconds def) {
+  const YAML::Node n = map[key];
+  if (!n || n.IsNull()) return def;
+  if (!n.IsScalar()) Fail(Join(prefix, key), "must be a duration such as 10s");
+  auto d = ParseDuration(n.Scalar());
+  if (!d.ok()) Fail(Join(prefix, key), std::string(d.status().message()));
+  return *d;
+}
+
+bool ValidName(const std::string& s) {
+  if (s.empty() || s.size() > 63) return false;
+  for (char c : s) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool ValidHost(const std::string& s) {
+  if (s.empty() || s.size() > 253) return false;
+  for (char c : s) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == ':' ||
+          c == '[' || c == ']')) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The flags steward derives itself; setting them in extra_args would fight the agent.
+const std::set<std::string>& ManagedFlags() {
+  static const std::set<std::string> kFlags = {
+      "--name", "--data-dir", "--listen-client-urls", "--advertise-client-urls",
+      "--listen-peer-urls", "--initial-advertise-peer-urls", "--initial-cluster",
+      "--initial-cluster-state", "--initial-cluster-token"};
+  return kFlags;
+}
+
+// Can `dir` be created (or does it exist as a writable directory)? Changes nothing.
+void CheckDataDir(const std::string& key, const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path p = fs::absolute(dir, ec);
+  if (ec) Fail(key, absl::StrCat("cannot resolve \"", dir, "\": ", ec.message()));
+  fs::path probe = p;
+  while (!probe.empty() && !fs::exists(probe, ec)) {
+    if (probe == probe.parent_path()) break;
+    probe = probe.parent_path();
+  }
+  if (!fs::is_directory(probe, ec)) {
+    Fail(key, absl::StrCat("cannot create \"", dir, "\": ", probe.string(),
+                           " exists and is not a directory"));
+  }
+  if (::access(probe.c_str(), W_OK | X_OK) != 0) {
+    Fail(key, absl::StrCat(probe == p ? "\"" + dir + "\" is not writable"
+                                      : "cannot create \"" + dir + "\": " + probe.string() +
+                                            " is not writable"));
+  }
+}
+
+void CheckBinary(const std::string& key, const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) Fail(key, absl::StrCat("\"", path, "\" does not exist"));
+  if (!S_ISREG(st.st_mode)) Fail(key, absl::StrCat("\"", path, "\" is not a regular file"));
+  if (::access(path.c_str(), X_OK) != 0) {
+    Fail(key, absl::StrCat("\"", path, "\" is not executable"));
+  }
+}
+
+Config Parse(const YAML::Node& root) {
+  Config c;
+  if (!root || root.IsNull()) Fail("cluster", "is required (the file is empty)");
+  CheckKeys(root, "", {"cluster", "node", "etcd"});
+
+  // cluster
+  const YAML::Node cl = root["cluster"];
+  if (!cl) Fail("cluster", "is required");
+  CheckKeys(cl, "cluster", {"name", "size", "nodes", "ports"});
+  c.cluster.name = GetString(cl, "cluster", "name", true);
+  if (!ValidName(c.cluster.name)) {
+    Fail("cluster.name", "must be 1-63 characters of letters, digits, '-', '_' or '.'");
+  }
+  const YAML::Node nodes = cl["nodes"];
+  if (!nodes || nodes.IsNull()) Fail("cluster.nodes", "is required");
+  if (!nodes.IsSequence()) Fail("cluster.nodes", "must be a list of {name, host}");
+  if (nodes.size() == 0) Fail("cluster.nodes", "must list at least one node");
+  std::map<std::string, size_t> seen_names, seen_hosts;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    std::string p = absl::StrCat("cluster.nodes[", i, "]");
+    CheckKeys(nodes[i], p, {"name", "host"});
+    NodeSpec n;
+    n.name = GetString(nodes[i], p, "name", true);
+    n.host = GetString(nodes[i], p, "host", true);
+    if (!ValidName(n.name)) {
+      Fail(p + ".name", "must be 1-63 characters of letters, digits, '-', '_' or '.'");
+    }
+    if (!ValidHost(n.host)) Fail(p + ".host", absl::StrCat("\"", n.host, "\" is not a valid host"));
+    if (auto it = seen_names.find(n.name); it != seen_names.end()) {
+      Fail(p + ".name", absl::StrCat("duplicate node name \"", n.name, "\" (also cluster.nodes[",
+                                     it->second, "])"));
+    }
+    seen_names[n.name] = i;
+    // Ports are the same on every node, so a repeated host means repeated host:port pairs.
+    if (auto it = seen_hosts.find(n.host); it != seen_hosts.end()) {
+      Fail(p + ".host", absl::StrCat("duplicate host:port pairs: host \"", n.host,
+                                     "\" is also cluster.nodes[", it->second,
+                                     "] and every node uses the same ports"));
+    }
+    seen_hosts[n.host] = i;
+    c.cluster.nodes.push_back(n);
+  }
+  const int n_nodes = static_cast<int>(c.cluster.nodes.size());
+  c.cluster.size = GetInt(cl, "cluster", "size", std::min(3, n_nodes));
+  if (c.cluster.size < 1 || c.cluster.size > n_nodes) {
+    Fail("cluster.size", absl::StrCat("must be between 1 and the number of nodes (", n_nodes,
+                                      "), got ", c.cluster.size));
+  }
+  if (const YAML::Node ports = cl["ports"]; ports && !ports.IsNull()) {
+    CheckKeys(ports, "cluster.ports", {"client", "peer", "agent", "admin"});
+    c.cluster.ports.client = GetInt(ports, "cluster.ports", "client", c.cluster.ports.client);
+    c.cluster.ports.peer = GetInt(ports, "cluster.ports", "peer", c.cluster.ports.peer);
+    c.cluster.ports.agent = GetInt(ports, "cluster.ports", "agent", c.cluster.ports.agent);
+    c.cluster.ports.admin = GetInt(ports, "cluster.ports", "admin", c.cluster.ports.admin);
+  }
+  const std::pair<const char*, int> port_list[] = {{"client", c.cluster.ports.client},
+                                                    {"peer", c.cluster.ports.peer},
+                                                    {"agent", c.cluster.ports.agent},
+                                                    {"admin", c.cluster.ports.admin}};
+  std::map<int, std::string> seen_ports;
+  for (const auto& [name, port] : port_list) {
+    std::string key = absl::StrCat("cluster.ports.", name);
+    if (port < 1 || port > 65535) {
+      Fail(key, absl::StrCat("port ", port, " is out of range (1-65535)"));
+    }
+    if (auto it = seen_ports.find(port); it != seen_ports.end()) {
+      Fail(key, absl::StrCat("port ", port, " is already cluster.ports.", it->second));
+    }
+    seen_ports[port] = name;
+  }
+
+  // node
+  const YAML::Node nd = root["node"];
+  if (!nd) Fail("node", "is required");
+  CheckKeys(nd, "node", {"name", "data_dir", "log_level"});
+  c.node.name = GetString(nd, "node", "name", true);
+  if (!seen_names.count(c.node.name)) {
+    std::vector<std::string> names;
+    for (const auto& n : c.cluster.nodes) names.push_back(n.name);
+    Fail("node.name", absl::StrCat("\"", c.node.name, "\" is not among cluster.nodes (",
+                                   absl::StrJoin(names, ", "), ")"));
+  }
+  c.node.data_dir =
+      GetString(nd, "node", "data_dir", false, absl::StrCat("/var/lib/steward/", c.node.name));
+  if (c.node.data_dir.empty()) Fail("node.data_dir", "must not be empty");
+  c.node.log_level = GetString(nd, "node", "log_level", false, c.node.log_level);
+  static const std::set<std::string> kLevels = {"trace", "debug", "info", "warn", "error"};
+  if (!kLevels.count(c.node.log_level)) {
+    Fail("node.log_level", absl::StrCat("\"", c.node.log_level,
+                                        "\" is not one of trace, debug, info, warn, error"));
+  }
+
+  // etcd
+  if (const YAML::Node ec = root["etcd"]; ec && !ec.IsNull()) {
+    CheckKeys(ec, "etcd",
+              {"binary", "extra_args", "stop_timeout", "restart_backoff_min",
+               "restart_backoff_max"});
+    c.etcd.binary = GetString(ec, "etcd", "binary", false, c.etcd.binary);
+    if (const YAML::Node ea = ec["extra_args"]; ea && !ea.IsNull()) {
+      if (!ea.IsSequence()) Fail("etcd.extra_args", "must be a list of strings");
+      for (size_t i = 0; i < ea.size(); ++i) {
+        std::string key = absl::StrCat("etcd.extra_args[", i, "]");
+        if (!ea[i].IsScalar()) Fail(key, "must be a string");
+        std::string arg = ea[i].Scalar();
+        std::string flag = arg.substr(0, arg.find('='));
+        if (ManagedFlags().count(flag)) {
+          Fail(key, absl::StrCat(flag, " is set by steward from the config and cannot be overridden"));
+        }
+        c.etcd.extra_args.push_back(arg);
+      }
+    }
+    c.etcd.stop_timeout = GetDuration(ec, "etcd", "stop_timeout", c.etcd.stop_timeout);
+    c.etcd.restart_backoff_min =
+        GetDuration(ec, "etcd", "restart_backoff_min", c.etcd.restart_backoff_min);
+    c.etcd.restart_backoff_max =
+        GetDuration(ec, "etcd", "restart_backoff_max", c.etcd.restart_backoff_max);
+    if (c.etcd.restart_backoff_min.count() <= 0) {
+      Fail("etcd.restart_backoff_min", "must be greater than 0");
+    }
+    if (c.etcd.restart_backoff_max < c.etcd.restart_backoff_min) {
+      Fail("etcd.restart_backoff_max", "must not be less than etcd.restart_backoff_min");
+    }
+  }
+  CheckBinary("etcd.binary", c.etcd.binary);
+  CheckDataDir("node.data_dir", c.node.data_dir);
+  return c;
+}
+
+}  // namespace
+
+const NodeSpec& Config::self() const {
+  for (const auto& n : cluster.nodes) {
+    if (n.name == node.name) return n;
+  }
+  std::abort();  // impossible for a validated config
+}
+
+std::string Config::ClientUrl(const NodeSpec& n) const {
+  return absl::StrCat("http://", n.host, ":", cluster.ports.client);
+}
+std::string Config::PeerUrl(const NodeSpec& n) const {
+  return absl::StrCat("http://", n.host, ":", cluster.ports.peer);
+}
+std::string Config::AgentAddress(const NodeSpec& n) const {
+  return absl::StrCat(n.host, ":", cluster.ports.agent);
+}
+std::vector<std::string> Config::AllClientUrls() const {
+  std::vector<std::string> out;
+  for (const auto& n : cluster.nodes) out.push_back(ClientUrl(n));
+  return out;
+}
+std::string Config::ClusterToken() const { return absl::StrCat("steward-", cluster.name); }
+std::string Config::EtcdDataDir() const { return node.data_dir + "/etcd"; }
+std::string Config::EtcdLogPath() const { return node.data_dir + "/etcd.log"; }
+std::string Config::EtcdPidPath() const { return node.data_dir + "/etcd.pid"; }
+
+absl::StatusOr<Config> ParseConfig(const std::string& yaml_text, const std::string& source) {
+  try {
+    YAML::Node root = YAML::Load(yaml_text);
+    Config c = Parse(root);
+    c.source = source;
+    return c;
+  } catch (const ConfigError& e) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": ", e.key, ": ", e.problem));
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": line ", e.mark.line + 1, ": invalid YAML: ", e.msg));
+  }
+}
+
+absl::StatusOr<Config> LoadConfig(const std::string& path) {
+  auto text = ReadFile(path);
+  if (!text.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot read config: ", text.status().message()));
+  }
+  return ParseConfig(*text, path);
+}
+
+}  // namespace steward

@@ -1,0 +1,77 @@
+// The agent's configuration: one YAML file per node. The `cluster` section is meant to be
+// identical on every node; `node` says which of the cluster's nodes this agent is.
+//
+// Every field below shows its default; README.md's configuration reference documents each key.
+// Loading validates everything before the caller touches anything: the first problem found is
+// returned as InvalidArgument whose message starts with the key ("cluster.size: ...").
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace steward {
+
+struct NodeSpec {
+  std::string name;  // required; [A-Za-z0-9._-]+, unique
+  std::string host;  // required; an address or DNS name etcd and agents bind to and advertise
+};
+
+struct Ports {
+  int client = 2379;  // etcd client URL
+  int peer = 2380;    // etcd peer URL
+  int agent = 2381;   // steward's agent-to-agent API
+  int admin = 2382;   // steward's /healthz /metrics
+};
+
+struct ClusterConfig {
+  std::string name;              // required; part of etcd's initial cluster token
+  int size = 0;                  // desired voting members; default min(3, nodes)
+  std::vector<NodeSpec> nodes;   // required, at least one
+  Ports ports;
+};
+
+struct NodeConfig {
+  std::string name;       // required; one of cluster.nodes[].name
+  std::string data_dir;   // default /var/lib/steward/<node.name>
+  std::string log_level = "info";  // trace, debug, info, warn, error
+};
+
+struct EtcdConfig {
+  std::string binary = "/usr/bin/etcd";
+  std::vector<std::string> extra_args;  // passed to etcd after the flags steward manages
+  std::chrono::milliseconds stop_timeout{10000};      // SIGTERM -> SIGKILL grace
+  std::chrono::milliseconds restart_backoff_min{500};   // first restart delay
+  std::chrono::milliseconds restart_backoff_max{30000};  // cap on restart delay
+};
+
+struct Config {
+  ClusterConfig cluster;
+  NodeConfig node;
+  EtcdConfig etcd;
+  std::string source;  // the file it was loaded from, for messages
+
+  const NodeSpec& self() const;  // REQUIRES: a validated config
+  std::string ClientUrl(const NodeSpec& n) const;
+  std::string PeerUrl(const NodeSpec& n) const;
+  std::string AgentAddress(const NodeSpec& n) const;  // host:port of the agent API
+  std::vector<std::string> AllClientUrls() const;
+  // etcd's --initial-cluster-token for a first bootstrap of this cluster.
+  std::string ClusterToken() const;
+  // Where the agent keeps etcd's own data dir, its log and its pid file.
+  std::string EtcdDataDir() const;
+  std::string EtcdLogPath() const;
+  std::string EtcdPidPath() const;
+};
+
+// Parses and validates YAML text. `source` names the file in messages. Checks the
+// filesystem for etcd.binary (exists, executable) and node.data_dir (exists or can be created)
+// but changes nothing.
+absl::StatusOr<Config> ParseConfig(const std::string& yaml_text, const std::string& source);
+
+// Reads and parses `path`.
+absl::StatusOr<Config> LoadConfig(const std::string& path);
+
+}  // namespace steward

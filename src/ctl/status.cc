@@ -1,0 +1,176 @@
+#include "ctl/status.h"
+
+#include <algorithm>
+#include <future>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace steward {
+
+std::string HumanBytes(int64_t n) {
+  const char* units[] = {"B", "kB", "MB", "GB", "TB"};
+  double v = static_cast<double>(n);
+  int u = 0;
+  while (v >= 1000 && u < 4) {
+    v /= 1000;
+    ++u;
+  }
+  return u == 0 ? absl::StrCat(n, " B") : absl::StrFormat("%.1f %s", v, units[u]);
+}
+
+ClusterView CollectStatus(EtcdClient& client, std::chrono::milliseconds timeout,
+                          const std::vector<NodeRow>& nodes) {
+  ClusterView view;
+  auto members = client.MemberList();
+  if (!members.ok()) {
+    view.error = std::string(members.status().message());
+    return view;
+  }
+  view.reachable = true;
+  std::vector<std::future<MemberRow>> futures;
+  for (const auto& m : *members) {
+    futures.push_back(std::async(std::launch::async, [&client, m, timeout] {
+      MemberRow row;
+      row.member = m;
+      if (m.client_urls.empty()) {
+        row.role = "not started";
+        row.error = "member has not started yet";
+        return row;
+      }
+      std::string errors;
+      for (const auto& url : m.client_urls) {
+        auto st = client.Status(url, timeout);
+        if (st.ok()) {
+          row.status = *st;
+          break;
+        }
+        errors = std::string(st.status().message());
+      }
+      if (!row.status) {
+        row.role = "unreachable";
+        row.error = errors;
+        return row;
+      }
+      const MemberStatus& s = *row.status;
+      if (s.is_learner || m.is_learner) {
+        row.role = "learner";
+      } else if (s.leader != 0 && s.leader == s.member_id) {
+        row.role = "leader";
+      } else {
+        row.role = "follower";
+      }
+      row.healthy = s.errors.empty() && s.leader != 0;
+      if (!s.errors.empty()) row.error = absl::StrJoin(s.errors, "; ");
+      if (s.leader == 0) row.error = "no leader";
+      return row;
+    }));
+  }
+  for (auto& f : futures) view.members.push_back(f.get());
+  std::sort(view.members.begin(), view.members.end(), [](const MemberRow& a, const MemberRow& b) {
+    return a.member.name < b.member.name;
+  });
+  bool all_healthy = !view.members.empty();
+  for (const auto& r : view.members) {
+    if (r.status) {
+      view.cluster_id = r.status->cluster_id;
+      if (r.status->leader != 0) view.leader_id = r.status->leader;
+    }
+    if (!r.healthy) all_healthy = false;
+  }
+  view.healthy = all_healthy && view.leader_id != 0;
+  for (const auto& n : nodes) {
+    bool found = false;
+    for (const auto& r : view.members) {
+      if (std::find(r.member.peer_urls.begin(), r.member.peer_urls.end(), n.peer_url) !=
+          r.member.peer_urls.end()) {
+        found = true;
+      }
+    }
+    if (!found) view.non_members.push_back(n);
+  }
+  return view;
+}
+
+std::string RenderStatusTable(const ClusterView& v) {
+  if (!v.reachable) return absl::StrCat("cluster unreachable: ", v.error, "\n");
+  std::vector<std::vector<std::string>> rows;
+  rows.push_back({"NAME", "ID", "PEER URL", "CLIENT URL", "ROLE", "HEALTHY", "RAFT INDEX",
+                  "DB SIZE", "VERSION"});
+  for (const auto& r : v.members) {
+    std::vector<std::string> row = {
+        r.member.name.empty() ? "(unstarted)" : r.member.name,
+        HexId(r.member.id),
+        absl::StrJoin(r.member.peer_urls, ","),
+        r.member.client_urls.empty() ? "-" : absl::StrJoin(r.member.client_urls, ","),
+        r.role,
+        r.healthy ? "true" : "false",
+        r.status ? absl::StrCat(r.status->raft_index) : "-",
+        r.status ? HumanBytes(r.status->db_size) : "-",
+        r.status ? r.status->version : "-"};
+    rows.push_back(row);
+  }
+  for (const auto& n : v.non_members) {
+    rows.push_back({n.name, "-", n.peer_url, "-", "not a member", "-", "-", "-", "-"});
+  }
+  std::vector<size_t> width(rows[0].size(), 0);
+  for (const auto& r : rows) {
+    for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
+  }
+  std::string out;
+  for (const auto& r : rows) {
+    std::string line;
+    for (size_t i = 0; i < r.size(); ++i) {
+      line += r[i];
+      if (i + 1 < r.size()) line += std::string(width[i] - r[i].size() + 2, ' ');
+    }
+    out += line + "\n";
+  }
+  out += absl::StrCat("\ncluster ", v.cluster_id ? HexId(v.cluster_id) : "?", ": ",
+                      v.healthy ? "healthy" : "NOT healthy", ", ", v.members.size(),
+                      " member(s), leader ", v.leader_id ? HexId(v.leader_id) : "none", "\n");
+  for (const auto& r : v.members) {
+    if (!r.error.empty()) {
+      out += absl::StrCat("  ", r.member.name.empty() ? HexId(r.member.id) : r.member.name, ": ",
+                          r.error, "\n");
+    }
+  }
+  return out;
+}
+
+nlohmann::json StatusToJson(const ClusterView& v) {
+  nlohmann::json j;
+  j["reachable"] = v.reachable;
+  j["healthy"] = v.healthy;
+  if (!v.error.empty()) j["error"] = v.error;
+  // IDs are hex strings: uint64 values do not survive JSON tools that use doubles.
+  j["cluster_id"] = v.cluster_id ? HexId(v.cluster_id) : "";
+  j["leader_id"] = v.leader_id ? HexId(v.leader_id) : "";
+  j["members"] = nlohmann::json::array();
+  for (const auto& r : v.members) {
+    nlohmann::json m;
+    m["name"] = r.member.name;
+    m["id"] = HexId(r.member.id);
+    m["peer_urls"] = r.member.peer_urls;
+    m["client_urls"] = r.member.client_urls;
+    m["role"] = r.role;
+    m["healthy"] = r.healthy;
+    m["is_learner"] = r.member.is_learner;
+    if (r.status) {
+      m["raft_index"] = r.status->raft_index;
+      m["raft_term"] = r.status->raft_term;
+      m["db_size"] = r.status->db_size;
+      m["version"] = r.status->version;
+    }
+    if (!r.error.empty()) m["error"] = r.error;
+    j["members"].push_back(m);
+  }
+  j["non_members"] = nlohmann::json::array();
+  for (const auto& n : v.non_members) {
+    j["non_members"].push_back({{"name", n.name}, {"peer_url", n.peer_url}});
+  }
+  return j;
+}
+
+}  // namespace steward

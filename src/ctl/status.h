@@ -1,0 +1,49 @@
+// `stewardctl status`: a view of the cluster gathered from etcd, and its renderings.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "etcd/client.h"
+#include "nlohmann/json.hpp"
+
+namespace steward {
+
+struct MemberRow {
+  MemberInfo member;
+  std::optional<MemberStatus> status;  // empty when the member did not answer
+  std::string error;                   // why it did not answer
+  std::string role;                    // leader, follower, learner, unreachable, not started
+  bool healthy = false;
+};
+
+// A node from the config that has no member entry (a spare, or a node waiting to be added).
+struct NodeRow {
+  std::string name;
+  std::string peer_url;
+};
+
+struct ClusterView {
+  bool reachable = false;  // some endpoint answered MemberList
+  std::string error;       // why not
+  uint64_t cluster_id = 0;
+  uint64_t leader_id = 0;
+  std::vector<MemberRow> members;
+  std::vector<NodeRow> non_members;
+  bool healthy = false;  // reachable, a leader, every member healthy
+};
+
+// Asks any endpoint for the member list, then each member's Status in parallel. `nodes`
+// (name, peer URL) from a config adds rows for configured nodes that are not members.
+ClusterView CollectStatus(EtcdClient& client, std::chrono::milliseconds timeout,
+                          const std::vector<NodeRow>& nodes = {});
+
+std::string RenderStatusTable(const ClusterView& view);
+nlohmann::json StatusToJson(const ClusterView& view);
+
+// "1.5 MB" style sizes for tables.
+std::string HumanBytes(int64_t n);
+
+}  // namespace steward

@@ -1,0 +1,304 @@
+#include "etcd/client.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace steward {
+
+std::string GrpcTarget(const std::string& url) {
+  auto pos = url.find("://");
+  std::string rest = pos == std::string::npos ? url : url.substr(pos + 3);
+  if (!rest.empty() && rest.back() == '/') rest.pop_back();
+  return rest;
+}
+
+std::string HexId(uint64_t id) { return absl::StrFormat("%x", id); }
+
+absl::Status FromGrpc(const grpc::Status& s, const std::string& context) {
+  if (s.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                      absl::StrCat(context, ": ", s.error_message()));
+}
+
+namespace {
+MemberInfo FromProto(const etcdserverpb::Member& m) {
+  MemberInfo out;
+  out.id = m.id();
+  out.name = m.name();
+  out.peer_urls.assign(m.peerurls().begin(), m.peerurls().end());
+  out.client_urls.assign(m.clienturls().begin(), m.clienturls().end());
+  out.is_learner = m.islearner();
+  return out;
+}
+}  // namespace
+
+EtcdClient::EtcdClient(std::vector<std::string> endpoints)
+    : EtcdClient(std::move(endpoints), Options{}) {}
+
+EtcdClient::EtcdClient(std::vector<std::string> endpoints, Options options)
+    : endpoints_(std::move(endpoints)), options_(std::move(options)) {}
+
+EtcdClient::Stubs& EtcdClient::StubsFor(const std::string& endpoint) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& slot = stubs_[endpoint];
+  if (!slot) {
+    grpc::ChannelArguments args;
+    // Reconnect quickly after an etcd restart; the defaults back off for up to two minutes.
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    args.SetMaxReceiveMessageSize(-1);
+    // Distinct channels per client object: no subchannel sharing with other clients' state.
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    auto creds = options_.credentials ? options_.credentials : grpc::InsecureChannelCredentials();
+    slot = std::make_unique<Stubs>();
+    slot->channel = grpc::CreateCustomChannel(GrpcTarget(endpoint), creds, args);
+    slot->kv = etcdserverpb::KV::NewStub(slot->channel);
+    slot->cluster = etcdserverpb::Cluster::NewStub(slot->channel);
+    slot->maintenance = etcdserverpb::Maintenance::NewStub(slot->channel);
+    slot->lease = etcdserverpb::Lease::NewStub(slot->channel);
+  }
+  return *slot;
+}
+
+void EtcdClient::SetDeadline(grpc::ClientContext& ctx, std::chrono::milliseconds timeout) const {
+  ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+}
+
+absl::Status EtcdClient::CallAny(
+    const char* what, bool idempotent,
+    const std::function<grpc::Status(Stubs&, grpc::ClientContext&)>& call) {
+  if (endpoints_.empty()) return absl::InvalidArgumentError(absl::StrCat(what, ": no endpoints"));
+  size_t start;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    start = preferred_;
+  }
+  std::vector<std::string> errors;
+  grpc::Status last;
+  for (size_t i = 0; i < endpoints_.size(); ++i) {
+    size_t idx = (start + i) % endpoints_.size();
+    const std::string& ep = endpoints_[idx];
+    grpc::ClientContext ctx;
+    SetDeadline(ctx, options_.timeout);
+    last = call(StubsFor(ep), ctx);
+    if (last.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      preferred_ = idx;
+      return absl::OkStatus();
+    }
+    errors.push_back(absl::StrCat(ep, ": ", last.error_message()));
+    bool move_on = last.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                   (idempotent && last.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED);
+    if (!move_on) break;
+  }
+  return absl::Status(static_cast<absl::StatusCode>(last.error_code()),
+                      absl::StrCat(what, ": ", absl::StrJoin(errors, "; ")));
+}
+
+absl::StatusOr<std::vector<MemberInfo>> EtcdClient::MemberList() {
+  etcdserverpb::MemberListResponse resp;
+  absl::Status s = CallAny("MemberList", true, [&](Stubs& st, grpc::ClientContext& ctx) {
+    return st.cluster->MemberList(&ctx, etcdserverpb::MemberListRequest(), &resp);
+  });
+  if (!s.ok()) return s;
+  std::vector<MemberInfo> out;
+  for (const auto& m : resp.members()) out.push_back(FromProto(m));
+  return out;
+}
+
+absl::StatusOr<MemberInfo> EtcdClient::MemberAdd(const std::vector<std::string>& peer_urls,
+                                                 bool learner) {
+  etcdserverpb::MemberAddRequest req;
+  for (const auto& u : peer_urls) req.add_peerurls(u);
+  req.set_islearner(learner);
+  etcdserverpb::MemberAddResponse resp;
+  absl::Status s = CallAny("MemberAdd", false, [&](Stubs& st, grpc::ClientContext& ctx) {
+    return st.cluster->MemberAdd(&ctx, req, &resp);
+  });
+  if (!s.ok()) return s;
+  return FromProto(resp.member());
+}
+
+absl::Status EtcdClient::MemberRemove(uint64_t id) {
+  etcdserverpb::MemberRemoveRequest req;
+  req.set_id(id);
+  etcdserverpb::MemberRemoveResponse resp;
+  return CallAny("MemberRemove", false, [&](Stubs& st, grpc::ClientContext& ctx) {
+    return st.cluster->MemberRemove(&ctx, req, &resp);
+  });
+}
+
+absl::Status EtcdClient::MemberPromote(uint64_t id) {
+  etcdserverpb::MemberPromoteRequest req;
+  req.set_id(id);
+  etcdserverpb::MemberPromoteResponse resp;
+  return CallAny("MemberPromote", false, [&](Stubs& st, grpc::ClientContext& ctx) {
+    return st.cluster->MemberPromote(&ctx, req, &resp);
+  });
+}
+
+absl::Status EtcdClient::Put(const std::string& key, const std::string& value, int64_t lease) {
+  etcdserverpb::PutRequest req;
+  req.set_key(key);
+  req.set_value(value);
+  req.set_lease(lease);
+  etcdserverpb::PutResponse resp;
+  // A put is idempotent for our purposes (same key, same value).
+  return CallAny("Put", true, [&](Stubs& st, grpc::ClientContext& ctx) {
+    return st.kv->Put(&ctx, req, &resp);
+  });
+}
+
+absl::StatusOr<std::optional<std::string>> EtcdClient::Get(const std::string& key) {
+  etcdserverpb::RangeRequest req;
+  req.set_key(key);
+  etcdserverpb::RangeResponse resp;
+  absl::Status s = CallAny("Range", true, [&](Stubs& st, grpc::ClientContext& ctx) {
+    return st.kv->Range(&ctx, req, &resp);
+  });
+  if (!s.ok()) return s;
+  if (resp.kvs_size() == 0) return std::optional<std::string>();
+  return std::optional<std::string>(resp.kvs(0).value());
+}
+
+absl::StatusOr<std::vector<AlarmInfo>> EtcdClient::AlarmList() {
+  etcdserverpb::AlarmRequest req;
+  req.set_action(etcdserverpb::AlarmRequest::GET);
+  etcdserverpb::AlarmResponse resp;
+  absl::Status s = CallAny("AlarmList", true, [&](Stubs& st, grpc::ClientContext& ctx) {
+    return st.maintenance->Alarm(&ctx, req, &resp);
+  });
+  if (!s.ok()) return s;
+  std::vector<AlarmInfo> out;
+  for (const auto& a : resp.alarms()) {
+    out.push_back({a.memberid(), etcdserverpb::AlarmType_Name(a.alarm())});
+  }
+  return out;
+}
+
+absl::Status EtcdClient::AlarmDisarm(uint64_t member_id, const std::string& alarm) {
+  etcdserverpb::AlarmType type;
+  if (!etcdserverpb::AlarmType_Parse(alarm, &type)) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown alarm ", alarm));
+  }
+  etcdserverpb::AlarmRequest req;
+  req.set_action(etcdserverpb::AlarmRequest::DEACTIVATE);
+  req.set_memberid(member_id);
+  req.set_alarm(type);
+  etcdserverpb::AlarmResponse resp;
+  return CallAny("AlarmDisarm", true, [&](Stubs& st, grpc::ClientContext& ctx) {
+    return st.maintenance->Alarm(&ctx, req, &resp);
+  });
+}
+
+absl::StatusOr<int64_t> EtcdClient::LeaseGrant(std::chrono::seconds ttl) {
+  etcdserverpb::LeaseGrantRequest req;
+  req.set_ttl(ttl.count());
+  etcdserverpb::LeaseGrantResponse resp;
+  absl::Status s = CallAny("LeaseGrant", false, [&](Stubs& st, grpc::ClientContext& ctx) {
+    return st.lease->LeaseGrant(&ctx, req, &resp);
+  });
+  if (!s.ok()) return s;
+  if (!resp.error().empty()) return absl::UnavailableError("LeaseGrant: " + resp.error());
+  return resp.id();
+}
+
+absl::Status EtcdClient::LeaseRevoke(int64_t lease) {
+  etcdserverpb::LeaseRevokeRequest req;
+  req.set_id(lease);
+  etcdserverpb::LeaseRevokeResponse resp;
+  return CallAny("LeaseRevoke", true, [&](Stubs& st, grpc::ClientContext& ctx) {
+    return st.lease->LeaseRevoke(&ctx, req, &resp);
+  });
+}
+
+absl::Status EtcdClient::LeaseKeepAliveOnce(int64_t lease) {
+  etcdserverpb::LeaseKeepAliveResponse resp;
+  absl::Status s = CallAny("LeaseKeepAlive", true, [&](Stubs& st, grpc::ClientContext& ctx) {
+    auto stream = st.lease->LeaseKeepAlive(&ctx);
+    etcdserverpb::LeaseKeepAliveRequest req;
+    req.set_id(lease);
+    if (!stream->Write(req)) return stream->Finish();
+    stream->WritesDone();
+    if (!stream->Read(&resp)) return stream->Finish();
+    ctx.TryCancel();
+    stream->Finish();
+    return grpc::Status::OK;
+  });
+  if (!s.ok()) return s;
+  if (resp.ttl() <= 0) return absl::NotFoundError(absl::StrCat("lease ", lease, " has expired"));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<etcdserverpb::TxnResponse> EtcdClient::Txn(const etcdserverpb::TxnRequest& req) {
+  etcdserverpb::TxnResponse resp;
+  absl::Status s = CallAny("Txn", false, [&](Stubs& st, grpc::ClientContext& ctx) {
+    return st.kv->Txn(&ctx, req, &resp);
+  });
+  if (!s.ok()) return s;
+  return resp;
+}
+
+absl::StatusOr<MemberStatus> EtcdClient::Status(const std::string& endpoint) {
+  return Status(endpoint, options_.timeout);
+}
+
+absl::StatusOr<MemberStatus> EtcdClient::Status(const std::string& endpoint,
+                                                std::chrono::milliseconds timeout) {
+  grpc::ClientContext ctx;
+  SetDeadline(ctx, timeout);
+  etcdserverpb::StatusResponse resp;
+  grpc::Status gs = StubsFor(endpoint).maintenance->Status(&ctx, etcdserverpb::StatusRequest(), &resp);
+  if (!gs.ok()) return FromGrpc(gs, absl::StrCat("Status ", endpoint));
+  MemberStatus out;
+  out.endpoint = endpoint;
+  out.member_id = resp.header().member_id();
+  out.cluster_id = resp.header().cluster_id();
+  out.version = resp.version();
+  out.db_size = resp.dbsize();
+  out.db_size_in_use = resp.dbsizeinuse();
+  out.leader = resp.leader();
+  out.raft_index = resp.raftindex();
+  out.raft_term = resp.raftterm();
+  out.raft_applied_index = resp.raftappliedindex();
+  out.is_learner = resp.islearner();
+  out.errors.assign(resp.errors().begin(), resp.errors().end());
+  return out;
+}
+
+absl::Status EtcdClient::Defragment(const std::string& endpoint,
+                                    std::chrono::milliseconds timeout) {
+  grpc::ClientContext ctx;
+  SetDeadline(ctx, timeout);
+  etcdserverpb::DefragmentResponse resp;
+  return FromGrpc(
+      StubsFor(endpoint).maintenance->Defragment(&ctx, etcdserverpb::DefragmentRequest(), &resp),
+      absl::StrCat("Defragment ", endpoint));
+}
+
+absl::StatusOr<uint64_t> EtcdClient::Snapshot(
+    const std::string& endpoint, const std::function<absl::Status(std::string_view)>& sink,
+    std::chrono::milliseconds timeout) {
+  grpc::ClientContext ctx;
+  SetDeadline(ctx, timeout);
+  auto reader = StubsFor(endpoint).maintenance->Snapshot(&ctx, etcdserverpb::SnapshotRequest());
+  etcdserverpb::SnapshotResponse chunk;
+  uint64_t total = 0;
+  absl::Status sink_error;
+  while (reader->Read(&chunk)) {
+    total += chunk.blob().size();
+    sink_error = sink(chunk.blob());
+    if (!sink_error.ok()) {
+      ctx.TryCancel();
+      break;
+    }
+  }
+  grpc::Status gs = reader->Finish();
+  if (!sink_error.ok()) return sink_error;
+  if (!gs.ok()) return FromGrpc(gs, absl::StrCat("Snapshot ", endpoint));
+  return total;
+}
+
+}  // namespace steward

@@ -1,0 +1,132 @@
+// A small etcd v3 client over gRPC: the calls the agent and stewardctl make.
+//
+// Every call has a deadline (Options::timeout unless said otherwise). Cluster-wide calls try
+// the endpoints in turn, starting with the last one that answered; idempotent calls move on
+// after UNAVAILABLE or DEADLINE_EXCEEDED, mutating ones (MemberAdd, MemberRemove, MemberPromote)
+// only after UNAVAILABLE, because a timed-out change may still have been applied (re-read the
+// member list before retrying one). Member IDs are uint64 throughout.
+//
+// Thread-safe: calls may be made from several threads; channels are shared.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "etcd_rpc.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+
+namespace steward {
+
+struct MemberInfo {
+  uint64_t id = 0;
+  std::string name;  // empty until the member has started and published itself
+  std::vector<std::string> peer_urls;
+  std::vector<std::string> client_urls;
+  bool is_learner = false;
+};
+
+struct MemberStatus {
+  std::string endpoint;
+  uint64_t member_id = 0;
+  uint64_t cluster_id = 0;
+  std::string version;
+  int64_t db_size = 0;
+  int64_t db_size_in_use = 0;
+  uint64_t leader = 0;  // 0: no leader known to this member
+  uint64_t raft_index = 0;
+  uint64_t raft_term = 0;
+  uint64_t raft_applied_index = 0;
+  bool is_learner = false;
+  std::vector<std::string> errors;
+};
+
+struct AlarmInfo {
+  uint64_t member_id = 0;
+  std::string alarm;  // "NOSPACE", "CORRUPT"
+};
+
+// "http://host:port" -> "host:port"; returns the input when it has no scheme.
+std::string GrpcTarget(const std::string& url);
+// Member IDs in human output, as etcdctl prints them.
+std::string HexId(uint64_t id);
+
+class EtcdClient {
+ public:
+  struct Options {
+    std::chrono::milliseconds timeout{5000};
+    // Plain-text when null; TLS credentials plug in here.
+    std::shared_ptr<grpc::ChannelCredentials> credentials;
+  };
+
+  explicit EtcdClient(std::vector<std::string> endpoints);
+  EtcdClient(std::vector<std::string> endpoints, Options options);
+
+  const std::vector<std::string>& endpoints() const { return endpoints_; }
+
+  // --- cluster-wide, with failover ---
+  absl::StatusOr<std::vector<MemberInfo>> MemberList();
+  // Returns the new member (ID assigned, name empty until it starts).
+  absl::StatusOr<MemberInfo> MemberAdd(const std::vector<std::string>& peer_urls, bool learner);
+  absl::Status MemberRemove(uint64_t id);
+  absl::Status MemberPromote(uint64_t id);
+  absl::Status Put(const std::string& key, const std::string& value, int64_t lease = 0);
+  // nullopt when the key does not exist. Linearizable.
+  absl::StatusOr<std::optional<std::string>> Get(const std::string& key);
+  absl::StatusOr<std::vector<AlarmInfo>> AlarmList();
+  absl::Status AlarmDisarm(uint64_t member_id, const std::string& alarm);
+  // Leases, for leadership keys.
+  absl::StatusOr<int64_t> LeaseGrant(std::chrono::seconds ttl);
+  absl::Status LeaseRevoke(int64_t lease);
+  // One keep-alive round trip; NotFound when the lease has expired.
+  absl::Status LeaseKeepAliveOnce(int64_t lease);
+  // A raw transaction, for compare-and-swap on the reserved prefix.
+  absl::StatusOr<etcdserverpb::TxnResponse> Txn(const etcdserverpb::TxnRequest& req);
+
+  // --- one endpoint ---
+  absl::StatusOr<MemberStatus> Status(const std::string& endpoint);
+  absl::StatusOr<MemberStatus> Status(const std::string& endpoint,
+                                      std::chrono::milliseconds timeout);
+  absl::Status Defragment(const std::string& endpoint, std::chrono::milliseconds timeout);
+  // Streams a snapshot of `endpoint`'s backend. `sink` receives each chunk in order (the last
+  // 32 bytes of the whole stream are etcd's sha256 of the rest); an error from `sink` cancels the
+  // stream and is returned. Returns the number of bytes received.
+  absl::StatusOr<uint64_t> Snapshot(const std::string& endpoint,
+                                    const std::function<absl::Status(std::string_view)>& sink,
+                                    std::chrono::milliseconds timeout);
+
+ private:
+  struct Stubs {
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<etcdserverpb::KV::Stub> kv;
+    std::unique_ptr<etcdserverpb::Cluster::Stub> cluster;
+    std::unique_ptr<etcdserverpb::Maintenance::Stub> maintenance;
+    std::unique_ptr<etcdserverpb::Lease::Stub> lease;
+  };
+  Stubs& StubsFor(const std::string& endpoint);
+  void SetDeadline(grpc::ClientContext& ctx, std::chrono::milliseconds timeout) const;
+  // Runs `call` on each endpoint in turn until one succeeds or fails with an error that says
+  // the request reached a working member. `what` prefixes the error.
+  absl::Status CallAny(const char* what, bool idempotent,
+                       const std::function<grpc::Status(Stubs&, grpc::ClientContext&)>& call);
+
+  std::vector<std::string> endpoints_;
+  Options options_;
+  std::mutex mu_;
+  std::map<std::string, std::unique_ptr<Stubs>> stubs_ ABSL_GUARDED_BY(mu_);
+  size_t preferred_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+absl::Status FromGrpc(const grpc::Status& s, const std::string& context);
+
+}  // namespace steward

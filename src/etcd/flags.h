@@ -1,0 +1,31 @@
+// Turns "what etcd should run as" into etcd's command-line flags. Shared by every runner
+// (child process, kubelet static pod) so they cannot disagree. Pure functions.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "config/config.h"
+
+namespace steward {
+
+struct EtcdLaunch {
+  std::string name;
+  std::string data_dir;
+  std::string client_url;  // listened on and advertised
+  std::string peer_url;    // listened on and advertised
+  // name -> peer URL, in order. Ignored by etcd once the data dir holds a member.
+  std::vector<std::pair<std::string, std::string>> initial_cluster;
+  bool new_cluster = true;  // --initial-cluster-state new|existing
+  std::string token;        // --initial-cluster-token
+  std::vector<std::string> extra_args;
+};
+
+// The flags, without argv[0], in a fixed order (golden-tested).
+std::vector<std::string> RenderEtcdFlags(const EtcdLaunch& launch);
+
+// The launch for this node as one of the first cluster.size nodes bootstrapping a new cluster.
+EtcdLaunch BootstrapLaunch(const Config& config);
+
+}  // namespace steward

@@ -1,0 +1,275 @@
+#include "runner/process_runner.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/files.h"
+#include "common/status.h"
+#include "spdlog/spdlog.h"
+
+namespace steward {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::vector<std::string> ProcCmdline(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/cmdline"), std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : all) {
+    if (c == '\0') {
+      out.push_back(cur);
+      cur.clear();
+    } else {
+      cur.push_back(c);
+    }
+  }
+  if (!cur.empty()) out.push_back(cur);
+  return out;
+}
+
+// 'Z' for a zombie, 0 if the process does not exist.
+char ProcState(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string line;
+  if (!std::getline(in, line)) return 0;
+  auto close = line.rfind(')');
+  if (close == std::string::npos || close + 2 >= line.size()) return 0;
+  return line[close + 2];
+}
+
+std::string Canonical(const std::string& p) {
+  std::error_code ec;
+  auto c = std::filesystem::weakly_canonical(p, ec);
+  return ec ? p : c.string();
+}
+
+}  // namespace
+
+bool ProcessRunner::IsEtcdFor(pid_t pid, const std::string& binary, const std::string& data_dir) {
+  if (pid <= 0) return false;
+  char state = ProcState(pid);
+  if (state == 0 || state == 'Z' || state == 'X') return false;
+  auto argv = ProcCmdline(pid);
+  if (argv.empty()) return false;
+  if (Canonical(argv[0]) != Canonical(binary)) return false;
+  const std::string want = Canonical(data_dir);
+  for (const auto& a : argv) {
+    if (a.rfind("--data-dir=", 0) == 0 && Canonical(a.substr(11)) == want) return true;
+  }
+  return false;
+}
+
+ProcessRunner::ProcessRunner(Options options)
+    : options_(std::move(options)), backoff_(options_.backoff_min, options_.backoff_max) {
+  supervisor_ = std::thread([this] { SuperviseLoop(); });
+}
+
+ProcessRunner::~ProcessRunner() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    shutdown_ = true;
+  }
+  cv_.notify_all();
+  supervisor_.join();
+}
+
+std::optional<pid_t> ProcessRunner::Adopt() {
+  auto text = ReadFile(options_.pid_path);
+  if (!text.ok()) return std::nullopt;
+  int pid = 0;
+  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &pid) || pid <= 0) {
+    spdlog::warn("ignoring unreadable pid file {}", options_.pid_path);
+    return std::nullopt;
+  }
+  // A pid file alone is not proof: the pid may have been reused by another program.
+  if (!IsEtcdFor(pid, options_.binary, options_.data_dir)) {
+    spdlog::info("pid file {} names pid {}, which is not our etcd; not adopting",
+                 options_.pid_path, pid);
+    return std::nullopt;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  pid_ = pid;
+  is_child_ = false;
+  started_at_ = Clock::now();
+  spdlog::info("adopted running etcd pid {} on {}", pid, options_.data_dir);
+  return pid;
+}
+
+void ProcessRunner::Run(std::vector<std::string> flags) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    flags_ = std::move(flags);
+    if (!wanted_) {
+      wanted_ = true;
+      next_start_ = Clock::now();
+    }
+  }
+  cv_.notify_all();
+}
+
+bool ProcessRunner::wanted() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return wanted_;
+}
+
+std::optional<pid_t> ProcessRunner::pid() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (pid_ == 0) return std::nullopt;
+  return pid_;
+}
+
+int ProcessRunner::restarts() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return restarts_;
+}
+
+void ProcessRunner::StartLocked() {
+  // Everything the child needs is prepared before fork(): after it, only async-signal-safe calls.
+  std::vector<std::string> args;
+  args.push_back(options_.binary);
+  args.insert(args.end(), flags_.begin(), flags_.end());
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  int log_fd = ::open(options_.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+  if (log_fd < 0) {
+    spdlog::error("cannot open etcd log {}: {}; retrying", options_.log_path, std::strerror(errno));
+    next_start_ = Clock::now() + backoff_.Next();
+    return;
+  }
+  int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  std::string banner = absl::StrCat("\n=== steward: starting ", absl::StrJoin(args, " "), "\n");
+  (void)!::write(log_fd, banner.data(), banner.size());
+
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setsid();
+    // Undo the agent's blocked signals: etcd must see SIGTERM.
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::dup2(null_fd, 0);
+    ::dup2(log_fd, 1);
+    ::dup2(log_fd, 2);
+    ::close_range(3, ~0U, 0);
+    ::execv(argv[0], argv.data());
+    const char msg[] = "steward: exec of etcd failed\n";
+    (void)!::write(2, msg, sizeof(msg) - 1);
+    ::_exit(127);
+  }
+  ::close(log_fd);
+  if (null_fd >= 0) ::close(null_fd);
+  if (pid < 0) {
+    spdlog::error("fork for etcd failed: {}; retrying", std::strerror(errno));
+    next_start_ = Clock::now() + backoff_.Next();
+    return;
+  }
+  pid_ = pid;
+  is_child_ = true;
+  started_at_ = Clock::now();
+  absl::Status s = WriteFileAtomic(options_.pid_path, absl::StrCat(pid, "\n"));
+  if (!s.ok()) spdlog::warn("writing pid file: {}", s.message());
+  spdlog::info("started etcd pid {} (log {})", pid, options_.log_path);
+}
+
+bool ProcessRunner::ExitedLocked(std::string* how) {
+  if (pid_ == 0) return true;
+  if (is_child_) {
+    int status = 0;
+    pid_t r = ::waitpid(pid_, &status, WNOHANG);
+    if (r == 0) return false;
+    if (r < 0 && errno == EINTR) return false;
+    if (r == pid_) {
+      if (WIFEXITED(status)) {
+        *how = absl::StrCat("exited with status ", WEXITSTATUS(status));
+      } else if (WIFSIGNALED(status)) {
+        *how = absl::StrCat("killed by signal ", WTERMSIG(status));
+      }
+    } else {
+      *how = "is gone";
+    }
+    return true;
+  }
+  if (IsEtcdFor(pid_, options_.binary, options_.data_dir)) return false;
+  *how = "(adopted) is gone";
+  return true;
+}
+
+void ProcessRunner::SuperviseLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!shutdown_) {
+    cv_.wait_for(lock, std::chrono::milliseconds(100));
+    if (shutdown_) break;
+    if (pid_ != 0) {
+      std::string how;
+      if (ExitedLocked(&how)) {
+        auto ran = Clock::now() - started_at_;
+        if (ran >= options_.stable_after) backoff_.Reset();
+        pid_t old = pid_;
+        pid_ = 0;
+        if (wanted_) {
+          auto delay = backoff_.Next();
+          next_start_ = Clock::now() + delay;
+          ++restarts_;
+          spdlog::warn("etcd pid {} {} after {}s; restarting in {}ms", old, how,
+                       std::chrono::duration_cast<std::chrono::seconds>(ran).count(),
+                       delay.count());
+        }
+      }
+      continue;
+    }
+    if (wanted_ && Clock::now() >= next_start_) StartLocked();
+  }
+}
+
+absl::Status ProcessRunner::Stop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  wanted_ = false;
+  if (pid_ == 0) {
+    ::unlink(options_.pid_path.c_str());
+    return absl::OkStatus();
+  }
+  const pid_t pid = pid_;
+  spdlog::info("stopping etcd pid {} (SIGTERM, SIGKILL after {}ms)", pid,
+               options_.stop_timeout.count());
+  ::kill(pid, SIGTERM);
+  auto wait_gone = [&](std::chrono::milliseconds limit) {
+    auto deadline = Clock::now() + limit;
+    std::string how;
+    while (Clock::now() < deadline) {
+      if (pid_ == 0 || ExitedLocked(&how)) {
+        pid_ = 0;
+        return true;
+      }
+      cv_.wait_for(lock, std::chrono::milliseconds(50));
+    }
+    return false;
+  };
+  if (!wait_gone(options_.stop_timeout)) {
+    spdlog::warn("etcd pid {} did not stop within {}ms; sending SIGKILL", pid,
+                 options_.stop_timeout.count());
+    ::kill(pid, SIGKILL);
+    if (!wait_gone(std::chrono::milliseconds(5000))) {
+      return absl::DeadlineExceededError(absl::StrCat("etcd pid ", pid, " survived SIGKILL"));
+    }
+  }
+  ::unlink(options_.pid_path.c_str());
+  spdlog::info("etcd pid {} stopped", pid);
+  return absl::OkStatus();
+}
+
+}  // namespace steward

@@ -1,0 +1,69 @@
+// The default Runner: etcd as a child process of the agent.
+//
+// etcd runs in its own session (setsid), so a signal to the agent's process group (Ctrl-C) or
+// the agent's death does not take etcd down; the pid file in the data dir lets the next agent
+// adopt it. stdout/stderr go to a log file, appended.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "common/backoff.h"
+#include "runner/runner.h"
+
+namespace steward {
+
+class ProcessRunner : public Runner {
+ public:
+  struct Options {
+    std::string binary;    // etcd executable
+    std::string data_dir;  // etcd's --data-dir; identifies "our" etcd when adopting
+    std::string pid_path;
+    std::string log_path;
+    std::chrono::milliseconds stop_timeout{10000};
+    std::chrono::milliseconds backoff_min{500};
+    std::chrono::milliseconds backoff_max{30000};
+    // A run that lasted this long resets the backoff.
+    std::chrono::milliseconds stable_after{60000};
+  };
+
+  explicit ProcessRunner(Options options);
+  // Stops supervising; leaves etcd running (call Stop() first to stop it).
+  ~ProcessRunner() override;
+
+  std::optional<pid_t> Adopt() override;
+  void Run(std::vector<std::string> flags) override;
+  absl::Status Stop() override;
+  bool wanted() const override;
+  std::optional<pid_t> pid() const override;
+  int restarts() const override;
+
+  // True if `pid` is alive and is `binary` running with --data-dir=`data_dir`. Exposed for tests.
+  static bool IsEtcdFor(pid_t pid, const std::string& binary, const std::string& data_dir);
+
+ private:
+  void SuperviseLoop();
+  // REQUIRES: mu_ held. Starts etcd with flags_; records pid_.
+  void StartLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // REQUIRES: mu_ held. True if pid_ has exited (reaps a child).
+  bool ExitedLocked(std::string* how) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const Options options_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool wanted_ ABSL_GUARDED_BY(mu_) = false;
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::string> flags_ ABSL_GUARDED_BY(mu_);
+  pid_t pid_ ABSL_GUARDED_BY(mu_) = 0;
+  bool is_child_ ABSL_GUARDED_BY(mu_) = false;  // false for an adopted process
+  std::chrono::steady_clock::time_point started_at_ ABSL_GUARDED_BY(mu_);
+  std::chrono::steady_clock::time_point next_start_ ABSL_GUARDED_BY(mu_);
+  int restarts_ ABSL_GUARDED_BY(mu_) = 0;
+  Backoff backoff_ ABSL_GUARDED_BY(mu_);
+  std::thread supervisor_;
+};
+
+}  // namespace steward

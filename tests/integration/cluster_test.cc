@@ -1,0 +1,154 @@
+// Foundation integration tests: real agents, real etcd 3.4, on 127.0.X.0/24 loopback addresses.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "etcd/client.h"
+#include "harness.h"
+
+namespace steward::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Each test has its own subnet so ctest can run them in parallel.
+enum Subnet { kForm = 21, kEtcdKill = 22, kAgentKill = 23, kStaggered = 24, kCtl = 25 };
+
+TEST(ClusterTest, ThreeAgentsFormAClusterAndAPutRoundTrips) {
+  TestCluster c(kForm, 3, 3);
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  ASSERT_TRUE(c.WaitHealthy(3, 60s)) << c.Logs();
+  ClusterView v = c.Status();
+  ASSERT_EQ(v.members.size(), 3u);
+  for (const auto& m : v.members) {
+    EXPECT_TRUE(m.healthy) << m.member.name;
+    EXPECT_FALSE(m.member.is_learner);
+  }
+  EtcdClient writer({c.ClientUrl(0)});
+  ASSERT_TRUE(writer.Put("/it/hello", "world").ok());
+  EtcdClient reader({c.ClientUrl(2)});
+  auto got = reader.Get("/it/hello");
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_TRUE(got->has_value());
+  EXPECT_EQ(**got, "world");
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(c.EtcdProcessCount(i), 1);
+}
+
+TEST(ClusterTest, KilledEtcdIsRestartedAndRejoins) {
+  TestCluster c(kEtcdKill, 3, 3);
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  ASSERT_TRUE(c.WaitHealthy(3, 60s)) << c.Logs();
+  auto old_pid = c.EtcdPid(1);
+  ASSERT_TRUE(old_pid.has_value());
+  ASSERT_EQ(kill(*old_pid, SIGKILL), 0);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto p = c.EtcdPid(1);
+        return p.has_value() && *p != *old_pid;
+      },
+      30s))
+      << c.Logs();
+  ASSERT_TRUE(c.WaitHealthy(3, 60s)) << c.Logs();
+  EXPECT_EQ(c.EtcdProcessCount(1), 1);
+  // The restarted member serves reads of data written while it was down.
+  EtcdClient client({c.ClientUrl(1)});
+  ASSERT_TRUE(EtcdClient({c.ClientUrl(0)}).Put("/it/after", "restart").ok());
+  ASSERT_TRUE(WaitFor([&] {
+    auto got = client.Get("/it/after");
+    return got.ok() && got->has_value() && **got == "restart";
+  }, 10s));
+}
+
+TEST(ClusterTest, RestartedAgentAdoptsTheRunningEtcd) {
+  TestCluster c(kAgentKill, 3, 3);
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  ASSERT_TRUE(c.WaitHealthy(3, 60s)) << c.Logs();
+  auto etcd_pid = c.EtcdPid(0);
+  ASSERT_TRUE(etcd_pid.has_value());
+  c.SignalAgent(0, SIGKILL);
+  // etcd outlives its agent.
+  std::this_thread::sleep_for(1s);
+  ASSERT_EQ(c.EtcdPid(0), etcd_pid);
+  c.StartAgent(0);
+  // Give the new agent time to (wrongly) start a second etcd or restart the member.
+  std::this_thread::sleep_for(4s);
+  EXPECT_TRUE(c.AgentRunning(0)) << c.Logs();
+  EXPECT_EQ(c.EtcdPid(0), etcd_pid) << "the member was restarted\n" << c.Logs();
+  EXPECT_EQ(c.EtcdProcessCount(0), 1) << c.Logs();
+  EXPECT_TRUE(c.WaitHealthy(3, 30s)) << c.Logs();
+  // And the adopted etcd is still supervised: kill it, the new agent restarts it.
+  ASSERT_EQ(kill(*etcd_pid, SIGKILL), 0);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto p = c.EtcdPid(0);
+        return p.has_value() && *p != *etcd_pid;
+      },
+      30s))
+      << c.Logs();
+  EXPECT_TRUE(c.WaitHealthy(3, 60s)) << c.Logs();
+}
+
+TEST(ClusterTest, AgentsStartedSecondsApartStillFormOneCluster) {
+  TestCluster c(kStaggered, 3, 3);
+  c.StartAgent(2);
+  std::this_thread::sleep_for(3s);
+  // Alone, the agent waits: its etcd runs but the cluster has no quorum yet.
+  EXPECT_TRUE(c.AgentRunning(2)) << c.Logs();
+  EXPECT_FALSE(c.Status().healthy);
+  c.StartAgent(0);
+  std::this_thread::sleep_for(3s);
+  c.StartAgent(1);
+  ASSERT_TRUE(c.WaitHealthy(3, 60s)) << c.Logs();
+  ClusterView v = c.Status();
+  std::set<uint64_t> cluster_ids;
+  for (const auto& m : v.members) {
+    ASSERT_TRUE(m.status.has_value());
+    cluster_ids.insert(m.status->cluster_id);
+  }
+  EXPECT_EQ(cluster_ids.size(), 1u) << "members disagree on the cluster";
+}
+
+TEST(ClusterTest, StewardctlStatusShowsTheClusterAndUnreachableMembers) {
+  TestCluster c(kCtl, 3, 3);
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  ASSERT_TRUE(c.WaitHealthy(3, 60s)) << c.Logs();
+  RunResult ok = RunCommand({STEWARDCTL_BIN, "status", "--config", c.ConfigPath(0)}, 30s);
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  for (const char* want : {"NAME", "n1", "n2", "n3", "leader", "follower", "3.4.23", "healthy"}) {
+    EXPECT_NE(ok.output.find(want), std::string::npos) << want << "\n" << ok.output;
+  }
+  RunResult json = RunCommand(
+      {STEWARDCTL_BIN, "status", "--endpoints", c.ClientUrl(1), "-o", "json"}, 30s);
+  EXPECT_EQ(json.exit_code, 0) << json.output;
+  auto j = nlohmann::json::parse(json.output, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << json.output;
+  EXPECT_EQ(j["members"].size(), 3u);
+  EXPECT_TRUE(j["healthy"].get<bool>());
+
+  // Stop n3 for good: status still lists it, as unreachable, and exits non-zero.
+  c.SignalAgent(2, SIGTERM);
+  ASSERT_FALSE(c.EtcdPid(2).has_value()) << "agent stop left etcd running";
+  RunResult degraded = RunCommand({STEWARDCTL_BIN, "status", "--config", c.ConfigPath(0)}, 30s);
+  EXPECT_EQ(degraded.exit_code, 1) << degraded.output;
+  EXPECT_NE(degraded.output.find("unreachable"), std::string::npos) << degraded.output;
+  EXPECT_NE(degraded.output.find("n3"), std::string::npos) << degraded.output;
+}
+
+TEST(AgentTest, BadConfigExitsTwoNamingTheKey) {
+  std::string path = std::filesystem::temp_directory_path() /
+                     ("steward-bad-" + std::to_string(getpid()) + ".yaml");
+  std::ofstream(path) << "cluster:\n  name: x\n  size: 5\n  nodes:\n    - {name: a, host: 127.0.0.1}\n"
+                         "node:\n  name: a\n  data_dir: /tmp/steward-bad-dd\n";
+  RunResult r = RunCommand({STEWARD_BIN, "--config", path}, 30s);
+  std::filesystem::remove(path);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("cluster.size"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("got 5"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists("/tmp/steward-bad-dd")) << "a bad config touched the disk";
+}
+
+}  // namespace
+}  // namespace steward::testing

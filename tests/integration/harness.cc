@@ -1,0 +1,212 @@
+#include "harness.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/files.h"
+#include "etcd/client.h"
+#include "runner/process_runner.h"
+
+extern char** environ;
+
+namespace steward::testing {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+bool WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds timeout) {
+  auto deadline = Clock::now() + timeout;
+  while (true) {
+    if (cond()) return true;
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+}
+
+namespace {
+
+pid_t Spawn(const std::vector<std::string>& argv, const std::string& out_path) {
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  int rc = posix_spawn(&pid, args[0], &fa, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  return rc == 0 ? pid : -1;
+}
+
+std::string Tail(const std::string& path, size_t lines) {
+  std::ifstream in(path);
+  std::vector<std::string> all;
+  std::string l;
+  while (std::getline(in, l)) all.push_back(l);
+  std::string out;
+  for (size_t i = all.size() > lines ? all.size() - lines : 0; i < all.size(); ++i) {
+    out += all[i] + "\n";
+  }
+  return out;
+}
+
+// Waits (bounded) for a child to exit; returns its exit status or -1.
+int WaitChild(pid_t pid, std::chrono::milliseconds timeout) {
+  auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline) {
+    int status = 0;
+    pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (r < 0) return -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return -2;
+}
+
+}  // namespace
+
+RunResult RunCommand(const std::vector<std::string>& argv, std::chrono::seconds timeout) {
+  std::string out = fs::temp_directory_path() / absl::StrCat("steward-run-", getpid(), "-",
+                                                              Clock::now().time_since_epoch().count());
+  RunResult r;
+  pid_t pid = Spawn(argv, out);
+  if (pid <= 0) return r;
+  r.exit_code = WaitChild(pid, timeout);
+  if (r.exit_code == -2) {
+    kill(pid, SIGKILL);
+    WaitChild(pid, std::chrono::seconds(5));
+  }
+  auto text = ReadFile(out);
+  if (text.ok()) r.output = *text;
+  fs::remove(out);
+  return r;
+}
+
+TestCluster::TestCluster(int subnet, int nodes, int size)
+    : subnet_(subnet), nodes_(nodes), agents_(static_cast<size_t>(nodes)) {
+  root_ = fs::temp_directory_path() / absl::StrCat("steward-it-", getpid(), "-", subnet);
+  fs::remove_all(root_);
+  fs::create_directories(root_);
+  std::string nodes_yaml;
+  for (int i = 0; i < nodes; ++i) {
+    nodes_yaml += absl::StrCat("    - {name: n", i + 1, ", host: ", Host(i), "}\n");
+  }
+  for (int i = 0; i < nodes; ++i) {
+    std::string yaml = absl::StrCat("cluster:\n  name: it", subnet, "\n  size: ", size,
+                                    "\n  nodes:\n", nodes_yaml, "node:\n  name: n", i + 1,
+                                    "\n  data_dir: ", DataDir(i), "\n  log_level: debug\n",
+                                    "etcd:\n  binary: /usr/bin/etcd\n  stop_timeout: 5s\n",
+                                    "  restart_backoff_min: 200ms\n  restart_backoff_max: 2s\n");
+    std::ofstream(ConfigPath(i)) << yaml;
+  }
+}
+
+TestCluster::~TestCluster() {
+  for (int i = 0; i < nodes_; ++i) {
+    if (agents_[static_cast<size_t>(i)].pid > 0) SignalAgent(i, SIGTERM);
+  }
+  // Any etcd an agent left behind (e.g. after kill -9 of the agent): by PID, verified as ours.
+  for (int i = 0; i < nodes_; ++i) {
+    if (auto pid = EtcdPid(i)) {
+      kill(*pid, SIGKILL);
+      WaitFor([&] { return !EtcdPid(i).has_value(); }, std::chrono::seconds(5));
+    }
+  }
+  if (!getenv("STEWARD_KEEP_TEST_DIRS")) fs::remove_all(root_);
+}
+
+std::string TestCluster::ConfigPath(int i) const { return absl::StrCat(root_, "/n", i + 1, ".yaml"); }
+std::string TestCluster::DataDir(int i) const { return absl::StrCat(root_, "/n", i + 1); }
+std::string TestCluster::Host(int i) const { return absl::StrCat("127.0.", subnet_, ".", 11 + i); }
+std::string TestCluster::ClientUrl(int i) const { return absl::StrCat("http://", Host(i), ":2379"); }
+std::vector<std::string> TestCluster::ClientUrls() const {
+  std::vector<std::string> out;
+  for (int i = 0; i < nodes_; ++i) out.push_back(ClientUrl(i));
+  return out;
+}
+
+void TestCluster::StartAgent(int i) {
+  Proc& p = agents_[static_cast<size_t>(i)];
+  p.log = absl::StrCat(root_, "/agent-n", i + 1, ".log");
+  p.pid = Spawn({STEWARD_BIN, "--config", ConfigPath(i)}, p.log);
+}
+
+void TestCluster::SignalAgent(int i, int sig) {
+  Proc& p = agents_[static_cast<size_t>(i)];
+  if (p.pid <= 0) return;
+  kill(p.pid, sig);
+  if (sig == SIGKILL || sig == SIGTERM || sig == SIGINT) {
+    int rc = WaitChild(p.pid, std::chrono::seconds(20));
+    if (rc == -2) {
+      kill(p.pid, SIGKILL);
+      WaitChild(p.pid, std::chrono::seconds(5));
+    }
+    p.pid = 0;
+  }
+}
+
+bool TestCluster::AgentRunning(int i) {
+  Proc& p = agents_[static_cast<size_t>(i)];
+  if (p.pid <= 0) return false;
+  int status;
+  return waitpid(p.pid, &status, WNOHANG) == 0;
+}
+
+std::optional<pid_t> TestCluster::EtcdPid(int i) const {
+  auto text = ReadFile(DataDir(i) + "/etcd.pid");
+  if (!text.ok()) return std::nullopt;
+  pid_t pid = static_cast<pid_t>(std::atoi(text->c_str()));
+  if (!ProcessRunner::IsEtcdFor(pid, "/usr/bin/etcd", DataDir(i) + "/etcd")) return std::nullopt;
+  return pid;
+}
+
+int TestCluster::EtcdProcessCount(int i) const {
+  int count = 0;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
+    if (ProcessRunner::IsEtcdFor(std::atoi(name.c_str()), "/usr/bin/etcd", DataDir(i) + "/etcd")) {
+      ++count;
+    }
+  }
+  return count;
+}
+
+ClusterView TestCluster::Status() const {
+  EtcdClient::Options o;
+  o.timeout = std::chrono::milliseconds(1500);
+  EtcdClient client(ClientUrls(), o);
+  return CollectStatus(client, o.timeout);
+}
+
+bool TestCluster::WaitHealthy(size_t members, std::chrono::seconds timeout) const {
+  return WaitFor(
+      [&] {
+        ClusterView v = Status();
+        return v.healthy && v.members.size() == members;
+      },
+      timeout);
+}
+
+std::string TestCluster::Logs() const {
+  std::string out;
+  for (int i = 0; i < nodes_; ++i) {
+    out += absl::StrCat("---- agent n", i + 1, " ----\n",
+                        Tail(absl::StrCat(root_, "/agent-n", i + 1, ".log"), 40));
+    out += absl::StrCat("---- etcd n", i + 1, " ----\n", Tail(DataDir(i) + "/etcd.log", 15));
+  }
+  return out;
+}
+
+}  // namespace steward::testing

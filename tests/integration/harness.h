@@ -1,0 +1,69 @@
+// Test harness: N real steward agents (each running a real etcd) on 127.0.X.11, .12, ...
+// with data in a private temp dir. Every wait is bounded; everything started is stopped by PID
+// in the destructor.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "ctl/status.h"
+
+namespace steward::testing {
+
+struct Proc {
+  pid_t pid = 0;
+  std::string log;
+};
+
+// Runs `argv` to completion (bounded by `timeout`), capturing stdout and stderr together.
+struct RunResult {
+  int exit_code = -1;
+  std::string output;
+};
+RunResult RunCommand(const std::vector<std::string>& argv, std::chrono::seconds timeout);
+
+// Polls `cond` every 200ms until it is true or `timeout` passes. Returns its last value.
+bool WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds timeout);
+
+class TestCluster {
+ public:
+  // `subnet` is the third octet: nodes get 127.0.<subnet>.11 and up. Use one subnet per test.
+  TestCluster(int subnet, int nodes, int size);
+  ~TestCluster();
+
+  std::string ConfigPath(int i) const;  // i is 0-based
+  std::string DataDir(int i) const;
+  std::string Host(int i) const;
+  std::string ClientUrl(int i) const;
+  std::vector<std::string> ClientUrls() const;
+
+  void StartAgent(int i);
+  // Sends `sig` to the agent; for SIGTERM/SIGINT waits (bounded) for it to exit.
+  void SignalAgent(int i, int sig);
+  bool AgentRunning(int i);
+  // The etcd pid from the node's pid file, if that process is our etcd and alive.
+  std::optional<pid_t> EtcdPid(int i) const;
+  // How many live etcd processes serve node i's data dir (must never exceed 1).
+  int EtcdProcessCount(int i) const;
+
+  ClusterView Status() const;
+  // Until every one of `members` members is healthy (or the timeout).
+  bool WaitHealthy(size_t members, std::chrono::seconds timeout) const;
+
+  // On failure, the tail of every agent's and etcd's log, for the test output.
+  std::string Logs() const;
+
+ private:
+  std::string root_;
+  int subnet_;
+  int nodes_;
+  std::vector<Proc> agents_;
+};
+
+}  // namespace steward::testing

@@ -1,0 +1,197 @@
+// Config validation: every kind of bad input gets an error that names the key and the problem.
+#include "config/config.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_replace.h"
+
+namespace steward {
+namespace {
+
+const char kGood[] = R"(
+cluster:
+  name: demo
+  size: 3
+  nodes:
+    - {name: n1, host: 127.0.0.11}
+    - {name: n2, host: 127.0.0.12}
+    - {name: n3, host: 127.0.0.13}
+  ports: {client: 2379, peer: 2380, agent: 2381, admin: 2382}
+node:
+  name: n1
+  data_dir: DATADIR
+etcd:
+  binary: /bin/true
+  extra_args: []
+)";
+
+class ConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("steward-config-test-" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string Yaml(const std::string& from = kGood) {
+    return absl::StrReplaceAll(from, {{"DATADIR", (dir_ / "n1").string()}});
+  }
+  // Replaces `what` in the good config by `with` and expects an error mentioning each of `want`.
+  void ExpectError(const std::string& what, const std::string& with,
+                   const std::vector<std::string>& want) {
+    std::string text = Yaml();
+    auto pos = text.find(what);
+    ASSERT_NE(pos, std::string::npos) << what;
+    text.replace(pos, what.size(), with);
+    auto c = ParseConfig(text, "node.yaml");
+    ASSERT_FALSE(c.ok()) << "accepted:\n" << text;
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+    for (const auto& w : want) {
+      EXPECT_NE(c.status().message().find(w), std::string::npos)
+          << "error \"" << c.status().message() << "\" lacks \"" << w << "\"";
+    }
+  }
+
+  std::filesystem::path dir_;
+};
+
+TEST_F(ConfigTest, GoodConfigLoadsWithDefaults) {
+  auto c = ParseConfig(Yaml(), "node.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->cluster.name, "demo");
+  EXPECT_EQ(c->cluster.size, 3);
+  ASSERT_EQ(c->cluster.nodes.size(), 3u);
+  EXPECT_EQ(c->self().host, "127.0.0.11");
+  EXPECT_EQ(c->ClientUrl(c->cluster.nodes[1]), "http://127.0.0.12:2379");
+  EXPECT_EQ(c->PeerUrl(c->cluster.nodes[2]), "http://127.0.0.13:2380");
+  EXPECT_EQ(c->ClusterToken(), "steward-demo");
+  EXPECT_EQ(c->etcd.stop_timeout, std::chrono::seconds(10));
+  EXPECT_EQ(c->node.log_level, "info");
+  // Validation changes nothing on disk.
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "n1"));
+}
+
+TEST_F(ConfigTest, SizeDefaultsToThreeOrNodeCount) {
+  std::string text = Yaml();
+  text.replace(text.find("  size: 3\n"), 10, "");
+  auto c = ParseConfig(text, "node.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->cluster.size, 3);
+}
+
+TEST_F(ConfigTest, DataDirDefaultsUnderVarLib) {
+  std::string text = Yaml();
+  auto pos = text.find("  data_dir:");
+  text.erase(pos, text.find('\n', pos) - pos + 1);
+  auto c = ParseConfig(text, "node.yaml");
+  // /var/lib/steward/n1 may or may not be creatable here; either way the key is resolved.
+  if (c.ok()) {
+    EXPECT_EQ(c->node.data_dir, "/var/lib/steward/n1");
+  } else {
+    EXPECT_NE(c.status().message().find("node.data_dir"), std::string::npos);
+  }
+}
+
+TEST_F(ConfigTest, UnknownKeys) {
+  ExpectError("  size: 3", "  size: 3\n  sise: 4", {"node.yaml", "cluster.sise", "unknown key"});
+  ExpectError("etcd:\n", "etcd:\n  bnary: /x\n", {"etcd.bnary", "unknown key"});
+  ExpectError("{name: n2, host: 127.0.0.12}", "{name: n2, host: 127.0.0.12, port: 1}",
+              {"cluster.nodes[1].port", "unknown key"});
+  ExpectError("cluster:\n", "clutser: {}\ncluster:\n", {"clutser", "unknown key"});
+}
+
+TEST_F(ConfigTest, MissingRequiredKeys) {
+  ExpectError("  name: demo\n", "", {"cluster.name", "is required"});
+  ExpectError("  name: n1\n", "", {"node.name", "is required"});
+  ExpectError("{name: n2, host: 127.0.0.12}", "{name: n2}", {"cluster.nodes[1].host", "is required"});
+  ExpectError("  nodes:\n    - {name: n1, host: 127.0.0.11}\n    - {name: n2, host: 127.0.0.12}\n"
+              "    - {name: n3, host: 127.0.0.13}\n",
+              "", {"cluster.nodes", "is required"});
+  auto empty = ParseConfig("", "node.yaml");
+  ASSERT_FALSE(empty.ok());
+  EXPECT_NE(empty.status().message().find("cluster"), std::string::npos);
+}
+
+TEST_F(ConfigTest, DuplicateNodeNames) {
+  ExpectError("{name: n3, host: 127.0.0.13}", "{name: n2, host: 127.0.0.13}",
+              {"cluster.nodes[2].name", "duplicate node name \"n2\"", "cluster.nodes[1]"});
+}
+
+TEST_F(ConfigTest, DuplicateHostPort) {
+  ExpectError("{name: n3, host: 127.0.0.13}", "{name: n3, host: 127.0.0.11}",
+              {"cluster.nodes[2].host", "duplicate host:port", "cluster.nodes[0]"});
+}
+
+TEST_F(ConfigTest, NodeNameNotAmongNodes) {
+  ExpectError("  name: n1\n  data_dir", "  name: n9\n  data_dir",
+              {"node.name", "\"n9\" is not among cluster.nodes (n1, n2, n3)"});
+}
+
+TEST_F(ConfigTest, SizeOutOfRange) {
+  ExpectError("size: 3", "size: 0", {"cluster.size", "between 1 and the number of nodes (3)", "got 0"});
+  ExpectError("size: 3", "size: 4", {"cluster.size", "got 4"});
+  ExpectError("size: 3", "size: three", {"cluster.size", "must be an integer"});
+}
+
+TEST_F(ConfigTest, PortOutOfRangeOrClashing) {
+  ExpectError("client: 2379", "client: 70000", {"cluster.ports.client", "port 70000 is out of range"});
+  ExpectError("admin: 2382", "admin: 0", {"cluster.ports.admin", "out of range"});
+  ExpectError("peer: 2380", "peer: 2379", {"cluster.ports.peer", "already cluster.ports.client"});
+}
+
+TEST_F(ConfigTest, EtcdBinaryMissingOrNotExecutable) {
+  ExpectError("binary: /bin/true", "binary: /nonexistent/etcd",
+              {"etcd.binary", "\"/nonexistent/etcd\" does not exist"});
+  std::string plain = (dir_ / "not-exec").string();
+  std::ofstream(plain) << "x";
+  ::chmod(plain.c_str(), 0644);
+  // Mode 0644 has no execute bit, so even root may not execute it.
+  ExpectError("binary: /bin/true", "binary: " + plain, {"etcd.binary", "is not executable"});
+  ExpectError("binary: /bin/true", "binary: /tmp", {"etcd.binary", "is not a regular file"});
+}
+
+TEST_F(ConfigTest, DataDirThatCannotBeCreated) {
+  std::string file = (dir_ / "a-file").string();
+  std::ofstream(file) << "x";
+  std::string text = Yaml();
+  auto pos = text.find((dir_ / "n1").string());
+  text.replace(pos, (dir_ / "n1").string().size(), file + "/n1");
+  auto c = ParseConfig(text, "node.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("node.data_dir"), std::string::npos) << c.status();
+  EXPECT_NE(c.status().message().find("is not a directory"), std::string::npos) << c.status();
+}
+
+TEST_F(ConfigTest, ManagedFlagsCannotBeOverridden) {
+  ExpectError("extra_args: []", "extra_args: [\"--snapshot-count=1000\", \"--data-dir=/x\"]",
+              {"etcd.extra_args[1]", "--data-dir is set by steward"});
+}
+
+TEST_F(ConfigTest, BadDurationsAndNames) {
+  ExpectError("extra_args: []", "extra_args: []\n  stop_timeout: 10x",
+              {"etcd.stop_timeout", "unknown unit"});
+  ExpectError("name: demo", "name: \"de mo\"", {"cluster.name", "letters, digits"});
+  ExpectError("{name: n2,", "{name: \"n,2\",", {"cluster.nodes[1].name", "letters, digits"});
+  ExpectError("  name: n1\n", "  name: n1\n  log_level: loud\n", {"node.log_level", "\"loud\""});
+}
+
+TEST_F(ConfigTest, InvalidYamlNamesTheLine) {
+  auto c = ParseConfig("cluster:\n  name: [unclosed\n", "node.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("node.yaml: line"), std::string::npos) << c.status();
+}
+
+TEST_F(ConfigTest, LoadConfigReportsAMissingFile) {
+  auto c = LoadConfig((dir_ / "nope.yaml").string());
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("nope.yaml does not exist"), std::string::npos) << c.status();
+}
+
+}  // namespace
+}  // namespace steward

@@ -1,0 +1,70 @@
+// Golden test of the etcd flags rendered from a config: a change here changes how every
+// member starts, so it must be deliberate.
+#include "etcd/flags.h"
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_join.h"
+
+namespace steward {
+namespace {
+
+Config ThreeNodes(const std::string& self) {
+  auto c = ParseConfig(R"(
+cluster:
+  name: demo
+  size: 3
+  nodes:
+    - {name: n1, host: 127.0.0.11}
+    - {name: n2, host: 127.0.0.12}
+    - {name: n3, host: 127.0.0.13}
+    - {name: n4, host: 127.0.0.14}
+node:
+  name: )" + self + R"(
+  data_dir: /tmp/steward-flags-test/)" + self + R"(
+etcd:
+  binary: /bin/true
+  extra_args: ["--heartbeat-interval=100", "--election-timeout=1000"]
+)",
+                       "flags_test");
+  EXPECT_TRUE(c.ok()) << c.status();
+  return *c;
+}
+
+TEST(FlagsTest, BootstrapGolden) {
+  std::vector<std::string> got = RenderEtcdFlags(BootstrapLaunch(ThreeNodes("n2")));
+  std::vector<std::string> want = {
+      "--name=n2",
+      "--data-dir=/tmp/steward-flags-test/n2/etcd",
+      "--listen-client-urls=http://127.0.0.12:2379",
+      "--advertise-client-urls=http://127.0.0.12:2379",
+      "--listen-peer-urls=http://127.0.0.12:2380",
+      "--initial-advertise-peer-urls=http://127.0.0.12:2380",
+      "--initial-cluster=n1=http://127.0.0.11:2380,n2=http://127.0.0.12:2380,"
+      "n3=http://127.0.0.13:2380",
+      "--initial-cluster-state=new",
+      "--initial-cluster-token=steward-demo",
+      "--heartbeat-interval=100",
+      "--election-timeout=1000",
+  };
+  EXPECT_EQ(absl::StrJoin(got, "\n"), absl::StrJoin(want, "\n"));
+}
+
+TEST(FlagsTest, ExistingStateAndCustomCluster) {
+  EtcdLaunch l;
+  l.name = "n4";
+  l.data_dir = "/d";
+  l.client_url = "http://h:1";
+  l.peer_url = "http://h:2";
+  l.initial_cluster = {{"n1", "http://a:2"}, {"n4", "http://h:2"}};
+  l.new_cluster = false;
+  l.token = "t";
+  std::vector<std::string> got = RenderEtcdFlags(l);
+  ASSERT_EQ(got.size(), 9u);
+  EXPECT_EQ(got[6], "--initial-cluster=n1=http://a:2,n4=http://h:2");
+  EXPECT_EQ(got[7], "--initial-cluster-state=existing");
+  EXPECT_EQ(got[8], "--initial-cluster-token=t");
+}
+
+}  // namespace
+}  // namespace steward
