@@ -123,7 +123,9 @@ void Agent::MaybeStartEtcd() {
                           " and this node has no data; waiting to be added"));
         return;
       }
-      if (!mine->name.empty()) {
+      // Members of the initial cluster carry their names from the start; what shows that a
+      // member has run is that it published client URLs (etcd's own bootstrap check).
+      if (!mine->client_urls.empty()) {
         Note(absl::StrCat("the cluster has member ", mine->name, " (", HexId(mine->id),
                           ") for this node, but its data dir is empty; waiting to be re-added"));
         return;

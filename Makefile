@@ -1,0 +1,32 @@
+# The two entry points a new user types (see README.md):
+#   make demo   install what is missing, build, start a local 3-node cluster
+#   make test   install what is missing, build, run the whole test suite
+BUILD ?= build
+JOBS ?= $(shell nproc)
+# Integration tests mostly wait on etcd timers, so run more of them than there are cores.
+TEST_JOBS ?= 4
+
+.PHONY: all deps build demo test unit-test bench clean
+all: build
+
+deps:
+	./scripts/install-deps.sh
+
+build: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	./scripts/demo.sh
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(TEST_JOBS) --timeout 600
+
+unit-test: build
+	cd $(BUILD) && ctest --output-on-failure -L unit
+
+bench: build
+	./bench/bootstrap
+
+clean:
+	rm -rf $(BUILD)
