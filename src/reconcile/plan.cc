@@ -1,0 +1,268 @@
+#include "reconcile/plan.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace steward {
+
+const char* StepKindName(StepKind k) {
+  switch (k) {
+    case StepKind::kNone: return "none";
+    case StepKind::kWait: return "wait";
+    case StepKind::kRemoveMember: return "remove-member";
+    case StepKind::kAddLearner: return "add-learner";
+    case StepKind::kJoin: return "join";
+    case StepKind::kPromote: return "promote";
+    case StepKind::kWipe: return "wipe";
+  }
+  return "?";
+}
+
+namespace {
+
+std::string Hex(uint64_t id) { return absl::StrFormat("%x", id); }
+
+std::string Label(const MemberView& m) {
+  return absl::StrCat(m.name.empty() ? "(unnamed)" : m.name, " (", Hex(m.id), ")");
+}
+
+std::string Secs(std::chrono::milliseconds d) { return absl::StrCat(d.count() / 1000, "s"); }
+
+Step Make(StepKind kind, std::string reason) {
+  Step s;
+  s.kind = kind;
+  s.reason = std::move(reason);
+  return s;
+}
+
+class Planner {
+ public:
+  explicit Planner(const ClusterObservation& o) : o_(o) {
+    for (const auto& m : o_.members) {
+      if (m.is_learner) continue;
+      ++voters_;
+      if (m.healthy) ++healthy_voters_;
+    }
+  }
+
+  Step Plan() {
+    if (!o_.member_list_ok) return Make(StepKind::kWait, "the member list cannot be read");
+    if (healthy_voters_ < Quorum(voters_)) {
+      return Make(StepKind::kWait,
+                  absl::StrCat("quorum lost: ", healthy_voters_, " of ", voters_,
+                               " voting members healthy; members with data are restarted by "
+                               "their agents, nothing is wiped"));
+    }
+    if (auto s = SetAsideForeignData()) return *s;
+    if (auto s = RemoveStaleEntries()) return *s;
+    if (auto s = DriveLearner()) return *s;
+    if (auto s = ReplaceDeadMembers()) return *s;
+    if (auto s = Resize()) return *s;
+    return Make(StepKind::kNone, absl::StrCat("cluster at size ", voters_, ", all members healthy"));
+  }
+
+ private:
+  const MemberView* MemberById(uint64_t id) const {
+    for (const auto& m : o_.members) {
+      if (m.id == id) return &m;
+    }
+    return nullptr;
+  }
+  const MemberView* MemberForNode(const NodeView& n) const {
+    for (const auto& m : o_.members) {
+      if (m.peer_url == n.peer_url) return &m;
+    }
+    return nullptr;
+  }
+  const NodeView* NodeForMember(const MemberView& m) const {
+    for (const auto& n : o_.nodes) {
+      if (n.peer_url == m.peer_url) return &n;
+    }
+    return nullptr;
+  }
+  // Would removing `m` leave a quorum of healthy voters among the voters that remain?
+  bool CanRemove(const MemberView& m) const {
+    if (m.is_learner) return true;
+    int v = voters_ - 1;
+    int h = healthy_voters_ - (m.healthy ? 1 : 0);
+    return v >= 1 && h >= Quorum(v);
+  }
+  Step Remove(const MemberView& m, const std::string& why) const {
+    Step s = Make(StepKind::kRemoveMember, absl::StrCat("removing member ", Label(m), ": ", why));
+    s.member_id = m.id;
+    return s;
+  }
+  Step RemoveOrWait(const MemberView& m, const std::string& why) const {
+    if (CanRemove(m)) return Remove(m, why);
+    return Make(StepKind::kWait, absl::StrCat("member ", Label(m), " should go (", why,
+                                              ") but removing it would lose quorum"));
+  }
+
+  // A node holding the data of a member that is no longer in the list: set the data aside so
+  // the node can join again. Only when the data's member ID is known and provably gone.
+  std::optional<Step> SetAsideForeignData() const {
+    for (const auto& n : o_.nodes) {
+      if (!n.agent_up || !n.has_data || n.local_member_id == 0) continue;
+      if (MemberById(n.local_member_id) != nullptr) continue;
+      Step s = Make(StepKind::kWipe,
+                    absl::StrCat("wiping node ", n.name, ": its data belongs to member ",
+                                 Hex(n.local_member_id), ", which is no longer in the member list"));
+      s.node = n.name;
+      return s;
+    }
+    return std::nullopt;
+  }
+
+  std::optional<Step> RemoveStaleEntries() const {
+    for (const auto& n : o_.nodes) {
+      if (!n.agent_up) continue;
+      // A member that carries this node's name but another peer URL.
+      for (const auto& m : o_.members) {
+        if (m.name == n.name && m.peer_url != n.peer_url) {
+          return RemoveOrWait(m, absl::StrCat("its name is node ", n.name, "'s but its peer URL ",
+                                              m.peer_url, " is not (", n.peer_url, ")"));
+        }
+      }
+      const MemberView* m = MemberForNode(n);
+      if (m == nullptr || n.has_data || n.etcd_running) continue;
+      if (m->started) {
+        return RemoveOrWait(*m, absl::StrCat("node ", n.name, " is back with an empty data dir"));
+      }
+      if (!m->is_learner && m->id != n.initial_member_id) {
+        return RemoveOrWait(*m, absl::StrCat("entry for node ", n.name,
+                                             "'s peer URL was never started and is not one we "
+                                             "added (stale or conflicting ID)"));
+      }
+    }
+    return std::nullopt;
+  }
+
+  std::optional<Step> DriveLearner() const {
+    const MemberView* l = nullptr;
+    for (const auto& m : o_.members) {
+      if (m.is_learner) {
+        l = &m;
+        break;
+      }
+    }
+    if (l == nullptr) return std::nullopt;
+    const NodeView* n = NodeForMember(*l);
+    if (n == nullptr) return Remove(*l, "learner for a peer URL that is not a configured node");
+    if (l->started && l->healthy) {
+      // etcd promotes only a learner within 10% of the leader's index; ask when we are there.
+      if (o_.leader_raft_index > 0 && l->raft_index * 10 >= o_.leader_raft_index * 9) {
+        if (healthy_voters_ + 1 >= Quorum(voters_ + 1)) {
+          Step s = Make(StepKind::kPromote,
+                        absl::StrCat("promoting learner ", Label(*l), " on node ", n->name,
+                                     ": caught up (raft index ", l->raft_index, " of ",
+                                     o_.leader_raft_index, ")"));
+          s.member_id = l->id;
+          return s;
+        }
+      }
+      return Make(StepKind::kWait, absl::StrCat("learner ", Label(*l), " catching up (raft index ",
+                                                l->raft_index, " of ", o_.leader_raft_index, ")"));
+    }
+    if (!l->started && n->agent_up && !n->etcd_running && !n->has_data) {
+      Step s = Make(StepKind::kJoin, absl::StrCat("ordering node ", n->name, " to join as learner ",
+                                                  Hex(l->id)));
+      s.node = n->name;
+      s.member_id = l->id;
+      for (const auto& m : o_.members) {
+        std::string name = m.name;
+        if (&m == l) name = n->name;
+        if (name.empty()) name = absl::StrCat("m", Hex(m.id));
+        s.initial_cluster.emplace_back(name, m.peer_url);
+      }
+      return s;
+    }
+    if (o_.learner_age >= o_.learner_timeout) {
+      return Remove(*l, absl::StrCat("learner has not come up within ", Secs(o_.learner_timeout)));
+    }
+    return Make(StepKind::kWait,
+                absl::StrCat("waiting for learner ", Label(*l), " on node ", n->name, " to start"));
+  }
+
+  // A spare: its agent is up, it holds no data and no member entry is its.
+  const NodeView* Spare(const std::string& except) const {
+    for (const auto& n : o_.nodes) {
+      if (n.name == except || !n.agent_up || n.has_data || n.etcd_running) continue;
+      if (MemberForNode(n) != nullptr) continue;
+      return &n;
+    }
+    return nullptr;
+  }
+
+  std::optional<Step> ReplaceDeadMembers() const {
+    for (const auto& m : o_.members) {
+      if (m.is_learner || m.healthy || m.unhealthy_for < o_.replace_after) continue;
+      const NodeView* n = NodeForMember(m);
+      const NodeView* spare = Spare(n ? n->name : "");
+      if (spare == nullptr) continue;
+      // Removing a dead voter first is quorum-safe whenever the cluster has quorum, and etcd
+      // refuses to add members while a voter is disconnected.
+      return RemoveOrWait(m, absl::StrCat("unreachable for ", Secs(m.unhealthy_for), ", spare ",
+                                          spare->name, " ready"));
+    }
+    return std::nullopt;
+  }
+
+  std::optional<Step> Resize() const {
+    if (voters_ < o_.desired_size) {
+      for (const auto& m : o_.members) {
+        if (!m.is_learner && !m.healthy) {
+          return Make(StepKind::kWait,
+                      absl::StrCat(voters_, " of ", o_.desired_size, " voting members; member ",
+                                   Label(m), " is unhealthy and etcd refuses to add members "
+                                             "until every voter is connected"));
+        }
+      }
+      const NodeView* n = Spare("");
+      if (n == nullptr) {
+        return Make(StepKind::kWait, absl::StrCat(voters_, " of ", o_.desired_size,
+                                                  " voting members; no spare node is ready"));
+      }
+      Step s = Make(StepKind::kAddLearner,
+                    absl::StrCat("adding node ", n->name, " as a learner: ", voters_, " of ",
+                                 o_.desired_size, " voting members"));
+      s.node = n->name;
+      return s;
+    }
+    if (voters_ > o_.desired_size) {
+      // Unhealthy first; then members on unconfigured or later nodes; never the etcd leader
+      // while another member can go.
+      const MemberView* victim = nullptr;
+      int best = -1;
+      for (const auto& m : o_.members) {
+        if (m.is_learner) continue;
+        int score = 0;
+        if (!m.healthy) score += 1000;
+        if (!m.is_etcd_leader) score += 500;
+        const NodeView* n = NodeForMember(m);
+        int pos = n ? static_cast<int>(n - o_.nodes.data()) : 400;
+        score += pos;
+        if (score > best) {
+          best = score;
+          victim = &m;
+        }
+      }
+      if (victim != nullptr) {
+        return RemoveOrWait(*victim, absl::StrCat(voters_, " voting members, want ",
+                                                  o_.desired_size));
+      }
+    }
+    return std::nullopt;
+  }
+
+  const ClusterObservation& o_;
+  int voters_ = 0;
+  int healthy_voters_ = 0;
+};
+
+}  // namespace
+
+Step PlanNextStep(const ClusterObservation& obs) { return Planner(obs).Plan(); }
+
+}  // namespace steward
