@@ -10,11 +10,15 @@
 #include "common/files.h"
 #include "common/status.h"
 #include "etcd/flags.h"
+#include "etcd/member_id.h"
+#include "etcd/wal.h"
 #include "runner/process_runner.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 
 namespace steward {
+namespace fs = std::filesystem;
+using std::chrono::milliseconds;
 
 Agent::Agent(Config config) : config_(std::move(config)) {
   ProcessRunner::Options o;
@@ -31,8 +35,17 @@ Agent::Agent(Config config) : config_(std::move(config)) {
     if (n.name != config_.node.name) others.push_back(config_.ClientUrl(n));
   }
   EtcdClient::Options co;
-  co.timeout = std::chrono::milliseconds(1000);
+  co.timeout = milliseconds(1000);
   peers_client_ = std::make_unique<EtcdClient>(others, co);
+  co.timeout = milliseconds(2000);
+  cluster_client_ = std::make_unique<EtcdClient>(config_.AllClientUrls(), co);
+  terms_ = std::make_unique<TermGuard>(config_.node.data_dir + "/leader-term");
+  server_ = std::make_unique<PeerServer>(config_.AgentAddress(config_.self()), this, terms_.get(),
+                                         grpc::InsecureServerCredentials());
+  leadership_ = std::make_unique<Leadership>(
+      cluster_client_.get(), LeaderKey(config_), config_.node.name,
+      std::chrono::duration_cast<std::chrono::seconds>(config_.cluster.leader_lease_ttl));
+  reconciler_ = std::make_unique<Reconciler>(config_, cluster_client_.get());
 }
 
 Agent::~Agent() { Shutdown(false); }
@@ -44,31 +57,48 @@ absl::Status Agent::Start() {
   spdlog::info("steward {} starting: node {} ({}), cluster {} of {} node(s), size {}",
                STEWARD_VERSION, config_.node.name, config_.self().host, config_.cluster.name,
                config_.cluster.nodes.size(), config_.cluster.size);
+  if (absl::Status s = server_->Start(); !s.ok()) return s;
   if (auto pid = runner_->Adopt()) {
     // Keep the member serving; only record how to start it should it exit.
     runner_->Run(RenderEtcdFlags(BootstrapLaunch(config_)));
   }
   control_ = std::thread([this] { ControlLoop(); });
+  leadership_thread_ = std::thread([this] { LeadershipLoop(); });
+  reconcile_thread_ = std::thread([this] { ReconcileLoop(); });
   return absl::OkStatus();
 }
 
 void Agent::Shutdown(bool stop_etcd) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_ && !control_.joinable()) {
-      if (!stop_etcd) return;
-    }
     stopping_ = true;
   }
   cv_.notify_all();
+  if (reconcile_thread_.joinable()) reconcile_thread_.join();
+  if (leadership_thread_.joinable()) leadership_thread_.join();
   if (control_.joinable()) control_.join();
+  if (stop_etcd) {
+    // Hand leadership over at once rather than after the lease TTL.
+    leadership_->Resign();
+  }
+  if (server_) server_->Shutdown();
   if (stop_etcd) {
     if (absl::Status s = runner_->Stop(); !s.ok()) spdlog::error("stopping etcd: {}", s.message());
   }
 }
 
-bool Agent::HasMemberData() const {
-  return std::filesystem::exists(config_.EtcdDataDir() + "/member");
+bool Agent::SleepFor(milliseconds d) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, d, [this] { return stopping_; });
+  return !stopping_;
+}
+
+bool Agent::HasMemberData() const { return fs::exists(config_.EtcdDataDir() + "/member"); }
+
+bool Agent::EverJoined() const { return fs::exists(config_.node.data_dir + "/joined"); }
+
+void Agent::MarkJoined() {
+  if (!EverJoined()) (void)WriteFileAtomic(config_.node.data_dir + "/joined", "1\n");
 }
 
 void Agent::Note(const std::string& msg) {
@@ -81,12 +111,28 @@ void Agent::Note(const std::string& msg) {
 }
 
 void Agent::ControlLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!stopping_) {
-    lock.unlock();
-    if (!runner_->wanted()) MaybeStartEtcd();
-    lock.lock();
-    cv_.wait_for(lock, std::chrono::milliseconds(500), [this] { return stopping_; });
+  do {
+    if (!runner_->wanted() && !held_) {
+      std::lock_guard<std::mutex> lock(order_mu_);
+      if (!runner_->wanted() && !held_) MaybeStartEtcd();
+    }
+    if (runner_->pid() && HasMemberData()) MarkJoined();
+  } while (SleepFor(milliseconds(250)));
+}
+
+void Agent::LeadershipLoop() {
+  const auto period = std::max(milliseconds(300), std::chrono::duration_cast<milliseconds>(
+                                                      config_.cluster.leader_lease_ttl / 4));
+  do {
+    leadership_->Tick();
+  } while (SleepFor(period));
+}
+
+void Agent::ReconcileLoop() {
+  while (SleepFor(milliseconds(0))) {
+    bool progress = false;
+    if (leadership_->leading()) progress = reconciler_->Pass(leadership_->term());
+    if (!progress && !SleepFor(config_.cluster.reconcile_interval)) break;
   }
 }
 
@@ -97,13 +143,17 @@ void Agent::MaybeStartEtcd() {
     runner_->Run(RenderEtcdFlags(BootstrapLaunch(config_)));
     return;
   }
+  if (EverJoined()) {
+    Note(absl::StrCat("node ", self.name, " was a member before and its data dir is empty; "
+                      "waiting for the leader to add it back"));
+    return;
+  }
   bool initial = false;
   for (int i = 0; i < config_.cluster.size; ++i) {
     if (config_.cluster.nodes[static_cast<size_t>(i)].name == self.name) initial = true;
   }
   if (!initial) {
-    Note(absl::StrCat("node ", self.name,
-                      " is a spare (not among the first cluster.size nodes); waiting"));
+    Note(absl::StrCat("node ", self.name, " is a spare; waiting for the leader to add it"));
     return;
   }
   // Does a cluster already run that knows this node? A bootstrapping etcd does not answer
@@ -120,23 +170,124 @@ void Agent::MaybeStartEtcd() {
       }
       if (mine == nullptr) {
         Note(absl::StrCat("a cluster is running without node ", self.name,
-                          " and this node has no data; waiting to be added"));
+                          "; waiting for the leader to add it"));
         return;
       }
       // Members of the initial cluster carry their names from the start; what shows that a
-      // member has run is that it published client URLs (etcd's own bootstrap check).
-      if (!mine->client_urls.empty()) {
-        Note(absl::StrCat("the cluster has member ", mine->name, " (", HexId(mine->id),
-                          ") for this node, but its data dir is empty; waiting to be re-added"));
+      // member has run is that it published client URLs (etcd's own bootstrap check). An
+      // entry whose ID is not the initial one was added later and is the leader's to handle.
+      const uint64_t initial_id = InitialMemberId({my_peer}, config_.ClusterToken());
+      if (!mine->client_urls.empty() || mine->id != initial_id) {
+        Note(absl::StrCat("the cluster has member ", HexId(mine->id), " for node ", self.name,
+                          " but this data dir is empty; waiting for the leader"));
         return;
       }
-      // Our entry exists but never started: we are a late member of the initial cluster.
       spdlog::info("the initial cluster is up without this node yet; joining it");
     }
   }
   spdlog::info("starting etcd as a member of the initial cluster ({} members)",
                config_.cluster.size);
   runner_->Run(RenderEtcdFlags(BootstrapLaunch(config_)));
+}
+
+peer::NodeState Agent::State() {
+  peer::NodeState s;
+  s.set_node_name(config_.node.name);
+  s.set_agent_version(STEWARD_VERSION);
+  auto pid = runner_->pid();
+  s.set_etcd_running(runner_->wanted() || pid.has_value());
+  s.set_etcd_pid(pid.value_or(0));
+  s.set_etcd_restarts(runner_->restarts());
+  s.set_has_data(HasMemberData());
+  if (s.has_data()) {
+    if (auto id = ReadWalIdentity(config_.EtcdDataDir()); id.ok()) {
+      s.set_member_id(id->member_id);
+      s.set_cluster_id(id->cluster_id);
+    }
+  }
+  if (pid) {
+    EtcdClient local({config_.ClientUrl(config_.self())});
+    if (auto st = local.Status(config_.ClientUrl(config_.self()), milliseconds(300)); st.ok()) {
+      s.set_raft_index(st->raft_index);
+      s.set_raft_term(st->raft_term);
+      s.set_etcd_version(st->version);
+    }
+  }
+  return s;
+}
+
+absl::Status Agent::StartNew(const peer::StartRequest& req) {
+  std::lock_guard<std::mutex> lock(order_mu_);
+  if (HasMemberData()) {
+    return absl::AlreadyExistsError("the data dir already holds a member; not starting a new one");
+  }
+  EtcdLaunch l = BootstrapLaunch(config_);
+  l.initial_cluster.clear();
+  for (const auto& m : req.initial_cluster()) l.initial_cluster.emplace_back(m.name(), m.peer_url());
+  l.token = req.token();
+  l.new_cluster = true;
+  held_ = false;
+  runner_->Run(RenderEtcdFlags(l));
+  return absl::OkStatus();
+}
+
+absl::Status Agent::Join(const peer::StartRequest& req) {
+  std::lock_guard<std::mutex> lock(order_mu_);
+  if (HasMemberData()) {
+    return absl::AlreadyExistsError("the data dir already holds a member; wipe it first");
+  }
+  if (runner_->wanted()) return absl::OkStatus();  // already starting from an earlier order
+  EtcdLaunch l = BootstrapLaunch(config_);
+  l.initial_cluster.clear();
+  for (const auto& m : req.initial_cluster()) l.initial_cluster.emplace_back(m.name(), m.peer_url());
+  l.token = req.token();
+  l.new_cluster = false;
+  held_ = false;
+  spdlog::info("joining the cluster as an existing member");
+  runner_->Run(RenderEtcdFlags(l));
+  return absl::OkStatus();
+}
+
+absl::Status Agent::StopEtcd() {
+  std::lock_guard<std::mutex> lock(order_mu_);
+  held_ = true;
+  return runner_->Stop();
+}
+
+absl::Status Agent::Wipe() {
+  std::lock_guard<std::mutex> lock(order_mu_);
+  if (!HasMemberData()) return absl::OkStatus();
+  auto id = ReadWalIdentity(config_.EtcdDataDir());
+  if (!id.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("refusing to wipe: cannot tell which member the data belongs to: ",
+                     id.status().message()));
+  }
+  // Ask the other members, not our own etcd: an expelled member may still list itself.
+  auto members = peers_client_->MemberList();
+  if (!members.ok()) {
+    return absl::UnavailableError(absl::StrCat("refusing to wipe: cannot read the member list: ",
+                                               members.status().message()));
+  }
+  for (const auto& m : *members) {
+    if (m.id == id->member_id) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "refusing to wipe: member ", HexId(m.id), " is still in the member list"));
+    }
+  }
+  held_ = true;
+  if (absl::Status s = runner_->Stop(); !s.ok()) return s;
+  // Set the data aside rather than delete it; keep only the newest such copy.
+  const fs::path removed = fs::path(config_.node.data_dir) / "removed";
+  std::error_code ec;
+  fs::remove_all(removed, ec);
+  fs::create_directories(removed, ec);
+  const fs::path dest = removed / absl::StrCat("etcd-member-", HexId(id->member_id));
+  fs::rename(config_.EtcdDataDir(), dest, ec);
+  if (ec) return absl::InternalError(absl::StrCat("moving the data dir aside: ", ec.message()));
+  spdlog::warn("data of removed member {} moved to {}", HexId(id->member_id), dest.string());
+  held_ = false;
+  return absl::OkStatus();
 }
 
 int AgentMain(int argc, char** argv) {

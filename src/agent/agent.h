@@ -1,16 +1,20 @@
 // The steward agent: wiring and startup/teardown order for one node.
 //
-// Start() prepares the data dir, adopts an etcd a previous agent left running, and starts the
-// control thread. The control thread decides, while etcd is not running, whether this node
-// may start it:
-//   - the data dir holds a member: start it (etcd rejoins its cluster by itself);
-//   - no data, and this node is one of the first cluster.size nodes: start it as a member of the
-//     initial cluster, unless a cluster that already knows this node as a started member answers
-//     (then the node was wiped and must be re-added as a new member, which the leader does);
-//   - otherwise the node is a spare and waits.
-// Shutdown() stops the control thread and then etcd.
+// Start(): prepare the data dir, adopt an etcd a previous agent left running, serve the peer
+// API, then start three threads:
+//   - control: while etcd is not wanted and not held stopped by the leader, decide whether this
+//     node may start it on its own:
+//       * the data dir holds a member: start it (etcd rejoins its cluster by itself);
+//       * no data, the node is one of the first cluster.size nodes, it has never been a member
+//         (no "joined" marker), and no running cluster knows it: start as a member of the
+//         initial cluster — the same initial cluster and token on every node, so however the
+//         agents start, they form one cluster, and a minority cannot form one alone;
+//       * otherwise wait for the leader's orders (a wiped node, a spare).
+//   - leadership: campaign for / keep the lease-backed leader key in etcd;
+//   - reconcile: while leading, run the reconciler (observe, plan one step, act).
+// Shutdown(): resign, stop the threads and the peer API, then stop etcd.
 //
-// Thread-safe: Start() and Shutdown() are called once each, from one thread.
+// The agent is also the NodeHandler behind the peer API: the leader's orders land here.
 #pragma once
 
 #include <atomic>
@@ -23,36 +27,60 @@
 #include "absl/status/status.h"
 #include "config/config.h"
 #include "etcd/client.h"
+#include "peer/leadership.h"
+#include "peer/server.h"
+#include "reconcile/reconciler.h"
 #include "runner/runner.h"
 
 namespace steward {
 
-class Agent {
+class Agent : public NodeHandler {
  public:
   explicit Agent(Config config);
-  ~Agent();
+  ~Agent() override;
 
-  // REQUIRES: a validated config. Returns FailedPrecondition if the data dir cannot be created.
+  // REQUIRES: a validated config. FailedPrecondition if the data dir cannot be created,
+  // Unavailable if the agent port cannot be bound.
   absl::Status Start();
-  // Stops the control loop and, if `stop_etcd`, etcd (gracefully). Idempotent.
+  // Stops the threads and, if `stop_etcd`, etcd (gracefully). Idempotent.
   void Shutdown(bool stop_etcd = true);
 
-  Runner& runner() { return *runner_; }
+  // NodeHandler: the leader's orders.
+  peer::NodeState State() override;
+  absl::Status StartNew(const peer::StartRequest& req) override;
+  absl::Status Join(const peer::StartRequest& req) override;
+  absl::Status StopEtcd() override;
+  absl::Status Wipe() override;
 
  private:
   void ControlLoop();
+  void LeadershipLoop();
+  void ReconcileLoop();
   void MaybeStartEtcd();
   bool HasMemberData() const;
+  bool EverJoined() const;
+  void MarkJoined();
+  // Sleeps up to `d`; returns false if the agent is stopping.
+  bool SleepFor(std::chrono::milliseconds d);
   // Logs `msg` at info, but the same message at most once a minute.
   void Note(const std::string& msg);
 
   const Config config_;
   std::unique_ptr<Runner> runner_;
   std::unique_ptr<EtcdClient> peers_client_;  // the other nodes' client URLs
+  std::unique_ptr<EtcdClient> cluster_client_;  // every node's client URL
+  std::unique_ptr<TermGuard> terms_;
+  std::unique_ptr<PeerServer> server_;
+  std::unique_ptr<Leadership> leadership_;
+  std::unique_ptr<Reconciler> reconciler_;
+
+  std::mutex order_mu_;  // serializes orders and the control loop's own start decision
+  std::atomic<bool> held_{false};  // the leader stopped etcd; do not restart it on our own
+
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;
-  std::thread control_;
+  std::thread control_, leadership_thread_, reconcile_thread_;
   std::string last_note_;
   std::chrono::steady_clock::time_point last_note_at_;
 };

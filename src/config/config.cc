@@ -146,7 +146,8 @@ Config Parse(const YAML::Node& root) {
   // cluster
   const YAML::Node cl = root["cluster"];
   if (!cl) Fail("cluster", "is required");
-  CheckKeys(cl, "cluster", {"name", "size", "nodes", "ports"});
+  CheckKeys(cl, "cluster", {"name", "size", "nodes", "ports", "replace_after", "learner_timeout",
+                            "leader_lease_ttl", "reconcile_interval"});
   c.cluster.name = GetString(cl, "cluster", "name", true);
   if (!ValidName(c.cluster.name)) {
     Fail("cluster.name", "must be 1-63 characters of letters, digits, '-', '_' or '.'");
@@ -207,6 +208,20 @@ Config Parse(const YAML::Node& root) {
       Fail(key, absl::StrCat("port ", port, " is already cluster.ports.", it->second));
     }
     seen_ports[port] = name;
+  }
+
+  c.cluster.replace_after = GetDuration(cl, "cluster", "replace_after", c.cluster.replace_after);
+  c.cluster.learner_timeout =
+      GetDuration(cl, "cluster", "learner_timeout", c.cluster.learner_timeout);
+  c.cluster.leader_lease_ttl =
+      GetDuration(cl, "cluster", "leader_lease_ttl", c.cluster.leader_lease_ttl);
+  c.cluster.reconcile_interval =
+      GetDuration(cl, "cluster", "reconcile_interval", c.cluster.reconcile_interval);
+  if (c.cluster.leader_lease_ttl < std::chrono::seconds(2)) {
+    Fail("cluster.leader_lease_ttl", "must be at least 2s");
+  }
+  if (c.cluster.reconcile_interval < std::chrono::milliseconds(100)) {
+    Fail("cluster.reconcile_interval", "must be at least 100ms");
   }
 
   // node

@@ -31,6 +31,14 @@ struct ClusterConfig {
   int size = 0;                  // desired voting members; default min(3, nodes)
   std::vector<NodeSpec> nodes;   // required, at least one
   Ports ports;
+  // A member unhealthy this long is replaced when a spare node is ready.
+  std::chrono::milliseconds replace_after{60000};
+  // A learner whose node does not bring it up within this long is removed again.
+  std::chrono::milliseconds learner_timeout{60000};
+  // TTL of the leader's lease: how long a dead leader blocks a new one.
+  std::chrono::milliseconds leader_lease_ttl{5000};
+  // Pause between reconcile passes that changed nothing.
+  std::chrono::milliseconds reconcile_interval{1000};
 };
 
 struct NodeConfig {

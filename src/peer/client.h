@@ -1,0 +1,33 @@
+// The leader's side of the peer API: one client per node's agent. Every call has a deadline.
+// Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "grpcpp/grpcpp.h"
+#include "steward_peer.grpc.pb.h"
+
+namespace steward {
+
+class PeerClient {
+ public:
+  // `address` is host:port; null credentials mean plain text.
+  PeerClient(const std::string& address, std::shared_ptr<grpc::ChannelCredentials> credentials);
+
+  absl::StatusOr<peer::NodeState> GetState(std::chrono::milliseconds timeout);
+  absl::Status StartNew(const peer::StartRequest& req, std::chrono::milliseconds timeout);
+  absl::Status Join(const peer::StartRequest& req, std::chrono::milliseconds timeout);
+  absl::Status StopEtcd(const peer::OrderHeader& h, std::chrono::milliseconds timeout);
+  absl::Status Wipe(const peer::OrderHeader& h, std::chrono::milliseconds timeout);
+
+  const std::string& address() const { return address_; }
+
+ private:
+  std::string address_;
+  std::unique_ptr<peer::Peer::Stub> stub_;
+};
+
+}  // namespace steward

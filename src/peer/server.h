@@ -1,0 +1,66 @@
+// The agent's side of the peer API: a gRPC server on the node's agent port that answers
+// GetState and executes the leader's orders through a NodeHandler.
+//
+// Term fencing lives here, not in the handler: an order whose term is older than the newest
+// term this agent has seen is refused with FAILED_PRECONDITION before the handler sees it. The
+// newest term is kept in a file so an agent restart does not forget it.
+//
+// Thread-safe: gRPC calls the handler from its own threads; handlers must be thread-safe.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "absl/status/status.h"
+#include "grpcpp/grpcpp.h"
+#include "steward_peer.grpc.pb.h"
+
+namespace steward {
+
+class NodeHandler {
+ public:
+  virtual ~NodeHandler() = default;
+  virtual peer::NodeState State() = 0;
+  virtual absl::Status StartNew(const peer::StartRequest& req) = 0;
+  virtual absl::Status Join(const peer::StartRequest& req) = 0;
+  virtual absl::Status StopEtcd() = 0;
+  virtual absl::Status Wipe() = 0;
+};
+
+// The newest leader term seen, persisted. Thread-safe.
+class TermGuard {
+ public:
+  explicit TermGuard(std::string path);
+  // OK and records `term` if term >= newest; FailedPrecondition otherwise.
+  absl::Status Admit(uint64_t term, const std::string& leader);
+  uint64_t newest() const;
+
+ private:
+  const std::string path_;
+  mutable std::mutex mu_;
+  uint64_t newest_ = 0;
+};
+
+class PeerServer {
+ public:
+  // `credentials`: InsecureServerCredentials() until TLS is configured.
+  PeerServer(std::string address, NodeHandler* handler, TermGuard* terms,
+             std::shared_ptr<grpc::ServerCredentials> credentials);
+  ~PeerServer();
+  // Binds and starts serving. Unavailable if the address cannot be bound.
+  absl::Status Start();
+  void Shutdown();
+
+ private:
+  class Service;
+  std::string address_;
+  std::unique_ptr<Service> service_;
+  std::shared_ptr<grpc::ServerCredentials> credentials_;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+// Converts between absl and gRPC statuses (codes are numerically identical).
+grpc::Status ToGrpc(const absl::Status& s);
+
+}  // namespace steward

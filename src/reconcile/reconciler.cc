@@ -1,0 +1,225 @@
+#include "reconcile/reconciler.h"
+
+#include <future>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "etcd/member_id.h"
+#include "nlohmann/json.hpp"
+#include "spdlog/spdlog.h"
+
+namespace steward {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+std::string ReservedPrefix(const Config& c) { return absl::StrCat("/steward/", c.cluster.name, "/"); }
+std::string LeaderKey(const Config& c) { return ReservedPrefix(c) + "leader"; }
+std::string SpecKey(const Config& c) { return ReservedPrefix(c) + "spec"; }
+std::string StatusKey(const Config& c) { return ReservedPrefix(c) + "status"; }
+
+namespace {
+constexpr milliseconds kObserveTimeout{1000};
+constexpr milliseconds kOrderTimeout{5000};
+constexpr milliseconds kWipeTimeout{30000};
+}  // namespace
+
+Reconciler::Reconciler(const Config& config, EtcdClient* etcd) : config_(config), etcd_(etcd) {
+  for (const auto& n : config_.cluster.nodes) {
+    agents_[n.name] = std::make_unique<PeerClient>(config_.AgentAddress(n), nullptr);
+  }
+}
+
+PeerClient& Reconciler::Agent(const std::string& node) { return *agents_.at(node); }
+
+std::string Reconciler::status() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return status_;
+}
+
+absl::StatusOr<ClusterObservation> Reconciler::Observe() {
+  ClusterObservation obs;
+  obs.replace_after = config_.cluster.replace_after;
+  obs.learner_timeout = config_.cluster.learner_timeout;
+  obs.desired_size = config_.cluster.size;
+  auto spec = etcd_->Get(SpecKey(config_));
+  if (!spec.ok()) return Annotate(spec.status(), "reading the cluster spec");
+  if (spec->has_value()) {
+    auto j = nlohmann::json::parse(**spec, nullptr, false);
+    if (!j.is_discarded() && j.contains("size") && j["size"].is_number_integer()) {
+      obs.desired_size = j["size"].get<int>();
+    } else {
+      spdlog::warn("ignoring malformed spec at {}: {}", SpecKey(config_), **spec);
+    }
+  }
+
+  // Every agent, in parallel.
+  std::vector<std::future<absl::StatusOr<peer::NodeState>>> states;
+  for (const auto& n : config_.cluster.nodes) {
+    PeerClient* pc = agents_.at(n.name).get();
+    states.push_back(std::async(std::launch::async, [pc] { return pc->GetState(kObserveTimeout); }));
+  }
+  auto members = etcd_->MemberList();
+  for (size_t i = 0; i < config_.cluster.nodes.size(); ++i) {
+    const NodeSpec& n = config_.cluster.nodes[i];
+    NodeView v;
+    v.name = n.name;
+    v.peer_url = config_.PeerUrl(n);
+    v.initial_member_id = InitialMemberId({v.peer_url}, config_.ClusterToken());
+    auto st = states[i].get();
+    if (st.ok()) {
+      v.agent_up = true;
+      v.etcd_running = st->etcd_running();
+      v.has_data = st->has_data();
+      v.local_member_id = st->member_id();
+    }
+    obs.nodes.push_back(v);
+  }
+  if (!members.ok()) return obs;  // member_list_ok stays false: the planner waits
+  obs.member_list_ok = true;
+
+  std::vector<std::future<absl::StatusOr<MemberStatus>>> statuses;
+  for (const auto& m : *members) {
+    std::string url = m.client_urls.empty() ? "" : m.client_urls.front();
+    EtcdClient* c = etcd_;
+    statuses.push_back(std::async(std::launch::async, [c, url]() -> absl::StatusOr<MemberStatus> {
+      if (url.empty()) return absl::UnavailableError("not started");
+      return c->Status(url, kObserveTimeout);
+    }));
+  }
+  uint64_t etcd_leader = 0;
+  std::map<uint64_t, uint64_t> index_by_id;
+  const auto now = Clock::now();
+  std::map<uint64_t, Clock::time_point> still_unhealthy;
+  for (size_t i = 0; i < members->size(); ++i) {
+    const MemberInfo& m = (*members)[i];
+    MemberView v;
+    v.id = m.id;
+    v.name = m.name;
+    v.peer_url = m.peer_urls.empty() ? "" : m.peer_urls.front();
+    v.started = !m.client_urls.empty();
+    v.is_learner = m.is_learner;
+    auto st = statuses[i].get();
+    if (st.ok()) {
+      v.raft_index = st->raft_index;
+      v.healthy = st->errors.empty() && st->leader != 0;
+      if (st->leader != 0) etcd_leader = st->leader;
+      index_by_id[m.id] = st->raft_index;
+    }
+    if (!v.healthy) {
+      auto it = unhealthy_since_.find(m.id);
+      Clock::time_point since = it == unhealthy_since_.end() ? now : it->second;
+      still_unhealthy[m.id] = since;
+      v.unhealthy_for = std::chrono::duration_cast<milliseconds>(now - since);
+    }
+    if (m.is_learner) {
+      if (!learner_since_ || learner_since_->first != m.id) learner_since_.emplace(m.id, now);
+      obs.learner_age = std::chrono::duration_cast<milliseconds>(now - learner_since_->second);
+    }
+    obs.members.push_back(v);
+  }
+  unhealthy_since_ = std::move(still_unhealthy);
+  for (auto& v : obs.members) v.is_etcd_leader = v.id == etcd_leader;
+  if (auto it = index_by_id.find(etcd_leader); it != index_by_id.end()) {
+    obs.leader_raft_index = it->second;
+  }
+  return obs;
+}
+
+bool Reconciler::Pass(uint64_t term) {
+  auto obs = Observe();
+  if (!obs.ok()) {
+    Step wait;
+    wait.kind = StepKind::kWait;
+    wait.reason = std::string(obs.status().message());
+    Publish(wait, term, "");
+    return false;
+  }
+  Step step = PlanNextStep(*obs);
+  if (step.kind == StepKind::kNone || step.kind == StepKind::kWait) {
+    Publish(step, term, "");
+    return false;
+  }
+  spdlog::info("reconcile (term {}): {}", term, step.reason);
+  absl::Status s = Act(step, term);
+  if (!s.ok()) {
+    spdlog::warn("reconcile step {} failed: {}", StepKindName(step.kind), s.message());
+    Publish(step, term, std::string(s.message()));
+    return false;
+  }
+  Publish(step, term, "");
+  return true;
+}
+
+absl::Status Reconciler::Act(const Step& step, uint64_t term) {
+  peer::OrderHeader header;
+  header.set_term(term);
+  header.set_leader(config_.node.name);
+  switch (step.kind) {
+    case StepKind::kRemoveMember: {
+      absl::Status s = etcd_->MemberRemove(step.member_id);
+      last_remove_ = std::chrono::system_clock::now();
+      // A remove that timed out may have been applied; the next pass re-reads the list.
+      return s;
+    }
+    case StepKind::kAddLearner: {
+      // etcd derives a new member's ID from its peer URL and the Unix second: adding in the
+      // same second as a removal of that URL recreates the removed ID. Step past the second.
+      auto now = std::chrono::system_clock::now();
+      auto sec = std::chrono::floor<std::chrono::seconds>(now);
+      if (std::chrono::floor<std::chrono::seconds>(last_remove_) == sec) {
+        std::this_thread::sleep_until(sec + std::chrono::milliseconds(1020));
+      }
+      std::string peer_url;
+      for (const auto& n : config_.cluster.nodes) {
+        if (n.name == step.node) peer_url = config_.PeerUrl(n);
+      }
+      auto added = etcd_->MemberAdd({peer_url}, /*learner=*/true);
+      if (!added.ok()) return added.status();
+      spdlog::info("added learner {} for node {}", HexId(added->id), step.node);
+      return absl::OkStatus();
+    }
+    case StepKind::kJoin: {
+      peer::StartRequest req;
+      *req.mutable_header() = header;
+      for (const auto& [name, url] : step.initial_cluster) {
+        auto* m = req.add_initial_cluster();
+        m->set_name(name);
+        m->set_peer_url(url);
+      }
+      req.set_token(config_.ClusterToken());
+      absl::Status s = Agent(step.node).Join(req, kOrderTimeout);
+      return absl::IsAlreadyExists(s) ? absl::OkStatus() : s;
+    }
+    case StepKind::kPromote:
+      return etcd_->MemberPromote(step.member_id);
+    case StepKind::kWipe:
+      return Agent(step.node).Wipe(header, kWipeTimeout);
+    case StepKind::kNone:
+    case StepKind::kWait:
+      return absl::OkStatus();
+  }
+  return absl::OkStatus();
+}
+
+void Reconciler::Publish(const Step& step, uint64_t term, const std::string& error) {
+  std::string line = step.reason;
+  if (!error.empty()) line = absl::StrCat(line, " (failed: ", error, ")");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    status_ = line;
+  }
+  if (line == published_) return;
+  if (step.kind == StepKind::kWait && line != published_) spdlog::info("reconcile: {}", line);
+  nlohmann::json j = {{"leader", config_.node.name},
+                      {"term", term},
+                      {"step", StepKindName(step.kind)},
+                      {"detail", line},
+                      {"at", std::chrono::duration_cast<std::chrono::seconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count()}};
+  if (etcd_->Put(StatusKey(config_), j.dump()).ok()) published_ = line;
+}
+
+}  // namespace steward

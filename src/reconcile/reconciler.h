@@ -1,0 +1,61 @@
+// The leader's reconcile loop body: observe every agent and etcd, decide one step with the pure
+// planner (plan.h), act on it, report. The caller runs Pass() only while it leads, again at
+// once after progress, and after a pause otherwise.
+//
+// Observation state that spans passes (how long a member has been unhealthy, how old the
+// learner is) lives here; a new leader starts it afresh, which only makes it wait longer.
+//
+// Not thread-safe: one reconcile thread owns it; status() may be read from any thread.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "etcd/client.h"
+#include "peer/client.h"
+#include "reconcile/plan.h"
+
+namespace steward {
+
+// Keys under the cluster's reserved prefix in etcd.
+std::string ReservedPrefix(const Config& c);  // "/steward/<cluster>/"
+std::string LeaderKey(const Config& c);
+std::string SpecKey(const Config& c);
+std::string StatusKey(const Config& c);
+
+class Reconciler {
+ public:
+  Reconciler(const Config& config, EtcdClient* etcd);
+
+  // One observe-decide-act pass with the leader's `term`. Returns true if a mutating step was
+  // taken successfully (the caller should pass again at once).
+  bool Pass(uint64_t term);
+  // The last decision, for status output.
+  std::string status() const;
+
+  // Exposed for tests: the observation of the cluster as this leader sees it now.
+  absl::StatusOr<ClusterObservation> Observe();
+
+ private:
+  absl::Status Act(const Step& step, uint64_t term);
+  void Publish(const Step& step, uint64_t term, const std::string& error);
+  PeerClient& Agent(const std::string& node);
+
+  const Config& config_;
+  EtcdClient* etcd_;
+  std::map<std::string, std::unique_ptr<PeerClient>> agents_;
+  std::map<uint64_t, std::chrono::steady_clock::time_point> unhealthy_since_;
+  std::optional<std::pair<uint64_t, std::chrono::steady_clock::time_point>> learner_since_;
+  std::chrono::system_clock::time_point last_remove_{};
+  std::string published_;
+  mutable std::mutex mu_;
+  std::string status_;
+};
+
+}  // namespace steward
