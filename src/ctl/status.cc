@@ -78,7 +78,12 @@ ClusterView CollectStatus(EtcdClient& client, std::chrono::milliseconds timeout,
       if (r.status->leader != 0) view.leader_id = r.status->leader;
     }
     if (!r.healthy) all_healthy = false;
+    if (!r.member.is_learner) {
+      ++view.voters;
+      if (r.healthy) ++view.healthy_voters;
+    }
   }
+  view.quorum = view.voters > 0 && view.healthy_voters >= view.voters / 2 + 1;
   view.healthy = all_healthy && view.leader_id != 0;
   for (const auto& n : nodes) {
     bool found = false;
@@ -130,6 +135,11 @@ std::string RenderStatusTable(const ClusterView& v) {
   out += absl::StrCat("\ncluster ", v.cluster_id ? HexId(v.cluster_id) : "?", ": ",
                       v.healthy ? "healthy" : "NOT healthy", ", ", v.members.size(),
                       " member(s), leader ", v.leader_id ? HexId(v.leader_id) : "none", "\n");
+  if (!v.quorum) {
+    out += absl::StrCat("QUORUM LOST: ", v.healthy_voters, " of ", v.voters,
+                        " voting members healthy. Agents keep restarting members that have "
+                        "data; nothing is wiped.\n");
+  }
   for (const auto& r : v.members) {
     if (!r.error.empty()) {
       out += absl::StrCat("  ", r.member.name.empty() ? HexId(r.member.id) : r.member.name, ": ",
@@ -143,6 +153,9 @@ nlohmann::json StatusToJson(const ClusterView& v) {
   nlohmann::json j;
   j["reachable"] = v.reachable;
   j["healthy"] = v.healthy;
+  j["quorum"] = v.quorum;
+  j["voters"] = v.voters;
+  j["healthy_voters"] = v.healthy_voters;
   if (!v.error.empty()) j["error"] = v.error;
   // IDs are hex strings: uint64 values do not survive JSON tools that use doubles.
   j["cluster_id"] = v.cluster_id ? HexId(v.cluster_id) : "";

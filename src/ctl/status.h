@@ -33,6 +33,9 @@ struct ClusterView {
   std::vector<MemberRow> members;
   std::vector<NodeRow> non_members;
   bool healthy = false;  // reachable, a leader, every member healthy
+  int voters = 0;
+  int healthy_voters = 0;
+  bool quorum = false;   // healthy voters form a quorum of the voters
 };
 
 // Asks any endpoint for the member list, then each member's Status in parallel. `nodes`

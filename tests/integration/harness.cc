@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <algorithm>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -93,7 +94,7 @@ RunResult RunCommand(const std::vector<std::string>& argv, std::chrono::seconds 
   return r;
 }
 
-TestCluster::TestCluster(int subnet, int nodes, int size)
+TestCluster::TestCluster(int subnet, int nodes, int size, const std::string& cluster_extra)
     : subnet_(subnet), nodes_(nodes), agents_(static_cast<size_t>(nodes)) {
   root_ = fs::temp_directory_path() / absl::StrCat("steward-it-", getpid(), "-", subnet);
   fs::remove_all(root_);
@@ -104,7 +105,7 @@ TestCluster::TestCluster(int subnet, int nodes, int size)
   }
   for (int i = 0; i < nodes; ++i) {
     std::string yaml = absl::StrCat("cluster:\n  name: it", subnet, "\n  size: ", size,
-                                    "\n  nodes:\n", nodes_yaml, "node:\n  name: n", i + 1,
+                                    "\n", cluster_extra, "  nodes:\n", nodes_yaml, "node:\n  name: n", i + 1,
                                     "\n  data_dir: ", DataDir(i), "\n  log_level: debug\n",
                                     "etcd:\n  binary: /usr/bin/etcd\n  stop_timeout: 5s\n",
                                     "  restart_backoff_min: 200ms\n  restart_backoff_max: 2s\n");
@@ -197,6 +198,43 @@ bool TestCluster::WaitHealthy(size_t members, std::chrono::seconds timeout) cons
         return v.healthy && v.members.size() == members;
       },
       timeout);
+}
+
+std::vector<std::string> TestCluster::HealthyVoters() const {
+  std::vector<std::string> out;
+  for (const auto& m : Status().members) {
+    if (m.healthy && !m.member.is_learner) out.push_back(m.member.name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool TestCluster::WaitVoters(const std::vector<std::string>& names,
+                             std::chrono::seconds timeout) const {
+  std::vector<std::string> want = names;
+  std::sort(want.begin(), want.end());
+  return WaitFor(
+      [&] {
+        ClusterView v = Status();
+        if (!v.healthy || v.members.size() != want.size()) return false;
+        std::vector<std::string> got;
+        for (const auto& m : v.members) {
+          if (m.member.is_learner) return false;
+          got.push_back(m.member.name);
+        }
+        std::sort(got.begin(), got.end());
+        return got == want;
+      },
+      timeout);
+}
+
+RunResult TestCluster::Ctl(std::vector<std::string> args, bool with_config) const {
+  args.insert(args.begin(), STEWARDCTL_BIN);
+  if (with_config) {
+    args.push_back("--config");
+    args.push_back(ConfigPath(0));
+  }
+  return RunCommand(args, std::chrono::seconds(30));
 }
 
 std::string TestCluster::Logs() const {

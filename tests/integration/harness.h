@@ -34,7 +34,8 @@ bool WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds timeou
 class TestCluster {
  public:
   // `subnet` is the third octet: nodes get 127.0.<subnet>.11 and up. Use one subnet per test.
-  TestCluster(int subnet, int nodes, int size);
+  // `cluster_extra` is appended to the cluster section of every config (indented YAML lines).
+  TestCluster(int subnet, int nodes, int size, const std::string& cluster_extra = "");
   ~TestCluster();
 
   std::string ConfigPath(int i) const;  // i is 0-based
@@ -53,6 +54,12 @@ class TestCluster {
   int EtcdProcessCount(int i) const;
 
   ClusterView Status() const;
+  // Voting members that are healthy, by name (sorted).
+  std::vector<std::string> HealthyVoters() const;
+  // Until exactly `names` are the healthy voting members, no learner and nothing else listed.
+  bool WaitVoters(const std::vector<std::string>& names, std::chrono::seconds timeout) const;
+  // Runs stewardctl with `args` (config of node 0 appended when with_config).
+  RunResult Ctl(std::vector<std::string> args, bool with_config = true) const;
   // Until every one of `members` members is healthy (or the timeout).
   bool WaitHealthy(size_t members, std::chrono::seconds timeout) const;
 

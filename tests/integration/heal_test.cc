@@ -1,0 +1,191 @@
+// Self-healing integration tests: real agents and etcd 3.4 on 127.0.X.0/24. The leader's
+// reconciler must bring back wiped nodes, drop stale entries, replace dead members with spares,
+// resize, survive its own death mid-change, and never wipe anything when quorum is lost.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "etcd/client.h"
+#include "harness.h"
+
+namespace steward::testing {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+// Short timers so the tests run in seconds; the defaults are minutes.
+const char kFast[] =
+    "  replace_after: 3s\n  leader_lease_ttl: 2s\n  reconcile_interval: 300ms\n"
+    "  learner_timeout: 30s\n";
+
+enum Subnet { kWiped = 31, kStale = 32, kSpare = 33, kResize = 34, kQuorum = 35, kLeaderDies = 36 };
+
+void WriteKeys(const TestCluster& c, int n) {
+  EtcdClient w(c.ClientUrls());
+  for (int i = 0; i < n; ++i) {
+    ASSERT_TRUE(w.Put(absl::StrCat("/it/k", i), absl::StrCat("v", i)).ok()) << i;
+  }
+}
+
+void ExpectKeysThrough(const TestCluster& c, int node, int n) {
+  EtcdClient r({c.ClientUrl(node)});
+  for (int i = 0; i < n; ++i) {
+    auto got = r.Get(absl::StrCat("/it/k", i));
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_TRUE(got->has_value()) << "key " << i << " missing through node " << node;
+    EXPECT_EQ(**got, absl::StrCat("v", i));
+  }
+}
+
+uint64_t MemberIdOf(const TestCluster& c, const std::string& name) {
+  for (const auto& m : c.Status().members) {
+    if (m.member.name == name) return m.member.id;
+  }
+  return 0;
+}
+
+TEST(HealTest, WipedNodeComesBackAsAHealthyVoterWithAllData) {
+  TestCluster c(kWiped, 3, 3, kFast);
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
+  WriteKeys(c, 200);
+  const uint64_t old_id = MemberIdOf(c, "n3");
+  c.SignalAgent(2, SIGTERM);
+  ASSERT_FALSE(c.EtcdPid(2).has_value());
+  fs::remove_all(c.DataDir(2));  // the node is re-imaged
+  c.StartAgent(2);
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 90s)) << c.Logs();
+  EXPECT_NE(MemberIdOf(c, "n3"), old_id) << "n3 should be a new member";
+  ExpectKeysThrough(c, 2, 200);
+}
+
+TEST(HealTest, StaleEntryWithAnotherIdIsRemovedAndTheNodeJoins) {
+  TestCluster c(kStale, 3, 3, kFast);
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
+  c.SignalAgent(2, SIGTERM);
+  fs::remove_all(c.DataDir(2));
+  // Someone re-added n3's peer URL by hand: a never-started voter with a new ID.
+  EtcdClient admin({c.ClientUrl(0), c.ClientUrl(1)});
+  ASSERT_TRUE(admin.MemberRemove(MemberIdOf(c, "n3")).ok());
+  std::this_thread::sleep_for(1100ms);  // past the same-second ID collision
+  uint64_t stale_id = 0;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto added = admin.MemberAdd({absl::StrCat("http://", c.Host(2), ":2380")}, false);
+        if (added.ok()) stale_id = added->id;
+        return added.ok();
+      },
+      20s));
+  c.StartAgent(2);
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 90s)) << c.Logs();
+  uint64_t now_id = MemberIdOf(c, "n3");
+  EXPECT_NE(now_id, stale_id) << "the stale entry should have been replaced";
+  for (const auto& m : c.Status().members) EXPECT_NE(m.member.id, stale_id);
+}
+
+TEST(HealTest, SpareReplacesAMemberLostForGood) {
+  TestCluster c(kSpare, 4, 3, kFast);
+  for (int i = 0; i < 4; ++i) c.StartAgent(i);
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
+  WriteKeys(c, 50);
+  c.SignalAgent(1, SIGTERM);  // n2 is gone for good
+  ASSERT_TRUE(c.WaitVoters({"n1", "n3", "n4"}, 90s)) << c.Logs();
+  ExpectKeysThrough(c, 3, 50);
+  RunResult status = c.Ctl({"status"});
+  EXPECT_EQ(status.exit_code, 0) << status.output;
+  EXPECT_NE(status.output.find("steward leader:"), std::string::npos) << status.output;
+}
+
+TEST(HealTest, ConfigureClusterResizesUpAndDown) {
+  TestCluster c(kResize, 5, 3, kFast);
+  for (int i = 0; i < 5; ++i) c.StartAgent(i);
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
+  RunResult bad = c.Ctl({"configure-cluster", "--size", "6"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("between 1 and the number of nodes (5)"), std::string::npos)
+      << bad.output;
+  RunResult up = c.Ctl({"configure-cluster", "--size", "5"});
+  ASSERT_EQ(up.exit_code, 0) << up.output;
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3", "n4", "n5"}, 120s)) << c.Logs();
+  RunResult get = c.Ctl({"get"});
+  EXPECT_NE(get.output.find("desired size:   5"), std::string::npos) << get.output;
+  RunResult even = c.Ctl({"configure-cluster", "--size", "4"});
+  EXPECT_EQ(even.exit_code, 0) << even.output;
+  EXPECT_NE(even.output.find("warning"), std::string::npos) << even.output;
+  RunResult down = c.Ctl({"configure-cluster", "--size", "3"});
+  ASSERT_EQ(down.exit_code, 0) << down.output;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        ClusterView v = c.Status();
+        return v.healthy && v.members.size() == 3 && v.voters == 3;
+      },
+      120s))
+      << c.Logs();
+}
+
+TEST(HealTest, QuorumLostWipesNothingAndRecovers) {
+  TestCluster c(kQuorum, 3, 3, kFast);
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
+  WriteKeys(c, 20);
+  const uint64_t id2 = MemberIdOf(c, "n2"), id3 = MemberIdOf(c, "n3");
+  c.SignalAgent(1, SIGTERM);
+  c.SignalAgent(2, SIGTERM);
+  std::this_thread::sleep_for(6s);  // longer than replace_after: nothing may be replaced
+  RunResult status = c.Ctl({"status"});
+  EXPECT_EQ(status.exit_code, 1) << status.output;
+  EXPECT_NE(status.output.find("QUORUM LOST"), std::string::npos) << status.output;
+  EXPECT_TRUE(c.EtcdPid(0).has_value()) << "the surviving member must keep running";
+  EXPECT_TRUE(fs::exists(c.DataDir(0) + "/etcd/member"));
+  EXPECT_TRUE(fs::exists(c.DataDir(1) + "/etcd/member"));
+  EXPECT_TRUE(fs::exists(c.DataDir(2) + "/etcd/member"));
+  c.StartAgent(1);
+  c.StartAgent(2);
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
+  EXPECT_EQ(MemberIdOf(c, "n2"), id2) << "a member with data must come back as itself";
+  EXPECT_EQ(MemberIdOf(c, "n3"), id3);
+  ExpectKeysThrough(c, 2, 20);
+}
+
+TEST(HealTest, LeaderKilledMidJoinIsFinishedByTheNext) {
+  TestCluster c(kLeaderDies, 3, 3, kFast);
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
+  EtcdClient client(c.ClientUrls());
+  // Make sure the wiped node is not the steward leader.
+  std::string leader;
+  ASSERT_TRUE(WaitFor([&] {
+    auto l = client.Get("/steward/it36/leader");
+    if (l.ok() && l->has_value()) leader = **l;
+    return !leader.empty();
+  }, 20s));
+  int wiped = leader == "n3" ? 1 : 2;
+  int leader_idx = leader[1] - '1';
+  c.SignalAgent(wiped, SIGTERM);
+  fs::remove_all(c.DataDir(wiped));
+  c.StartAgent(wiped);
+  // Kill the leader agent as soon as the learner for the wiped node is in the list.
+  ASSERT_TRUE(WaitFor([&] {
+    auto ms = client.MemberList();
+    if (!ms.ok()) return false;
+    for (const auto& m : *ms) {
+      if (m.is_learner) return true;
+    }
+    return false;
+  }, 60s)) << c.Logs();
+  c.SignalAgent(leader_idx, SIGKILL);
+  // The leader's etcd keeps serving; another agent takes over and finishes the join.
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 90s)) << c.Logs();
+  c.StartAgent(leader_idx);
+  std::this_thread::sleep_for(2s);
+  EXPECT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 30s)) << c.Logs();
+  EXPECT_EQ(c.EtcdProcessCount(leader_idx), 1);
+}
+
+}  // namespace
+}  // namespace steward::testing
