@@ -6,9 +6,14 @@
 #include <iostream>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/files.h"
 #include "common/status.h"
+#include "backup/layout.h"
+#include "backup/open.h"
+#include "backup/pipeline.h"
+#include "common/subprocess.h"
 #include "etcd/flags.h"
 #include "etcd/member_id.h"
 #include "etcd/wal.h"
@@ -45,7 +50,18 @@ Agent::Agent(Config config) : config_(std::move(config)) {
   leadership_ = std::make_unique<Leadership>(
       cluster_client_.get(), LeaderKey(config_), config_.node.name,
       std::chrono::duration_cast<std::chrono::seconds>(config_.cluster.leader_lease_ttl));
-  reconciler_ = std::make_unique<Reconciler>(config_, cluster_client_.get());
+  if (auto store = OpenStore(config_.backup); store.ok()) {
+    store_ = std::move(*store);
+  } else {
+    spdlog::error("backup store: {}", store.status().message());
+  }
+  if (store_) {
+    backups_ = std::make_unique<BackupScheduler>(config_, store_.get(), cluster_client_.get());
+    restorer_ = std::make_unique<RestoreCoordinator>(config_, store_.get());
+  }
+  reconciler_ = std::make_unique<Reconciler>(
+      config_, cluster_client_.get(), store_.get(), backups_.get(),
+      [this] { return restorer_ != nullptr && restorer_->RestorePending(); });
 }
 
 Agent::~Agent() { Shutdown(false); }
@@ -57,6 +73,21 @@ absl::Status Agent::Start() {
   spdlog::info("steward {} starting: node {} ({}), cluster {} of {} node(s), size {}",
                STEWARD_VERSION, config_.node.name, config_.self().host, config_.cluster.name,
                config_.cluster.nodes.size(), config_.cluster.size);
+  if (!config_.backup.store.empty() && !store_) {
+    return absl::FailedPreconditionError("backup.store: cannot open the backup store");
+  }
+  if (store_ && config_.backup.store.rfind("file://", 0) == 0) {
+    // The config check proved the directory can be created; create it on first start.
+    if (absl::Status s = MakeDirs(config_.backup.store.substr(7), 0750); !s.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat("backup.store: ", s.message()));
+    }
+  }
+  if (store_) {
+    spdlog::info("backups: {} every {}s", store_->Describe(),
+                 std::chrono::duration_cast<std::chrono::seconds>(config_.backup.interval).count());
+  } else {
+    spdlog::warn("no backup.store configured: this cluster is not backed up");
+  }
   if (absl::Status s = server_->Start(); !s.ok()) return s;
   if (auto pid = runner_->Adopt()) {
     // Keep the member serving; only record how to start it should it exit.
@@ -111,12 +142,18 @@ void Agent::Note(const std::string& msg) {
 }
 
 void Agent::ControlLoop() {
+  auto next_restore_pass = std::chrono::steady_clock::now();
   do {
     if (!runner_->wanted() && !held_) {
       std::lock_guard<std::mutex> lock(order_mu_);
       if (!runner_->wanted() && !held_) MaybeStartEtcd();
     }
     if (runner_->pid() && HasMemberData()) MarkJoined();
+    // Restores (after total loss, or on command) are coordinated without etcd.
+    if (restorer_ && std::chrono::steady_clock::now() >= next_restore_pass) {
+      restorer_->Pass();
+      next_restore_pass = std::chrono::steady_clock::now() + milliseconds(1000);
+    }
   } while (SleepFor(milliseconds(250)));
 }
 
@@ -185,6 +222,20 @@ void Agent::MaybeStartEtcd() {
       spdlog::info("the initial cluster is up without this node yet; joining it");
     }
   }
+  if (store_) {
+    // Never bootstrap an empty cluster over data we merely failed to see.
+    auto existed = ClusterEverExisted(*store_, config_.cluster.name);
+    if (!existed.ok()) {
+      Note(absl::StrCat("no cluster answers and the backup store cannot be read (",
+                        existed.status().message(), "); not bootstrapping a new cluster"));
+      return;
+    }
+    if (*existed) {
+      Note("no cluster answers, but the backup store shows this cluster existed; waiting for a "
+           "restore from backup");
+      return;
+    }
+  }
   spdlog::info("starting etcd as a member of the initial cluster ({} members)",
                config_.cluster.size);
   runner_->Run(RenderEtcdFlags(BootstrapLaunch(config_)));
@@ -199,6 +250,11 @@ peer::NodeState Agent::State() {
   s.set_etcd_pid(pid.value_or(0));
   s.set_etcd_restarts(runner_->restarts());
   s.set_has_data(HasMemberData());
+  s.set_restore_id(AppliedRestoreId());
+  {
+    std::unique_lock<std::mutex> lock(order_mu_, std::try_to_lock);
+    if (lock.owns_lock()) s.set_restore_error(restore_error_);
+  }
   if (s.has_data()) {
     if (auto id = ReadWalIdentity(config_.EtcdDataDir()); id.ok()) {
       s.set_member_id(id->member_id);
@@ -277,15 +333,115 @@ absl::Status Agent::Wipe() {
   }
   held_ = true;
   if (absl::Status s = runner_->Stop(); !s.ok()) return s;
+  std::string dest;
+  if (absl::Status s = SetDataAside(absl::StrCat("etcd-member-", HexId(id->member_id)), &dest);
+      !s.ok()) {
+    return s;
+  }
+  spdlog::warn("data of removed member {} moved to {}", HexId(id->member_id), dest);
+  held_ = false;
+  return absl::OkStatus();
+}
+
+absl::Status Agent::SetDataAside(const std::string& label, std::string* moved_to) {
   // Set the data aside rather than delete it; keep only the newest such copy.
   const fs::path removed = fs::path(config_.node.data_dir) / "removed";
   std::error_code ec;
   fs::remove_all(removed, ec);
   fs::create_directories(removed, ec);
-  const fs::path dest = removed / absl::StrCat("etcd-member-", HexId(id->member_id));
+  const fs::path dest = removed / label;
+  if (!fs::exists(config_.EtcdDataDir(), ec)) return absl::OkStatus();
   fs::rename(config_.EtcdDataDir(), dest, ec);
   if (ec) return absl::InternalError(absl::StrCat("moving the data dir aside: ", ec.message()));
-  spdlog::warn("data of removed member {} moved to {}", HexId(id->member_id), dest.string());
+  *moved_to = dest.string();
+  return absl::OkStatus();
+}
+
+std::string Agent::AppliedRestoreId() const {
+  auto text = ReadFile(config_.node.data_dir + "/restore-id");
+  return text.ok() ? std::string(absl::StripAsciiWhitespace(*text)) : "";
+}
+
+absl::Status Agent::Restore(const peer::RestoreRequest& req) {
+  std::lock_guard<std::mutex> lock(order_mu_);
+  if (AppliedRestoreId() == req.restore_id()) return absl::OkStatus();
+  auto fail = [this](absl::Status s) {
+    restore_error_ = Msg(s);
+    return s;
+  };
+  if (!store_) return fail(absl::FailedPreconditionError("no backup store is configured"));
+  const std::string cluster = config_.cluster.name;
+  const fs::path work = fs::path(config_.node.data_dir) / "restore";
+  std::error_code ec;
+  fs::remove_all(work, ec);
+  fs::create_directories(work, ec);
+  const std::string snapshot = (work / "snapshot.db").string();
+  if (req.member()) {
+    // Fetch and verify before anything is stopped: a bad backup leaves the node as it was.
+    auto text = store_->Get(MetaKey(cluster, req.backup()));
+    if (!text.ok()) return fail(Annotate(text.status(), "reading meta.json of " + req.backup()));
+    auto meta = MetaFromJson(*text);
+    if (!meta.ok()) return fail(meta.status());
+    if (absl::Status s = VerifyBackup(*store_, cluster, *meta, snapshot); !s.ok()) return fail(s);
+  }
+  held_ = true;
+  if (absl::Status s = runner_->Stop(); !s.ok()) return fail(s);
+  std::string aside;
+  if (absl::Status s = SetDataAside("etcd-before-restore-" + req.restore_id(), &aside); !s.ok()) {
+    held_ = false;
+    return fail(s);
+  }
+  if (!aside.empty()) spdlog::warn("restore {}: previous data moved to {}", req.restore_id(), aside);
+  auto put_back = [&] {
+    if (!aside.empty()) fs::rename(aside, config_.EtcdDataDir(), ec);
+    held_ = false;
+  };
+  if (req.member()) {
+    std::string initial;
+    EtcdLaunch l = BootstrapLaunch(config_);
+    l.initial_cluster.clear();
+    for (const auto& m : req.initial_cluster()) {
+      if (!initial.empty()) initial += ",";
+      initial += m.name() + "=" + m.peer_url();
+      l.initial_cluster.emplace_back(m.name(), m.peer_url());
+    }
+    const std::string target = (work / "etcd").string();
+    auto r = RunProcess({config_.etcd.etcdctl, "snapshot", "restore", snapshot, "--name",
+                         config_.node.name, "--initial-cluster", initial,
+                         "--initial-cluster-token", req.token(), "--initial-advertise-peer-urls",
+                         config_.PeerUrl(config_.self()), "--data-dir", target},
+                        {"ETCDCTL_API=3"}, std::chrono::minutes(30));
+    if (!r.ok() || r->exit_code != 0) {
+      put_back();
+      return fail(absl::InternalError(absl::StrCat(
+          "etcdctl snapshot restore failed: ", r.ok() ? r->output : Msg(r.status()))));
+    }
+    fs::rename(target, config_.EtcdDataDir(), ec);
+    if (ec) {
+      put_back();
+      return fail(absl::InternalError("installing the restored data dir: " + ec.message()));
+    }
+    fs::remove(snapshot, ec);
+    l.token = req.token();
+    l.new_cluster = true;
+    if (absl::Status s = WriteFileAtomic(config_.node.data_dir + "/restore-id",
+                                         req.restore_id() + "\n");
+        !s.ok()) {
+      return fail(s);
+    }
+    MarkJoined();
+    restore_error_.clear();
+    held_ = false;
+    spdlog::info("restore {}: backup {} restored; starting etcd", req.restore_id(), req.backup());
+    runner_->Run(RenderEtcdFlags(l));
+    return absl::OkStatus();
+  }
+  // Not a member of the restored cluster: its old data is set aside; it waits as a spare.
+  if (absl::Status s = WriteFileAtomic(config_.node.data_dir + "/restore-id", req.restore_id() + "\n");
+      !s.ok()) {
+    return fail(s);
+  }
+  restore_error_.clear();
   held_ = false;
   return absl::OkStatus();
 }

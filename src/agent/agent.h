@@ -25,11 +25,14 @@
 #include <thread>
 
 #include "absl/status/status.h"
+#include "backup/scheduler.h"
+#include "backup/store.h"
 #include "config/config.h"
 #include "etcd/client.h"
 #include "peer/leadership.h"
 #include "peer/server.h"
 #include "reconcile/reconciler.h"
+#include "reconcile/restore.h"
 #include "runner/runner.h"
 
 namespace steward {
@@ -51,6 +54,7 @@ class Agent : public NodeHandler {
   absl::Status Join(const peer::StartRequest& req) override;
   absl::Status StopEtcd() override;
   absl::Status Wipe() override;
+  absl::Status Restore(const peer::RestoreRequest& req) override;
 
  private:
   void ControlLoop();
@@ -59,6 +63,9 @@ class Agent : public NodeHandler {
   void MaybeStartEtcd();
   bool HasMemberData() const;
   bool EverJoined() const;
+  std::string AppliedRestoreId() const;
+  // Moves etcd's data dir to <data_dir>/removed/<label> (keeping only the newest such copy).
+  absl::Status SetDataAside(const std::string& label, std::string* moved_to);
   void MarkJoined();
   // Sleeps up to `d`; returns false if the agent is stopping.
   bool SleepFor(std::chrono::milliseconds d);
@@ -72,6 +79,10 @@ class Agent : public NodeHandler {
   std::unique_ptr<TermGuard> terms_;
   std::unique_ptr<PeerServer> server_;
   std::unique_ptr<Leadership> leadership_;
+  std::unique_ptr<BackupStore> store_;  // null without backup.store
+  std::unique_ptr<BackupScheduler> backups_;
+  std::unique_ptr<RestoreCoordinator> restorer_;
+  std::string restore_error_;  // guarded by order_mu_
   std::unique_ptr<Reconciler> reconciler_;
 
   std::mutex order_mu_;  // serializes orders and the control loop's own start decision

@@ -35,10 +35,12 @@ absl::StatusOr<std::chrono::milliseconds> ParseDuration(const std::string& text_
       mult = 60'000;
     } else if (unit == "h") {
       mult = 3'600'000;
+    } else if (unit == "d") {
+      mult = 86'400'000;
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           "\"", text, "\" has ", unit.empty() ? "no unit" : absl::StrCat("unknown unit \"", unit, "\""),
-          " (use ms, s, m or h)"));
+          " (use ms, s, m, h or d)"));
     }
     total_ms += n * mult;
   }
@@ -47,6 +49,7 @@ absl::StatusOr<std::chrono::milliseconds> ParseDuration(const std::string& text_
 
 std::string FormatDuration(std::chrono::milliseconds d) {
   int64_t ms = d.count();
+  if (ms != 0 && ms % 86'400'000 == 0) return absl::StrCat(ms / 86'400'000, "d");
   if (ms != 0 && ms % 3'600'000 == 0) return absl::StrCat(ms / 3'600'000, "h");
   if (ms != 0 && ms % 60'000 == 0) return absl::StrCat(ms / 60'000, "m");
   if (ms != 0 && ms % 1000 == 0) return absl::StrCat(ms / 1000, "s");

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -138,10 +139,78 @@ void CheckBinary(const std::string& key, const std::string& path) {
   }
 }
 
+bool GetBool(const YAML::Node& map, const std::string& prefix, const std::string& key, bool def) {
+  const YAML::Node n = map[key];
+  if (!n || n.IsNull()) return def;
+  if (!n.IsScalar()) Fail(Join(prefix, key), "must be true or false");
+  const std::string v = n.Scalar();
+  if (v == "true" || v == "yes" || v == "on") return true;
+  if (v == "false" || v == "no" || v == "off") return false;
+  Fail(Join(prefix, key), absl::StrCat("must be true or false, got \"", v, "\""));
+}
+
+std::string EnvOr(const char* name, const std::string& def) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::string(v) : def;
+}
+
+void ParseBackup(const YAML::Node& b, Config* c) {
+  BackupConfig& bc = c->backup;
+  if (b && !b.IsNull()) {
+    CheckKeys(b, "backup", {"store", "interval", "before_change_min_interval", "auto_restore",
+                            "retention", "s3"});
+    bc.store = GetString(b, "backup", "store", false, "");
+    bc.interval = GetDuration(b, "backup", "interval", bc.interval);
+    bc.before_change_min_interval =
+        GetDuration(b, "backup", "before_change_min_interval", bc.before_change_min_interval);
+    bc.auto_restore = GetBool(b, "backup", "auto_restore", bc.auto_restore);
+    if (const YAML::Node r = b["retention"]; r && !r.IsNull()) {
+      CheckKeys(r, "backup.retention", {"keep_all_for", "hourly_for", "daily_for"});
+      bc.retention.keep_all_for =
+          GetDuration(r, "backup.retention", "keep_all_for", bc.retention.keep_all_for);
+      bc.retention.hourly_for =
+          GetDuration(r, "backup.retention", "hourly_for", bc.retention.hourly_for);
+      bc.retention.daily_for = GetDuration(r, "backup.retention", "daily_for", bc.retention.daily_for);
+    }
+    if (const YAML::Node s = b["s3"]; s && !s.IsNull()) {
+      CheckKeys(s, "backup.s3", {"endpoint", "region", "path_style", "access_key_id",
+                                 "secret_access_key", "session_token"});
+      bc.s3.endpoint = GetString(s, "backup.s3", "endpoint", false, "");
+      bc.s3.region = GetString(s, "backup.s3", "region", false, "");
+      bc.s3.path_style = GetBool(s, "backup.s3", "path_style", false);
+      bc.s3.access_key_id = GetString(s, "backup.s3", "access_key_id", false, "");
+      bc.s3.secret_access_key = GetString(s, "backup.s3", "secret_access_key", false, "");
+      bc.s3.session_token = GetString(s, "backup.s3", "session_token", false, "");
+    }
+  }
+  if (bc.interval < std::chrono::seconds(1)) Fail("backup.interval", "must be at least 1s");
+  if (bc.store.empty()) return;
+  if (bc.store.rfind("file://", 0) == 0) {
+    std::string dir = bc.store.substr(7);
+    if (dir.empty() || dir[0] != '/') {
+      Fail("backup.store", "a file store needs an absolute path: file:///path/to/dir");
+    }
+    CheckDataDir("backup.store", dir);
+  } else if (bc.store.rfind("s3://", 0) == 0) {
+    std::string rest = bc.store.substr(5);
+    if (rest.empty() || rest[0] == '/') Fail("backup.store", "an S3 store needs a bucket: s3://bucket/prefix");
+    if (bc.s3.region.empty()) bc.s3.region = EnvOr("AWS_DEFAULT_REGION", EnvOr("AWS_REGION", "us-east-1"));
+    if (bc.s3.access_key_id.empty()) bc.s3.access_key_id = EnvOr("AWS_ACCESS_KEY_ID", "");
+    if (bc.s3.secret_access_key.empty()) bc.s3.secret_access_key = EnvOr("AWS_SECRET_ACCESS_KEY", "");
+    if (bc.s3.session_token.empty()) bc.s3.session_token = EnvOr("AWS_SESSION_TOKEN", "");
+    if (bc.s3.access_key_id.empty() || bc.s3.secret_access_key.empty()) {
+      Fail("backup.s3", "no credentials: set backup.s3.access_key_id/secret_access_key or "
+                        "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY");
+    }
+  } else {
+    Fail("backup.store", absl::StrCat("\"", bc.store, "\" is not a file:// or s3:// URL"));
+  }
+}
+
 Config Parse(const YAML::Node& root) {
   Config c;
   if (!root || root.IsNull()) Fail("cluster", "is required (the file is empty)");
-  CheckKeys(root, "", {"cluster", "node", "etcd"});
+  CheckKeys(root, "", {"cluster", "node", "etcd", "backup"});
 
   // cluster
   const YAML::Node cl = root["cluster"];
@@ -248,9 +317,10 @@ Config Parse(const YAML::Node& root) {
   // etcd
   if (const YAML::Node ec = root["etcd"]; ec && !ec.IsNull()) {
     CheckKeys(ec, "etcd",
-              {"binary", "extra_args", "stop_timeout", "restart_backoff_min",
+              {"binary", "etcdctl", "extra_args", "stop_timeout", "restart_backoff_min",
                "restart_backoff_max"});
     c.etcd.binary = GetString(ec, "etcd", "binary", false, c.etcd.binary);
+    c.etcd.etcdctl = GetString(ec, "etcd", "etcdctl", false, c.etcd.etcdctl);
     if (const YAML::Node ea = ec["extra_args"]; ea && !ea.IsNull()) {
       if (!ea.IsSequence()) Fail("etcd.extra_args", "must be a list of strings");
       for (size_t i = 0; i < ea.size(); ++i) {
@@ -277,6 +347,7 @@ Config Parse(const YAML::Node& root) {
     }
   }
   CheckBinary("etcd.binary", c.etcd.binary);
+  ParseBackup(root["backup"], &c);
   CheckDataDir("node.data_dir", c.node.data_dir);
   return c;
 }

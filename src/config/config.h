@@ -49,16 +49,43 @@ struct NodeConfig {
 
 struct EtcdConfig {
   std::string binary = "/usr/bin/etcd";
+  std::string etcdctl = "/usr/bin/etcdctl";  // used for `snapshot restore`
   std::vector<std::string> extra_args;  // passed to etcd after the flags steward manages
   std::chrono::milliseconds stop_timeout{10000};      // SIGTERM -> SIGKILL grace
   std::chrono::milliseconds restart_backoff_min{500};   // first restart delay
   std::chrono::milliseconds restart_backoff_max{30000};  // cap on restart delay
 };
 
+struct RetentionConfig {
+  std::chrono::milliseconds keep_all_for{3600000};          // keep every backup this young
+  std::chrono::milliseconds hourly_for{24LL * 3600000};     // then one an hour for this long
+  std::chrono::milliseconds daily_for{30LL * 86400000};     // then one a day for this long
+};
+
+struct S3Config {
+  std::string endpoint;    // default: AWS (https://s3.<region>.amazonaws.com)
+  std::string region;      // default: $AWS_DEFAULT_REGION, else us-east-1
+  bool path_style = false;
+  std::string access_key_id;      // default: $AWS_ACCESS_KEY_ID
+  std::string secret_access_key;  // default: $AWS_SECRET_ACCESS_KEY (never logged)
+  std::string session_token;      // default: $AWS_SESSION_TOKEN (never logged)
+};
+
+struct BackupConfig {
+  std::string store;  // file:///dir or s3://bucket/prefix; empty: no backups (a warning)
+  std::chrono::milliseconds interval{30LL * 60000};
+  // Backups before membership changes are taken at most this often.
+  std::chrono::milliseconds before_change_min_interval{5LL * 60000};
+  bool auto_restore = true;  // restore the newest valid backup after total loss, unasked
+  RetentionConfig retention;
+  S3Config s3;
+};
+
 struct Config {
   ClusterConfig cluster;
   NodeConfig node;
   EtcdConfig etcd;
+  BackupConfig backup;
   std::string source;  // the file it was loaded from, for messages
 
   const NodeSpec& self() const;  // REQUIRES: a validated config

@@ -1,6 +1,8 @@
 #include "ctl/ctl.h"
 
+#include <ctime>
 #include <iostream>
+#include <optional>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_split.h"
@@ -8,7 +10,14 @@
 #include "ctl/status.h"
 #include "etcd/client.h"
 #include "nlohmann/json.hpp"
+#include "backup/layout.h"
+#include "backup/open.h"
+#include "backup/pipeline.h"
+#include "backup/scheduler.h"
+#include "ctl/status.h"
 #include "reconcile/reconciler.h"
+#include "reconcile/restore.h"
+#include <thread>
 
 namespace steward {
 namespace {
@@ -53,6 +62,10 @@ nlohmann::json StewardState(EtcdClient& client, const Config& config) {
     auto parsed = nlohmann::json::parse(**st, nullptr, false);
     if (!parsed.is_discarded()) j["reconciler"] = parsed;
   }
+  if (auto b = client.Get(BackupStatusKey(config)); b.ok() && b->has_value()) {
+    auto parsed = nlohmann::json::parse(**b, nullptr, false);
+    if (!parsed.is_discarded()) j["backups"] = parsed;
+  }
   if (auto spec = client.Get(SpecKey(config)); spec.ok() && spec->has_value()) {
     auto parsed = nlohmann::json::parse(**spec, nullptr, false);
     if (!parsed.is_discarded()) j["spec"] = parsed;
@@ -72,6 +85,22 @@ std::string DescribeStewardState(const nlohmann::json& j) {
     out += "\nreconciler:     " + r.value("detail", std::string("?")) + " (" +
            r.value("step", std::string("?")) + ", reported by " +
            r.value("leader", std::string("?")) + " " + std::to_string(age) + "s ago)";
+  }
+  if (j.contains("backups")) {
+    const auto& b = j["backups"];
+    long now = static_cast<long>(std::chrono::duration_cast<std::chrono::seconds>(
+                                     std::chrono::system_clock::now().time_since_epoch())
+                                     .count());
+    out += "\nbackups:        " + b.value("store", std::string("?")) + ", last " +
+           (b.value("last_success", std::string()).empty()
+                ? std::string("none")
+                : b.value("last_success", std::string()) + " (" +
+                      std::to_string(now - b.value("last_success_at", now)) + "s ago)");
+    if (b.contains("last_error")) {
+      out += "\n                last error " +
+             std::to_string(now - b.value("last_error_at", now)) +
+             "s ago: " + b.value("last_error", std::string());
+    }
   }
   return out + "\n";
 }
@@ -137,6 +166,193 @@ int RunConfigureCluster(const Common& c, int size) {
   return 0;
 }
 
+// The config and its backup store, or an exit status.
+struct WithStore {
+  std::optional<Config> config;
+  std::unique_ptr<BackupStore> store;
+  int rc = 0;
+};
+
+WithStore OpenFromConfig(const Common& c, const char* what) {
+  WithStore w;
+  if (c.config_path.empty()) {
+    std::cerr << "stewardctl: " << what << " needs --config FILE (any node's)\n";
+    w.rc = 2;
+    return w;
+  }
+  auto config = LoadConfig(c.config_path);
+  if (!config.ok()) {
+    std::cerr << "stewardctl: config error: " << config.status().message() << "\n";
+    w.rc = 2;
+    return w;
+  }
+  if (config->backup.store.empty()) {
+    std::cerr << "stewardctl: " << what << ": backup.store is not set in " << c.config_path << "\n";
+    w.rc = 2;
+    return w;
+  }
+  auto store = OpenStore(config->backup);
+  if (!store.ok()) {
+    std::cerr << "stewardctl: backup store: " << store.status().message() << "\n";
+    w.rc = 1;
+    return w;
+  }
+  w.config = std::move(*config);
+  w.store = std::move(*store);
+  return w;
+}
+
+int RunBackup(const Common& c) {
+  WithStore w = OpenFromConfig(c, "backup");
+  if (w.rc != 0) return w.rc;
+  EtcdClient::Options o;
+  o.timeout = std::chrono::milliseconds(c.timeout_ms);
+  EtcdClient client(w.config->AllClientUrls(), o);
+  auto meta = BackupAndPrune(*w.config, *w.store, client, "stewardctl");
+  if (!meta.ok()) {
+    std::cerr << "stewardctl: backup failed: " << meta.status().message() << "\n";
+    return 1;
+  }
+  std::cerr << "backup of member " << meta->member << " at revision " << meta->revision << ": "
+            << HumanBytes(static_cast<int64_t>(meta->db_size)) << " -> "
+            << HumanBytes(static_cast<int64_t>(meta->compressed_size)) << " in "
+            << w.store->Describe() << "\n";
+  std::cout << meta->name << "\n";
+  return 0;
+}
+
+std::string UtcTime(int64_t unix_time) {
+  std::time_t t = static_cast<std::time_t>(unix_time);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%SZ", &tm);
+  return buf;
+}
+
+int RunListBackups(const Common& c) {
+  WithStore w = OpenFromConfig(c, "list-backups");
+  if (w.rc != 0) return w.rc;
+  auto listed = ListBackups(*w.store, w.config->cluster.name);
+  if (!listed.ok()) {
+    std::cerr << "stewardctl: " << listed.status().message() << "\n";
+    return 1;
+  }
+  if (c.output == "json") {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& b : *listed) {
+      if (b.meta) {
+        nlohmann::json m = MetaToJson(*b.meta);
+        m["complete"] = true;
+        j.push_back(m);
+      } else {
+        j.push_back({{"name", b.name}, {"complete", false}, {"error", b.error}});
+      }
+    }
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::vector<std::vector<std::string>> rows = {
+      {"NAME", "TIME (UTC)", "REVISION", "SIZE", "COMPRESSED", "ETCD", "FROM"}};
+  for (const auto& b : *listed) {
+    if (b.meta) {
+      const BackupMeta& m = *b.meta;
+      rows.push_back({m.name, UtcTime(m.unix_time), std::to_string(m.revision),
+                      HumanBytes(static_cast<int64_t>(m.db_size)),
+                      HumanBytes(static_cast<int64_t>(m.compressed_size)), m.etcd_version,
+                      m.member});
+    } else {
+      rows.push_back({b.name, "-", "-", "-", "-", "-", "(" + b.error + ")"});
+    }
+  }
+  std::vector<size_t> width(rows[0].size(), 0);
+  for (const auto& r : rows) {
+    for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
+  }
+  for (const auto& r : rows) {
+    std::string line;
+    for (size_t i = 0; i < r.size(); ++i) {
+      line += r[i];
+      if (i + 1 < r.size()) line += std::string(width[i] - r[i].size() + 2, ' ');
+    }
+    std::cout << line << "\n";
+  }
+  std::cout << "\n" << listed->size() << " backup(s) in " << w.store->Describe() << "\n";
+  return 0;
+}
+
+int RunRestoreBackup(const Common& c, const std::string& name, bool yes, int wait_seconds) {
+  WithStore w = OpenFromConfig(c, "restore-backup");
+  if (w.rc != 0) return w.rc;
+  const Config& config = *w.config;
+  auto text = w.store->Get(MetaKey(config.cluster.name, name));
+  if (!text.ok()) {
+    std::cerr << "stewardctl: backup " << name << ": " << text.status().message() << "\n";
+    return 1;
+  }
+  auto meta = MetaFromJson(*text);
+  if (!meta.ok()) {
+    std::cerr << "stewardctl: backup " << name << ": " << meta.status().message() << "\n";
+    return 1;
+  }
+  if (auto pending = ReadRestoreIntent(*w.store, config.cluster.name);
+      pending.ok() && pending->has_value() && !(*pending)->done) {
+    std::cerr << "stewardctl: restore " << (*pending)->id << " of " << (*pending)->backup
+              << " is still under way; wait for it to finish\n";
+    return 1;
+  }
+  if (!yes) {
+    std::cout << "This stops every etcd member of cluster " << config.cluster.name
+              << " and replaces all of its data with backup " << name << " (revision "
+              << meta->revision << ", taken " << UtcTime(meta->unix_time)
+              << "). Writes since then are lost (a fresh backup is taken first).\n"
+              << "Continue? [y/N] " << std::flush;
+    std::string answer;
+    std::getline(std::cin, answer);
+    if (answer != "y" && answer != "yes") {
+      std::cout << "not restoring\n";
+      return 1;
+    }
+  }
+  std::cerr << "verifying backup " << name << "...\n";
+  if (absl::Status s = VerifyBackup(*w.store, config.cluster.name, *meta, ""); !s.ok()) {
+    std::cerr << "stewardctl: refusing to restore: " << s.message() << "\n";
+    return 1;
+  }
+  EtcdClient::Options o;
+  o.timeout = std::chrono::milliseconds(c.timeout_ms);
+  EtcdClient client(config.AllClientUrls(), o);
+  auto fresh = BackupAndPrune(config, *w.store, client, "stewardctl");
+  if (fresh.ok()) {
+    std::cerr << "took a fresh backup first: " << fresh->name << "\n";
+  } else {
+    std::cerr << "warning: no fresh backup before the restore (" << fresh.status().message()
+              << ")\n";
+  }
+  RestoreIntent intent = NewRestoreIntent(config, name, "stewardctl");
+  if (absl::Status s = WriteRestoreIntent(*w.store, config.cluster.name, intent); !s.ok()) {
+    std::cerr << "stewardctl: recording the restore: " << s.message() << "\n";
+    return 1;
+  }
+  std::cerr << "restore " << intent.id << " requested; the agents carry it out\n";
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(wait_seconds);
+  EtcdClient fresh_client(config.AllClientUrls(), o);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    auto now = ReadRestoreIntent(*w.store, config.cluster.name);
+    if (!now.ok() || !now->has_value() || !(*now)->done || (*now)->id != intent.id) continue;
+    ClusterView v = CollectStatus(fresh_client, o.timeout);
+    if (v.healthy) {
+      std::cout << "restored backup " << name << "; the cluster is healthy with "
+                << v.members.size() << " member(s)\n";
+      return 0;
+    }
+  }
+  std::cerr << "stewardctl: the restore has not finished within " << wait_seconds
+            << "s; see `stewardctl status` and the agents' logs\n";
+  return 1;
+}
+
 int RunGet(const Common& c) {
   if (c.config_path.empty()) {
     std::cerr << "stewardctl: get needs --config FILE (any node's)\n";
@@ -196,6 +412,21 @@ int CtlMain(int argc, char** argv) {
   add_common(get);
   get->add_option("-o,--output", common.output, "table or json")
       ->check(CLI::IsMember({"table", "json"}));
+  CLI::App* backup = app.add_subcommand("backup", "take a backup now; prints its name");
+  add_common(backup);
+  CLI::App* list = app.add_subcommand("list-backups", "list the backups in the backup store");
+  add_common(list);
+  list->add_option("-o,--output", common.output, "table or json")
+      ->check(CLI::IsMember({"table", "json"}));
+  std::string restore_name;
+  bool yes = false;
+  int wait_seconds = 300;
+  CLI::App* restore = app.add_subcommand(
+      "restore-backup", "stop every member and restore the whole cluster from a backup");
+  add_common(restore);
+  restore->add_option("name", restore_name, "the backup's name (see list-backups)")->required();
+  restore->add_flag("--yes", yes, "do not ask for confirmation");
+  restore->add_option("--wait", wait_seconds, "seconds to wait for the cluster to be back");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -205,6 +436,9 @@ int CtlMain(int argc, char** argv) {
   if (status->parsed()) return RunStatus(common);
   if (configure->parsed()) return RunConfigureCluster(common, size);
   if (get->parsed()) return RunGet(common);
+  if (backup->parsed()) return RunBackup(common);
+  if (list->parsed()) return RunListBackups(common);
+  if (restore->parsed()) return RunRestoreBackup(common, restore_name, yes, wait_seconds);
   return 2;
 }
 

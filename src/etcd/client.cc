@@ -256,6 +256,7 @@ absl::StatusOr<MemberStatus> EtcdClient::Status(const std::string& endpoint,
   out.endpoint = endpoint;
   out.member_id = resp.header().member_id();
   out.cluster_id = resp.header().cluster_id();
+  out.revision = resp.header().revision();
   out.version = resp.version();
   out.db_size = resp.dbsize();
   out.db_size_in_use = resp.dbsizeinuse();

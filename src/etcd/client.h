@@ -40,6 +40,7 @@ struct MemberStatus {
   std::string endpoint;
   uint64_t member_id = 0;
   uint64_t cluster_id = 0;
+  int64_t revision = 0;  // the member's store revision
   std::string version;
   int64_t db_size = 0;
   int64_t db_size_in_use = 0;

@@ -58,4 +58,18 @@ absl::Status PeerClient::Wipe(const peer::OrderHeader& h, std::chrono::milliseco
   return FromGrpc(stub_->Wipe(&ctx, h, &r), absl::StrCat("agent ", address_, ": Wipe"));
 }
 
+absl::Status PeerClient::Promise(const peer::OrderHeader& h, std::chrono::milliseconds t) {
+  grpc::ClientContext ctx;
+  Deadline(ctx, t);
+  peer::OrderReply r;
+  return FromGrpc(stub_->Promise(&ctx, h, &r), absl::StrCat("agent ", address_, ": Promise"));
+}
+
+absl::Status PeerClient::Restore(const peer::RestoreRequest& req, std::chrono::milliseconds t) {
+  grpc::ClientContext ctx;
+  Deadline(ctx, t);
+  peer::OrderReply r;
+  return FromGrpc(stub_->Restore(&ctx, req, &r), absl::StrCat("agent ", address_, ": Restore"));
+}
+
 }  // namespace steward

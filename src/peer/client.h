@@ -22,6 +22,8 @@ class PeerClient {
   absl::Status Join(const peer::StartRequest& req, std::chrono::milliseconds timeout);
   absl::Status StopEtcd(const peer::OrderHeader& h, std::chrono::milliseconds timeout);
   absl::Status Wipe(const peer::OrderHeader& h, std::chrono::milliseconds timeout);
+  absl::Status Promise(const peer::OrderHeader& h, std::chrono::milliseconds timeout);
+  absl::Status Restore(const peer::RestoreRequest& req, std::chrono::milliseconds timeout);
 
   const std::string& address() const { return address_; }
 

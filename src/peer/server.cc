@@ -66,6 +66,14 @@ class PeerServer::Service final : public peer::Peer::Service {
                     peer::OrderReply*) override {
     return Order("wipe", *req, [&] { return handler_->Wipe(); });
   }
+  grpc::Status Promise(grpc::ServerContext*, const peer::OrderHeader* req,
+                       peer::OrderReply*) override {
+    return ToGrpc(terms_->Admit(req->term(), req->leader()));
+  }
+  grpc::Status Restore(grpc::ServerContext*, const peer::RestoreRequest* req,
+                       peer::OrderReply*) override {
+    return Order("restore", req->header(), [&] { return handler_->Restore(*req); });
+  }
 
  private:
   template <typename Fn>

@@ -26,6 +26,7 @@ class NodeHandler {
   virtual absl::Status Join(const peer::StartRequest& req) = 0;
   virtual absl::Status StopEtcd() = 0;
   virtual absl::Status Wipe() = 0;
+  virtual absl::Status Restore(const peer::RestoreRequest& req) = 0;
 };
 
 // The newest leader term seen, persisted. Thread-safe.

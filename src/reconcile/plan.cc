@@ -56,10 +56,15 @@ class Planner {
                                "their agents, nothing is wiped"));
     }
     if (auto s = SetAsideForeignData()) return *s;
-    if (auto s = RemoveStaleEntries()) return *s;
-    if (auto s = DriveLearner()) return *s;
-    if (auto s = ReplaceDeadMembers()) return *s;
-    if (auto s = Resize()) return *s;
+    // A stale entry whose removal would lose quorum must not stop the steps that can make its
+    // removal safe (growing the cluster): those still run; if they have nothing to do, wait.
+    std::optional<Step> stale = RemoveStaleEntries();
+    if (stale && stale->kind != StepKind::kWait) return *stale;
+    std::optional<Step> next = DriveLearner();
+    if (!next) next = ReplaceDeadMembers();
+    if (!next) next = Resize();
+    if (next && (next->kind != StepKind::kWait || !stale)) return *next;
+    if (stale) return *stale;
     return Make(StepKind::kNone, absl::StrCat("cluster at size ", voters_, ", all members healthy"));
   }
 
@@ -116,27 +121,41 @@ class Planner {
   }
 
   std::optional<Step> RemoveStaleEntries() const {
+    // A due removal that would lose quorum must not block another one that would not (that
+    // one may be what makes the first safe): remember the wait, keep looking.
+    std::optional<Step> blocked;
+    auto consider = [&](const MemberView& m, const std::string& why) {
+      Step s = RemoveOrWait(m, why);
+      if (s.kind == StepKind::kRemoveMember) return std::optional<Step>(s);
+      if (!blocked) blocked = s;
+      return std::optional<Step>();
+    };
     for (const auto& n : o_.nodes) {
       if (!n.agent_up) continue;
       // A member that carries this node's name but another peer URL.
       for (const auto& m : o_.members) {
         if (m.name == n.name && m.peer_url != n.peer_url) {
-          return RemoveOrWait(m, absl::StrCat("its name is node ", n.name, "'s but its peer URL ",
-                                              m.peer_url, " is not (", n.peer_url, ")"));
+          if (auto s = consider(m, absl::StrCat("its name is node ", n.name, "'s but its peer URL ",
+                                                m.peer_url, " is not (", n.peer_url, ")"))) {
+            return s;
+          }
         }
       }
       const MemberView* m = MemberForNode(n);
       if (m == nullptr || n.has_data || n.etcd_running) continue;
       if (m->started) {
-        return RemoveOrWait(*m, absl::StrCat("node ", n.name, " is back with an empty data dir"));
-      }
-      if (!m->is_learner && m->id != n.initial_member_id) {
-        return RemoveOrWait(*m, absl::StrCat("entry for node ", n.name,
-                                             "'s peer URL was never started and is not one we "
-                                             "added (stale or conflicting ID)"));
+        if (auto s = consider(*m, absl::StrCat("node ", n.name, " is back with an empty data dir"))) {
+          return s;
+        }
+      } else if (!m->is_learner && m->id != n.initial_member_id) {
+        if (auto s = consider(*m, absl::StrCat("entry for node ", n.name,
+                                               "'s peer URL was never started and is not one we "
+                                               "added (stale or conflicting ID)"))) {
+          return s;
+        }
       }
     }
-    return std::nullopt;
+    return blocked;
   }
 
   std::optional<Step> DriveLearner() const {

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "backup/layout.h"
 #include "common/status.h"
 #include "etcd/member_id.h"
 #include "nlohmann/json.hpp"
@@ -25,7 +26,13 @@ constexpr milliseconds kOrderTimeout{5000};
 constexpr milliseconds kWipeTimeout{30000};
 }  // namespace
 
-Reconciler::Reconciler(const Config& config, EtcdClient* etcd) : config_(config), etcd_(etcd) {
+Reconciler::Reconciler(const Config& config, EtcdClient* etcd, BackupStore* store,
+                       BackupScheduler* backups, std::function<bool()> restore_pending)
+    : config_(config),
+      etcd_(etcd),
+      store_(store),
+      backups_(backups),
+      restore_pending_(std::move(restore_pending)) {
   for (const auto& n : config_.cluster.nodes) {
     agents_[n.name] = std::make_unique<PeerClient>(config_.AgentAddress(n), nullptr);
   }
@@ -61,6 +68,7 @@ absl::StatusOr<ClusterObservation> Reconciler::Observe() {
     states.push_back(std::async(std::launch::async, [pc] { return pc->GetState(kObserveTimeout); }));
   }
   auto members = etcd_->MemberList();
+  agents_max_term_ = 0;
   for (size_t i = 0; i < config_.cluster.nodes.size(); ++i) {
     const NodeSpec& n = config_.cluster.nodes[i];
     NodeView v;
@@ -73,6 +81,7 @@ absl::StatusOr<ClusterObservation> Reconciler::Observe() {
       v.etcd_running = st->etcd_running();
       v.has_data = st->has_data();
       v.local_member_id = st->member_id();
+      agents_max_term_ = std::max(agents_max_term_, st->highest_term());
     }
     obs.nodes.push_back(v);
   }
@@ -127,8 +136,31 @@ absl::StatusOr<ClusterObservation> Reconciler::Observe() {
   return obs;
 }
 
-bool Reconciler::Pass(uint64_t term) {
+bool Reconciler::Pass(uint64_t leader_term) {
+  if (restore_pending_ && restore_pending_()) {
+    Step wait;
+    wait.kind = StepKind::kWait;
+    wait.reason = "a restore from backup is under way; membership changes wait for it";
+    Publish(wait, leader_term, "");
+    return false;
+  }
+  if (store_ != nullptr && !created_marked_) {
+    // Mark the store: from now on an empty cluster must never be bootstrapped over it.
+    const std::string key = CreatedMarkerKey(config_.cluster.name);
+    if (absl::IsNotFound(store_->Get(key).status())) {
+      nlohmann::json j = {{"cluster", config_.cluster.name},
+                          {"at", std::chrono::duration_cast<std::chrono::seconds>(
+                                     std::chrono::system_clock::now().time_since_epoch())
+                                     .count()}};
+      if (store_->Put(key, j.dump()).ok()) created_marked_ = true;
+    } else {
+      created_marked_ = true;
+    }
+  }
   auto obs = Observe();
+  // Orders must carry a term no agent considers stale: a restore coordinator may have raised
+  // the agents' newest term above this cluster's revision-based one.
+  const uint64_t term = std::max(leader_term, agents_max_term_);
   if (!obs.ok()) {
     Step wait;
     wait.kind = StepKind::kWait;
@@ -139,15 +171,28 @@ bool Reconciler::Pass(uint64_t term) {
   Step step = PlanNextStep(*obs);
   if (step.kind == StepKind::kNone || step.kind == StepKind::kWait) {
     Publish(step, term, "");
+    if (step.kind == StepKind::kNone && backups_ != nullptr) backups_->MaybePeriodic();
     return false;
   }
-  spdlog::info("reconcile (term {}): {}", term, step.reason);
+  if (backups_ != nullptr && step.kind != StepKind::kJoin) backups_->BeforeChange(StepKindName(step.kind));
+  if (step.reason != last_decision_) {
+    spdlog::info("reconcile (term {}): {}", term, step.reason);
+    last_decision_ = step.reason;
+  }
   absl::Status s = Act(step, term);
   if (!s.ok()) {
-    spdlog::warn("reconcile step {} failed: {}", StepKindName(step.kind), s.message());
+    // etcd refuses some steps for a while (strict reconfig check, promote before in sync);
+    // say so once, not on every retry.
+    std::string failure = absl::StrCat(StepKindName(step.kind), ": ", s.message());
+    if (failure != last_failure_) {
+      spdlog::warn("reconcile step failed (will retry): {}", failure);
+      last_failure_ = failure;
+    }
     Publish(step, term, std::string(s.message()));
     return false;
   }
+  last_failure_.clear();
+  last_decision_.clear();
   Publish(step, term, "");
   return true;
 }

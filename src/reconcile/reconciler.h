@@ -9,6 +9,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -16,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "backup/scheduler.h"
+#include "backup/store.h"
 #include "config/config.h"
 #include "etcd/client.h"
 #include "peer/client.h"
@@ -31,7 +34,10 @@ std::string StatusKey(const Config& c);
 
 class Reconciler {
  public:
-  Reconciler(const Config& config, EtcdClient* etcd);
+  // `store` and `backups` may be null (no backup store configured). `restore_pending` says
+  // whether a restore is under way, during which the reconciler does nothing.
+  Reconciler(const Config& config, EtcdClient* etcd, BackupStore* store, BackupScheduler* backups,
+             std::function<bool()> restore_pending);
 
   // One observe-decide-act pass with the leader's `term`. Returns true if a mutating step was
   // taken successfully (the caller should pass again at once).
@@ -49,6 +55,13 @@ class Reconciler {
 
   const Config& config_;
   EtcdClient* etcd_;
+  BackupStore* store_;
+  BackupScheduler* backups_;
+  std::function<bool()> restore_pending_;
+  bool created_marked_ = false;
+  uint64_t agents_max_term_ = 0;  // the newest term any agent has seen (this pass)
+  std::string last_failure_;
+  std::string last_decision_;
   std::map<std::string, std::unique_ptr<PeerClient>> agents_;
   std::map<uint64_t, std::chrono::steady_clock::time_point> unhealthy_since_;
   std::optional<std::pair<uint64_t, std::chrono::steady_clock::time_point>> learner_since_;

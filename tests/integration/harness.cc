@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "common/files.h"
 #include "etcd/client.h"
 #include "runner/process_runner.h"
@@ -94,7 +95,8 @@ RunResult RunCommand(const std::vector<std::string>& argv, std::chrono::seconds 
   return r;
 }
 
-TestCluster::TestCluster(int subnet, int nodes, int size, const std::string& cluster_extra)
+TestCluster::TestCluster(int subnet, int nodes, int size, const std::string& cluster_extra,
+                         const std::string& top_extra)
     : subnet_(subnet), nodes_(nodes), agents_(static_cast<size_t>(nodes)) {
   root_ = fs::temp_directory_path() / absl::StrCat("steward-it-", getpid(), "-", subnet);
   fs::remove_all(root_);
@@ -108,7 +110,8 @@ TestCluster::TestCluster(int subnet, int nodes, int size, const std::string& clu
                                     "\n", cluster_extra, "  nodes:\n", nodes_yaml, "node:\n  name: n", i + 1,
                                     "\n  data_dir: ", DataDir(i), "\n  log_level: debug\n",
                                     "etcd:\n  binary: /usr/bin/etcd\n  stop_timeout: 5s\n",
-                                    "  restart_backoff_min: 200ms\n  restart_backoff_max: 2s\n");
+                                    "  restart_backoff_min: 200ms\n  restart_backoff_max: 2s\n",
+                                    absl::StrReplaceAll(top_extra, {{"ROOT", root_}}));
     std::ofstream(ConfigPath(i)) << yaml;
   }
 }

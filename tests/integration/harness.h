@@ -35,7 +35,11 @@ class TestCluster {
  public:
   // `subnet` is the third octet: nodes get 127.0.<subnet>.11 and up. Use one subnet per test.
   // `cluster_extra` is appended to the cluster section of every config (indented YAML lines).
-  TestCluster(int subnet, int nodes, int size, const std::string& cluster_extra = "");
+  // `top_extra` is appended at the top level (e.g. a backup: section); "ROOT" in it is replaced
+  // by the test's temp dir.
+  TestCluster(int subnet, int nodes, int size, const std::string& cluster_extra = "",
+              const std::string& top_extra = "");
+  std::string Root() const { return root_; }
   ~TestCluster();
 
   std::string ConfigPath(int i) const;  // i is 0-based

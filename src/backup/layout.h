@@ -1,0 +1,47 @@
+// The backup layout in a store, documented in docs/backup-layout.md:
+//   <cluster>/backups/<YYYYMMDDTHHMMSSZ>-<revision, 20 digits>/snapshot.db.zst
+//   <cluster>/backups/<...>/meta.json        written last: its presence marks a complete backup
+//   <cluster>/control/created.json           written once a cluster has been created
+// (the store's own prefix, e.g. an S3 prefix, comes before <cluster>). Pure functions.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+
+namespace steward {
+
+struct BackupMeta {
+  std::string name;            // the backup's directory name
+  std::string cluster;         // cluster name from the config
+  std::string etcd_version;
+  uint64_t cluster_id = 0;
+  int64_t revision = 0;
+  uint64_t raft_index = 0;
+  uint64_t db_size = 0;          // bytes of the snapshot as etcd streamed it (incl. its hash)
+  uint64_t compressed_size = 0;  // bytes of snapshot.db.zst
+  std::string sha256;            // hex sha256 of snapshot.db.zst (what is stored)
+  std::string db_sha256;         // hex sha256 of the uncompressed snapshot
+  std::string compression = "zstd";
+  std::string member;            // name of the member it was taken from
+  std::string node;              // the agent (or "stewardctl") that took it
+  int64_t unix_time = 0;         // when it was taken, seconds since the epoch (UTC)
+};
+
+std::string BackupName(std::chrono::system_clock::time_point t, int64_t revision);
+// Parses a backup name; nullopt if it is not one.
+std::optional<std::pair<int64_t, int64_t>> ParseBackupName(const std::string& name);  // unix time, revision
+
+std::string BackupsPrefix(const std::string& cluster);  // "<cluster>/backups/"
+std::string SnapshotKey(const std::string& cluster, const std::string& name);
+std::string MetaKey(const std::string& cluster, const std::string& name);
+std::string CreatedMarkerKey(const std::string& cluster);
+
+nlohmann::json MetaToJson(const BackupMeta& m);
+absl::StatusOr<BackupMeta> MetaFromJson(const std::string& text);
+
+}  // namespace steward

@@ -1,0 +1,28 @@
+#include "backup/open.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace steward {
+
+absl::StatusOr<std::unique_ptr<BackupStore>> OpenStore(const BackupConfig& c) {
+  if (c.store.empty()) return std::unique_ptr<BackupStore>();
+  if (c.store.rfind("file://", 0) == 0) return NewFileStore(c.store.substr(7));
+  if (c.store.rfind("s3://", 0) == 0) {
+    std::string rest = c.store.substr(5);
+    S3Options o;
+    auto slash = rest.find('/');
+    o.bucket = rest.substr(0, slash);
+    if (slash != std::string::npos) o.prefix = rest.substr(slash + 1);
+    while (!o.prefix.empty() && o.prefix.back() == '/') o.prefix.pop_back();
+    o.endpoint = c.s3.endpoint;
+    o.region = c.s3.region;
+    o.path_style = c.s3.path_style;
+    o.access_key_id = c.s3.access_key_id;
+    o.secret_access_key = c.s3.secret_access_key;
+    o.session_token = c.s3.session_token;
+    return NewS3Store(o);
+  }
+  return absl::InvalidArgumentError(absl::StrCat("backup.store: unsupported URL ", c.store));
+}
+
+}  // namespace steward

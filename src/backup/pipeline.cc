@@ -1,0 +1,277 @@
+#include "backup/pipeline.h"
+
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+
+namespace steward {
+namespace {
+
+class Sha256 {
+ public:
+  Sha256() : ctx_(EVP_MD_CTX_new()) { EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr); }
+  ~Sha256() { EVP_MD_CTX_free(ctx_); }
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
+  void Update(std::string_view d) { EVP_DigestUpdate(ctx_, d.data(), d.size()); }
+  std::string Raw() {
+    unsigned char out[32];
+    unsigned int n = 0;
+    EVP_DigestFinal_ex(ctx_, out, &n);
+    return std::string(reinterpret_cast<char*>(out), n);
+  }
+
+ private:
+  EVP_MD_CTX* ctx_;
+};
+
+std::string Hex(const std::string& raw) { return absl::BytesToHexString(raw); }
+
+// etcd ends a snapshot stream with sha256 of everything before it. This consumer hashes all
+// but the last 32 bytes seen so far and holds those back, so at the end it can compare.
+class TrailingHashCheck {
+ public:
+  void Update(std::string_view d) {
+    tail_.append(d.data(), d.size());
+    if (tail_.size() > 32) {
+      size_t n = tail_.size() - 32;
+      body_.Update(std::string_view(tail_.data(), n));
+      tail_.erase(0, n);
+    }
+  }
+  bool Matches() { return tail_.size() == 32 && body_.Raw() == tail_; }
+
+ private:
+  Sha256 body_;
+  std::string tail_;
+};
+
+class Compressor {
+ public:
+  Compressor() : cctx_(ZSTD_createCCtx()), out_(ZSTD_CStreamOutSize(), '\0') {
+    ZSTD_CCtx_setParameter(cctx_, ZSTD_c_compressionLevel, 1);
+    ZSTD_CCtx_setParameter(cctx_, ZSTD_c_checksumFlag, 1);
+    // Compress on two worker threads while this one keeps reading the stream; ignored (and
+    // single-threaded) if the library was built without multithreading.
+    ZSTD_CCtx_setParameter(cctx_, ZSTD_c_nbWorkers, 2);
+  }
+  ~Compressor() { ZSTD_freeCCtx(cctx_); }
+
+  // Feeds `in` and hands every compressed byte to `emit`.
+  absl::Status Feed(std::string_view in, bool last,
+                    const std::function<absl::Status(std::string_view)>& emit) {
+    ZSTD_inBuffer ib{in.data(), in.size(), 0};
+    while (true) {
+      ZSTD_outBuffer ob{out_.data(), out_.size(), 0};
+      size_t r = ZSTD_compressStream2(cctx_, &ob, &ib, last ? ZSTD_e_end : ZSTD_e_continue);
+      if (ZSTD_isError(r)) return absl::InternalError(absl::StrCat("zstd: ", ZSTD_getErrorName(r)));
+      if (ob.pos > 0) {
+        if (absl::Status s = emit(std::string_view(out_.data(), ob.pos)); !s.ok()) return s;
+      }
+      if (last ? r == 0 : ib.pos == ib.size) break;
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  ZSTD_CCtx* cctx_;
+  std::string out_;
+};
+
+}  // namespace
+
+absl::StatusOr<BackupSource> PickBackupSource(EtcdClient& etcd) {
+  auto members = etcd.MemberList();
+  if (!members.ok()) return Annotate(members.status(), "choosing a member to back up");
+  std::optional<BackupSource> leader;
+  for (const auto& m : *members) {
+    if (m.is_learner || m.client_urls.empty()) continue;
+    auto st = etcd.Status(m.client_urls.front(), std::chrono::milliseconds(1000));
+    if (!st.ok() || !st->errors.empty() || st->leader == 0) continue;
+    BackupSource src{m.client_urls.front(), m.name};
+    if (st->leader == st->member_id) {
+      leader = src;
+      continue;
+    }
+    return src;
+  }
+  if (leader) return *leader;
+  return absl::UnavailableError("no healthy member to back up");
+}
+
+absl::StatusOr<BackupMeta> TakeBackup(EtcdClient& etcd, const BackupSource& source,
+                                      BackupStore& store, const std::string& cluster,
+                                      const std::string& taken_by,
+                                      std::chrono::milliseconds timeout) {
+  auto st = etcd.Status(source.endpoint, std::chrono::milliseconds(2000));
+  if (!st.ok()) return Annotate(st.status(), "backup");
+  const auto now = std::chrono::system_clock::now();
+  BackupMeta meta;
+  meta.cluster = cluster;
+  meta.etcd_version = st->version;
+  meta.cluster_id = st->cluster_id;
+  meta.raft_index = st->raft_index;
+  meta.member = source.member;
+  meta.node = taken_by;
+  meta.unix_time = std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
+
+  // The Status header's revision: the snapshot, taken just after, holds at least this one.
+  meta.revision = st->revision;
+  meta.name = BackupName(now, meta.revision);
+
+  auto writer = store.Create(SnapshotKey(cluster, meta.name));
+  if (!writer.ok()) return Annotate(writer.status(), "backup: creating the snapshot object");
+  Sha256 stored_hash, db_hash;
+  TrailingHashCheck etcd_hash;
+  Compressor zstd;
+  uint64_t compressed = 0;
+  auto emit = [&](std::string_view c) -> absl::Status {
+    stored_hash.Update(c);
+    compressed += c.size();
+    return (*writer)->Write(c);
+  };
+  auto received = etcd.Snapshot(
+      source.endpoint,
+      [&](std::string_view chunk) -> absl::Status {
+        db_hash.Update(chunk);
+        etcd_hash.Update(chunk);
+        return zstd.Feed(chunk, false, emit);
+      },
+      timeout);
+  if (!received.ok()) return Annotate(received.status(), "backup: snapshot stream");
+  if (!etcd_hash.Matches()) {
+    return absl::DataLossError("backup: the snapshot stream's trailing sha256 does not match");
+  }
+  if (absl::Status s = zstd.Feed({}, true, emit); !s.ok()) return s;
+  if (absl::Status s = (*writer)->Commit(); !s.ok()) {
+    return Annotate(s, "backup: storing the snapshot");
+  }
+  meta.db_size = *received;
+  meta.compressed_size = compressed;
+  meta.sha256 = Hex(stored_hash.Raw());
+  meta.db_sha256 = Hex(db_hash.Raw());
+  if (absl::Status s = store.Put(MetaKey(cluster, meta.name), MetaToJson(meta).dump(2)); !s.ok()) {
+    return Annotate(s, "backup: writing meta.json");
+  }
+  return meta;
+}
+
+absl::StatusOr<std::vector<ListedBackup>> ListBackups(BackupStore& store,
+                                                      const std::string& cluster) {
+  auto objects = store.List(BackupsPrefix(cluster));
+  if (!objects.ok()) return Annotate(objects.status(), "listing backups");
+  std::map<std::string, std::pair<bool, bool>> seen;  // name -> (has snapshot, has meta)
+  const std::string prefix = BackupsPrefix(cluster);
+  for (const auto& o : *objects) {
+    std::string rest = o.key.substr(prefix.size());
+    auto slash = rest.find('/');
+    if (slash == std::string::npos) continue;
+    std::string name = rest.substr(0, slash), file = rest.substr(slash + 1);
+    if (!ParseBackupName(name)) continue;
+    if (file == "snapshot.db.zst") seen[name].first = true;
+    if (file == "meta.json") seen[name].second = true;
+  }
+  std::vector<ListedBackup> out;
+  for (auto it = seen.rbegin(); it != seen.rend(); ++it) {
+    ListedBackup b;
+    b.name = it->first;
+    if (!it->second.second) {
+      b.error = "incomplete: no meta.json";
+    } else if (!it->second.first) {
+      b.error = "snapshot.db.zst is missing";
+    } else {
+      auto text = store.Get(MetaKey(cluster, b.name));
+      if (!text.ok()) {
+        b.error = Msg(text.status());
+      } else if (auto m = MetaFromJson(*text); m.ok()) {
+        b.meta = *m;
+      } else {
+        b.error = Msg(m.status());
+      }
+    }
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
+absl::Status VerifyBackup(BackupStore& store, const std::string& cluster, const BackupMeta& meta,
+                          const std::string& out_path) {
+  int fd = -1;
+  std::string tmp;
+  if (!out_path.empty()) {
+    tmp = out_path + ".part";
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return absl::InternalError(absl::StrCat("creating ", tmp, ": ", std::strerror(errno)));
+  }
+  Sha256 stored_hash, db_hash;
+  TrailingHashCheck etcd_hash;
+  ZSTD_DCtx* dctx = ZSTD_createDCtx();
+  std::string out(ZSTD_DStreamOutSize(), '\0');
+  uint64_t stored = 0, db = 0;
+  size_t last_ret = 0;
+  absl::Status s = store.Read(SnapshotKey(cluster, meta.name), [&](std::string_view c) {
+    stored_hash.Update(c);
+    stored += c.size();
+    ZSTD_inBuffer ib{c.data(), c.size(), 0};
+    while (ib.pos < ib.size) {
+      ZSTD_outBuffer ob{out.data(), out.size(), 0};
+      last_ret = ZSTD_decompressStream(dctx, &ob, &ib);
+      if (ZSTD_isError(last_ret)) {
+        return absl::DataLossError(absl::StrCat("backup ", meta.name, ": does not decompress: ",
+                                                ZSTD_getErrorName(last_ret)));
+      }
+      std::string_view d(out.data(), ob.pos);
+      db_hash.Update(d);
+      etcd_hash.Update(d);
+      db += d.size();
+      if (fd >= 0 && !d.empty() && ::write(fd, d.data(), d.size()) != static_cast<ssize_t>(d.size())) {
+        return absl::InternalError(absl::StrCat("writing ", tmp, ": ", std::strerror(errno)));
+      }
+    }
+    return absl::OkStatus();
+  });
+  ZSTD_freeDCtx(dctx);
+  if (fd >= 0) {
+    if (s.ok() && ::fsync(fd) != 0) s = absl::InternalError("fsync " + tmp);
+    ::close(fd);
+  }
+  auto fail = [&](absl::Status e) {
+    if (!tmp.empty()) ::unlink(tmp.c_str());
+    return e;
+  };
+  if (!s.ok()) return fail(Annotate(s, absl::StrCat("backup ", meta.name)));
+  if (stored != meta.compressed_size) {
+    return fail(absl::DataLossError(absl::StrCat("backup ", meta.name, ": stored size ", stored,
+                                                 " != ", meta.compressed_size, " in meta.json (truncated?)")));
+  }
+  if (Hex(stored_hash.Raw()) != meta.sha256) {
+    return fail(absl::DataLossError(
+        absl::StrCat("backup ", meta.name, ": sha256 of snapshot.db.zst does not match meta.json")));
+  }
+  if (last_ret != 0) {
+    return fail(absl::DataLossError(absl::StrCat("backup ", meta.name, ": zstd stream is truncated")));
+  }
+  if (db != meta.db_size || (!meta.db_sha256.empty() && Hex(db_hash.Raw()) != meta.db_sha256)) {
+    return fail(absl::DataLossError(
+        absl::StrCat("backup ", meta.name, ": the decompressed snapshot does not match meta.json")));
+  }
+  if (!etcd_hash.Matches()) {
+    return fail(absl::DataLossError(
+        absl::StrCat("backup ", meta.name, ": etcd's trailing snapshot hash does not match")));
+  }
+  if (!out_path.empty() && ::rename(tmp.c_str(), out_path.c_str()) != 0) {
+    return fail(absl::InternalError(absl::StrCat("renaming ", tmp, ": ", std::strerror(errno))));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace steward

@@ -1,0 +1,53 @@
+// The backup pipeline: etcd's Maintenance.Snapshot stream -> zstd -> sha256 -> store, in
+// bounded memory (a few MiB whatever the DB size), and its reverse for restore: store ->
+// sha256 check -> zstd -d -> etcd's own trailing-hash check -> local file.
+//
+// Thread-compatible: each call is independent; the store and client must be thread-safe.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "backup/layout.h"
+#include "backup/store.h"
+#include "etcd/client.h"
+
+namespace steward {
+
+struct BackupSource {
+  std::string endpoint;
+  std::string member;  // its name
+};
+
+// A healthy member to snapshot, a follower when there is one (the leader is busiest).
+absl::StatusOr<BackupSource> PickBackupSource(EtcdClient& etcd);
+
+// Takes a backup of `source` into `store` under `cluster`. meta.json is written last, after the
+// snapshot object is committed, so a crash leaves no listed backup. `taken_by` names the agent
+// or tool. Checks the 32-byte sha256 etcd appends to the stream.
+absl::StatusOr<BackupMeta> TakeBackup(EtcdClient& etcd, const BackupSource& source,
+                                      BackupStore& store, const std::string& cluster,
+                                      const std::string& taken_by,
+                                      std::chrono::milliseconds timeout);
+
+struct ListedBackup {
+  std::string name;
+  std::optional<BackupMeta> meta;  // empty if meta.json is missing (incomplete) or unreadable
+  std::string error;               // why meta is empty
+};
+
+// Backups under `cluster`, newest first (by name: time then revision). Incomplete ones (no
+// meta.json) are listed with an error, never silently dropped.
+absl::StatusOr<std::vector<ListedBackup>> ListBackups(BackupStore& store,
+                                                      const std::string& cluster);
+
+// Streams the backup and checks: the stored object's sha256 and size against meta.json, that
+// it decompresses, the DB's sha256, and etcd's trailing hash. If `out_path` is not empty the
+// snapshot (as etcd streamed it, hash included) is written there (via a temp file, renamed
+// only when every check passed). DataLoss names the check that failed.
+absl::Status VerifyBackup(BackupStore& store, const std::string& cluster, const BackupMeta& meta,
+                          const std::string& out_path);
+
+}  // namespace steward

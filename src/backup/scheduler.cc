@@ -1,0 +1,113 @@
+#include "backup/scheduler.h"
+
+#include "absl/strings/str_cat.h"
+#include "backup/pipeline.h"
+#include "backup/retention.h"
+#include "common/status.h"
+#include "nlohmann/json.hpp"
+#include "spdlog/spdlog.h"
+
+namespace steward {
+
+using Clock = std::chrono::system_clock;
+
+std::string BackupStatusKey(const Config& c) {
+  return absl::StrCat("/steward/", c.cluster.name, "/backup-status");
+}
+
+absl::StatusOr<BackupMeta> BackupAndPrune(const Config& config, BackupStore& store,
+                                          EtcdClient& etcd, const std::string& taken_by) {
+  auto source = PickBackupSource(etcd);
+  if (!source.ok()) return source.status();
+  auto meta = TakeBackup(etcd, *source, store, config.cluster.name, taken_by,
+                         std::chrono::minutes(30));
+  if (!meta.ok()) return meta.status();
+  auto listed = ListBackups(store, config.cluster.name);
+  if (listed.ok()) {
+    std::vector<RetentionItem> items;
+    for (const auto& b : *listed) {
+      auto parsed = ParseBackupName(b.name);
+      items.push_back({b.name, b.meta ? b.meta->unix_time : parsed->first, b.meta.has_value()});
+    }
+    int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                      Clock::now().time_since_epoch()).count();
+    for (const auto& name : PlanRetention(items, now, config.backup.retention)) {
+      spdlog::info("retention: deleting backup {}", name);
+      // meta.json first: a half-deleted backup is then an incomplete one, never a listed one.
+      (void)store.Delete(MetaKey(config.cluster.name, name));
+      (void)store.Delete(SnapshotKey(config.cluster.name, name));
+    }
+  }
+  return meta;
+}
+
+BackupScheduler::BackupScheduler(const Config& config, BackupStore* store, EtcdClient* etcd)
+    : config_(config),
+      store_(store),
+      etcd_(etcd),
+      backoff_(std::chrono::seconds(5), std::chrono::minutes(5)) {}
+
+void BackupScheduler::MaybePeriodic() {
+  if (store_ == nullptr) return;
+  if (!last_success_) {
+    // A new leader learns when the last backup was taken from the store itself.
+    auto listed = ListBackups(*store_, config_.cluster.name);
+    if (listed.ok()) {
+      last_success_ = Clock::time_point{};
+      for (const auto& b : *listed) {
+        if (b.meta) {
+          last_success_ = Clock::time_point(std::chrono::seconds(b.meta->unix_time));
+          last_name_ = b.name;
+          break;
+        }
+      }
+    }
+  }
+  if (last_success_ && Clock::now() - *last_success_ < config_.backup.interval) return;
+  Run("scheduled");
+}
+
+void BackupScheduler::BeforeChange(const std::string& why) {
+  if (store_ == nullptr) return;
+  if (last_success_ && Clock::now() - *last_success_ < config_.backup.before_change_min_interval) {
+    return;
+  }
+  Run(absl::StrCat("before ", why));
+}
+
+void BackupScheduler::Run(const std::string& why) {
+  if (std::chrono::steady_clock::now() < next_try_) return;
+  auto meta = BackupAndPrune(config_, *store_, *etcd_, config_.node.name);
+  if (meta.ok()) {
+    last_success_ = Clock::now();
+    last_name_ = meta->name;
+    last_error_.clear();
+    backoff_.Reset();
+    next_try_ = {};
+    spdlog::info("backup {} ({}): revision {}, {} bytes, {} compressed, to {}", meta->name, why,
+                 meta->revision, meta->db_size, meta->compressed_size, store_->Describe());
+  } else {
+    last_error_ = Msg(meta.status());
+    last_error_at_ = Clock::now();
+    auto delay = backoff_.Next();
+    next_try_ = std::chrono::steady_clock::now() + delay;
+    spdlog::error("backup ({}) failed, retrying in {}s: {}", why,
+                  std::chrono::duration_cast<std::chrono::seconds>(delay).count(), last_error_);
+  }
+  Publish();
+}
+
+void BackupScheduler::Publish() {
+  auto secs = [](Clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
+  };
+  nlohmann::json j = {{"store", store_->Describe()}, {"last_success", last_name_}};
+  if (last_success_) j["last_success_at"] = secs(*last_success_);
+  if (!last_error_.empty()) {
+    j["last_error"] = last_error_;
+    j["last_error_at"] = secs(last_error_at_);
+  }
+  (void)etcd_->Put(BackupStatusKey(config_), j.dump());
+}
+
+}  // namespace steward

@@ -1,0 +1,50 @@
+// When the leader takes backups: every backup.interval, and before risky changes (at most once
+// per backup.before_change_min_interval), then applies retention. Failures are retried with
+// backoff and never touch the cluster; the last success and the last error are published under
+// the reserved prefix for `stewardctl status`.
+//
+// Not thread-safe: the leader's reconcile thread owns it.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "backup/layout.h"
+#include "backup/store.h"
+#include "common/backoff.h"
+#include "config/config.h"
+#include "etcd/client.h"
+
+namespace steward {
+
+std::string BackupStatusKey(const Config& c);  // "/steward/<cluster>/backup-status"
+
+// Takes one backup now from a healthy member and applies retention. For stewardctl too.
+absl::StatusOr<BackupMeta> BackupAndPrune(const Config& config, BackupStore& store,
+                                          EtcdClient& etcd, const std::string& taken_by);
+
+class BackupScheduler {
+ public:
+  BackupScheduler(const Config& config, BackupStore* store, EtcdClient* etcd);
+
+  void MaybePeriodic();
+  void BeforeChange(const std::string& why);
+
+ private:
+  void Run(const std::string& why);
+  void Publish();
+
+  const Config& config_;
+  BackupStore* store_;
+  EtcdClient* etcd_;
+  std::optional<std::chrono::system_clock::time_point> last_success_;
+  std::string last_name_;
+  std::string last_error_;
+  std::chrono::system_clock::time_point last_error_at_{};
+  std::chrono::steady_clock::time_point next_try_{};
+  Backoff backoff_;
+};
+
+}  // namespace steward

@@ -1,0 +1,74 @@
+// Restoring a cluster from a backup: after total loss (automatically) or on the operator's
+// command (stewardctl restore-backup), both through a restore intent kept in the backup store:
+//   <cluster>/control/restore.json  {id, backup, token, initial_cluster, done}
+// The intent outlives any one coordinator: if the agent carrying it out dies, the next one
+// finishes the same restore from the same backup.
+//
+// No etcd is needed (it is what is being restored), so the coordinator is the lowest-named
+// reachable agent, and it acts only after a majority of all configured nodes acknowledged its
+// term (Promise). Two partitions can therefore never both restore.
+//
+// Not thread-safe: one agent thread owns a coordinator.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "backup/store.h"
+#include "config/config.h"
+#include "peer/client.h"
+
+namespace steward {
+
+struct RestoreIntent {
+  std::string id;
+  std::string backup;
+  std::string token;
+  std::string requested_by;  // "auto" or "stewardctl"
+  std::vector<std::pair<std::string, std::string>> initial_cluster;  // name, peer URL
+  bool done = false;
+  int64_t created_at = 0;
+};
+
+std::string RestoreIntentKey(const std::string& cluster);
+absl::StatusOr<std::optional<RestoreIntent>> ReadRestoreIntent(BackupStore& store,
+                                                               const std::string& cluster);
+absl::Status WriteRestoreIntent(BackupStore& store, const std::string& cluster,
+                                const RestoreIntent& intent);
+// A fresh intent to restore `backup` onto the first cluster.size nodes, with a new token.
+RestoreIntent NewRestoreIntent(const Config& config, const std::string& backup,
+                               const std::string& requested_by);
+
+// Is there a sign that this cluster ever existed (a backup, or the created marker)? Errors
+// when the store cannot be read: the caller must then not bootstrap an empty cluster.
+absl::StatusOr<bool> ClusterEverExisted(BackupStore& store, const std::string& cluster);
+
+class RestoreCoordinator {
+ public:
+  RestoreCoordinator(const Config& config, BackupStore* store);
+
+  // One pass; cheap when there is nothing to do. Every agent calls it periodically; only the
+  // lowest-named reachable agent acts.
+  void Pass();
+  // True while a restore intent is pending (not done): the reconciler must keep its hands off.
+  bool RestorePending();
+
+ private:
+  absl::Status Execute(RestoreIntent intent, const std::map<std::string, peer::NodeState>& states);
+  std::optional<std::string> NewestValidBackup();
+  void Note(const std::string& msg);
+
+  const Config& config_;
+  BackupStore* store_;
+  std::map<std::string, std::unique_ptr<PeerClient>> agents_;
+  std::string last_note_;
+  std::chrono::steady_clock::time_point last_note_at_;
+};
+
+}  // namespace steward
