@@ -20,9 +20,11 @@ demo: build
 	./scripts/demo.sh
 
 test: build
+	./scripts/install-deps.sh --test
 	cd $(BUILD) && ctest --output-on-failure -j $(TEST_JOBS) --timeout 600
 
 unit-test: build
+	./scripts/install-deps.sh --test
 	cd $(BUILD) && ctest --output-on-failure -L unit
 
 bench: build

@@ -26,6 +26,9 @@ node:
 etcd:
   binary: /usr/bin/etcd
   extra_args: []
+backup:
+  store: file://$ROOT/backups
+  interval: 30m
 YAML
 done
 
@@ -60,6 +63,7 @@ echo "client URLs: $endpoints"
 echo "try:         ETCDCTL_API=3 etcdctl --endpoints=$endpoints put hello world"
 echo "             ETCDCTL_API=3 etcdctl --endpoints=$endpoints get hello"
 echo "status:      $BIN/stewardctl status --config $ROOT/n1.yaml"
+echo "backups:     $BIN/stewardctl list-backups --config $ROOT/n1.yaml   (backup now: stewardctl backup)"
 echo
 "$BIN/stewardctl" status --config "$ROOT/n1.yaml" || true
 if [ "$healthy" != 1 ]; then

@@ -19,18 +19,31 @@ for p in "${PKGS[@]}"; do
   fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
-fi
-
-echo "install-deps: installing ${missing[*]}" >&2
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-# The Debian etcd-server package starts a system etcd on 127.0.0.1:2379; we never use it and it
-# must not hold ports or disk, so stop it if systemd started it (no-op in containers).
-if command -v systemctl >/dev/null 2>&1; then
-  $SUDO systemctl disable --now etcd >/dev/null 2>&1 || true
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}" >&2
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  # The Debian etcd-server package starts a system etcd on 127.0.0.1:2379; we never use it and
+  # it must not hold ports or disk, so stop it if systemd started it (no-op in containers).
+  if command -v systemctl >/dev/null 2>&1; then
+    $SUDO systemctl disable --now etcd >/dev/null 2>&1 || true
+  fi
+fi
+
+# With --test: what the test suite needs beyond the build (the S3 protocol server, from npm).
+if [ "${1:-}" = "--test" ]; then
+  if ! command -v npm >/dev/null 2>&1; then
+    echo "install-deps: installing nodejs and npm" >&2
+    $SUDO apt-get update -qq
+    $SUDO apt-get install -y -qq --no-install-recommends nodejs npm
+  fi
+  here="$(cd "$(dirname "$0")/.." && pwd)"
+  if [ ! -x "$here/tests/s3rver/node_modules/.bin/s3rver" ]; then
+    echo "install-deps: installing s3rver (npm) into tests/s3rver" >&2
+    (cd "$here/tests/s3rver" && npm ci --no-audit --no-fund --loglevel=error)
+  fi
 fi
