@@ -144,7 +144,8 @@ class Planner {
       const MemberView* m = MemberForNode(n);
       if (m == nullptr || n.has_data || n.etcd_running) continue;
       if (m->started) {
-        if (auto s = consider(*m, absl::StrCat("node ", n.name, " is back with an empty data dir"))) {
+        if (auto s =
+                consider(*m, absl::StrCat("node ", n.name, " is back with an empty data dir"))) {
           return s;
         }
       } else if (!m->is_learner && m->id != n.initial_member_id) {

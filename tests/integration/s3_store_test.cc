@@ -654,5 +654,26 @@ TEST(S3StoreFaultTest, CompleteThatAnswers200WithAnErrorIsRetried) {
   EXPECT_TRUE(Has(requests[4], "POST /b/k?uploadId=up%261 HTTP/1.1")) << requests[4];
 }
 
+TEST(S3StoreFaultTest, AbandonedWriterAbortsItsUpload) {
+  // (s3rver 3.7 answers AbortMultipartUpload with 405, so the abort is checked here.)
+  const std::string xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  ScriptedServer server({
+      Response(200, "OK",
+               xml + "<InitiateMultipartUploadResult><UploadId>u1</UploadId>"
+                     "</InitiateMultipartUploadResult>"),
+      Response(200, "OK", "", "ETag: \"p1\"\r\n"),
+      Response(204, "No Content", ""),
+  });
+  {
+    auto writer = NewS3Store(ScriptedOptions(server))->Create("k");
+    ASSERT_TRUE(writer.ok());
+    std::mt19937_64 rng(11);
+    ASSERT_TRUE((*writer)->Write(RandomBytes(rng, 6 * kMiB)).ok());
+  }
+  const auto requests = server.Requests();
+  ASSERT_EQ(requests.size(), 3u);
+  EXPECT_TRUE(Has(requests[2], "DELETE /b/k?uploadId=u1 HTTP/1.1")) << requests[2];
+}
+
 }  // namespace
 }  // namespace steward

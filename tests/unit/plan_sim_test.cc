@@ -43,6 +43,7 @@ struct SimNode {
   uint64_t local_id = 0;
   bool partitioned = false;        // the leader cannot reach this node's etcd
   bool agent_partitioned = false;  // ... nor its agent
+  bool id_unknown = false;         // the agent cannot tell which member its data belongs to
 };
 
 struct SimMember {
@@ -96,9 +97,8 @@ std::string Describe(const ClusterObservation& o) {
   for (const auto& m : o.members) {
     absl::StrAppend(&s, "  member ", Hex(m.id), " '", m.name, "' ", m.peer_url,
                     m.is_learner ? " learner" : " voter", " started=", m.started,
-                    " healthy=", m.healthy, " index=", m.raft_index,
-                    " leader=", m.is_etcd_leader, " unhealthy_for=", m.unhealthy_for.count(),
-                    "ms\n");
+                    " healthy=", m.healthy, " index=", m.raft_index, " leader=", m.is_etcd_leader,
+                    " unhealthy_for=", m.unhealthy_for.count(), "ms\n");
   }
   return s;
 }
@@ -130,8 +130,8 @@ std::vector<std::string> CheckStep(const ClusterObservation& o, const Step& s) {
     bad.push_back("planned something other than wait without a member list");
   }
   if (o.member_list_ok && h < Quorum(v) && s.kind != StepKind::kWait) {
-    bad.push_back(absl::StrCat("planned something other than wait with quorum lost (", h, " of ",
-                               v, ")"));
+    bad.push_back(
+        absl::StrCat("planned something other than wait with quorum lost (", h, " of ", v, ")"));
   }
   switch (s.kind) {
     case StepKind::kRemoveMember: {
@@ -202,8 +202,9 @@ std::vector<std::string> CheckStep(const ClusterObservation& o, const Step& s) {
       for (const auto& mm : o.members) {
         int seen = 0;
         for (const auto& [name, url] : s.initial_cluster) seen += url == mm.peer_url ? 1 : 0;
-        if (seen != 1) bad.push_back(absl::StrCat("join's initial cluster lists ", mm.peer_url,
-                                                  " ", seen, " times"));
+        if (seen != 1)
+          bad.push_back(
+              absl::StrCat("join's initial cluster lists ", mm.peer_url, " ", seen, " times"));
       }
       if (std::find(s.initial_cluster.begin(), s.initial_cluster.end(),
                     std::make_pair(n->name, n->peer_url)) == s.initial_cluster.end()) {
@@ -274,7 +275,7 @@ class Sim {
       if (v.agent_up) {  // what we know of a node comes from its agent
         v.etcd_running = n.etcd_running;
         v.has_data = n.has_data;
-        v.local_member_id = n.local_id;
+        v.local_member_id = n.id_unknown ? 0 : n.local_id;
       }
       o.nodes.push_back(v);
     }
@@ -307,7 +308,7 @@ class Sim {
     for (auto& n : nodes_) {
       if (!n.up) continue;
       bool listed = Member(n.local_id) != nullptr;
-      if (n.etcd_running && !listed) n.etcd_running = false;  // a removed member exits
+      if (n.etcd_running && !listed) n.etcd_running = false;               // a removed member exits
       if (n.has_data && !n.etcd_running && listed) n.etcd_running = true;  // restart
       if (!n.has_data && !n.etcd_running) {
         // A late member of the initial cluster starts when its entry waits for it.
@@ -503,12 +504,12 @@ class Sim {
 };
 
 struct SimStats {
-  int64_t steps = 0;                // planner steps checked
-  int64_t kinds[7] = {};            // by StepKind
-  int64_t healed = 0;               // sequences that converged after healing
-  int64_t lost = 0;                 // sequences whose cluster could not recover (data gone)
-  int64_t quorum_guard_waits = 0;   // waits because a due removal would lose quorum
-  int64_t lone_moved_member = 0;    // the known gap: see RunSequence
+  int64_t steps = 0;               // planner steps checked
+  int64_t kinds[7] = {};           // by StepKind
+  int64_t healed = 0;              // sequences that converged after healing
+  int64_t lost = 0;                // sequences whose cluster could not recover (data gone)
+  int64_t quorum_guard_waits = 0;  // waits because a due removal would lose quorum
+  int64_t lone_moved_member = 0;   // the known gap: see RunSequence
 };
 
 // Plans one step on the model, checks it, applies it. Appends to `log`; returns the
@@ -639,17 +640,21 @@ std::vector<std::string> RunSequence(uint64_t seed, int events, std::vector<std:
       n.agent_partitioned = rnd(2) == 0;
       log.push_back(
           absl::StrCat("partition ", n.name, n.agent_partitioned ? " (etcd+agent)" : " (etcd)"));
-    } else if (r < 95) {
+    } else if (r < 94) {
       if (!n.partitioned) continue;
       n.partitioned = false;
       n.agent_partitioned = false;
       log.push_back(absl::StrCat("unpartition ", n.name));
+    } else if (r < 96) {
+      n.id_unknown = !n.id_unknown;
+      log.push_back(absl::StrCat("agent of ", n.name, n.id_unknown ? " cannot" : " can",
+                                 " read its member ID"));
     } else if (r < 97) {
       for (auto& m : sim.members()) {
         if (!m.ghost) continue;
         m.ghost_up = !m.ghost_up;
-        log.push_back(absl::StrCat("old host of moved member ", m.name,
-                                   m.ghost_up ? " back up" : " down"));
+        log.push_back(
+            absl::StrCat("old host of moved member ", m.name, m.ghost_up ? " back up" : " down"));
       }
     } else {
       int d = 1 + rnd(kNodes);
@@ -666,6 +671,7 @@ std::vector<std::string> RunSequence(uint64_t seed, int events, std::vector<std:
     n.up = true;
     n.partitioned = false;
     n.agent_partitioned = false;
+    n.id_unknown = false;
   }
   if (!sim.QuorumRecoverable()) {
     ++stats.lost;
@@ -704,7 +710,8 @@ TEST(PlanSimTest, RandomFaultSequencesKeepInvariantsAndHeal) {
     if (!bad.empty()) {
       ++failures;
       ADD_FAILURE() << "seed " << seed << ":\n  " << absl::StrJoin(bad, "\n  ")
-                    << "\nsequence (seed " << seed << "):\n" << absl::StrJoin(log, "\n");
+                    << "\nsequence (seed " << seed << "):\n"
+                    << absl::StrJoin(log, "\n");
     }
   }
   auto ms = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - t0);
@@ -713,12 +720,12 @@ TEST(PlanSimTest, RandomFaultSequencesKeepInvariantsAndHeal) {
     absl::StrAppend(&kinds, k ? ", " : "", StepKindName(static_cast<StepKind>(k)), " ",
                     stats.kinds[k]);
   }
-  std::cout << "[ SIM      ] " << kSequences << " sequences x " << kEvents << " events: "
-            << stats.steps << " planner steps checked (" << kinds << "); " << stats.healed
-            << " healed and converged, " << stats.lost << " lost quorum for good, "
+  std::cout << "[ SIM      ] " << kSequences << " sequences x " << kEvents
+            << " events: " << stats.steps << " planner steps checked (" << kinds << "); "
+            << stats.healed << " healed and converged, " << stats.lost << " lost quorum for good, "
             << stats.lone_moved_member << " left with only a moved member; "
-            << stats.quorum_guard_waits << " waits where a removal would lose quorum; " << ms.count()
-            << " ms\n";
+            << stats.quorum_guard_waits << " waits where a removal would lose quorum; "
+            << ms.count() << " ms\n";
   // The model must keep exercising every kind of step, or the invariants check nothing.
   for (int k = 0; k < 7; ++k) {
     EXPECT_GT(stats.kinds[k], 0) << "no " << StepKindName(static_cast<StepKind>(k)) << " step";
@@ -748,7 +755,9 @@ bool IsVoter(Sim& sim, int i) {
 
 TEST(PlanSimTest, FaultFreeScenariosConverge) {
   std::vector<Scenario> scenarios = {
-      {"WipedNodeBack", 3, {},
+      {"WipedNodeBack",
+       3,
+       {},
        [](Sim& sim) {
          N(sim, 2).up = false;
          N(sim, 2).etcd_running = false;
@@ -762,15 +771,27 @@ TEST(PlanSimTest, FaultFreeScenariosConverge) {
          EXPECT_TRUE(IsVoter(sim, 2));
          EXPECT_FALSE(IsVoter(sim, 4));
        }},
-      {"GrowThreeToFive", 3, {}, [](Sim& sim) { sim.set_desired(5); }, 16,
+      {"GrowThreeToFive",
+       3,
+       {},
+       [](Sim& sim) { sim.set_desired(5); },
+       16,
        [](Sim& sim) {
          for (int i = 1; i <= 5; ++i) EXPECT_TRUE(IsVoter(sim, i)) << i;
        }},
-      {"GrowOneToThree", 1, {}, [](Sim& sim) { sim.set_desired(3); }, 12,
+      {"GrowOneToThree",
+       1,
+       {},
+       [](Sim& sim) { sim.set_desired(3); },
+       12,
        [](Sim& sim) {
          for (int i = 1; i <= 3; ++i) EXPECT_TRUE(IsVoter(sim, i)) << i;
        }},
-      {"ShrinkFiveToOne", 5, {}, [](Sim& sim) { sim.set_desired(1); }, 16,
+      {"ShrinkFiveToOne",
+       5,
+       {},
+       [](Sim& sim) { sim.set_desired(1); },
+       16,
        [](Sim& sim) {  // the etcd leader stays; the others' data is set aside
          int with_data = 0;
          for (int i = 1; i <= 5; ++i) {
@@ -779,9 +800,15 @@ TEST(PlanSimTest, FaultFreeScenariosConverge) {
          }
          EXPECT_EQ(with_data, 1);
        }},
-      {"LateInitialMember", 3, {false, false, true}, [](Sim&) {}, 6,
+      {"LateInitialMember",
+       3,
+       {false, false, true},
+       [](Sim&) {},
+       6,
        [](Sim& sim) { EXPECT_TRUE(IsVoter(sim, 3)); }},
-      {"DeadVoterReplacedThenBack", 3, {},
+      {"DeadVoterReplacedThenBack",
+       3,
+       {},
        [](Sim& sim) {
          N(sim, 3).up = false;
          N(sim, 3).etcd_running = false;

@@ -144,8 +144,8 @@ struct Case {
   std::string name;
   std::function<void(ClusterObservation&)> setup;
   StepKind kind;
-  uint64_t member_id = 0;   // checked when kind names a member
-  std::string node;         // checked when kind names a node
+  uint64_t member_id = 0;  // checked when kind names a member
+  std::string node;        // checked when kind names a node
   std::vector<std::string> reason_has;
   std::vector<std::string> reason_lacks = {};
   std::function<void(const Step&)> extra = nullptr;
@@ -161,7 +161,10 @@ std::vector<Case> Cases() {
          o.member_list_ok = false;
          o.members.clear();
        },
-       StepKind::kWait, 0, "", {"member list cannot be read"}},
+       StepKind::kWait,
+       0,
+       "",
+       {"member list cannot be read"}},
       {"UnreadableMemberListWaitsEvenWithForeignData",
        [](ClusterObservation& o) {
          o.member_list_ok = false;
@@ -169,7 +172,10 @@ std::vector<Case> Cases() {
          Node(o, 4).has_data = true;
          Node(o, 4).local_member_id = 0xbad;
        },
-       StepKind::kWait, 0, "", {"member list cannot be read"}},
+       StepKind::kWait,
+       0,
+       "",
+       {"member list cannot be read"}},
 
       // --- quorum lost ---
       {"QuorumLostOneOfThreeWaits",
@@ -177,7 +183,10 @@ std::vector<Case> Cases() {
          NodeDown(o, 2);
          NodeDown(o, 3);
        },
-       StepKind::kWait, 0, "", {"quorum lost", "1 of 3", "nothing is wiped"}},
+       StepKind::kWait,
+       0,
+       "",
+       {"quorum lost", "1 of 3", "nothing is wiped"}},
       {"QuorumLostNoWipeOfForeignData",
        [](ClusterObservation& o) {
          NodeDown(o, 2);
@@ -185,23 +194,37 @@ std::vector<Case> Cases() {
          Node(o, 4).has_data = true;
          Node(o, 4).local_member_id = 0xbad;
        },
-       StepKind::kWait, 0, "", {"quorum lost"}, {"wiping"}},
+       StepKind::kWait,
+       0,
+       "",
+       {"quorum lost"},
+       {"wiping"}},
       {"QuorumLostNoRemovalOfWipedOrDeadMembers",
        [](ClusterObservation& o) {
          NodeBackEmpty(o, 2);
          NodeDown(o, 3, seconds(600));
        },
-       StepKind::kWait, 0, "", {"quorum lost", "1 of 3"}, {"removing"}},
+       StepKind::kWait,
+       0,
+       "",
+       {"quorum lost", "1 of 3"},
+       {"removing"}},
       {"QuorumLostNoPromotion",
        [](ClusterObservation& o) {
          NodeDown(o, 2);
          NodeDown(o, 3);
          LearnerRunning(o, 4, kLeaderIndex);
        },
-       StepKind::kWait, 0, "", {"quorum lost", "1 of 3"}},
+       StepKind::kWait,
+       0,
+       "",
+       {"quorum lost", "1 of 3"}},
       {"EmptyMemberListIsQuorumLost",
        [](ClusterObservation& o) { o.members.clear(); },
-       StepKind::kWait, 0, "", {"quorum lost", "0 of 0"}},
+       StepKind::kWait,
+       0,
+       "",
+       {"quorum lost", "0 of 0"}},
 
       // --- data of a member that is gone is set aside ---
       {"WipesSpareHoldingForeignData",
@@ -209,7 +232,10 @@ std::vector<Case> Cases() {
          Node(o, 4).has_data = true;
          Node(o, 4).local_member_id = 0xdead;
        },
-       StepKind::kWipe, 0, "n4", {"wiping node n4", "dead", "no longer in the member list"}},
+       StepKind::kWipe,
+       0,
+       "n4",
+       {"wiping node n4", "dead", "no longer in the member list"}},
       {"WipesNodeWhoseRemovedMemberStillRuns",
        [](ClusterObservation& o) {
          // n3's member was replaced while it was away; its old etcd is back and running.
@@ -219,32 +245,47 @@ std::vector<Case> Cases() {
          Node(o, 4).has_data = true;
          Node(o, 4).local_member_id = InitialId(4);
        },
-       StepKind::kWipe, 0, "n3", {"wiping node n3", "103", "no longer in the member list"}},
+       StepKind::kWipe,
+       0,
+       "n3",
+       {"wiping node n3", "103", "no longer in the member list"}},
       {"NoWipeWhenLocalMemberIdUnknown",
        [](ClusterObservation& o) {
          Node(o, 4).has_data = true;
          Node(o, 4).local_member_id = 0;
        },
-       StepKind::kNone, 0, "", {"all members healthy"}},
+       StepKind::kNone,
+       0,
+       "",
+       {"all members healthy"}},
       {"NoWipeWhenLocalMemberStillListed",
        [](ClusterObservation& o) {
          // n2's etcd is down but its data's member is still in the list.
          Node(o, 2).etcd_running = false;
          Member(o, "n2")->healthy = false;
        },
-       StepKind::kNone, 0, "", {}},
+       StepKind::kNone,
+       0,
+       "",
+       {}},
       {"NoWipeWhenAgentDown",
        [](ClusterObservation& o) {
          Node(o, 4).agent_up = false;
          Node(o, 4).has_data = true;
          Node(o, 4).local_member_id = 0xdead;
        },
-       StepKind::kNone, 0, "", {}},
+       StepKind::kNone,
+       0,
+       "",
+       {}},
 
       // --- a node back with an empty data dir ---
       {"RemovesStartedMemberOfWipedNode",
        [](ClusterObservation& o) { NodeBackEmpty(o, 2); },
-       StepKind::kRemoveMember, InitialId(2), "", {"n2", "102", "back with an empty data dir"}},
+       StepKind::kRemoveMember,
+       InitialId(2),
+       "",
+       {"n2", "102", "back with an empty data dir"}},
       {"WaitsWhenRemovingWipedNodesMemberWouldLoseQuorum",
        [](ClusterObservation& o) {
          // n2's last Status answered before its node came back empty; n3 is down.
@@ -253,14 +294,20 @@ std::vector<Case> Cases() {
          Member(o, "n2")->unhealthy_for = milliseconds(0);
          NodeDown(o, 3);
        },
-       StepKind::kWait, 0, "", {"n2", "empty data dir", "would lose quorum"}},
+       StepKind::kWait,
+       0,
+       "",
+       {"n2", "empty data dir", "would lose quorum"}},
       {"NoRemovalWhileWipedNodesEtcdRuns",
        [](ClusterObservation& o) {
          // etcd is already running again (e.g. joining): not an empty, idle node.
          NodeBackEmpty(o, 2);
          Node(o, 2).etcd_running = true;
        },
-       StepKind::kNone, 0, "", {}},
+       StepKind::kNone,
+       0,
+       "",
+       {}},
 
       // --- unstarted entries for a node's peer URL ---
       {"RemovesUnstartedVoterWithForeignId",
@@ -271,7 +318,10 @@ std::vector<Case> Cases() {
          m.peer_url = PeerUrl(3);
          NodeBackEmpty(o, 3);
        },
-       StepKind::kRemoveMember, 0x5ca1e, "", {"n3", "never started", "stale or conflicting ID"}},
+       StepKind::kRemoveMember,
+       0x5ca1e,
+       "",
+       {"n3", "never started", "stale or conflicting ID"}},
       {"KeepsUnstartedInitialMember",
        [](ClusterObservation& o) {
          // Initial bootstrap in progress: n3 has not started yet; its entry carries its name.
@@ -281,7 +331,10 @@ std::vector<Case> Cases() {
          m.raft_index = 0;
          NodeBackEmpty(o, 3);
        },
-       StepKind::kNone, 0, "", {}},
+       StepKind::kNone,
+       0,
+       "",
+       {}},
 
       // --- a member that carries a node's name with another peer URL ---
       {"RemovesMemberNamedLikeNodeWithOtherPeerUrl",
@@ -294,14 +347,19 @@ std::vector<Case> Cases() {
          Node(o, 3).has_data = false;
          Node(o, 3).local_member_id = 0;
        },
-       StepKind::kRemoveMember, InitialId(3), "",
+       StepKind::kRemoveMember,
+       InitialId(3),
+       "",
        {"n3", "http://10.9.9.9:2380", "is not (http://10.0.0.3:2380)"}},
       {"WaitsWhenRemovingMisnamedMemberWouldLoseQuorum",
        [](ClusterObservation& o) {
          Member(o, "n3")->peer_url = "http://10.9.9.9:2380";  // still healthy
          NodeDown(o, 2);
        },
-       StepKind::kWait, 0, "", {"n3", "peer URL", "would lose quorum"}},
+       StepKind::kWait,
+       0,
+       "",
+       {"n3", "peer URL", "would lose quorum"}},
 
       {"BlockedRemovalDoesNotBlockASafeOne",
        [](ClusterObservation& o) {
@@ -311,7 +369,10 @@ std::vector<Case> Cases() {
          MakeSpare(o, 2);
          NodeBackEmpty(o, 3);
        },
-       StepKind::kRemoveMember, InitialId(3), "", {"n3", "back with an empty data dir"}},
+       StepKind::kRemoveMember,
+       InitialId(3),
+       "",
+       {"n3", "back with an empty data dir"}},
       {"MovedMemberGoesOnceSafe",
        [](ClusterObservation& o) {
          // ... and then the moved member: 1 healthy of 1 remains.
@@ -320,7 +381,10 @@ std::vector<Case> Cases() {
          o.members.pop_back();
          MakeSpare(o, 3);
        },
-       StepKind::kRemoveMember, InitialId(2), "", {"n2", "http://10.9.9.9:2380"}},
+       StepKind::kRemoveMember,
+       InitialId(2),
+       "",
+       {"n2", "http://10.9.9.9:2380"}},
 
       {"BlockedRemovalDoesNotBlockGrowth",
        [](ClusterObservation& o) {
@@ -334,7 +398,10 @@ std::vector<Case> Cases() {
          MakeSpare(o, 2);
          MakeSpare(o, 3);
        },
-       StepKind::kAddLearner, 0, "n1", {"adding node n1", "1 of 3"}},
+       StepKind::kAddLearner,
+       0,
+       "n1",
+       {"adding node n1", "1 of 3"}},
       {"BlockedRemovalWaitsWhenNothingElseToDo",
        [](ClusterObservation& o) {
          o.desired_size = 1;
@@ -345,7 +412,10 @@ std::vector<Case> Cases() {
          MakeSpare(o, 2);
          MakeSpare(o, 3);
        },
-       StepKind::kWait, 0, "", {"n2", "would lose quorum"}},
+       StepKind::kWait,
+       0,
+       "",
+       {"n2", "would lose quorum"}},
 
       // --- learners ---
       {"JoinsUnstartedLearner",
@@ -353,7 +423,11 @@ std::vector<Case> Cases() {
          o.desired_size = 4;
          AddLearner(o, 4);
        },
-       StepKind::kJoin, kLearnerId, "n4", {"n4", "44a"}, {},
+       StepKind::kJoin,
+       kLearnerId,
+       "n4",
+       {"n4", "44a"},
+       {},
        [](const Step& s) {
          std::vector<std::pair<std::string, std::string>> want = {
              {"n1", PeerUrl(1)}, {"n2", PeerUrl(2)}, {"n3", PeerUrl(3)}, {"n4", PeerUrl(4)}};
@@ -365,7 +439,11 @@ std::vector<Case> Cases() {
          Member(o, "n3")->name = "";  // e.g. an entry whose name was lost
          AddLearner(o, 4);
        },
-       StepKind::kJoin, kLearnerId, "n4", {},  {},
+       StepKind::kJoin,
+       kLearnerId,
+       "n4",
+       {},
+       {},
        [](const Step& s) {
          std::vector<std::pair<std::string, std::string>> want = {
              {"n1", PeerUrl(1)}, {"n2", PeerUrl(2)}, {"m103", PeerUrl(3)}, {"n4", PeerUrl(4)}};
@@ -380,38 +458,56 @@ std::vector<Case> Cases() {
          Node(o, 4).etcd_running = true;
          o.learner_age = seconds(10);
        },
-       StepKind::kWait, 0, "", {"waiting for learner", "n4", "to start"}},
+       StepKind::kWait,
+       0,
+       "",
+       {"waiting for learner", "n4", "to start"}},
       {"PromotesCaughtUpLearner",
        [](ClusterObservation& o) {
          o.desired_size = 4;
          LearnerRunning(o, 4, 950);
        },
-       StepKind::kPromote, kLearnerId, "", {"promoting learner", "n4", "caught up", "950 of 1000"}},
+       StepKind::kPromote,
+       kLearnerId,
+       "",
+       {"promoting learner", "n4", "caught up", "950 of 1000"}},
       {"PromotesLearnerExactlyAtNinetyPercent",
        [](ClusterObservation& o) {
          o.desired_size = 4;
          LearnerRunning(o, 4, 900);
        },
-       StepKind::kPromote, kLearnerId, "", {"caught up"}},
+       StepKind::kPromote,
+       kLearnerId,
+       "",
+       {"caught up"}},
       {"WaitsForLearnerJustBelowNinetyPercent",
        [](ClusterObservation& o) {
          o.desired_size = 4;
          LearnerRunning(o, 4, 899);
        },
-       StepKind::kWait, 0, "", {"catching up", "899 of 1000"}},
+       StepKind::kWait,
+       0,
+       "",
+       {"catching up", "899 of 1000"}},
       {"WaitsForLaggingLearner",
        [](ClusterObservation& o) {
          o.desired_size = 4;
          LearnerRunning(o, 4, 100);
        },
-       StepKind::kWait, 0, "", {"learner", "catching up", "100 of 1000"}},
+       StepKind::kWait,
+       0,
+       "",
+       {"learner", "catching up", "100 of 1000"}},
       {"NoPromotionWithoutLeaderIndex",
        [](ClusterObservation& o) {
          o.desired_size = 4;
          LearnerRunning(o, 4, 0);
          o.leader_raft_index = 0;
        },
-       StepKind::kWait, 0, "", {"catching up"}},
+       StepKind::kWait,
+       0,
+       "",
+       {"catching up"}},
       {"RemovesLearnerThatNeverStarted",
        [](ClusterObservation& o) {
          o.desired_size = 4;
@@ -419,7 +515,10 @@ std::vector<Case> Cases() {
          NodeDown(o, 4);
          o.learner_age = seconds(60);
        },
-       StepKind::kRemoveMember, kLearnerId, "", {"removing member", "44a", "not come up", "60s"}},
+       StepKind::kRemoveMember,
+       kLearnerId,
+       "",
+       {"removing member", "44a", "not come up", "60s"}},
       {"WaitsForYoungLearnerToStart",
        [](ClusterObservation& o) {
          o.desired_size = 4;
@@ -427,66 +526,98 @@ std::vector<Case> Cases() {
          NodeDown(o, 4);
          o.learner_age = seconds(59);
        },
-       StepKind::kWait, 0, "", {"waiting for learner", "n4", "to start"}},
+       StepKind::kWait,
+       0,
+       "",
+       {"waiting for learner", "n4", "to start"}},
       {"RemovesLearnerOfUnconfiguredPeerUrl",
        [](ClusterObservation& o) {
          o.desired_size = 4;
          AddLearner(o, 4).peer_url = "http://10.9.9.9:2380";
        },
-       StepKind::kRemoveMember, kLearnerId, "", {"not a configured node"}},
+       StepKind::kRemoveMember,
+       kLearnerId,
+       "",
+       {"not a configured node"}},
 
       // --- dead voters ---
       {"ReplacesDeadVoterWhenSpareReady",
        [](ClusterObservation& o) { NodeDown(o, 3, seconds(60)); },
-       StepKind::kRemoveMember, InitialId(3), "",
+       StepKind::kRemoveMember,
+       InitialId(3),
+       "",
        {"removing member n3", "unreachable for 60s", "spare n4 ready"}},
       {"ReplacementNamesFirstReadySpare",
        [](ClusterObservation& o) {
          NodeDown(o, 3, seconds(90));
          NodeDown(o, 4);
        },
-       StepKind::kRemoveMember, InitialId(3), "", {"unreachable for 90s", "spare n5 ready"}},
+       StepKind::kRemoveMember,
+       InitialId(3),
+       "",
+       {"unreachable for 90s", "spare n5 ready"}},
       {"NoReplacementBeforeReplaceAfter",
        [](ClusterObservation& o) { NodeDown(o, 3, seconds(59)); },
-       StepKind::kNone, 0, "", {}},
+       StepKind::kNone,
+       0,
+       "",
+       {}},
       {"NoReplacementWithoutSpare",
        [](ClusterObservation& o) {
          NodeDown(o, 3, seconds(600));
          NodeDown(o, 4);
          NodeDown(o, 5);
        },
-       StepKind::kNone, 0, "", {}},
+       StepKind::kNone,
+       0,
+       "",
+       {}},
 
       // --- growing ---
       {"AddsFirstSpareInConfigOrder",
        [](ClusterObservation& o) { o.desired_size = 5; },
-       StepKind::kAddLearner, 0, "n4", {"adding node n4 as a learner", "3 of 5"}},
+       StepKind::kAddLearner,
+       0,
+       "n4",
+       {"adding node n4 as a learner", "3 of 5"}},
       {"AddsFirstSpareSkippingDownNodes",
        [](ClusterObservation& o) {
          o.desired_size = 4;
          NodeDown(o, 4);
        },
-       StepKind::kAddLearner, 0, "n5", {"adding node n5", "3 of 4"}},
+       StepKind::kAddLearner,
+       0,
+       "n5",
+       {"adding node n5", "3 of 4"}},
       {"AddsBackRemovedWipedNodeFirst",
        [](ClusterObservation& o) {
          // n2's member was removed after a wipe: n2 comes before n4 and n5.
          o.members.erase(o.members.begin() + 1);
          MakeSpare(o, 2);
        },
-       StepKind::kAddLearner, 0, "n2", {"adding node n2", "2 of 3"}},
+       StepKind::kAddLearner,
+       0,
+       "n2",
+       {"adding node n2", "2 of 3"}},
       {"WaitsToGrowWhileVoterUnhealthy",
        [](ClusterObservation& o) {
          o.desired_size = 4;
          NodeDown(o, 3, seconds(10));
        },
-       StepKind::kWait, 0, "", {"3 of 4", "n3", "unhealthy"}},
+       StepKind::kWait,
+       0,
+       "",
+       {"3 of 4", "n3", "unhealthy"}},
       {"WaitsToGrowWithoutSpare",
        [](ClusterObservation& o) {
          o.desired_size = 5;
          NodeDown(o, 4);
          NodeDown(o, 5);
        },
-       StepKind::kWait, 0, "", {"3 of 5", "no spare"}},
+       StepKind::kWait,
+       0,
+       "",
+       {"3 of 5", "no spare"}},
 
       // --- shrinking ---
       {"ShrinkRemovesUnhealthyVoterFirst",
@@ -494,17 +625,26 @@ std::vector<Case> Cases() {
          FiveVoters(o);
          NodeDown(o, 2, seconds(10));
        },
-       StepKind::kRemoveMember, InitialId(2), "", {"n2", "5 voting members, want 3"}},
+       StepKind::kRemoveMember,
+       InitialId(2),
+       "",
+       {"n2", "5 voting members, want 3"}},
       {"ShrinkRemovesLastConfiguredNonLeader",
        [](ClusterObservation& o) { FiveVoters(o); },
-       StepKind::kRemoveMember, InitialId(5), "", {"n5", "want 3"}},
+       StepKind::kRemoveMember,
+       InitialId(5),
+       "",
+       {"n5", "want 3"}},
       {"ShrinkSparesTheEtcdLeader",
        [](ClusterObservation& o) {
          FiveVoters(o);
          o.members[0].is_etcd_leader = false;
          Member(o, "n5")->is_etcd_leader = true;
        },
-       StepKind::kRemoveMember, InitialId(4), "", {"n4", "want 3"}},
+       StepKind::kRemoveMember,
+       InitialId(4),
+       "",
+       {"n4", "want 3"}},
       {"ShrinkToOneSparesTheEtcdLeader",
        [](ClusterObservation& o) {
          o.desired_size = 1;
@@ -513,10 +653,17 @@ std::vector<Case> Cases() {
          o.members[0].is_etcd_leader = false;
          o.members[1].is_etcd_leader = true;
        },
-       StepKind::kRemoveMember, InitialId(1), "", {"n1", "2 voting members, want 1"}},
+       StepKind::kRemoveMember,
+       InitialId(1),
+       "",
+       {"n1", "2 voting members, want 1"}},
 
       // --- nothing to do ---
-      {"HealthyAtSizeDoesNothing", [](ClusterObservation&) {}, StepKind::kNone, 0, "",
+      {"HealthyAtSizeDoesNothing",
+       [](ClusterObservation&) {},
+       StepKind::kNone,
+       0,
+       "",
        {"cluster at size 3", "all members healthy"}},
       {"HealthyAtSizeOneDoesNothing",
        [](ClusterObservation& o) {
@@ -525,7 +672,10 @@ std::vector<Case> Cases() {
          MakeSpare(o, 2);
          MakeSpare(o, 3);
        },
-       StepKind::kNone, 0, "", {"cluster at size 1"}},
+       StepKind::kNone,
+       0,
+       "",
+       {"cluster at size 1"}},
   };
 }
 
@@ -538,8 +688,7 @@ TEST_P(PlanTest, Step) {
   Step s = PlanNextStep(o);
   SCOPED_TRACE(absl::StrCat("step: ", StepKindName(s.kind), " member ", absl::Hex(s.member_id),
                             " node '", s.node, "': ", s.reason));
-  ASSERT_EQ(s.kind, c.kind) << "want " << StepKindName(c.kind) << ", got "
-                            << StepKindName(s.kind);
+  ASSERT_EQ(s.kind, c.kind) << "want " << StepKindName(c.kind) << ", got " << StepKindName(s.kind);
   switch (c.kind) {
     case StepKind::kRemoveMember:
     case StepKind::kPromote:
