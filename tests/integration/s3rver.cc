@@ -152,7 +152,10 @@ absl::StatusOr<std::unique_ptr<S3rver>> S3rver::Start(const std::vector<std::str
         exited = true;
         break;
       }
-      if (Accepts(port)) return s;
+      if (Accepts(port)) {
+        s->argv_ = argv;
+        return s;
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     if (!exited) {
@@ -197,6 +200,41 @@ std::string S3rver::LogTail() const {
   const std::string all = ReadAll(dir_ + "/s3rver.log");
   constexpr size_t kTail = 4000;
   return all.size() > kTail ? all.substr(all.size() - kTail) : all;
+}
+
+void S3rver::Stop() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGTERM);
+  bool gone = false;  // Exited() reaps: ask it until it says yes once
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (Clock::now() < deadline && !(gone = Exited(pid_))) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (!gone) {
+    kill(pid_, SIGKILL);
+    const auto kill_deadline = Clock::now() + std::chrono::seconds(5);
+    while (Clock::now() < kill_deadline && !Exited(pid_)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  pid_ = 0;
+}
+
+absl::Status S3rver::Restart() {
+  if (pid_ > 0) return absl::FailedPreconditionError("s3rver is running");
+  const pid_t pid = Spawn(argv_, dir_ + "/s3rver.log");
+  if (pid <= 0) return absl::InternalError("cannot restart s3rver");
+  pid_ = pid;
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  while (Clock::now() < deadline) {
+    if (Exited(pid)) {
+      pid_ = 0;
+      return absl::InternalError(absl::StrCat("s3rver exited at restart:\n", LogTail()));
+    }
+    if (Accepts(port_)) return absl::OkStatus();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return absl::DeadlineExceededError("s3rver did not listen again within 30 s");
 }
 
 }  // namespace steward::testing

@@ -40,12 +40,17 @@ class S3rver {
   std::string VhostEndpoint() const;
   // The tail of s3rver's log, for failure messages.
   std::string LogTail() const;
+  // Stops the server (by PID, bounded wait), keeping its data; Restart() brings it back on the
+  // same port with the same data, to simulate an outage of the store.
+  void Stop();
+  absl::Status Restart();
 
  private:
   S3rver() = default;
 
   pid_t pid_ = 0;
   int port_ = 0;
+  std::vector<std::string> argv_;  // how it was started, for Restart()
   std::string dir_;  // temp dir: data/ and s3rver.log
 };
 

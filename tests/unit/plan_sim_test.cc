@@ -1,12 +1,17 @@
 // Randomized test of the planner against a small simulated cluster.
 //
 // The model holds five configured nodes n1..n5 and etcd's member list. Each random sequence
-// mixes faults (node loss, wipe of a stopped node's data dir, node return, partitions, spec
-// size changes, time passing) with planner steps applied to the model. The model computes the
-// observation the way the leader agent would (a member is healthy when its node's etcd runs,
-// is reachable and serves that member; unhealthy_for and the learner's age grow with time), and
-// after every planner step the safety invariants of plan.h are checked against the observation
-// the planner saw. Fixed fault-free scenarios check that repeated planning converges.
+// mixes faults (node loss, wipe of a stopped node's data dir, node return, partitions of etcd
+// or of etcd and agent, an agent that cannot read its member ID, spec size changes, time
+// passing) with planner steps applied to the model. Some sequences start mid-bootstrap, with a
+// member whose node moved to another peer URL (its old host may still serve it), or with a
+// stale never-started entry. The model computes the observation the way the leader agent would:
+// a member is healthy when its node's etcd runs, is reachable and serves that member, as of the
+// last Status poll (polled every tick, so health can lag the agents' reports between ticks);
+// unhealthy_for and the learner's age grow with time. After every planner step the safety
+// invariants of plan.h are checked against the observation the planner saw. After each
+// sequence every fault is healed and, unless the voters' data is gone for good, repeated
+// planning must converge. Fixed fault-free scenarios check convergence step by step.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -324,9 +329,10 @@ class Sim {
     if (leader_ != 0) {
       index_ += kIndexPerTick;
       for (auto& m : members_) {
-        if (!m.started && Serving(m)) {
+        const SimNode* n = NodeAt(m.peer_url);
+        if (!m.started && n != nullptr && Serving(m)) {
           m.started = true;  // publishes its name and client URLs through raft
-          m.name = NodeAt(m.peer_url)->name;
+          m.name = n->name;
         }
         if (!Healthy(m)) continue;
         if (!m.is_learner) {
