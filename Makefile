@@ -28,7 +28,7 @@ unit-test: build
 	cd $(BUILD) && ctest --output-on-failure -L unit
 
 bench: build
-	./bench/bootstrap
+	./bench/bootstrap && ./bench/replace && ./bench/backup && ./bench/restore
 
 clean:
 	rm -rf $(BUILD)

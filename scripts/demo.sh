@@ -26,6 +26,8 @@ node:
 etcd:
   binary: /usr/bin/etcd
   extra_args: []
+tls:
+  mode: off
 backup:
   store: file://$ROOT/backups
   interval: 30m

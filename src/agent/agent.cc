@@ -57,11 +57,13 @@ Agent::Agent(Config config) : config_(std::move(config)) {
   }
   if (store_) {
     backups_ = std::make_unique<BackupScheduler>(config_, store_.get(), cluster_client_.get());
-    restorer_ = std::make_unique<RestoreCoordinator>(config_, store_.get());
+    restorer_ = std::make_unique<RestoreCoordinator>(config_, store_.get(), cluster_client_.get(),
+                                                     nullptr);
   }
   reconciler_ = std::make_unique<Reconciler>(
       config_, cluster_client_.get(), store_.get(), backups_.get(),
-      [this] { return restorer_ != nullptr && restorer_->RestorePending(); });
+      [this] { return restorer_ != nullptr && restorer_->RestorePending(); },
+      [this] { return leadership_->Confirm(); }, nullptr);
 }
 
 Agent::~Agent() { Shutdown(false); }
@@ -332,10 +334,14 @@ absl::Status Agent::Wipe() {
     }
   }
   held_ = true;
-  if (absl::Status s = runner_->Stop(); !s.ok()) return s;
+  if (absl::Status s = runner_->Stop(); !s.ok()) {
+    held_ = false;
+    return s;
+  }
   std::string dest;
   if (absl::Status s = SetDataAside(absl::StrCat("etcd-member-", HexId(id->member_id)), &dest);
       !s.ok()) {
+    held_ = false;
     return s;
   }
   spdlog::warn("data of removed member {} moved to {}", HexId(id->member_id), dest);
@@ -347,10 +353,16 @@ absl::Status Agent::SetDataAside(const std::string& label, std::string* moved_to
   // Set the data aside rather than delete it; keep only the newest such copy.
   const fs::path removed = fs::path(config_.node.data_dir) / "removed";
   std::error_code ec;
+  if (!fs::exists(config_.EtcdDataDir(), ec)) return absl::OkStatus();  // nothing to move
+  const fs::path dest = removed / label;
+  if (fs::exists(dest, ec)) {
+    // A retried order: the first attempt already set the data aside here; keep that copy.
+    fs::remove_all(config_.EtcdDataDir(), ec);
+    *moved_to = dest.string();
+    return absl::OkStatus();
+  }
   fs::remove_all(removed, ec);
   fs::create_directories(removed, ec);
-  const fs::path dest = removed / label;
-  if (!fs::exists(config_.EtcdDataDir(), ec)) return absl::OkStatus();
   fs::rename(config_.EtcdDataDir(), dest, ec);
   if (ec) return absl::InternalError(absl::StrCat("moving the data dir aside: ", ec.message()));
   *moved_to = dest.string();
@@ -385,7 +397,10 @@ absl::Status Agent::Restore(const peer::RestoreRequest& req) {
     if (absl::Status s = VerifyBackup(*store_, cluster, *meta, snapshot); !s.ok()) return fail(s);
   }
   held_ = true;
-  if (absl::Status s = runner_->Stop(); !s.ok()) return fail(s);
+  if (absl::Status s = runner_->Stop(); !s.ok()) {
+    held_ = false;
+    return fail(s);
+  }
   std::string aside;
   if (absl::Status s = SetDataAside("etcd-before-restore-" + req.restore_id(), &aside); !s.ok()) {
     held_ = false;
@@ -427,6 +442,8 @@ absl::Status Agent::Restore(const peer::RestoreRequest& req) {
     if (absl::Status s = WriteFileAtomic(config_.node.data_dir + "/restore-id",
                                          req.restore_id() + "\n");
         !s.ok()) {
+      held_ = false;  // the restored data is in place; run it, and let the order be retried
+      runner_->Run(RenderEtcdFlags(l));
       return fail(s);
     }
     MarkJoined();

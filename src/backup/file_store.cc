@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <random>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -83,8 +85,13 @@ class FileStore : public BackupStore {
     if (absl::Status s = MakeDirs(target.parent_path().string(), 0755); !s.ok()) {
       return absl::UnavailableError(absl::StrCat("backup store ", Describe(), ": ", s.message()));
     }
-    fs::path tmp = target.parent_path() / absl::StrCat(".", target.filename().string(), ".tmp");
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+    // A unique temp name: concurrent writers of one key (agents and stewardctl on a shared NFS
+    // store) must not interleave their bytes; the last rename wins whole.
+    static std::atomic<uint64_t> counter{0};
+    fs::path tmp = target.parent_path() /
+                   absl::StrCat(".", target.filename().string(), ".", getpid(), ".",
+                                counter.fetch_add(1), ".", std::random_device{}(), ".tmp");
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
     if (fd < 0) return Errno(absl::StrCat("creating ", tmp.string()));
     return std::unique_ptr<ObjectWriter>(new FileWriter(target, tmp, fd));
   }

@@ -49,22 +49,8 @@ BackupScheduler::BackupScheduler(const Config& config, BackupStore* store, EtcdC
 
 void BackupScheduler::MaybePeriodic() {
   if (store_ == nullptr) return;
-  if (!last_success_) {
-    // A new leader learns when the last backup was taken from the store itself.
-    auto listed = ListBackups(*store_, config_.cluster.name);
-    if (listed.ok()) {
-      last_success_ = Clock::time_point{};
-      for (const auto& b : *listed) {
-        if (b.meta) {
-          last_success_ = Clock::time_point(std::chrono::seconds(b.meta->unix_time));
-          last_name_ = b.name;
-          break;
-        }
-      }
-    }
-  }
   if (last_success_ && Clock::now() - *last_success_ < config_.backup.interval) return;
-  Run("scheduled");
+  Run(last_success_ ? "scheduled" : "first pass as leader");
 }
 
 void BackupScheduler::BeforeChange(const std::string& why) {

@@ -29,6 +29,9 @@ class BackupScheduler {
  public:
   BackupScheduler(const Config& config, BackupStore* store, EtcdClient* etcd);
 
+  // A new leadership starts with a backup (then every interval): the new leader does not know
+  // what happened while nobody led, e.g. a restore.
+  void OnNewLeadership() { last_success_.reset(); }
   void MaybePeriodic();
   void BeforeChange(const std::string& why);
 

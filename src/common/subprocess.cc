@@ -24,7 +24,9 @@ absl::StatusOr<ProcessResult> RunProcess(const std::vector<std::string>& argv,
   if (out_fd < 0) return absl::InternalError(absl::StrCat("mkstemp: ", std::strerror(errno)));
   ::unlink(tmpl);
   std::vector<std::string> envs;
-  for (char** e = environ; *e != nullptr; ++e) envs.emplace_back(*e);
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, "AWS_", 4) != 0) envs.emplace_back(*e);  // no cloud credentials
+  }
   envs.insert(envs.end(), env.begin(), env.end());
   std::vector<char*> envp, args;
   for (auto& e : envs) envp.push_back(e.data());

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/duration.h"
 #include "common/files.h"
@@ -104,7 +105,9 @@ const std::set<std::string>& ManagedFlags() {
   static const std::set<std::string> kFlags = {
       "--name", "--data-dir", "--listen-client-urls", "--advertise-client-urls",
       "--listen-peer-urls", "--initial-advertise-peer-urls", "--initial-cluster",
-      "--initial-cluster-state", "--initial-cluster-token"};
+      "--initial-cluster-state", "--initial-cluster-token", "--cert-file", "--key-file",
+      "--trusted-ca-file", "--client-cert-auth", "--peer-cert-file", "--peer-key-file",
+      "--peer-trusted-ca-file", "--peer-client-cert-auth"};
   return kFlags;
 }
 
@@ -207,10 +210,52 @@ void ParseBackup(const YAML::Node& b, Config* c) {
   }
 }
 
+void CheckReadable(const std::string& key, const std::string& path) {
+  if (::access(path.c_str(), R_OK) != 0) {
+    Fail(key, absl::StrCat("\"", path, "\" does not exist or is not readable"));
+  }
+}
+
+void ParseTls(const YAML::Node& t, Config* c) {
+  TlsConfig& tc = c->tls;
+  if (!t || t.IsNull()) {
+    Fail("tls", "is required: give tls.ca_cert and tls.ca_key (see `stewardctl pki init`), "
+                "or write tls.mode: off to run without TLS");
+  }
+  const std::string p = "tls";
+  CheckKeys(t, p, {"mode", "ca_cert", "ca_key", "cert_lifetime", "cert_file", "key_file",
+                   "peer_cert_file", "peer_key_file", "trusted_ca_file", "client_cert_file",
+                   "client_key_file"});
+  tc.mode = GetString(t, p, "mode", false, tc.mode);
+  if (tc.mode != "issued" && tc.mode != "files" && tc.mode != "off") {
+    Fail("tls.mode", absl::StrCat("\"", tc.mode, "\" is not one of issued, files, off"));
+  }
+  tc.cert_lifetime = GetDuration(t, p, "cert_lifetime", tc.cert_lifetime);
+  if (tc.cert_lifetime < std::chrono::minutes(1)) Fail("tls.cert_lifetime", "must be at least 1m");
+  if (tc.mode == "issued") {
+    tc.ca_cert = GetString(t, p, "ca_cert", true);
+    tc.ca_key = GetString(t, p, "ca_key", true);
+    CheckReadable("tls.ca_cert", tc.ca_cert);
+    CheckReadable("tls.ca_key", tc.ca_key);
+    struct stat st;
+    if (::stat(tc.ca_key.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
+      Fail("tls.ca_key", absl::StrCat("\"", tc.ca_key, "\" is readable by others (mode ",
+                                      absl::StrFormat("%04o", st.st_mode & 07777),
+                                      "); chmod 600 it"));
+    }
+  } else if (tc.mode == "files") {
+    const char* keys[] = {"cert_file", "key_file", "peer_cert_file", "peer_key_file",
+                          "trusted_ca_file", "client_cert_file", "client_key_file"};
+    std::string* fields[] = {&tc.cert_file, &tc.key_file, &tc.peer_cert_file, &tc.peer_key_file,
+                             &tc.trusted_ca_file, &tc.client_cert_file, &tc.client_key_file};
+    for (size_t i = 0; i < 7; ++i) *fields[i] = GetString(t, p, keys[i], true);
+  }
+}
+
 Config Parse(const YAML::Node& root) {
   Config c;
   if (!root || root.IsNull()) Fail("cluster", "is required (the file is empty)");
-  CheckKeys(root, "", {"cluster", "node", "etcd", "backup"});
+  CheckKeys(root, "", {"cluster", "node", "etcd", "backup", "tls"});
 
   // cluster
   const YAML::Node cl = root["cluster"];
@@ -348,6 +393,7 @@ Config Parse(const YAML::Node& root) {
   }
   CheckBinary("etcd.binary", c.etcd.binary);
   ParseBackup(root["backup"], &c);
+  ParseTls(root["tls"], &c);
   CheckDataDir("node.data_dir", c.node.data_dir);
   return c;
 }
@@ -362,10 +408,34 @@ const NodeSpec& Config::self() const {
 }
 
 std::string Config::ClientUrl(const NodeSpec& n) const {
-  return absl::StrCat("http://", n.host, ":", cluster.ports.client);
+  return absl::StrCat(Scheme(), "://", n.host, ":", cluster.ports.client);
 }
 std::string Config::PeerUrl(const NodeSpec& n) const {
-  return absl::StrCat("http://", n.host, ":", cluster.ports.peer);
+  return absl::StrCat(Scheme(), "://", n.host, ":", cluster.ports.peer);
+}
+TlsPaths Config::Tls() const {
+  TlsPaths p;
+  if (tls.mode == "files") {
+    p.ca = tls.trusted_ca_file;
+    p.server_cert = p.agent_cert = tls.cert_file;
+    p.server_key = p.agent_key = tls.key_file;
+    p.peer_cert = tls.peer_cert_file;
+    p.peer_key = tls.peer_key_file;
+    p.client_cert = tls.client_cert_file;
+    p.client_key = tls.client_key_file;
+    return p;
+  }
+  const std::string d = node.data_dir + "/tls/";
+  p.ca = d + "ca.crt";
+  p.server_cert = d + "server.crt";
+  p.server_key = d + "server.key";
+  p.peer_cert = d + "peer.crt";
+  p.peer_key = d + "peer.key";
+  p.agent_cert = d + "agent.crt";
+  p.agent_key = d + "agent.key";
+  p.client_cert = d + "client.crt";
+  p.client_key = d + "client.key";
+  return p;
 }
 std::string Config::AgentAddress(const NodeSpec& n) const {
   return absl::StrCat(n.host, ":", cluster.ports.agent);

@@ -81,11 +81,37 @@ struct BackupConfig {
   S3Config s3;
 };
 
+// TLS on etcd's client and peer URLs and on the agents' API. Mode "issued" (the default): each
+// agent issues its own certificates from the operator's CA. Mode "files": the operator's own
+// files, with etcd's (and etcd-wrapper's) names. Mode "off": plain text, only when written.
+struct TlsConfig {
+  std::string mode = "issued";  // issued, files, off
+  std::string ca_cert;          // issued: required
+  std::string ca_key;           // issued: required; must not be readable by group or others
+  std::chrono::milliseconds cert_lifetime{365LL * 86400000};
+  // files mode
+  std::string cert_file, key_file;            // etcd server (client URL) and agent API
+  std::string peer_cert_file, peer_key_file;  // etcd peer URL
+  std::string trusted_ca_file;                // the CA that signed all of them
+  std::string client_cert_file, client_key_file;  // what the agent presents as a client
+  bool enabled() const { return mode != "off"; }
+};
+
+// The files each TLS role uses, wherever they come from.
+struct TlsPaths {
+  std::string ca;
+  std::string server_cert, server_key;  // etcd's client URL
+  std::string peer_cert, peer_key;      // etcd's peer URL
+  std::string agent_cert, agent_key;    // the agent API server
+  std::string client_cert, client_key;  // outgoing connections (etcd, other agents)
+};
+
 struct Config {
   ClusterConfig cluster;
   NodeConfig node;
   EtcdConfig etcd;
   BackupConfig backup;
+  TlsConfig tls;
   std::string source;  // the file it was loaded from, for messages
 
   const NodeSpec& self() const;  // REQUIRES: a validated config
@@ -99,6 +125,9 @@ struct Config {
   std::string EtcdDataDir() const;
   std::string EtcdLogPath() const;
   std::string EtcdPidPath() const;
+  std::string Scheme() const { return tls.enabled() ? "https" : "http"; }
+  // REQUIRES: tls.enabled().
+  TlsPaths Tls() const;
 };
 
 // Parses and validates YAML text. `source` names the file in messages. Checks the

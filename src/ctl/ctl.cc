@@ -322,7 +322,14 @@ int RunRestoreBackup(const Common& c, const std::string& name, bool yes, int wai
   EtcdClient::Options o;
   o.timeout = std::chrono::milliseconds(c.timeout_ms);
   EtcdClient client(config.AllClientUrls(), o);
-  auto fresh = BackupAndPrune(config, *w.store, client, "stewardctl");
+  // No retention here: it must not prune the very backup being restored.
+  absl::StatusOr<BackupMeta> fresh = absl::UnavailableError("no healthy member");
+  if (auto source = PickBackupSource(client); source.ok()) {
+    fresh = TakeBackup(client, *source, *w.store, config.cluster.name, "stewardctl",
+                       std::chrono::minutes(30));
+  } else {
+    fresh = source.status();
+  }
   if (fresh.ok()) {
     std::cerr << "took a fresh backup first: " << fresh->name << "\n";
   } else {

@@ -19,6 +19,16 @@ std::vector<std::string> RenderEtcdFlags(const EtcdLaunch& l) {
       absl::StrCat("--initial-cluster-state=", l.new_cluster ? "new" : "existing"),
       absl::StrCat("--initial-cluster-token=", l.token),
   };
+  if (!l.cert_file.empty()) {
+    f.push_back(absl::StrCat("--cert-file=", l.cert_file));
+    f.push_back(absl::StrCat("--key-file=", l.key_file));
+    f.push_back(absl::StrCat("--trusted-ca-file=", l.ca_file));
+    f.push_back("--client-cert-auth=true");
+    f.push_back(absl::StrCat("--peer-cert-file=", l.peer_cert_file));
+    f.push_back(absl::StrCat("--peer-key-file=", l.peer_key_file));
+    f.push_back(absl::StrCat("--peer-trusted-ca-file=", l.ca_file));
+    f.push_back("--peer-client-cert-auth=true");
+  }
   f.insert(f.end(), l.extra_args.begin(), l.extra_args.end());
   return f;
 }
@@ -37,6 +47,14 @@ EtcdLaunch BootstrapLaunch(const Config& c) {
   l.new_cluster = true;
   l.token = c.ClusterToken();
   l.extra_args = c.etcd.extra_args;
+  if (c.tls.enabled()) {
+    TlsPaths t = c.Tls();
+    l.ca_file = t.ca;
+    l.cert_file = t.server_cert;
+    l.key_file = t.server_key;
+    l.peer_cert_file = t.peer_cert;
+    l.peer_key_file = t.peer_key;
+  }
   return l;
 }
 

@@ -20,12 +20,15 @@ struct EtcdLaunch {
   bool new_cluster = true;  // --initial-cluster-state new|existing
   std::string token;        // --initial-cluster-token
   std::vector<std::string> extra_args;
+  // TLS with certificate authentication on both URLs; empty paths: plain text.
+  std::string ca_file, cert_file, key_file, peer_cert_file, peer_key_file;
 };
 
 // The flags, without argv[0], in a fixed order (golden-tested).
 std::vector<std::string> RenderEtcdFlags(const EtcdLaunch& launch);
 
-// The launch for this node as one of the first cluster.size nodes bootstrapping a new cluster.
+// The launch for this node as one of the first cluster.size nodes bootstrapping a new cluster
+// (TLS files included when tls is enabled). Other launches start from it and change the cluster.
 EtcdLaunch BootstrapLaunch(const Config& config);
 
 }  // namespace steward

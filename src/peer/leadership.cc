@@ -53,8 +53,36 @@ bool Leadership::Tick() {
     const auto& kv = resp->responses(0).response_range().kvs(0);
     leader_ = kv.value();
     leader_term_ = static_cast<uint64_t>(kv.create_revision());
+    // An earlier campaign whose reply was lost may have won with this very lease.
+    if (kv.value() == name_ && kv.lease() == lease_) {
+      leading_ = true;
+      term_ = leader_term_;
+      spdlog::info("became the steward leader (term {})", term_);
+      return true;
+    }
   }
   return false;
+}
+
+bool Leadership::Confirm() {
+  int64_t lease;
+  uint64_t term;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!leading_) return false;
+    lease = lease_;
+    term = term_;
+  }
+  // A linearizable read: the key must still be ours, under our lease, at our term.
+  etcdserverpb::TxnRequest txn;
+  txn.add_success()->mutable_request_range()->set_key(key_);
+  auto resp = client_->Txn(txn);
+  if (!resp.ok() || resp->responses_size() == 0) return false;
+  const auto& range = resp->responses(0).response_range();
+  if (range.kvs_size() == 0) return false;
+  const auto& kv = range.kvs(0);
+  return kv.value() == name_ && kv.lease() == lease &&
+         static_cast<uint64_t>(kv.create_revision()) == term;
 }
 
 void Leadership::Resign() {

@@ -25,6 +25,9 @@ class Leadership {
   // One round: keep the lease alive if leading, else try to take the key. Call about every
   // ttl/3. Returns whether this agent leads now.
   bool Tick();
+  // Re-checks in etcd (linearizably) that this agent still holds the key at its term. Called
+  // right before every mutating step, so a leader that was paused past its lease cannot act.
+  bool Confirm();
   // Gives up the leadership (revokes the lease) so another agent can take over at once.
   void Resign();
 

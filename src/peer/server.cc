@@ -35,6 +35,17 @@ absl::Status TermGuard::Admit(uint64_t term, const std::string& leader) {
   return absl::OkStatus();
 }
 
+absl::Status TermGuard::Promise(uint64_t term, const std::string& leader) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (term <= newest_) {
+      return absl::FailedPreconditionError(absl::StrCat("promise to ", leader, " refused: term ",
+                                                        term, " is not newer than ", newest_));
+    }
+  }
+  return Admit(term, leader);
+}
+
 uint64_t TermGuard::newest() const {
   std::lock_guard<std::mutex> lock(mu_);
   return newest_;
@@ -68,7 +79,7 @@ class PeerServer::Service final : public peer::Peer::Service {
   }
   grpc::Status Promise(grpc::ServerContext*, const peer::OrderHeader* req,
                        peer::OrderReply*) override {
-    return ToGrpc(terms_->Admit(req->term(), req->leader()));
+    return ToGrpc(terms_->Promise(req->term(), req->leader()));
   }
   grpc::Status Restore(grpc::ServerContext*, const peer::RestoreRequest* req,
                        peer::OrderReply*) override {

@@ -35,6 +35,9 @@ class TermGuard {
   explicit TermGuard(std::string path);
   // OK and records `term` if term >= newest; FailedPrecondition otherwise.
   absl::Status Admit(uint64_t term, const std::string& leader);
+  // OK and records `term` only if it is newer than any seen: two coordinators can never both
+  // collect a majority for the same term.
+  absl::Status Promise(uint64_t term, const std::string& leader);
   uint64_t newest() const;
 
  private:

@@ -27,14 +27,17 @@ constexpr milliseconds kWipeTimeout{30000};
 }  // namespace
 
 Reconciler::Reconciler(const Config& config, EtcdClient* etcd, BackupStore* store,
-                       BackupScheduler* backups, std::function<bool()> restore_pending)
+                       BackupScheduler* backups, std::function<bool()> restore_pending,
+                       std::function<bool()> confirm_leader,
+                       std::shared_ptr<grpc::ChannelCredentials> credentials)
     : config_(config),
       etcd_(etcd),
       store_(store),
       backups_(backups),
-      restore_pending_(std::move(restore_pending)) {
+      restore_pending_(std::move(restore_pending)),
+      confirm_leader_(std::move(confirm_leader)) {
   for (const auto& n : config_.cluster.nodes) {
-    agents_[n.name] = std::make_unique<PeerClient>(config_.AgentAddress(n), nullptr);
+    agents_[n.name] = std::make_unique<PeerClient>(config_.AgentAddress(n), credentials);
   }
 }
 
@@ -137,6 +140,10 @@ absl::StatusOr<ClusterObservation> Reconciler::Observe() {
 }
 
 bool Reconciler::Pass(uint64_t leader_term) {
+  if (leader_term != last_leader_term_) {
+    last_leader_term_ = leader_term;
+    if (backups_ != nullptr) backups_->OnNewLeadership();
+  }
   if (restore_pending_ && restore_pending_()) {
     Step wait;
     wait.kind = StepKind::kWait;
@@ -175,6 +182,10 @@ bool Reconciler::Pass(uint64_t leader_term) {
     return false;
   }
   if (backups_ != nullptr && step.kind != StepKind::kJoin) backups_->BeforeChange(StepKindName(step.kind));
+  if (confirm_leader_ && !confirm_leader_()) {
+    spdlog::warn("not acting ({}): no longer the leader", StepKindName(step.kind));
+    return false;
+  }
   if (step.reason != last_decision_) {
     spdlog::info("reconcile (term {}): {}", term, step.reason);
     last_decision_ = step.reason;

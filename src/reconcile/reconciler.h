@@ -36,8 +36,11 @@ class Reconciler {
  public:
   // `store` and `backups` may be null (no backup store configured). `restore_pending` says
   // whether a restore is under way, during which the reconciler does nothing.
+  // `confirm_leader` re-checks the leadership right before each mutating step.
+  // `credentials` are for the peer API (null: plain text).
   Reconciler(const Config& config, EtcdClient* etcd, BackupStore* store, BackupScheduler* backups,
-             std::function<bool()> restore_pending);
+             std::function<bool()> restore_pending, std::function<bool()> confirm_leader,
+             std::shared_ptr<grpc::ChannelCredentials> credentials);
 
   // One observe-decide-act pass with the leader's `term`. Returns true if a mutating step was
   // taken successfully (the caller should pass again at once).
@@ -58,6 +61,8 @@ class Reconciler {
   BackupStore* store_;
   BackupScheduler* backups_;
   std::function<bool()> restore_pending_;
+  std::function<bool()> confirm_leader_;
+  uint64_t last_leader_term_ = 0;
   bool created_marked_ = false;
   uint64_t agents_max_term_ = 0;  // the newest term any agent has seen (this pass)
   std::string last_failure_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <future>
 #include <random>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -81,10 +82,12 @@ absl::StatusOr<bool> ClusterEverExisted(BackupStore& store, const std::string& c
   return !objects->empty();
 }
 
-RestoreCoordinator::RestoreCoordinator(const Config& config, BackupStore* store)
-    : config_(config), store_(store) {
+RestoreCoordinator::RestoreCoordinator(const Config& config, BackupStore* store,
+                                       EtcdClient* etcd,
+                                       std::shared_ptr<grpc::ChannelCredentials> credentials)
+    : config_(config), store_(store), etcd_(etcd) {
   for (const auto& n : config_.cluster.nodes) {
-    agents_[n.name] = std::make_unique<PeerClient>(config_.AgentAddress(n), nullptr);
+    agents_[n.name] = std::make_unique<PeerClient>(config_.AgentAddress(n), credentials);
   }
 }
 
@@ -99,7 +102,9 @@ void RestoreCoordinator::Note(const std::string& msg) {
 
 bool RestoreCoordinator::RestorePending() {
   auto intent = ReadRestoreIntent(*store_, config_.cluster.name);
-  return intent.ok() && intent->has_value() && !(*intent)->done;
+  // Fail closed: if we cannot tell, a restore may be under way.
+  if (!intent.ok()) return true;
+  return intent->has_value() && !(*intent)->done;
 }
 
 std::optional<std::string> RestoreCoordinator::NewestValidBackup() {
@@ -146,11 +151,13 @@ void RestoreCoordinator::Pass() {
     if (!s.ok()) Note(absl::StrCat("restore ", (*intent)->id, " not finished yet: ", s.message()));
     return;
   }
-  // Total loss: a majority answers, and none of them has data or runs etcd.
+  // Total loss: a majority answers, none of them has data or runs etcd, and no etcd answers on
+  // any configured client URL (a member whose agent is down may still serve).
   if (states.size() < majority) return;
   for (const auto& [name, st] : states) {
     if (st.has_data() || st.etcd_running()) return;
   }
+  if (etcd_->MemberList().ok()) return;
   auto existed = ClusterEverExisted(*store_, config_.cluster.name);
   if (!existed.ok()) {
     Note(absl::StrCat("no node has data and the backup store cannot be read (",
@@ -228,14 +235,39 @@ absl::Status RestoreCoordinator::Execute(RestoreIntent intent,
       spdlog::error("restore {}: node {} failed: {}", intent.id, name, s.message());
     }
   }
-  // Done when every node of the restored cluster has applied it.
+  // Done once a majority of the restored cluster's members applied it and it has a leader; a
+  // member that is down for good is then the reconciler's to replace, like any dead member.
+  size_t applied = 0;
+  std::vector<std::string> missing;
   for (const auto& [name, url] : intent.initial_cluster) {
     auto st = agents_.at(name)->GetState(milliseconds(1000));
-    if (!st.ok() || st->restore_id() != intent.id) {
-      return absl::UnavailableError(absl::StrCat("node ", name, " has not restored yet"));
+    if (st.ok() && st->restore_id() == intent.id) {
+      ++applied;
+    } else {
+      missing.push_back(name);
     }
   }
-  if (!all_ok) return absl::UnavailableError("some restore orders failed");
+  if (applied < intent.initial_cluster.size() / 2 + 1) {
+    return absl::UnavailableError(absl::StrCat(applied, " of ", intent.initial_cluster.size(),
+                                               " members restored so far"));
+  }
+  bool healthy = false;
+  for (int i = 0; i < 30 && !healthy; ++i) {  // bounded: ~30 s for the restored cluster's election
+    auto members = etcd_->MemberList();
+    if (members.ok()) {
+      for (const auto& m : *members) {
+        if (m.client_urls.empty()) continue;
+        auto st = etcd_->Status(m.client_urls.front(), milliseconds(1000));
+        if (st.ok() && st->leader != 0) healthy = true;
+      }
+    }
+    if (!healthy) std::this_thread::sleep_for(milliseconds(1000));
+  }
+  if (!healthy) return absl::UnavailableError("the restored cluster has no leader yet");
+  if (!all_ok || !missing.empty()) {
+    spdlog::warn("restore {}: finished without {}; the leader will heal them", intent.id,
+                 missing.size());
+  }
   intent.done = true;
   spdlog::info("restore {}: every member restored backup {}", intent.id, intent.backup);
   return WriteRestoreIntent(*store_, config_.cluster.name, intent);

@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "backup/store.h"
 #include "config/config.h"
+#include "etcd/client.h"
 #include "peer/client.h"
 
 namespace steward {
@@ -51,7 +52,10 @@ absl::StatusOr<bool> ClusterEverExisted(BackupStore& store, const std::string& c
 
 class RestoreCoordinator {
  public:
-  RestoreCoordinator(const Config& config, BackupStore* store);
+  // `etcd` reaches every configured client URL; `credentials` are for the peer API (null:
+  // plain text).
+  RestoreCoordinator(const Config& config, BackupStore* store, EtcdClient* etcd,
+                     std::shared_ptr<grpc::ChannelCredentials> credentials);
 
   // One pass; cheap when there is nothing to do. Every agent calls it periodically; only the
   // lowest-named reachable agent acts.
@@ -66,6 +70,7 @@ class RestoreCoordinator {
 
   const Config& config_;
   BackupStore* store_;
+  EtcdClient* etcd_;
   std::map<std::string, std::unique_ptr<PeerClient>> agents_;
   std::string last_note_;
   std::chrono::steady_clock::time_point last_note_at_;

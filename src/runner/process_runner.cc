@@ -18,6 +18,8 @@
 #include "common/status.h"
 #include "spdlog/spdlog.h"
 
+extern char** environ;
+
 namespace steward {
 namespace {
 
@@ -144,6 +146,12 @@ void ProcessRunner::StartLocked() {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  // etcd gets the agent's environment minus cloud credentials (the backup store's, never its).
+  std::vector<char*> envp;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, "AWS_", 4) != 0) envp.push_back(*e);
+  }
+  envp.push_back(nullptr);
 
   int log_fd = ::open(options_.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
   if (log_fd < 0) {
@@ -166,7 +174,7 @@ void ProcessRunner::StartLocked() {
     ::dup2(log_fd, 1);
     ::dup2(log_fd, 2);
     ::close_range(3, ~0U, 0);
-    ::execv(argv[0], argv.data());
+    ::execve(argv[0], argv.data(), envp.data());
     const char msg[] = "steward: exec of etcd failed\n";
     (void)!::write(2, msg, sizeof(msg) - 1);
     ::_exit(127);

@@ -28,11 +28,17 @@ void Put(const TestCluster& c, const std::string& k, const std::string& v) {
   ASSERT_TRUE(w.Put(k, v).ok()) << k;
 }
 
+// Reads through one node; retried (bounded) because a freshly restored cluster may still be
+// settling its leadership when the first reads arrive.
 std::optional<std::string> Get(const TestCluster& c, int node, const std::string& k) {
   EtcdClient r({c.ClientUrl(node)});
-  auto got = r.Get(k);
-  if (!got.ok()) return std::nullopt;
-  return got->value_or("<absent>");
+  std::optional<std::string> out;
+  WaitFor([&] {
+    auto got = r.Get(k);
+    if (got.ok()) out = got->value_or("<absent>");
+    return got.ok();
+  }, 15s);
+  return out;
 }
 
 std::string TakeBackup(const TestCluster& c) {

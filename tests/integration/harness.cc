@@ -110,7 +110,7 @@ TestCluster::TestCluster(int subnet, int nodes, int size, const std::string& clu
                                     "\n", cluster_extra, "  nodes:\n", nodes_yaml, "node:\n  name: n", i + 1,
                                     "\n  data_dir: ", DataDir(i), "\n  log_level: debug\n",
                                     "etcd:\n  binary: /usr/bin/etcd\n  stop_timeout: 5s\n",
-                                    "  restart_backoff_min: 200ms\n  restart_backoff_max: 2s\n",
+                                    "  restart_backoff_min: 200ms\n  restart_backoff_max: 2s\n", tls_yaml_,
                                     absl::StrReplaceAll(top_extra, {{"ROOT", root_}}));
     std::ofstream(ConfigPath(i)) << yaml;
   }

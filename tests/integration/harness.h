@@ -72,6 +72,7 @@ class TestCluster {
 
  private:
   std::string root_;
+  std::string tls_yaml_ = "tls:\n  mode: off\n";
   int subnet_;
   int nodes_;
   std::vector<Proc> agents_;

@@ -28,6 +28,8 @@ node:
 etcd:
   binary: /bin/true
   extra_args: []
+tls:
+  mode: off
 )";
 
 class ConfigTest : public ::testing::Test {
@@ -179,6 +181,31 @@ TEST_F(ConfigTest, BadDurationsAndNames) {
   ExpectError("name: demo", "name: \"de mo\"", {"cluster.name", "letters, digits"});
   ExpectError("{name: n2,", "{name: \"n,2\",", {"cluster.nodes[1].name", "letters, digits"});
   ExpectError("  name: n1\n", "  name: n1\n  log_level: loud\n", {"node.log_level", "\"loud\""});
+}
+
+TEST_F(ConfigTest, TlsIsRequiredUnlessExplicitlyOff) {
+  ExpectError("tls:\n  mode: off\n", "", {"tls", "is required", "tls.mode: off"});
+  ExpectError("mode: off", "mode: maybe", {"tls.mode", "\"maybe\" is not one of"});
+  ExpectError("mode: off", "mode: issued", {"tls.ca_cert", "is required"});
+  ExpectError("mode: off", "mode: files", {"tls.cert_file", "is required"});
+  ExpectError("mode: off", "mode: issued\n  ca_cert: /nonexistent/ca.crt\n  ca_key: /x",
+              {"tls.ca_cert", "does not exist or is not readable"});
+}
+
+TEST_F(ConfigTest, TlsCaKeyReadableByOthersIsRefused) {
+  std::string ca = (dir_ / "ca.crt").string(), key = (dir_ / "ca.key").string();
+  std::ofstream(ca) << "x";
+  std::ofstream(key) << "x";
+  ::chmod(key.c_str(), 0644);
+  ExpectError("mode: off", "mode: issued\n  ca_cert: " + ca + "\n  ca_key: " + key,
+              {"tls.ca_key", "readable by others", "0644"});
+  ::chmod(key.c_str(), 0600);
+  std::string text = Yaml();
+  text.replace(text.find("mode: off"), 9, "mode: issued\n  ca_cert: " + ca + "\n  ca_key: " + key);
+  auto c = ParseConfig(text, "node.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->ClientUrl(c->cluster.nodes[0]), "https://127.0.0.11:2379");
+  EXPECT_EQ(c->Tls().client_cert, (dir_ / "n1/tls/client.crt").string());
 }
 
 TEST_F(ConfigTest, InvalidYamlNamesTheLine) {

@@ -9,7 +9,7 @@
 namespace steward {
 namespace {
 
-Config ThreeNodes(const std::string& self) {
+Config ThreeNodes(const std::string& self, const std::string& tls_mode = "off") {
   auto c = ParseConfig(R"(
 cluster:
   name: demo
@@ -25,6 +25,15 @@ node:
 etcd:
   binary: /bin/true
   extra_args: ["--heartbeat-interval=100", "--election-timeout=1000"]
+tls:
+  mode: )" + tls_mode + R"(
+  cert_file: /pki/server.crt
+  key_file: /pki/server.key
+  peer_cert_file: /pki/peer.crt
+  peer_key_file: /pki/peer.key
+  trusted_ca_file: /pki/ca.crt
+  client_cert_file: /pki/client.crt
+  client_key_file: /pki/client.key
 )",
                        "flags_test");
   EXPECT_TRUE(c.ok()) << c.status();
@@ -44,6 +53,33 @@ TEST(FlagsTest, BootstrapGolden) {
       "n3=http://127.0.0.13:2380",
       "--initial-cluster-state=new",
       "--initial-cluster-token=steward-demo",
+      "--heartbeat-interval=100",
+      "--election-timeout=1000",
+  };
+  EXPECT_EQ(absl::StrJoin(got, "\n"), absl::StrJoin(want, "\n"));
+}
+
+TEST(FlagsTest, TlsFilesModeGolden) {
+  std::vector<std::string> got = RenderEtcdFlags(BootstrapLaunch(ThreeNodes("n1", "files")));
+  std::vector<std::string> want = {
+      "--name=n1",
+      "--data-dir=/tmp/steward-flags-test/n1/etcd",
+      "--listen-client-urls=https://127.0.0.11:2379",
+      "--advertise-client-urls=https://127.0.0.11:2379",
+      "--listen-peer-urls=https://127.0.0.11:2380",
+      "--initial-advertise-peer-urls=https://127.0.0.11:2380",
+      "--initial-cluster=n1=https://127.0.0.11:2380,n2=https://127.0.0.12:2380,"
+      "n3=https://127.0.0.13:2380",
+      "--initial-cluster-state=new",
+      "--initial-cluster-token=steward-demo",
+      "--cert-file=/pki/server.crt",
+      "--key-file=/pki/server.key",
+      "--trusted-ca-file=/pki/ca.crt",
+      "--client-cert-auth=true",
+      "--peer-cert-file=/pki/peer.crt",
+      "--peer-key-file=/pki/peer.key",
+      "--peer-trusted-ca-file=/pki/ca.crt",
+      "--peer-client-cert-auth=true",
       "--heartbeat-interval=100",
       "--election-timeout=1000",
   };

@@ -1,0 +1,139 @@
+// The PKI for etcd-steward's TLS: a private CA, certificates issued from it, and the checks that
+// operator-supplied certificate files ("files" mode) are usable before etcd is started with them.
+//
+// Keys are EC P-256. Private keys are written PKCS#8 PEM, unencrypted, mode 0600: they are created
+// with that mode (never briefly readable by others), written to a dot-prefixed temp file in the
+// target's directory, fsynced, renamed into place, and the directory is fsynced. A failed call
+// leaves no temp files behind.
+//
+// Thread safety: every function is safe to call from any thread (OpenSSL 3 needs no locking
+// set-up). Two calls that write the same files concurrently race as renames do: one wins.
+#pragma once
+
+#include <openssl/bio.h>
+#include <openssl/bn.h>
+#include <openssl/evp.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace steward {
+
+// unique_ptr deleters for OpenSSL objects, so no error path leaks one.
+template <auto FreeFn>
+struct OpenSslDeleter {
+  template <typename T>
+  void operator()(T* p) const {
+    FreeFn(p);
+  }
+};
+using EvpPkeyPtr = std::unique_ptr<EVP_PKEY, OpenSslDeleter<EVP_PKEY_free>>;
+using X509Ptr = std::unique_ptr<X509, OpenSslDeleter<X509_free>>;
+using X509NamePtr = std::unique_ptr<X509_NAME, OpenSslDeleter<X509_NAME_free>>;
+using X509ExtensionPtr = std::unique_ptr<X509_EXTENSION, OpenSslDeleter<X509_EXTENSION_free>>;
+using X509StorePtr = std::unique_ptr<X509_STORE, OpenSslDeleter<X509_STORE_free>>;
+using X509StoreCtxPtr = std::unique_ptr<X509_STORE_CTX, OpenSslDeleter<X509_STORE_CTX_free>>;
+using GeneralNamesPtr = std::unique_ptr<GENERAL_NAMES, OpenSslDeleter<GENERAL_NAMES_free>>;
+using Asn1IntegerPtr = std::unique_ptr<ASN1_INTEGER, OpenSslDeleter<ASN1_INTEGER_free>>;
+using Asn1OctetStringPtr =
+    std::unique_ptr<ASN1_OCTET_STRING, OpenSslDeleter<ASN1_OCTET_STRING_free>>;
+using BignumPtr = std::unique_ptr<BIGNUM, OpenSslDeleter<BN_free>>;
+using BioPtr = std::unique_ptr<BIO, OpenSslDeleter<BIO_free_all>>;
+
+// File names CreateCa writes inside its directory.
+inline constexpr char kCaCertFile[] = "ca.crt";
+inline constexpr char kCaKeyFile[] = "ca.key";
+
+// How long a CA made by CreateCa is valid.
+inline constexpr std::chrono::seconds kCaLifetime =
+    std::chrono::duration_cast<std::chrono::seconds>(std::chrono::years(10));
+
+// notBefore is set this far before the issue time, so that a peer whose clock is a little behind
+// accepts a freshly issued certificate.
+inline constexpr std::chrono::seconds kClockSkewAllowance = std::chrono::minutes(5);
+
+// Creates a new CA in `dir`: an EC P-256 key and a self-signed certificate for `common_name`,
+// valid kCaLifetime (basicConstraints critical CA:TRUE, keyUsage critical keyCertSign+cRLSign,
+// subjectKeyIdentifier). Writes dir/ca.key (0600) and dir/ca.crt (0644).
+// REQUIRES: `dir` exists.
+// AlreadyExists (naming the file) if either file exists: a CA is never overwritten, not even by a
+// concurrent call (the final rename refuses to replace). On failure neither file is left behind.
+absl::Status CreateCa(const std::string& dir, const std::string& common_name);
+
+// What to put into an issued certificate.
+struct CertRequest {
+  std::string common_name;                // subject CN; required (TLS peers match the SANs)
+  std::vector<std::string> dns_names;     // subjectAltName DNS entries
+  std::vector<std::string> ip_addresses;  // subjectAltName IP entries, IPv4 or IPv6 literals
+  bool server_auth = false;               // extendedKeyUsage serverAuth; needs at least one SAN
+  bool client_auth = false;               // extendedKeyUsage clientAuth
+  std::chrono::seconds lifetime{0};       // notAfter = issue time + lifetime; must be positive
+  // The issue time; unset means now. Tests set it to place the validity window (in the past for
+  // an expired certificate, in the future for one not yet valid).
+  std::optional<std::chrono::system_clock::time_point> issue_time;
+};
+
+// Issues a certificate for `req` signed by the CA in ca_cert_path/ca_key_path, with a new EC P-256
+// key and a random 128-bit serial; notBefore = issue time - kClockSkewAllowance, notAfter = issue
+// time + lifetime, but never after the CA's own notAfter (a certificate cannot outlive its CA;
+// NeedsRenewal then triggers the renewal early). Extensions: basicConstraints CA:FALSE, keyUsage
+// digitalSignature, extendedKeyUsage as requested, subjectAltName, subject and authority key IDs.
+// Writes key_path (0600) and cert_path (0644), replacing existing files: both are fully written
+// and fsynced before either is renamed into place, so a failure leaves the old pair intact
+// (only a failing rename between the two can leave a mismatched pair; a retry repairs it).
+// Errors: InvalidArgument for a bad request (names the field) or a CA that does not fit its key;
+// PermissionDenied if the CA key file is accessible by group or others (names the file and
+// mode); NotFound if a CA file is missing.
+absl::Status IssueCert(const std::string& ca_cert_path, const std::string& ca_key_path,
+                       const CertRequest& req, const std::string& cert_path,
+                       const std::string& key_path);
+
+// What ReadCert reports about a certificate.
+struct CertInfo {
+  std::string subject;                    // RFC 2253, e.g. "CN=steward-admin"
+  std::vector<std::string> dns_names;     // subjectAltName DNS entries, in order
+  std::vector<std::string> ip_addresses;  // subjectAltName IPs, canonical text ("::1")
+  // Whole seconds. A date beyond system_clock's range (year 2262) reads as time_point::max().
+  std::chrono::system_clock::time_point not_before, not_after;
+};
+
+// Reads the first certificate of the PEM file at `path`.
+// NotFound if the file does not exist; InvalidArgument if it holds no PEM certificate.
+absl::StatusOr<CertInfo> ReadCert(const std::string& path);
+
+// Checks operator-supplied files before they are used for a TLS server on `host` (an IP literal
+// or a DNS name), as of `now`. Each failure names the file and the problem:
+//   NotFound          a file does not exist;
+//   InvalidArgument   a file is not a PEM certificate / private key; the key does not match the
+//                     certificate; the certificate does not cover `host` (the subject CN is not
+//                     consulted, as Go's TLS does not); it does not chain to a certificate in
+//                     `ca_path` (checked as of `now`, for the TLS server purpose, so a missing
+//                     serverAuth usage fails here);
+//   PermissionDenied  the key file is accessible by group or others (the message gives the mode);
+//   FailedPrecondition the certificate is expired or not yet valid at `now` (gives the dates).
+// `cert_path` may hold intermediates after the leaf; `ca_path` may hold several CAs, each of which
+// is trusted (as etcd's --trusted-ca-file is).
+// REQUIRES: `host` is not empty.
+absl::Status CheckCertFiles(const std::string& cert_path, const std::string& key_path,
+                            const std::string& ca_path, const std::string& host,
+                            std::chrono::system_clock::time_point now);
+
+// True once two thirds of [not_before, not_after] have passed (so also when expired), or when the
+// window is empty. False before not_before: such a certificate is not valid, but renewing it
+// would not help.
+bool NeedsRenewal(const CertInfo& cert, std::chrono::system_clock::time_point now);
+
+// Loaders for the PEM files above, for callers (and tests) that hand them to OpenSSL.
+// NotFound if the file does not exist; InvalidArgument if it holds no PEM certificate / key.
+absl::StatusOr<X509Ptr> LoadCert(const std::string& path);
+absl::StatusOr<EvpPkeyPtr> LoadPrivateKey(const std::string& path);
+
+}  // namespace steward
