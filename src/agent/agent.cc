@@ -17,6 +17,7 @@
 #include "etcd/flags.h"
 #include "etcd/member_id.h"
 #include "etcd/wal.h"
+#include "pki/node_certs.h"
 #include "runner/process_runner.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
@@ -35,35 +36,54 @@ Agent::Agent(Config config) : config_(std::move(config)) {
   o.backoff_min = config_.etcd.restart_backoff_min;
   o.backoff_max = config_.etcd.restart_backoff_max;
   runner_ = std::make_unique<ProcessRunner>(o);
+  terms_ = std::make_unique<TermGuard>(config_.node.data_dir + "/leader-term");
+}
+
+absl::Status Agent::Wire() {
+  // Credentials first: every client and server below uses them.
+  std::shared_ptr<grpc::ChannelCredentials> client_creds;
+  std::shared_ptr<grpc::ServerCredentials> server_creds = grpc::InsecureServerCredentials();
+  if (config_.tls.enabled()) {
+    const TlsPaths t = config_.Tls();
+    auto cc = TlsChannelCredentials(t.ca, t.client_cert, t.client_key);
+    if (!cc.ok()) return Annotate(cc.status(), "tls");
+    auto sc = TlsServerCredentials(t.ca, t.agent_cert, t.agent_key);
+    if (!sc.ok()) return Annotate(sc.status(), "tls");
+    client_creds = *cc;
+    server_creds = *sc;
+  }
   std::vector<std::string> others;
   for (const auto& n : config_.cluster.nodes) {
     if (n.name != config_.node.name) others.push_back(config_.ClientUrl(n));
   }
   EtcdClient::Options co;
+  co.credentials = client_creds;
   co.timeout = milliseconds(1000);
   peers_client_ = std::make_unique<EtcdClient>(others, co);
+  local_client_ = std::make_unique<EtcdClient>(
+      std::vector<std::string>{config_.ClientUrl(config_.self())}, co);
   co.timeout = milliseconds(2000);
   cluster_client_ = std::make_unique<EtcdClient>(config_.AllClientUrls(), co);
-  terms_ = std::make_unique<TermGuard>(config_.node.data_dir + "/leader-term");
   server_ = std::make_unique<PeerServer>(config_.AgentAddress(config_.self()), this, terms_.get(),
-                                         grpc::InsecureServerCredentials());
+                                         server_creds);
   leadership_ = std::make_unique<Leadership>(
       cluster_client_.get(), LeaderKey(config_), config_.node.name,
       std::chrono::duration_cast<std::chrono::seconds>(config_.cluster.leader_lease_ttl));
   if (auto store = OpenStore(config_.backup); store.ok()) {
     store_ = std::move(*store);
   } else {
-    spdlog::error("backup store: {}", store.status().message());
+    return Annotate(store.status(), "backup.store");
   }
   if (store_) {
     backups_ = std::make_unique<BackupScheduler>(config_, store_.get(), cluster_client_.get());
     restorer_ = std::make_unique<RestoreCoordinator>(config_, store_.get(), cluster_client_.get(),
-                                                     nullptr);
+                                                     client_creds);
   }
   reconciler_ = std::make_unique<Reconciler>(
       config_, cluster_client_.get(), store_.get(), backups_.get(),
       [this] { return restorer_ != nullptr && restorer_->RestorePending(); },
-      [this] { return leadership_->Confirm(); }, nullptr);
+      [this] { return leadership_->Confirm(); }, client_creds);
+  return absl::OkStatus();
 }
 
 Agent::~Agent() { Shutdown(false); }
@@ -75,9 +95,17 @@ absl::Status Agent::Start() {
   spdlog::info("steward {} starting: node {} ({}), cluster {} of {} node(s), size {}",
                STEWARD_VERSION, config_.node.name, config_.self().host, config_.cluster.name,
                config_.cluster.nodes.size(), config_.cluster.size);
-  if (!config_.backup.store.empty() && !store_) {
-    return absl::FailedPreconditionError("backup.store: cannot open the backup store");
+  // TLS files are checked (or issued) before etcd or the agent API start.
+  if (absl::Status s = PrepareNodeTls(config_); !s.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat("tls: ", s.message()));
   }
+  if (!config_.tls.enabled()) {
+    spdlog::warn("TLS is OFF (tls.mode: off): etcd and the agent API accept anyone who can "
+                 "reach them");
+  } else {
+    spdlog::info("TLS: mode {}, client and peer certificate authentication on", config_.tls.mode);
+  }
+  if (absl::Status s = Wire(); !s.ok()) return absl::FailedPreconditionError(Msg(s));
   if (store_ && config_.backup.store.rfind("file://", 0) == 0) {
     // The config check proved the directory can be created; create it on first start.
     if (absl::Status s = MakeDirs(config_.backup.store.substr(7), 0750); !s.ok()) {
@@ -110,7 +138,7 @@ void Agent::Shutdown(bool stop_etcd) {
   if (reconcile_thread_.joinable()) reconcile_thread_.join();
   if (leadership_thread_.joinable()) leadership_thread_.join();
   if (control_.joinable()) control_.join();
-  if (stop_etcd) {
+  if (stop_etcd && leadership_) {
     // Hand leadership over at once rather than after the lease TTL.
     leadership_->Resign();
   }
@@ -145,7 +173,23 @@ void Agent::Note(const std::string& msg) {
 
 void Agent::ControlLoop() {
   auto next_restore_pass = std::chrono::steady_clock::now();
+  auto next_tls_check = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+  auto next_off_warning = std::chrono::steady_clock::now() + std::chrono::hours(1);
   do {
+    if (std::chrono::steady_clock::now() >= next_off_warning) {
+      if (!config_.tls.enabled()) spdlog::warn("TLS is OFF (tls.mode: off)");
+      next_off_warning += std::chrono::hours(1);
+    }
+    if (config_.tls.mode == "issued" && std::chrono::steady_clock::now() >= next_tls_check) {
+      // etcd reads its certificate files on every handshake: renewed files apply at once.
+      auto renewed = RenewNodeTls(config_, std::chrono::system_clock::now());
+      if (!renewed.ok()) {
+        spdlog::error("renewing certificates: {}", renewed.status().message());
+      } else if (*renewed) {
+        spdlog::info("renewed this node's certificates (two-thirds of their lifetime had passed)");
+      }
+      next_tls_check = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+    }
     if (!runner_->wanted() && !held_) {
       std::lock_guard<std::mutex> lock(order_mu_);
       if (!runner_->wanted() && !held_) MaybeStartEtcd();
@@ -171,7 +215,9 @@ void Agent::ReconcileLoop() {
   while (SleepFor(milliseconds(0))) {
     bool progress = false;
     if (leadership_->leading()) progress = reconciler_->Pass(leadership_->term());
-    if (!progress && !SleepFor(config_.cluster.reconcile_interval)) break;
+    auto pause = config_.cluster.reconcile_interval;
+    if (reconciler_->in_progress()) pause = std::min(pause, milliseconds(100));
+    if (!progress && !SleepFor(pause)) break;
   }
 }
 
@@ -264,8 +310,8 @@ peer::NodeState Agent::State() {
     }
   }
   if (pid) {
-    EtcdClient local({config_.ClientUrl(config_.self())});
-    if (auto st = local.Status(config_.ClientUrl(config_.self()), milliseconds(300)); st.ok()) {
+    if (auto st = local_client_->Status(config_.ClientUrl(config_.self()), milliseconds(300));
+        st.ok()) {
       s.set_raft_index(st->raft_index);
       s.set_raft_term(st->raft_term);
       s.set_etcd_version(st->version);

@@ -57,6 +57,8 @@ class Agent : public NodeHandler {
   absl::Status Restore(const peer::RestoreRequest& req) override;
 
  private:
+  // Builds the clients and servers (after the TLS files exist).
+  absl::Status Wire();
   void ControlLoop();
   void LeadershipLoop();
   void ReconcileLoop();
@@ -76,6 +78,7 @@ class Agent : public NodeHandler {
   std::unique_ptr<Runner> runner_;
   std::unique_ptr<EtcdClient> peers_client_;  // the other nodes' client URLs
   std::unique_ptr<EtcdClient> cluster_client_;  // every node's client URL
+  std::unique_ptr<EtcdClient> local_client_;    // this node's client URL
   std::unique_ptr<TermGuard> terms_;
   std::unique_ptr<PeerServer> server_;
   std::unique_ptr<Leadership> leadership_;

@@ -47,14 +47,38 @@ BackupScheduler::BackupScheduler(const Config& config, BackupStore* store, EtcdC
       etcd_(etcd),
       backoff_(std::chrono::seconds(5), std::chrono::minutes(5)) {}
 
+void BackupScheduler::LoadFromStore() {
+  if (checked_store_) return;
+  auto listed = ListBackups(*store_, config_.cluster.name);
+  if (!listed.ok()) return;  // try again next time
+  checked_store_ = true;
+  uint64_t cluster_id = 0;
+  for (const auto& url : etcd_->endpoints()) {
+    if (auto st = etcd_->Status(url, std::chrono::milliseconds(1000)); st.ok()) {
+      cluster_id = st->cluster_id;
+      break;
+    }
+  }
+  for (const auto& b : *listed) {
+    if (!b.meta) continue;
+    if (b.meta->cluster_id == cluster_id) {
+      last_success_ = Clock::time_point(std::chrono::seconds(b.meta->unix_time));
+      last_name_ = b.name;
+    }
+    break;  // only the newest complete backup matters
+  }
+}
+
 void BackupScheduler::MaybePeriodic() {
   if (store_ == nullptr) return;
+  LoadFromStore();
   if (last_success_ && Clock::now() - *last_success_ < config_.backup.interval) return;
-  Run(last_success_ ? "scheduled" : "first pass as leader");
+  Run(last_success_ ? "scheduled" : "no backup of this cluster yet");
 }
 
 void BackupScheduler::BeforeChange(const std::string& why) {
   if (store_ == nullptr) return;
+  LoadFromStore();
   if (last_success_ && Clock::now() - *last_success_ < config_.backup.before_change_min_interval) {
     return;
   }

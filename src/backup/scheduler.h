@@ -29,14 +29,21 @@ class BackupScheduler {
  public:
   BackupScheduler(const Config& config, BackupStore* store, EtcdClient* etcd);
 
-  // A new leadership starts with a backup (then every interval): the new leader does not know
-  // what happened while nobody led, e.g. a restore.
-  void OnNewLeadership() { last_success_.reset(); }
+  // A new leader learns from the store when the last backup was taken, and backs up at once if
+  // there is none of this cluster (e.g. right after a restore, whose cluster ID is new).
+  void OnNewLeadership() {
+    last_success_.reset();
+    checked_store_ = false;
+  }
   void MaybePeriodic();
   void BeforeChange(const std::string& why);
 
  private:
   void Run(const std::string& why);
+  // Loads the newest backup's time from the store (once per leadership); a backup of another
+  // cluster ID does not count.
+  void LoadFromStore();
+  bool checked_store_ = false;
   void Publish();
 
   const Config& config_;

@@ -38,7 +38,7 @@ struct ClusterConfig {
   // TTL of the leader's lease: how long a dead leader blocks a new one.
   std::chrono::milliseconds leader_lease_ttl{5000};
   // Pause between reconcile passes that changed nothing.
-  std::chrono::milliseconds reconcile_interval{1000};
+  std::chrono::milliseconds reconcile_interval{500};
 };
 
 struct NodeConfig {

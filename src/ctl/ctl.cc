@@ -14,7 +14,9 @@
 #include "backup/open.h"
 #include "backup/pipeline.h"
 #include "backup/scheduler.h"
+#include "ctl/pki_cmd.h"
 #include "ctl/status.h"
+#include "pki/node_certs.h"
 #include "reconcile/reconciler.h"
 #include "reconcile/restore.h"
 #include <thread>
@@ -25,9 +27,36 @@ namespace {
 struct Common {
   std::string config_path;
   std::string endpoints;
+  std::string cacert, cert, key;  // etcdctl's names
   std::string output = "table";
   int timeout_ms = 3000;
 };
+
+// Client options: the deadline and, for TLS, --cacert/--cert/--key, or else the node's own client
+// certificate named by the config (issued: <data_dir>/tls, files: tls.client_cert_file).
+EtcdClient::Options ClientOptions(const Common& c) {
+  EtcdClient::Options o;
+  o.timeout = std::chrono::milliseconds(c.timeout_ms);
+  std::string ca = c.cacert, cert = c.cert, key = c.key;
+  if (ca.empty() && !c.config_path.empty()) {
+    if (auto config = LoadConfig(c.config_path); config.ok() && config->tls.enabled()) {
+      TlsPaths t = config->Tls();
+      ca = t.ca;
+      cert = t.client_cert;
+      key = t.client_key;
+    }
+  }
+  if (!ca.empty()) {
+    auto creds = TlsChannelCredentials(ca, cert, key);
+    if (creds.ok()) {
+      o.credentials = *creds;
+    } else {
+      std::cerr << "stewardctl: TLS: " << creds.status().message()
+                << " (give --cacert/--cert/--key)\n";
+    }
+  }
+  return o;
+}
 
 // Endpoints and configured nodes from --endpoints or --config. Returns 0 or an exit status.
 int ResolveEndpoints(const Common& c, std::vector<std::string>* endpoints,
@@ -109,8 +138,7 @@ int RunStatus(const Common& c) {
   std::vector<std::string> endpoints;
   std::vector<NodeRow> nodes;
   if (int rc = ResolveEndpoints(c, &endpoints, &nodes); rc != 0) return rc;
-  EtcdClient::Options o;
-  o.timeout = std::chrono::milliseconds(c.timeout_ms);
+  EtcdClient::Options o = ClientOptions(c);
   EtcdClient client(endpoints, o);
   ClusterView view = CollectStatus(client, o.timeout, nodes);
   nlohmann::json steward = nlohmann::json::object();
@@ -148,8 +176,7 @@ int RunConfigureCluster(const Common& c, int size) {
     std::cerr << "warning: an even size tolerates no more failures than size " << size - 1
               << " and needs a larger quorum (" << size / 2 + 1 << ")\n";
   }
-  EtcdClient::Options o;
-  o.timeout = std::chrono::milliseconds(c.timeout_ms);
+  EtcdClient::Options o = ClientOptions(c);
   EtcdClient client(config->AllClientUrls(), o);
   int previous = config->cluster.size;
   if (auto spec = client.Get(SpecKey(*config)); spec.ok() && spec->has_value()) {
@@ -205,8 +232,7 @@ WithStore OpenFromConfig(const Common& c, const char* what) {
 int RunBackup(const Common& c) {
   WithStore w = OpenFromConfig(c, "backup");
   if (w.rc != 0) return w.rc;
-  EtcdClient::Options o;
-  o.timeout = std::chrono::milliseconds(c.timeout_ms);
+  EtcdClient::Options o = ClientOptions(c);
   EtcdClient client(w.config->AllClientUrls(), o);
   auto meta = BackupAndPrune(*w.config, *w.store, client, "stewardctl");
   if (!meta.ok()) {
@@ -319,8 +345,7 @@ int RunRestoreBackup(const Common& c, const std::string& name, bool yes, int wai
     std::cerr << "stewardctl: refusing to restore: " << s.message() << "\n";
     return 1;
   }
-  EtcdClient::Options o;
-  o.timeout = std::chrono::milliseconds(c.timeout_ms);
+  EtcdClient::Options o = ClientOptions(c);
   EtcdClient client(config.AllClientUrls(), o);
   // No retention here: it must not prune the very backup being restored.
   absl::StatusOr<BackupMeta> fresh = absl::UnavailableError("no healthy member");
@@ -370,8 +395,7 @@ int RunGet(const Common& c) {
     std::cerr << "stewardctl: config error: " << config.status().message() << "\n";
     return 2;
   }
-  EtcdClient::Options o;
-  o.timeout = std::chrono::milliseconds(c.timeout_ms);
+  EtcdClient::Options o = ClientOptions(c);
   EtcdClient client(config->AllClientUrls(), o);
   if (auto probe = client.Get(SpecKey(*config)); !probe.ok()) {
     std::cerr << "stewardctl: cannot read the cluster spec: " << probe.status().message() << "\n";
@@ -406,6 +430,9 @@ int CtlMain(int argc, char** argv) {
     sub->add_option("--endpoints", common.endpoints, "comma-separated etcd client URLs");
     sub->add_option("--timeout-ms", common.timeout_ms, "deadline for each call")
         ->check(CLI::Range(100, 600000));
+    sub->add_option("--cacert", common.cacert, "CA certificate that signed the servers' (TLS)");
+    sub->add_option("--cert", common.cert, "client certificate (TLS)");
+    sub->add_option("--key", common.key, "client key (TLS)");
   };
   CLI::App* status = app.add_subcommand("status", "show the cluster at a glance");
   add_common(status);
@@ -434,12 +461,19 @@ int CtlMain(int argc, char** argv) {
   restore->add_option("name", restore_name, "the backup's name (see list-backups)")->required();
   restore->add_flag("--yes", yes, "do not ask for confirmation");
   restore->add_option("--wait", wait_seconds, "seconds to wait for the cluster to be back");
+  std::string pki_dir;
+  CLI::App* pki = app.add_subcommand("pki", "certificates for TLS");
+  CLI::App* pki_init = pki->add_subcommand("init", "create a CA and an admin client certificate");
+  pki->require_subcommand(1);
+  pki_init->add_option("--dir", pki_dir, "directory for ca.crt, ca.key, admin.crt, admin.key")
+      ->required();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
   }
+  if (pki_init->parsed()) return RunPkiInit(pki_dir);
   if (status->parsed()) return RunStatus(common);
   if (configure->parsed()) return RunConfigureCluster(common, size);
   if (get->parsed()) return RunGet(common);

@@ -176,6 +176,11 @@ bool Reconciler::Pass(uint64_t leader_term) {
     return false;
   }
   Step step = PlanNextStep(*obs);
+  // While a learner is on its way, look again soon: it catches up in a fraction of a second.
+  in_progress_ = false;
+  for (const auto& m : obs->members) {
+    if (m.is_learner) in_progress_ = true;
+  }
   if (step.kind == StepKind::kNone || step.kind == StepKind::kWait) {
     Publish(step, term, "");
     if (step.kind == StepKind::kNone && backups_ != nullptr) backups_->MaybePeriodic();
@@ -215,21 +220,23 @@ absl::Status Reconciler::Act(const Step& step, uint64_t term) {
   switch (step.kind) {
     case StepKind::kRemoveMember: {
       absl::Status s = etcd_->MemberRemove(step.member_id);
-      last_remove_ = std::chrono::system_clock::now();
+      removed_ids_.insert(step.member_id);
       // A remove that timed out may have been applied; the next pass re-reads the list.
       return s;
     }
     case StepKind::kAddLearner: {
-      // etcd derives a new member's ID from its peer URL and the Unix second: adding in the
-      // same second as a removal of that URL recreates the removed ID. Step past the second.
-      auto now = std::chrono::system_clock::now();
-      auto sec = std::chrono::floor<std::chrono::seconds>(now);
-      if (std::chrono::floor<std::chrono::seconds>(last_remove_) == sec) {
-        std::this_thread::sleep_until(sec + std::chrono::milliseconds(1020));
-      }
       std::string peer_url;
       for (const auto& n : config_.cluster.nodes) {
         if (n.name == step.node) peer_url = config_.PeerUrl(n);
+      }
+      // etcd derives a runtime-added member's ID from its peer URLs and the Unix second; an ID
+      // that was just removed cannot come back ("member not found"). Wait past the second only
+      // when this second would recreate a removed ID.
+      auto now = std::chrono::system_clock::now();
+      auto sec = std::chrono::floor<std::chrono::seconds>(now);
+      uint64_t candidate = InitialMemberId({peer_url}, std::to_string(sec.time_since_epoch().count()));
+      if (removed_ids_.count(candidate)) {
+        std::this_thread::sleep_until(sec + std::chrono::milliseconds(1020));
       }
       auto added = etcd_->MemberAdd({peer_url}, /*learner=*/true);
       if (!added.ok()) return added.status();

@@ -8,7 +8,9 @@
 // Not thread-safe: one reconcile thread owns it; status() may be read from any thread.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <set>
 #include <functional>
 #include <map>
 #include <memory>
@@ -47,6 +49,8 @@ class Reconciler {
   bool Pass(uint64_t term);
   // The last decision, for status output.
   std::string status() const;
+  // A change is under way (a learner exists): the caller should pass again soon.
+  bool in_progress() const { return in_progress_; }
 
   // Exposed for tests: the observation of the cluster as this leader sees it now.
   absl::StatusOr<ClusterObservation> Observe();
@@ -70,7 +74,8 @@ class Reconciler {
   std::map<std::string, std::unique_ptr<PeerClient>> agents_;
   std::map<uint64_t, std::chrono::steady_clock::time_point> unhealthy_since_;
   std::optional<std::pair<uint64_t, std::chrono::steady_clock::time_point>> learner_since_;
-  std::chrono::system_clock::time_point last_remove_{};
+  std::set<uint64_t> removed_ids_;  // members this leader removed (for the ID-reuse check)
+  std::atomic<bool> in_progress_{false};
   std::string published_;
   mutable std::mutex mu_;
   std::string status_;

@@ -102,9 +102,11 @@ void RestoreCoordinator::Note(const std::string& msg) {
 
 bool RestoreCoordinator::RestorePending() {
   auto intent = ReadRestoreIntent(*store_, config_.cluster.name);
-  // Fail closed: if we cannot tell, a restore may be under way.
-  if (!intent.ok()) return true;
-  return intent->has_value() && !(*intent)->done;
+  // When the store cannot be read, go by what it said last: a store outage must not stop
+  // healing, and a restore seen pending stays pending until the store says otherwise.
+  if (!intent.ok()) return last_pending_;
+  last_pending_ = intent->has_value() && !(*intent)->done;
+  return last_pending_;
 }
 
 std::optional<std::string> RestoreCoordinator::NewestValidBackup() {
@@ -125,13 +127,7 @@ std::optional<std::string> RestoreCoordinator::NewestValidBackup() {
   return std::nullopt;
 }
 
-void RestoreCoordinator::Pass() {
-  auto intent = ReadRestoreIntent(*store_, config_.cluster.name);
-  if (!intent.ok()) {
-    Note(absl::StrCat("cannot read the restore intent: ", intent.status().message()));
-    return;
-  }
-  const bool pending = intent->has_value() && !(*intent)->done;
+std::map<std::string, peer::NodeState> RestoreCoordinator::States() {
   // Everyone's state, in parallel.
   std::map<std::string, std::future<absl::StatusOr<peer::NodeState>>> futures;
   for (auto& [name, client] : agents_) {
@@ -143,6 +139,17 @@ void RestoreCoordinator::Pass() {
     auto st = f.get();
     if (st.ok()) states[name] = *st;
   }
+  return states;
+}
+
+void RestoreCoordinator::Pass() {
+  auto intent = ReadRestoreIntent(*store_, config_.cluster.name);
+  if (!intent.ok()) {
+    Note(absl::StrCat("cannot read the restore intent: ", intent.status().message()));
+    return;
+  }
+  const bool pending = intent->has_value() && !(*intent)->done;
+  std::map<std::string, peer::NodeState> states = States();
   // Only the lowest-named reachable agent coordinates.
   if (states.empty() || states.begin()->first != config_.node.name) return;
   const size_t majority = config_.cluster.nodes.size() / 2 + 1;
@@ -188,7 +195,11 @@ void RestoreCoordinator::Pass() {
 }
 
 absl::Status RestoreCoordinator::Execute(RestoreIntent intent,
-                                         const std::map<std::string, peer::NodeState>& states) {
+                                         const std::map<std::string, peer::NodeState>& seen) {
+  // Ask again: choosing and verifying the backup took a while, and agents that came up since
+  // should be in this round rather than the next.
+  std::map<std::string, peer::NodeState> states = States();
+  if (states.size() < seen.size()) states = seen;
   const size_t majority = config_.cluster.nodes.size() / 2 + 1;
   uint64_t term = 0;
   for (const auto& [name, st] : states) term = std::max(term, st.highest_term());

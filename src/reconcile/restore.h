@@ -11,6 +11,7 @@
 // Not thread-safe: one agent thread owns a coordinator.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -66,12 +67,14 @@ class RestoreCoordinator {
  private:
   absl::Status Execute(RestoreIntent intent, const std::map<std::string, peer::NodeState>& states);
   std::optional<std::string> NewestValidBackup();
+  std::map<std::string, peer::NodeState> States();
   void Note(const std::string& msg);
 
   const Config& config_;
   BackupStore* store_;
   EtcdClient* etcd_;
   std::map<std::string, std::unique_ptr<PeerClient>> agents_;
+  std::atomic<bool> last_pending_{false};
   std::string last_note_;
   std::chrono::steady_clock::time_point last_note_at_;
 };

@@ -51,7 +51,7 @@ TEST(S3BackupTest, TotalLossIsRestoredFromS3) {
                 S3Backup(*s3, "1h"));
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
-  EtcdClient w(c.ClientUrls());
+  EtcdClient w = c.Client(c.ClientUrls());
   for (int i = 0; i < 50; ++i) ASSERT_TRUE(w.Put(absl::StrCat("/s3/k", i), "v").ok());
   RunResult b = c.Ctl({"backup"});
   ASSERT_EQ(b.exit_code, 0) << b.output;
@@ -61,7 +61,7 @@ TEST(S3BackupTest, TotalLossIsRestoredFromS3) {
   for (int i = 0; i < 3; ++i) fs::remove_all(c.DataDir(i));
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 120s)) << c.Logs() << s3->LogTail();
-  EtcdClient r({c.ClientUrl(2)});
+  EtcdClient r = c.Client({c.ClientUrl(2)});
   for (int i = 0; i < 50; ++i) {
     auto got = r.Get(absl::StrCat("/s3/k", i));
     ASSERT_TRUE(got.ok() && got->has_value()) << i;
@@ -80,7 +80,7 @@ TEST(S3BackupTest, StoreOutageLeavesTheClusterServingAndBackupsResume) {
   ASSERT_TRUE(WaitFor([&] { return !Backups(c, kS3Outage).empty(); }, 30s)) << c.Logs();
 
   s3->Stop();
-  EtcdClient w(c.ClientUrls());
+  EtcdClient w = c.Client(c.ClientUrls());
   // The cluster keeps serving writes while scheduled backups fail.
   for (int i = 0; i < 20; ++i) {
     ASSERT_TRUE(w.Put(absl::StrCat("/outage/k", i), "v").ok()) << i;

@@ -24,14 +24,14 @@ const char kBackup[] = "backup:\n  store: file://ROOT/backups\n  interval: 1h\n"
 enum Subnet { kTotalLoss = 41, kTampered = 42, kOnCommand = 43 };
 
 void Put(const TestCluster& c, const std::string& k, const std::string& v) {
-  EtcdClient w(c.ClientUrls());
+  EtcdClient w = c.Client(c.ClientUrls());
   ASSERT_TRUE(w.Put(k, v).ok()) << k;
 }
 
 // Reads through one node; retried (bounded) because a freshly restored cluster may still be
 // settling its leadership when the first reads arrive.
 std::optional<std::string> Get(const TestCluster& c, int node, const std::string& k) {
-  EtcdClient r({c.ClientUrl(node)});
+  EtcdClient r = c.Client({c.ClientUrl(node)});
   std::optional<std::string> out;
   WaitFor([&] {
     auto got = r.Get(k);
@@ -49,8 +49,11 @@ std::string TakeBackup(const TestCluster& c) {
   return out.substr(out.rfind('\n') + 1);
 }
 
+// Every machine dies at once with its disk: agents and etcds are killed (no clean handover,
+// so no new leader takes one last backup), then every data dir is wiped.
 void LoseEverything(TestCluster& c, int nodes) {
-  for (int i = 0; i < nodes; ++i) c.SignalAgent(i, SIGTERM);
+  for (int i = 0; i < nodes; ++i) c.SignalAgent(i, SIGKILL);
+  for (int i = 0; i < nodes; ++i) c.KillEtcd(i);
   for (int i = 0; i < nodes; ++i) {
     ASSERT_FALSE(c.EtcdPid(i).has_value());
     fs::remove_all(c.DataDir(i));

@@ -21,15 +21,10 @@ TEST(ClusterTest, ThreeAgentsFormAClusterAndAPutRoundTrips) {
   TestCluster c(kForm, 3, 3);
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
   ASSERT_TRUE(c.WaitHealthy(3, 60s)) << c.Logs();
-  ClusterView v = c.Status();
-  ASSERT_EQ(v.members.size(), 3u);
-  for (const auto& m : v.members) {
-    EXPECT_TRUE(m.healthy) << m.member.name;
-    EXPECT_FALSE(m.member.is_learner);
-  }
-  EtcdClient writer({c.ClientUrl(0)});
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 30s)) << "three healthy voters, no learner";
+  EtcdClient writer = c.Client({c.ClientUrl(0)});
   ASSERT_TRUE(writer.Put("/it/hello", "world").ok());
-  EtcdClient reader({c.ClientUrl(2)});
+  EtcdClient reader = c.Client({c.ClientUrl(2)});
   auto got = reader.Get("/it/hello");
   ASSERT_TRUE(got.ok()) << got.status();
   ASSERT_TRUE(got->has_value());
@@ -54,8 +49,8 @@ TEST(ClusterTest, KilledEtcdIsRestartedAndRejoins) {
   ASSERT_TRUE(c.WaitHealthy(3, 60s)) << c.Logs();
   EXPECT_EQ(c.EtcdProcessCount(1), 1);
   // The restarted member serves reads of data written while it was down.
-  EtcdClient client({c.ClientUrl(1)});
-  ASSERT_TRUE(EtcdClient({c.ClientUrl(0)}).Put("/it/after", "restart").ok());
+  EtcdClient client = c.Client({c.ClientUrl(1)});
+  ASSERT_TRUE(c.Client({c.ClientUrl(0)}).Put("/it/after", "restart").ok());
   ASSERT_TRUE(WaitFor([&] {
     auto got = client.Get("/it/after");
     return got.ok() && got->has_value() && **got == "restart";
@@ -102,12 +97,15 @@ TEST(ClusterTest, AgentsStartedSecondsApartStillFormOneCluster) {
   std::this_thread::sleep_for(3s);
   c.StartAgent(1);
   ASSERT_TRUE(c.WaitHealthy(3, 60s)) << c.Logs();
-  ClusterView v = c.Status();
   std::set<uint64_t> cluster_ids;
-  for (const auto& m : v.members) {
-    ASSERT_TRUE(m.status.has_value());
-    cluster_ids.insert(m.status->cluster_id);
-  }
+  ASSERT_TRUE(WaitFor([&] {
+    cluster_ids.clear();
+    for (const auto& m : c.Status().members) {
+      if (!m.status.has_value()) return false;
+      cluster_ids.insert(m.status->cluster_id);
+    }
+    return true;
+  }, 30s));
   EXPECT_EQ(cluster_ids.size(), 1u) << "members disagree on the cluster";
 }
 
@@ -121,7 +119,9 @@ TEST(ClusterTest, StewardctlStatusShowsTheClusterAndUnreachableMembers) {
     EXPECT_NE(ok.output.find(want), std::string::npos) << want << "\n" << ok.output;
   }
   RunResult json = RunCommand(
-      {STEWARDCTL_BIN, "status", "--endpoints", c.ClientUrl(1), "-o", "json"}, 30s);
+      {STEWARDCTL_BIN, "status", "--endpoints", c.ClientUrl(1), "-o", "json", "--cacert",
+       c.CaCert(), "--cert", c.AdminCert(), "--key", c.AdminKey()},
+      30s);
   EXPECT_EQ(json.exit_code, 0) << json.output;
   auto j = nlohmann::json::parse(json.output, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << json.output;

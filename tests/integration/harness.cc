@@ -1,5 +1,7 @@
 #include "harness.h"
 
+#include <gtest/gtest.h>
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -17,6 +19,8 @@
 #include "absl/strings/str_replace.h"
 #include "common/files.h"
 #include "etcd/client.h"
+#include "pki/node_certs.h"
+#include "pki/pki.h"
 #include "runner/process_runner.h"
 
 extern char** environ;
@@ -101,6 +105,21 @@ TestCluster::TestCluster(int subnet, int nodes, int size, const std::string& clu
   root_ = fs::temp_directory_path() / absl::StrCat("steward-it-", getpid(), "-", subnet);
   fs::remove_all(root_);
   fs::create_directories(root_);
+  // Every test runs with TLS on: a CA of its own, agents issue their certificates from it.
+  fs::create_directories(root_ + "/pki");
+  if (absl::Status s = CreateCa(root_ + "/pki", "test CA"); !s.ok()) {
+    ADD_FAILURE() << "creating the test CA: " << s;
+  }
+  CertRequest admin;
+  admin.common_name = "test-admin";
+  admin.client_auth = true;
+  admin.lifetime = std::chrono::hours(24);
+  if (absl::Status s = IssueCert(CaCert(), root_ + "/pki/ca.key", admin, AdminCert(), AdminKey());
+      !s.ok()) {
+    ADD_FAILURE() << "issuing the test admin certificate: " << s;
+  }
+  tls_yaml_ = absl::StrCat("tls:\n  mode: issued\n  ca_cert: ", CaCert(), "\n  ca_key: ", root_,
+                           "/pki/ca.key\n");
   std::string nodes_yaml;
   for (int i = 0; i < nodes; ++i) {
     nodes_yaml += absl::StrCat("    - {name: n", i + 1, ", host: ", Host(i), "}\n");
@@ -133,7 +152,15 @@ TestCluster::~TestCluster() {
 std::string TestCluster::ConfigPath(int i) const { return absl::StrCat(root_, "/n", i + 1, ".yaml"); }
 std::string TestCluster::DataDir(int i) const { return absl::StrCat(root_, "/n", i + 1); }
 std::string TestCluster::Host(int i) const { return absl::StrCat("127.0.", subnet_, ".", 11 + i); }
-std::string TestCluster::ClientUrl(int i) const { return absl::StrCat("http://", Host(i), ":2379"); }
+std::string TestCluster::ClientUrl(int i) const { return absl::StrCat("https://", Host(i), ":2379"); }
+
+EtcdClient TestCluster::Client(std::vector<std::string> urls) const {
+  EtcdClient::Options o;
+  o.timeout = std::chrono::milliseconds(3000);
+  auto creds = TlsChannelCredentials(CaCert(), AdminCert(), AdminKey());
+  if (creds.ok()) o.credentials = *creds;
+  return EtcdClient(std::move(urls), o);
+}
 std::vector<std::string> TestCluster::ClientUrls() const {
   std::vector<std::string> out;
   for (int i = 0; i < nodes_; ++i) out.push_back(ClientUrl(i));
@@ -157,6 +184,13 @@ void TestCluster::SignalAgent(int i, int sig) {
       WaitChild(p.pid, std::chrono::seconds(5));
     }
     p.pid = 0;
+  }
+}
+
+void TestCluster::KillEtcd(int i) {
+  if (auto pid = EtcdPid(i)) {
+    kill(*pid, SIGKILL);
+    WaitFor([&] { return !EtcdPid(i).has_value(); }, std::chrono::seconds(10));
   }
 }
 
@@ -188,10 +222,10 @@ int TestCluster::EtcdProcessCount(int i) const {
 }
 
 ClusterView TestCluster::Status() const {
-  EtcdClient::Options o;
-  o.timeout = std::chrono::milliseconds(1500);
-  EtcdClient client(ClientUrls(), o);
-  return CollectStatus(client, o.timeout);
+  // A fresh client each time: a channel whose first attempts met a not-yet-serving etcd can stay
+  // stuck in its TLS handshake backoff for longer than these tests wait.
+  EtcdClient client = Client(ClientUrls());
+  return CollectStatus(client, std::chrono::milliseconds(3000));
 }
 
 bool TestCluster::WaitHealthy(size_t members, std::chrono::seconds timeout) const {
@@ -241,7 +275,7 @@ RunResult TestCluster::Ctl(std::vector<std::string> args, bool with_config) cons
 }
 
 std::string TestCluster::Logs() const {
-  std::string out;
+  std::string out = "---- status ----\n" + RenderStatusTable(Status());
   for (int i = 0; i < nodes_; ++i) {
     out += absl::StrCat("---- agent n", i + 1, " ----\n",
                         Tail(absl::StrCat(root_, "/agent-n", i + 1, ".log"), 40));

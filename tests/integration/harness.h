@@ -9,10 +9,12 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <memory>
 #include <vector>
 
 #include "config/config.h"
 #include "ctl/status.h"
+#include "etcd/client.h"
 
 namespace steward::testing {
 
@@ -52,10 +54,19 @@ class TestCluster {
   // Sends `sig` to the agent; for SIGTERM/SIGINT waits (bounded) for it to exit.
   void SignalAgent(int i, int sig);
   bool AgentRunning(int i);
+  // kill -9 of node i's etcd (by the PID in its pid file, verified as ours).
+  void KillEtcd(int i);
   // The etcd pid from the node's pid file, if that process is our etcd and alive.
   std::optional<pid_t> EtcdPid(int i) const;
   // How many live etcd processes serve node i's data dir (must never exceed 1).
   int EtcdProcessCount(int i) const;
+
+  // A client of the test's etcd with the test's admin certificate (TLS is on in every test).
+  EtcdClient Client(std::vector<std::string> urls) const;
+  EtcdClient Client(const std::string& url) const { return Client(std::vector<std::string>{url}); }
+  std::string CaCert() const { return root_ + "/pki/ca.crt"; }
+  std::string AdminCert() const { return root_ + "/pki/admin.crt"; }
+  std::string AdminKey() const { return root_ + "/pki/admin.key"; }
 
   ClusterView Status() const;
   // Voting members that are healthy, by name (sorted).
@@ -72,7 +83,7 @@ class TestCluster {
 
  private:
   std::string root_;
-  std::string tls_yaml_ = "tls:\n  mode: off\n";
+  std::string tls_yaml_;
   int subnet_;
   int nodes_;
   std::vector<Proc> agents_;

@@ -25,14 +25,14 @@ const char kFast[] =
 enum Subnet { kWiped = 31, kStale = 32, kSpare = 33, kResize = 34, kQuorum = 35, kLeaderDies = 36 };
 
 void WriteKeys(const TestCluster& c, int n) {
-  EtcdClient w(c.ClientUrls());
+  EtcdClient w = c.Client(c.ClientUrls());
   for (int i = 0; i < n; ++i) {
     ASSERT_TRUE(w.Put(absl::StrCat("/it/k", i), absl::StrCat("v", i)).ok()) << i;
   }
 }
 
 void ExpectKeysThrough(const TestCluster& c, int node, int n) {
-  EtcdClient r({c.ClientUrl(node)});
+  EtcdClient r = c.Client({c.ClientUrl(node)});
   for (int i = 0; i < n; ++i) {
     auto got = r.Get(absl::StrCat("/it/k", i));
     ASSERT_TRUE(got.ok()) << got.status();
@@ -70,13 +70,13 @@ TEST(HealTest, StaleEntryWithAnotherIdIsRemovedAndTheNodeJoins) {
   c.SignalAgent(2, SIGTERM);
   fs::remove_all(c.DataDir(2));
   // Someone re-added n3's peer URL by hand: a never-started voter with a new ID.
-  EtcdClient admin({c.ClientUrl(0), c.ClientUrl(1)});
+  EtcdClient admin = c.Client({c.ClientUrl(0), c.ClientUrl(1)});
   ASSERT_TRUE(admin.MemberRemove(MemberIdOf(c, "n3")).ok());
   std::this_thread::sleep_for(1100ms);  // past the same-second ID collision
   uint64_t stale_id = 0;
   ASSERT_TRUE(WaitFor(
       [&] {
-        auto added = admin.MemberAdd({absl::StrCat("http://", c.Host(2), ":2380")}, false);
+        auto added = admin.MemberAdd({absl::StrCat("https://", c.Host(2), ":2380")}, false);
         if (added.ok()) stale_id = added->id;
         return added.ok();
       },
@@ -156,7 +156,7 @@ TEST(HealTest, LeaderKilledMidJoinIsFinishedByTheNext) {
   TestCluster c(kLeaderDies, 3, 3, kFast);
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
-  EtcdClient client(c.ClientUrls());
+  EtcdClient client = c.Client(c.ClientUrls());
   // Make sure the wiped node is not the steward leader.
   std::string leader;
   ASSERT_TRUE(WaitFor([&] {

@@ -1,0 +1,145 @@
+#include "pki/node_certs.h"
+
+#include <arpa/inet.h>
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "common/files.h"
+#include "common/status.h"
+#include "pki/pki.h"
+
+namespace steward {
+namespace {
+namespace fs = std::filesystem;
+
+bool IsIp(const std::string& host) {
+  unsigned char buf[16];
+  return inet_pton(AF_INET, host.c_str(), buf) == 1 || inet_pton(AF_INET6, host.c_str(), buf) == 1;
+}
+
+struct Role {
+  const char* name;
+  std::string cert, key;
+  bool server;
+};
+
+std::vector<Role> Roles(const TlsPaths& p) {
+  return {{"server", p.server_cert, p.server_key, true},
+          {"peer", p.peer_cert, p.peer_key, true},
+          {"agent", p.agent_cert, p.agent_key, true},
+          {"client", p.client_cert, p.client_key, false}};
+}
+
+CertRequest RequestFor(const Config& c, const Role& r) {
+  CertRequest req;
+  const NodeSpec& self = c.self();
+  req.common_name = r.server ? self.name : absl::StrCat(self.name, "-client");
+  req.dns_names = {self.name, "localhost"};
+  req.ip_addresses = {"127.0.0.1"};
+  if (IsIp(self.host)) {
+    if (self.host != "127.0.0.1") req.ip_addresses.push_back(self.host);
+  } else {
+    req.dns_names.push_back(self.host);
+  }
+  // etcd dials its own and its peers' URLs with the same certificate: serve and be a client.
+  req.server_auth = r.server;
+  req.client_auth = true;
+  req.lifetime = std::chrono::duration_cast<std::chrono::seconds>(c.tls.cert_lifetime);
+  return req;
+}
+
+// Is the issued certificate for `r` usable as it is (present, ours, from this CA, not due)?
+bool Current(const Config& c, const TlsPaths& p, const Role& r,
+             std::chrono::system_clock::time_point now) {
+  auto info = ReadCert(r.cert);
+  if (!info.ok() || NeedsRenewal(*info, now)) return false;
+  if (!r.server) return fs::exists(r.key);
+  return CheckCertFiles(r.cert, r.key, p.ca, c.self().host, now).ok();
+}
+
+absl::StatusOr<bool> Issue(const Config& c, std::chrono::system_clock::time_point now) {
+  const TlsPaths p = c.Tls();
+  if (absl::Status s = MakeDirs(fs::path(p.ca).parent_path().string(), 0700); !s.ok()) return s;
+  // The CA certificate the node trusts is a copy: the operator's file may live elsewhere.
+  auto ca = ReadFile(c.tls.ca_cert);
+  if (!ca.ok()) return Annotate(ca.status(), "tls.ca_cert");
+  auto have = ReadFile(p.ca);
+  const bool ca_changed = !have.ok() || *have != *ca;
+  if (ca_changed) {
+    if (absl::Status s = WriteFileAtomic(p.ca, *ca, 0644); !s.ok()) return s;
+  }
+  bool issued = false;
+  for (const Role& r : Roles(p)) {
+    // Reissue only what is missing, from another CA, or due (two-thirds of its lifetime gone).
+    if (!ca_changed && Current(c, p, r, now)) continue;
+    if (absl::Status s = IssueCert(c.tls.ca_cert, c.tls.ca_key, RequestFor(c, r), r.cert, r.key);
+        !s.ok()) {
+      return Annotate(s, absl::StrCat("issuing the ", r.name, " certificate"));
+    }
+    issued = true;
+  }
+  return issued;
+}
+
+}  // namespace
+
+absl::Status PrepareNodeTls(const Config& c) {
+  if (!c.tls.enabled()) return absl::OkStatus();
+  const auto now = std::chrono::system_clock::now();
+  if (c.tls.mode == "issued") return Issue(c, now).status();
+  const TlsPaths p = c.Tls();
+  const std::string host = c.self().host;
+  if (absl::Status s = CheckCertFiles(p.server_cert, p.server_key, p.ca, host, now); !s.ok()) {
+    return Annotate(s, "tls.cert_file");
+  }
+  if (absl::Status s = CheckCertFiles(p.peer_cert, p.peer_key, p.ca, host, now); !s.ok()) {
+    return Annotate(s, "tls.peer_cert_file");
+  }
+  // The client certificate needs no server role or host: check it parses, matches, is current.
+  auto info = ReadCert(p.client_cert);
+  if (!info.ok()) return Annotate(info.status(), "tls.client_cert_file");
+  if (now > info->not_after) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("tls.client_cert_file: ", p.client_cert, " has expired"));
+  }
+  auto key = LoadPrivateKey(p.client_key);
+  if (!key.ok()) return Annotate(key.status(), "tls.client_key_file");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> RenewNodeTls(const Config& c, std::chrono::system_clock::time_point now) {
+  if (c.tls.mode != "issued") return false;
+  return Issue(c, now);
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> TlsChannelCredentials(
+    const std::string& ca, const std::string& cert, const std::string& key) {
+  grpc::SslCredentialsOptions o;
+  auto a = ReadFile(ca);
+  if (!a.ok()) return Annotate(a.status(), "CA certificate");
+  auto c = ReadFile(cert);
+  if (!c.ok()) return Annotate(c.status(), "client certificate");
+  auto k = ReadFile(key);
+  if (!k.ok()) return Annotate(k.status(), "client key");
+  o.pem_root_certs = *a;
+  o.pem_cert_chain = *c;
+  o.pem_private_key = *k;
+  return grpc::SslCredentials(o);
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TlsServerCredentials(
+    const std::string& ca, const std::string& cert, const std::string& key) {
+  auto a = ReadFile(ca);
+  if (!a.ok()) return Annotate(a.status(), "CA certificate");
+  auto c = ReadFile(cert);
+  if (!c.ok()) return Annotate(c.status(), "agent certificate");
+  auto k = ReadFile(key);
+  if (!k.ok()) return Annotate(k.status(), "agent key");
+  grpc::SslServerCredentialsOptions o(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  o.pem_root_certs = *a;
+  o.pem_key_cert_pairs.push_back({*k, *c});
+  return grpc::SslServerCredentials(o);
+}
+
+}  // namespace steward

@@ -1,0 +1,31 @@
+// A node's TLS files: issued by the agent from the operator's CA (tls.mode: issued), or the
+// operator's own, checked (tls.mode: files). Run before etcd or the agent API starts.
+#pragma once
+
+#include <chrono>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "config/config.h"
+#include "grpcpp/grpcpp.h"
+
+namespace steward {
+
+// issued: issues every missing, unreadable, expiring (two-thirds of its lifetime passed) or
+// foreign-CA certificate under <data_dir>/tls (keys 0600) and copies the CA certificate there.
+// files: checks the operator's files and says which check failed for which file.
+// Returns InvalidArgument/FailedPrecondition/NotFound/PermissionDenied naming the file.
+absl::Status PrepareNodeTls(const Config& config);
+
+// issued only: renews what is due. Returns true if anything was reissued. etcd reads its
+// certificate files on every new TLS handshake, so renewed files apply without a restart.
+absl::StatusOr<bool> RenewNodeTls(const Config& config, std::chrono::system_clock::time_point now);
+
+// gRPC credentials from PEM files: a client that presents `cert` and trusts `ca`; a server that
+// presents `cert` and requires clients to present a certificate signed by `ca`.
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> TlsChannelCredentials(
+    const std::string& ca, const std::string& cert, const std::string& key);
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TlsServerCredentials(
+    const std::string& ca, const std::string& cert, const std::string& key);
+
+}  // namespace steward
