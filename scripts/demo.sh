@@ -7,6 +7,13 @@ ROOT="$PWD/var/demo"
 BIN="$PWD/build"
 mkdir -p "$ROOT"
 
+# TLS is on by default: the demo makes its own CA (once) and the agents issue their certificates.
+PKI="$ROOT/pki"
+if [ ! -f "$PKI/ca.crt" ]; then
+  "$BIN/stewardctl" pki init --dir "$PKI" >/dev/null
+  echo "demo: created a CA and an admin certificate in $PKI"
+fi
+
 nodes=(n1 n2 n3)
 hosts=(127.0.0.11 127.0.0.12 127.0.0.13)
 for i in 0 1 2; do
@@ -27,7 +34,9 @@ etcd:
   binary: /usr/bin/etcd
   extra_args: []
 tls:
-  mode: off
+  mode: issued
+  ca_cert: $PKI/ca.crt
+  ca_key: $PKI/ca.key
 backup:
   store: file://$ROOT/backups
   interval: 30m
@@ -59,11 +68,12 @@ for _ in $(seq 1 120); do
   sleep 0.5
 done
 
-endpoints="http://127.0.0.11:2379,http://127.0.0.12:2379,http://127.0.0.13:2379"
+endpoints="https://127.0.0.11:2379,https://127.0.0.12:2379,https://127.0.0.13:2379"
+tlsflags="--cacert=$PKI/ca.crt --cert=$PKI/admin.crt --key=$PKI/admin.key"
 echo
 echo "client URLs: $endpoints"
-echo "try:         ETCDCTL_API=3 etcdctl --endpoints=$endpoints put hello world"
-echo "             ETCDCTL_API=3 etcdctl --endpoints=$endpoints get hello"
+echo "try:         ETCDCTL_API=3 etcdctl --endpoints=$endpoints $tlsflags put hello world"
+echo "             ETCDCTL_API=3 etcdctl --endpoints=$endpoints $tlsflags get hello"
 echo "status:      $BIN/stewardctl status --config $ROOT/n1.yaml"
 echo "backups:     $BIN/stewardctl list-backups --config $ROOT/n1.yaml   (backup now: stewardctl backup)"
 echo

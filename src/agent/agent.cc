@@ -1,6 +1,9 @@
 #include "agent/agent.h"
 
 #include <signal.h>
+#include <unistd.h>
+
+#include <cstring>
 
 #include <filesystem>
 #include <iostream>
@@ -186,9 +189,16 @@ void Agent::ControlLoop() {
       if (!renewed.ok()) {
         spdlog::error("renewing certificates: {}", renewed.status().message());
       } else if (*renewed) {
-        spdlog::info("renewed this node's certificates (two-thirds of their lifetime had passed)");
+        // etcd picks the new files up on its next handshakes; the agent's own channels hold
+        // the old ones, so the agent restarts itself (etcd keeps running and is adopted).
+        spdlog::info("renewed this node's certificates (two-thirds of their lifetime had "
+                     "passed); restarting the agent to load them");
+        ::kill(::getpid(), SIGHUP);
       }
-      next_tls_check = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+      // Check often enough that even short test lifetimes are renewed in time.
+      next_tls_check = std::chrono::steady_clock::now() +
+                       std::min<std::chrono::milliseconds>(std::chrono::minutes(1),
+                                                           config_.tls.cert_lifetime / 20);
     }
     if (!runner_->wanted() && !held_) {
       std::lock_guard<std::mutex> lock(order_mu_);
@@ -544,6 +554,7 @@ int AgentMain(int argc, char** argv) {
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 
@@ -554,6 +565,15 @@ int AgentMain(int argc, char** argv) {
   }
   int sig = 0;
   sigwait(&set, &sig);
+  if (sig == SIGHUP) {
+    // Reload: restart the agent in place; etcd keeps serving and the new agent adopts it.
+    spdlog::info("SIGHUP: restarting the agent (etcd keeps running)");
+    agent.Shutdown(false);
+    spdlog::default_logger()->flush();
+    ::execv("/proc/self/exe", argv);
+    std::cerr << "steward: re-exec failed: " << std::strerror(errno) << "\n";
+    return 1;
+  }
   spdlog::info("signal {} received; stopping", sig);
   agent.Shutdown(true);
   return 0;

@@ -135,6 +135,12 @@ std::string RenderStatusTable(const ClusterView& v) {
   out += absl::StrCat("\ncluster ", v.cluster_id ? HexId(v.cluster_id) : "?", ": ",
                       v.healthy ? "healthy" : "NOT healthy", ", ", v.members.size(),
                       " member(s), leader ", v.leader_id ? HexId(v.leader_id) : "none", "\n");
+  for (const auto& r : v.members) {
+    if (!r.member.client_urls.empty() && r.member.client_urls.front().rfind("http://", 0) == 0) {
+      out += "TLS IS OFF: etcd serves plain http; anyone who can reach it can read and write\n";
+      break;
+    }
+  }
   if (!v.quorum) {
     out += absl::StrCat("QUORUM LOST: ", v.healthy_voters, " of ", v.voters,
                         " voting members healthy. Agents keep restarting members that have "

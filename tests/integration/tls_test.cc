@@ -1,0 +1,262 @@
+// TLS integration tests: mutual TLS on etcd's client and peer URLs and on the agent API, the
+// checks of files mode, and renewal of issued certificates while the cluster keeps serving.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "etcd/client.h"
+#include "harness.h"
+#include "peer/client.h"
+#include "pki/node_certs.h"
+#include "pki/pki.h"
+
+namespace steward::testing {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+enum Subnet { kRefusals = 61, kFiles = 62, kRenewal = 63 };
+
+std::string Lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+// A raw TLS client: handshakes with `host:port` presenting `cert` (none if empty), sends a byte
+// and reads, and returns OpenSSL's error for whatever failed ("" if all went through). With TLS
+// 1.3 the server rejects a client certificate after the client's side of the handshake is done,
+// so the rejection arrives as an alert on the first read.
+thread_local std::string alert_read;  // the last alert the server sent us
+
+void OnAlert(const SSL*, int where, int ret) {
+  if (where & SSL_CB_READ_ALERT) {
+    alert_read = absl::StrCat("tls alert: ", SSL_alert_desc_string_long(ret));
+  }
+}
+
+std::string TlsError(const std::string& host, int port, const std::string& ca,
+                     const std::string& cert, const std::string& key) {
+  ::signal(SIGPIPE, SIG_IGN);  // a server that hangs up must not kill the test
+  alert_read.clear();
+  SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+  SSL_CTX_set_info_callback(ctx, OnAlert);
+  SSL_CTX_load_verify_locations(ctx, ca.c_str(), nullptr);
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+  // Offer HTTP/2 like a gRPC client: the agent's gRPC server refuses connections without it.
+  static const unsigned char kAlpn[] = {2, 'h', '2'};
+  SSL_CTX_set_alpn_protos(ctx, kAlpn, sizeof(kAlpn));
+  if (!cert.empty()) {
+    SSL_CTX_use_certificate_file(ctx, cert.c_str(), SSL_FILETYPE_PEM);
+    SSL_CTX_use_PrivateKey_file(ctx, key.c_str(), SSL_FILETYPE_PEM);
+  }
+  std::string err;
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, host.c_str(), &addr.sin_addr);
+  timeval tv{1, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    err = "tcp connect failed";
+  } else {
+    SSL* ssl = SSL_new(ctx);
+    SSL_set_fd(ssl, fd);
+    char buf[64];
+    if (SSL_connect(ssl) != 1) {
+      unsigned long e = ERR_get_error();
+      char text[256];
+      ERR_error_string_n(e, text, sizeof(text));
+      err = !alert_read.empty() ? alert_read : text;
+    } else {
+      // Accepted servers either speak first (HTTP/2 settings) or wait for us (the read times
+      // out); a server that rejected our certificate sends an alert or hangs up.
+      errno = 0;
+      int n = SSL_read(ssl, buf, sizeof(buf));
+      bool timed_out = n <= 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+      if (n <= 0 && !timed_out) {
+        err = !alert_read.empty() ? alert_read : "connection closed by the server after the handshake";
+      }
+    }
+    SSL_free(ssl);
+  }
+  close(fd);
+  SSL_CTX_free(ctx);
+  ERR_clear_error();
+  return err;
+}
+
+// A TLS failure, not merely "an error": the server's alert rejecting the client certificate.
+void ExpectTlsRejection(const std::string& err, const std::string& what) {
+  std::string m = Lower(err);
+  EXPECT_TRUE(m.find("tls alert") != std::string::npos ||
+              m.find("closed by the server after the handshake") != std::string::npos)
+      << what << ": not a TLS rejection: \"" << err << "\"";
+}
+
+std::shared_ptr<grpc::ChannelCredentials> NoClientCert(const std::string& ca) {
+  grpc::SslCredentialsOptions o;
+  std::ifstream in(ca);
+  o.pem_root_certs.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return grpc::SslCredentials(o);
+}
+
+TEST(TlsTest, ClientsWithoutOrWithForeignCertificatesAreRefusedEverywhere) {
+  TestCluster c(kRefusals, 3, 3);
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  ASSERT_TRUE(c.WaitHealthy(3, 60s)) << c.Logs();
+  // Another CA, and a client certificate from it.
+  const std::string other = c.Root() + "/other-ca";
+  fs::create_directories(other);
+  ASSERT_TRUE(CreateCa(other, "another CA").ok());
+  CertRequest req;
+  req.common_name = "intruder";
+  req.client_auth = true;
+  req.lifetime = std::chrono::hours(1);
+  ASSERT_TRUE(IssueCert(other + "/ca.crt", other + "/ca.key", req, other + "/c.crt", other + "/c.key").ok());
+  auto foreign = TlsChannelCredentials(c.CaCert(), other + "/c.crt", other + "/c.key");
+  ASSERT_TRUE(foreign.ok());
+  auto none = NoClientCert(c.CaCert());
+
+  const std::string client_url = c.ClientUrl(0);
+  const std::string agent = absl::StrCat(c.Host(0), ":2381");
+  const std::pair<std::string, int> endpoints[] = {
+      {"etcd client URL", 2379}, {"etcd peer URL", 2380}, {"agent API", 2381}};
+  for (const auto& [name, port] : endpoints) {
+    ExpectTlsRejection(TlsError(c.Host(0), port, c.CaCert(), "", ""),
+                       name + " with no client certificate");
+    ExpectTlsRejection(TlsError(c.Host(0), port, c.CaCert(), other + "/c.crt", other + "/c.key"),
+                       name + " with a foreign CA's certificate");
+    // The same raw client with the cluster's own certificate gets through the TLS layer.
+    EXPECT_EQ(TlsError(c.Host(0), port, c.CaCert(), c.AdminCert(), c.AdminKey()), "") << name;
+  }
+  // Through gRPC too: refused without the right certificate.
+  for (auto creds : {none, *foreign}) {
+    EtcdClient::Options o;
+    o.timeout = 3000ms;
+    o.credentials = creds;
+    EXPECT_FALSE(EtcdClient({client_url}, o).MemberList().ok());
+    EXPECT_FALSE(PeerClient(agent, creds).GetState(3000ms).ok());
+  }
+  // And the right certificate is accepted on each.
+  EXPECT_TRUE(c.Client(client_url).MemberList().ok());
+  auto admin = TlsChannelCredentials(c.CaCert(), c.AdminCert(), c.AdminKey());
+  ASSERT_TRUE(admin.ok());
+  PeerClient good(agent, *admin);
+  EXPECT_TRUE(good.GetState(3000ms).ok());
+}
+
+// A single-node config in files mode; `override` replaces one of the files.
+std::string FilesConfig(const std::string& root, const std::string& host, const std::string& key,
+                        const std::string& value) {
+  std::map<std::string, std::string> f = {
+      {"cert_file", root + "/pki/server.crt"}, {"key_file", root + "/pki/server.key"},
+      {"peer_cert_file", root + "/pki/server.crt"}, {"peer_key_file", root + "/pki/server.key"},
+      {"trusted_ca_file", root + "/pki/ca.crt"}, {"client_cert_file", root + "/pki/client.crt"},
+      {"client_key_file", root + "/pki/client.key"}};
+  if (!key.empty()) f[key] = value;
+  std::string yaml = absl::StrCat("cluster:\n  name: files\n  size: 1\n  nodes:\n    - {name: n1, host: ",
+                                  host, "}\nnode:\n  name: n1\n  data_dir: ", root,
+                                  "/n1\netcd:\n  binary: /usr/bin/etcd\ntls:\n  mode: files\n");
+  for (const auto& [k, v] : f) yaml += absl::StrCat("  ", k, ": ", v, "\n");
+  return yaml;
+}
+
+TEST(TlsTest, FilesModeRefusesEachKindOfBadFileBeforeStartingEtcd) {
+  TestCluster c(kFiles, 1, 1);  // only for its temp dir and CA
+  const std::string root = c.Root(), host = c.Host(0);
+  const std::string ca = root + "/pki/ca.crt", ca_key = root + "/pki/ca.key";
+  auto issue = [&](const std::string& name, const std::string& ip, bool server,
+                   std::optional<std::chrono::system_clock::time_point> at, std::chrono::seconds life) {
+    CertRequest r;
+    r.common_name = name;
+    r.ip_addresses = {ip};
+    r.server_auth = server;
+    r.client_auth = true;
+    r.lifetime = life;
+    r.issue_time = at;
+    absl::Status s = IssueCert(ca, ca_key, r, root + "/pki/" + name + ".crt", root + "/pki/" + name + ".key");
+    ASSERT_TRUE(s.ok()) << s;
+  };
+  issue("server", host, true, std::nullopt, std::chrono::hours(24));
+  issue("client", host, false, std::nullopt, std::chrono::hours(24));
+  issue("otherhost", "127.0.0.99", true, std::nullopt, std::chrono::hours(24));
+  issue("expired", host, true, std::chrono::system_clock::now() - std::chrono::hours(48),
+        std::chrono::hours(24));
+  struct Bad {
+    std::string key, value, want;
+  };
+  const std::vector<Bad> bad = {
+      {"cert_file", root + "/pki/missing.crt", "does not exist"},
+      {"key_file", root + "/pki/client.key", "does not match"},
+      {"cert_file", root + "/pki/expired.crt", "expired"},
+      {"cert_file", root + "/pki/otherhost.crt", "does not cover host"},
+  };
+  for (const Bad& b : bad) {
+    std::string yaml = FilesConfig(root, host, b.key, b.value);
+    // The expired certificate with its own key, so only the date is wrong.
+    if (b.want == "expired") {
+      yaml = absl::StrReplaceAll(yaml, {{"key_file: " + root + "/pki/server.key",
+                                         "key_file: " + root + "/pki/expired.key"}});
+    }
+    if (b.want == "does not cover host") {
+      yaml = absl::StrReplaceAll(yaml, {{"key_file: " + root + "/pki/server.key",
+                                         "key_file: " + root + "/pki/otherhost.key"}});
+    }
+    std::ofstream(root + "/node.yaml") << yaml;
+    RunResult r = RunCommand({STEWARD_BIN, "--config", root + "/node.yaml"}, 30s);
+    EXPECT_EQ(r.exit_code, 2) << b.want << "\n" << r.output;
+    EXPECT_NE(r.output.find(b.want), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("tls"), std::string::npos) << r.output;
+    EXPECT_FALSE(fs::exists(root + "/n1/etcd.log")) << "etcd was started despite: " << b.want;
+  }
+}
+
+TEST(TlsTest, IssuedCertificatesAreRenewedWhileTheClusterKeepsServing) {
+  TestCluster c(kRenewal, 3, 3, "  leader_lease_ttl: 2s\n  reconcile_interval: 300ms\n");
+  // Short lifetimes: renewal is due after two-thirds of a minute.
+  for (int i = 0; i < 3; ++i) {
+    std::ofstream(c.ConfigPath(i), std::ios::app) << "  cert_lifetime: 1m\n";
+  }
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  ASSERT_TRUE(c.WaitHealthy(3, 60s)) << c.Logs();
+  auto first = ReadCert(c.DataDir(0) + "/tls/server.crt");
+  ASSERT_TRUE(first.ok());
+  EtcdClient w = c.Client(c.ClientUrls());
+  int failures = 0;
+  const auto until = std::chrono::steady_clock::now() + 60s;
+  int i = 0;
+  while (std::chrono::steady_clock::now() < until) {
+    // Every write must be acknowledged within a few retries (elections may bounce one).
+    bool ok = WaitFor([&] { return w.Put(absl::StrCat("/renew/k", i), "v").ok(); }, 5s);
+    if (!ok) ++failures;
+    ++i;
+    std::this_thread::sleep_for(200ms);
+  }
+  EXPECT_EQ(failures, 0) << "writes failed while certificates were renewed\n" << c.Logs();
+  auto renewed = ReadCert(c.DataDir(0) + "/tls/server.crt");
+  ASSERT_TRUE(renewed.ok());
+  EXPECT_GT(renewed->not_after, first->not_after) << "the server certificate was not renewed";
+  EXPECT_TRUE(c.WaitHealthy(3, 30s)) << c.Logs();
+  EXPECT_NE(c.Logs().find("renewed this node's certificates"), std::string::npos) << c.Logs();
+  for (int n = 0; n < 3; ++n) EXPECT_TRUE(c.AgentRunning(n)) << c.Logs();
+}
+
+}  // namespace
+}  // namespace steward::testing
