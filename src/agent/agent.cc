@@ -166,12 +166,7 @@ void Agent::MarkJoined() {
 }
 
 void Agent::Note(const std::string& msg) {
-  auto now = std::chrono::steady_clock::now();
-  if (msg != last_note_ || now - last_note_at_ > std::chrono::minutes(1)) {
-    spdlog::info("{}", msg);
-    last_note_ = msg;
-    last_note_at_ = now;
-  }
+  repeats_.Say(msg, [](const std::string& m) { spdlog::info("{}", m); });
 }
 
 void Agent::ControlLoop() {

@@ -27,6 +27,7 @@
 #include "absl/status/status.h"
 #include "backup/scheduler.h"
 #include "backup/store.h"
+#include "common/status.h"
 #include "config/config.h"
 #include "etcd/client.h"
 #include "peer/leadership.h"
@@ -95,8 +96,7 @@ class Agent : public NodeHandler {
   std::condition_variable cv_;
   bool stopping_ = false;
   std::thread control_, leadership_thread_, reconcile_thread_;
-  std::string last_note_;
-  std::chrono::steady_clock::time_point last_note_at_;
+  RepeatFilter repeats_;
 };
 
 // The agent's main(): flags, config, logging, signals. Returns the process exit status

@@ -1,6 +1,7 @@
 // Status helpers shared by every module.
 #pragma once
 
+#include <chrono>
 #include <string>
 
 #include "absl/status/status.h"
@@ -26,5 +27,24 @@ inline absl::Status Annotate(const absl::Status& s, const std::string& context) 
   if (s.ok()) return s;
   return absl::Status(s.code(), context + ": " + std::string(s.message()));
 }
+
+// Says `msg` through `log`, but the same message at most once a minute: for loops that wait on
+// a condition and would otherwise repeat themselves every pass. Not thread-safe.
+class RepeatFilter {
+ public:
+  template <typename Log>
+  void Say(const std::string& msg, Log log) {
+    auto now = std::chrono::steady_clock::now();
+    if (msg != last_ || now - last_at_ > std::chrono::minutes(1)) {
+      log(msg);
+      last_ = msg;
+      last_at_ = now;
+    }
+  }
+
+ private:
+  std::string last_;
+  std::chrono::steady_clock::time_point last_at_;
+};
 
 }  // namespace steward

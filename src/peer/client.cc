@@ -30,46 +30,33 @@ absl::StatusOr<peer::NodeState> PeerClient::GetState(std::chrono::milliseconds t
   return out;
 }
 
+// Every order is one unary call with a deadline and the same error context.
+template <typename Req, typename Call>
+absl::Status PeerClient::Order(const char* what, const Req& req, std::chrono::milliseconds t,
+                               Call call) {
+  grpc::ClientContext ctx;
+  Deadline(ctx, t);
+  peer::OrderReply r;
+  return FromGrpc((stub_.get()->*call)(&ctx, req, &r), absl::StrCat("agent ", address_, ": ", what));
+}
+
 absl::Status PeerClient::StartNew(const peer::StartRequest& req, std::chrono::milliseconds t) {
-  grpc::ClientContext ctx;
-  Deadline(ctx, t);
-  peer::OrderReply r;
-  return FromGrpc(stub_->StartNew(&ctx, req, &r), absl::StrCat("agent ", address_, ": StartNew"));
+  return Order("StartNew", req, t, &peer::Peer::Stub::StartNew);
 }
-
 absl::Status PeerClient::Join(const peer::StartRequest& req, std::chrono::milliseconds t) {
-  grpc::ClientContext ctx;
-  Deadline(ctx, t);
-  peer::OrderReply r;
-  return FromGrpc(stub_->Join(&ctx, req, &r), absl::StrCat("agent ", address_, ": Join"));
+  return Order("Join", req, t, &peer::Peer::Stub::Join);
 }
-
 absl::Status PeerClient::StopEtcd(const peer::OrderHeader& h, std::chrono::milliseconds t) {
-  grpc::ClientContext ctx;
-  Deadline(ctx, t);
-  peer::OrderReply r;
-  return FromGrpc(stub_->StopEtcd(&ctx, h, &r), absl::StrCat("agent ", address_, ": StopEtcd"));
+  return Order("StopEtcd", h, t, &peer::Peer::Stub::StopEtcd);
 }
-
 absl::Status PeerClient::Wipe(const peer::OrderHeader& h, std::chrono::milliseconds t) {
-  grpc::ClientContext ctx;
-  Deadline(ctx, t);
-  peer::OrderReply r;
-  return FromGrpc(stub_->Wipe(&ctx, h, &r), absl::StrCat("agent ", address_, ": Wipe"));
+  return Order("Wipe", h, t, &peer::Peer::Stub::Wipe);
 }
-
 absl::Status PeerClient::Promise(const peer::OrderHeader& h, std::chrono::milliseconds t) {
-  grpc::ClientContext ctx;
-  Deadline(ctx, t);
-  peer::OrderReply r;
-  return FromGrpc(stub_->Promise(&ctx, h, &r), absl::StrCat("agent ", address_, ": Promise"));
+  return Order("Promise", h, t, &peer::Peer::Stub::Promise);
 }
-
 absl::Status PeerClient::Restore(const peer::RestoreRequest& req, std::chrono::milliseconds t) {
-  grpc::ClientContext ctx;
-  Deadline(ctx, t);
-  peer::OrderReply r;
-  return FromGrpc(stub_->Restore(&ctx, req, &r), absl::StrCat("agent ", address_, ": Restore"));
+  return Order("Restore", req, t, &peer::Peer::Stub::Restore);
 }
 
 }  // namespace steward

@@ -28,6 +28,9 @@ class PeerClient {
   const std::string& address() const { return address_; }
 
  private:
+  template <typename Req, typename Call>
+  absl::Status Order(const char* what, const Req& req, std::chrono::milliseconds t, Call call);
+
   std::string address_;
   std::unique_ptr<peer::Peer::Stub> stub_;
 };

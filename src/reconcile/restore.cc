@@ -92,12 +92,7 @@ RestoreCoordinator::RestoreCoordinator(const Config& config, BackupStore* store,
 }
 
 void RestoreCoordinator::Note(const std::string& msg) {
-  auto now = std::chrono::steady_clock::now();
-  if (msg != last_note_ || now - last_note_at_ > std::chrono::minutes(1)) {
-    spdlog::info("restore: {}", msg);
-    last_note_ = msg;
-    last_note_at_ = now;
-  }
+  repeats_.Say(msg, [](const std::string& m) { spdlog::info("restore: {}", m); });
 }
 
 bool RestoreCoordinator::RestorePending() {

@@ -22,6 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "backup/store.h"
+#include "common/status.h"
 #include "config/config.h"
 #include "etcd/client.h"
 #include "peer/client.h"
@@ -75,8 +76,7 @@ class RestoreCoordinator {
   EtcdClient* etcd_;
   std::map<std::string, std::unique_ptr<PeerClient>> agents_;
   std::atomic<bool> last_pending_{false};
-  std::string last_note_;
-  std::chrono::steady_clock::time_point last_note_at_;
+  RepeatFilter repeats_;
 };
 
 }  // namespace steward
