@@ -82,7 +82,8 @@ class S3StoreTest : public ::testing::Test {
 
   void SetUp() override {
     if (S3rver::Binary().empty()) {
-      GTEST_SKIP() << "s3rver is not installed: run `npm ci --prefix tests/s3rver` (or set "
+      // `make test` installs it; a missing server is a broken setup, not a reason to pass.
+      GTEST_FAIL() << "s3rver is not installed: run `npm ci --prefix tests/s3rver` (or set "
                       "S3RVER_BIN) to run the S3 tests";
     }
     ASSERT_NE(server_, nullptr) << "s3rver did not start: " << (start_error_ ? *start_error_ : "");
