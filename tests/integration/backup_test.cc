@@ -11,6 +11,7 @@
 #include "absl/strings/strip.h"
 #include "etcd/client.h"
 #include "harness.h"
+#include "nlohmann/json.hpp"
 
 namespace steward::testing {
 namespace {
@@ -21,7 +22,7 @@ namespace fs = std::filesystem;
 const char kFast[] = "  leader_lease_ttl: 2s\n  reconcile_interval: 300ms\n";
 const char kBackup[] = "backup:\n  store: file://ROOT/backups\n  interval: 1h\n";
 
-enum Subnet { kTotalLoss = 41, kTampered = 42, kOnCommand = 43 };
+enum Subnet { kTotalLoss = 41, kTampered = 42, kOnCommand = 43, kCoordinatorDies = 44 };
 
 void Put(const TestCluster& c, const std::string& k, const std::string& v) {
   EtcdClient w = c.Client(c.ClientUrls());
@@ -133,6 +134,40 @@ TEST(BackupTest, RestoreBackupOverARunningClusterReturnsToThatRevision) {
   auto j = nlohmann::json::parse(list.output, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << list.output;
   EXPECT_GE(j.size(), 2u);
+}
+
+TEST(BackupTest, ARestoreWhoseCoordinatorDiesIsFinishedByTheNext) {
+  TestCluster c(kCoordinatorDies, 3, 3, kFast, kBackup);
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
+  for (int i = 0; i < 30; ++i) Put(c, absl::StrCat("/it/k", i), "v");
+  std::string name = TakeBackup(c);
+  LoseEverything(c, 3);
+  const std::string intent_path = c.Root() + "/backups/it44/control/restore.json";
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  // The coordinator (n1, the lowest name) records the restore, then dies with the job half done.
+  std::string first;
+  ASSERT_TRUE(WaitFor([&] {
+    std::ifstream in(intent_path);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.contains("id")) return false;
+    first = j["id"].get<std::string>();
+    return true;
+  }, 60s)) << c.Logs();
+  c.SignalAgent(0, SIGKILL);
+  c.KillEtcd(0);
+  // The next agent in line finishes the same restore, from the same backup.
+  ASSERT_TRUE(WaitFor([&] {
+    std::ifstream in(intent_path);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto j = nlohmann::json::parse(text, nullptr, false);
+    return !j.is_discarded() && j.value("id", "") == first && j.value("done", false) &&
+           j.value("backup", "") == name;
+  }, 90s)) << c.Logs();
+  c.StartAgent(0);
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 120s)) << c.Logs();
+  for (int i = 0; i < 30; ++i) EXPECT_EQ(Get(c, i % 3, absl::StrCat("/it/k", i)), "v") << i;
 }
 
 }  // namespace
