@@ -95,7 +95,8 @@ absl::StatusOr<BackupSource> PickBackupSource(EtcdClient& etcd) {
   std::optional<BackupSource> leader;
   for (const auto& m : *members) {
     if (m.is_learner || m.client_urls.empty()) continue;
-    auto st = etcd.Status(m.client_urls.front(), std::chrono::milliseconds(1000));
+    // Generous: a loaded member answering slowly is still a fine source.
+    auto st = etcd.Status(m.client_urls.front(), std::chrono::milliseconds(3000));
     if (!st.ok() || !st->errors.empty() || st->leader == 0) continue;
     BackupSource src{m.client_urls.front(), m.name};
     if (st->leader == st->member_id) {

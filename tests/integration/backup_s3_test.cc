@@ -86,9 +86,12 @@ TEST(S3BackupTest, StoreOutageLeavesTheClusterServingAndBackupsResume) {
     ASSERT_TRUE(w.Put(absl::StrCat("/outage/k", i), "v").ok()) << i;
     std::this_thread::sleep_for(300ms);
   }
-  RunResult status = c.Ctl({"status"});
-  EXPECT_EQ(status.exit_code, 0) << status.output;
-  EXPECT_NE(status.output.find("last error"), std::string::npos) << status.output;
+  // The failed backups show in status (the leader publishes after each attempt).
+  RunResult status;
+  EXPECT_TRUE(WaitFor([&] {
+    status = c.Ctl({"status"});
+    return status.exit_code == 0 && status.output.find("last error") != std::string::npos;
+  }, 30s)) << status.output;
   EXPECT_EQ(status.output.find("S3RVER"), std::string::npos) << status.output;
 
   const size_t before = Backups(c, kS3Outage).size();
