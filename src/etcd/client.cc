@@ -49,6 +49,9 @@ EtcdClient::Stubs& EtcdClient::StubsFor(const std::string& endpoint) {
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
     args.SetMaxReceiveMessageSize(-1);
+    // gRPC's own retry layer can abort the process when a server dies mid-call (grpc/grpc
+    // #34683: missing status in retry_filter); we retry ourselves, so turn it off.
+    args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
     // Distinct channels per client object: no subchannel sharing with other clients' state.
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     auto creds = options_.credentials ? options_.credentials : grpc::InsecureChannelCredentials();

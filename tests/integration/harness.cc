@@ -265,13 +265,14 @@ bool TestCluster::WaitVoters(const std::vector<std::string>& names,
       timeout);
 }
 
-RunResult TestCluster::Ctl(std::vector<std::string> args, bool with_config) const {
+RunResult TestCluster::Ctl(std::vector<std::string> args, bool with_config,
+                           std::chrono::seconds timeout) const {
   args.insert(args.begin(), STEWARDCTL_BIN);
   if (with_config) {
     args.push_back("--config");
     args.push_back(ConfigPath(0));
   }
-  return RunCommand(args, std::chrono::seconds(30));
+  return RunCommand(args, timeout);
 }
 
 std::string TestCluster::Logs() const {

@@ -74,7 +74,8 @@ class TestCluster {
   // Until exactly `names` are the healthy voting members, no learner and nothing else listed.
   bool WaitVoters(const std::vector<std::string>& names, std::chrono::seconds timeout) const;
   // Runs stewardctl with `args` (config of node 0 appended when with_config).
-  RunResult Ctl(std::vector<std::string> args, bool with_config = true) const;
+  RunResult Ctl(std::vector<std::string> args, bool with_config = true,
+                std::chrono::seconds timeout = std::chrono::seconds(30)) const;
   // Until every one of `members` members is healthy (or the timeout).
   bool WaitHealthy(size_t members, std::chrono::seconds timeout) const;
 
