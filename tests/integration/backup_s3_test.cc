@@ -61,10 +61,14 @@ TEST(S3BackupTest, TotalLossIsRestoredFromS3) {
   for (int i = 0; i < 3; ++i) fs::remove_all(c.DataDir(i));
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 120s)) << c.Logs() << s3->LogTail();
-  EtcdClient r = c.Client({c.ClientUrl(2)});
+  // Reads retried (bounded): the restored cluster may still be settling its leadership.
+  EtcdClient r = c.Client(c.ClientUrls());
   for (int i = 0; i < 50; ++i) {
-    auto got = r.Get(absl::StrCat("/s3/k", i));
-    ASSERT_TRUE(got.ok() && got->has_value()) << i;
+    bool present = WaitFor([&] {
+      auto got = r.Get(absl::StrCat("/s3/k", i));
+      return got.ok() && got->has_value();
+    }, 15s);
+    ASSERT_TRUE(present) << i << "\n" << c.Logs();
   }
   EXPECT_EQ(c.Logs().find("S3RVER"), std::string::npos) << "credentials in the logs";
 }

@@ -26,7 +26,7 @@ enum Subnet { kTotalLoss = 41, kTampered = 42, kOnCommand = 43, kCoordinatorDies
 
 void Put(const TestCluster& c, const std::string& k, const std::string& v) {
   EtcdClient w = c.Client(c.ClientUrls());
-  ASSERT_TRUE(w.Put(k, v).ok()) << k;
+  ASSERT_TRUE(WaitFor([&] { return w.Put(k, v).ok(); }, 15s)) << k;
 }
 
 // Reads through one node; retried (bounded) because a freshly restored cluster may still be

@@ -23,9 +23,13 @@ TEST(ClusterTest, ThreeAgentsFormAClusterAndAPutRoundTrips) {
   ASSERT_TRUE(c.WaitHealthy(3, 60s)) << c.Logs();
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 30s)) << "three healthy voters, no learner";
   EtcdClient writer = c.Client({c.ClientUrl(0)});
-  ASSERT_TRUE(writer.Put("/it/hello", "world").ok());
+  ASSERT_TRUE(WaitFor([&] { return writer.Put("/it/hello", "world").ok(); }, 15s));
   EtcdClient reader = c.Client({c.ClientUrl(2)});
-  auto got = reader.Get("/it/hello");
+  absl::StatusOr<std::optional<std::string>> got = absl::UnavailableError("not read");
+  WaitFor([&] {
+    got = reader.Get("/it/hello");
+    return got.ok();
+  }, 15s);
   ASSERT_TRUE(got.ok()) << got.status();
   ASSERT_TRUE(got->has_value());
   EXPECT_EQ(**got, "world");
@@ -50,7 +54,8 @@ TEST(ClusterTest, KilledEtcdIsRestartedAndRejoins) {
   EXPECT_EQ(c.EtcdProcessCount(1), 1);
   // The restarted member serves reads of data written while it was down.
   EtcdClient client = c.Client({c.ClientUrl(1)});
-  ASSERT_TRUE(c.Client({c.ClientUrl(0)}).Put("/it/after", "restart").ok());
+  EtcdClient first = c.Client({c.ClientUrl(0)});
+  ASSERT_TRUE(WaitFor([&] { return first.Put("/it/after", "restart").ok(); }, 15s));
   ASSERT_TRUE(WaitFor([&] {
     auto got = client.Get("/it/after");
     return got.ok() && got->has_value() && **got == "restart";

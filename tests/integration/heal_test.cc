@@ -27,14 +27,19 @@ enum Subnet { kWiped = 31, kStale = 32, kSpare = 33, kResize = 34, kQuorum = 35,
 void WriteKeys(const TestCluster& c, int n) {
   EtcdClient w = c.Client(c.ClientUrls());
   for (int i = 0; i < n; ++i) {
-    ASSERT_TRUE(w.Put(absl::StrCat("/it/k", i), absl::StrCat("v", i)).ok()) << i;
+    ASSERT_TRUE(WaitFor([&] { return w.Put(absl::StrCat("/it/k", i), absl::StrCat("v", i)).ok(); }, 15s)) << i;
   }
 }
 
 void ExpectKeysThrough(const TestCluster& c, int node, int n) {
   EtcdClient r = c.Client({c.ClientUrl(node)});
   for (int i = 0; i < n; ++i) {
-    auto got = r.Get(absl::StrCat("/it/k", i));
+    absl::StatusOr<std::optional<std::string>> got = absl::UnavailableError("not read");
+    // Bounded retries: right after a membership change the node may be between elections.
+    WaitFor([&] {
+      got = r.Get(absl::StrCat("/it/k", i));
+      return got.ok();
+    }, 15s);
     ASSERT_TRUE(got.ok()) << got.status();
     ASSERT_TRUE(got->has_value()) << "key " << i << " missing through node " << node;
     EXPECT_EQ(**got, absl::StrCat("v", i));
