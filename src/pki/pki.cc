@@ -283,6 +283,24 @@ absl::StatusOr<std::string> KeyPem(EVP_PKEY* key) {
   return pem;
 }
 
+// Writes a key (0600, its PEM wiped from memory after) and its certificate (0644) to pending
+// temp files; nothing is visible under the final names until the caller commits them.
+absl::StatusOr<std::pair<PendingFile, PendingFile>> WritePair(X509* cert, EVP_PKEY* key,
+                                                              const std::string& cert_path,
+                                                              const std::string& key_path) {
+  auto cert_pem = CertPem(cert);
+  if (!cert_pem.ok()) return cert_pem.status();
+  auto key_pem = KeyPem(key);
+  if (!key_pem.ok()) return key_pem.status();
+  auto key_file = PendingFile::Write(key_path, *key_pem, 0600);
+  OPENSSL_cleanse(key_pem->data(), key_pem->size());
+  if (!key_file.ok()) return key_file.status();
+  auto cert_file = PendingFile::Write(cert_path, *cert_pem, 0644);
+  if (!cert_file.ok()) return cert_file.status();
+  return std::make_pair(std::move(*key_file), std::move(*cert_file));
+}
+
+
 // A v3 certificate with a random 128-bit serial, subject CN=`cn`, `key`'s public key and the given
 // validity. Issuer, extensions and signature are the caller's.
 absl::StatusOr<X509Ptr> NewCert(const std::string& cn, EVP_PKEY* key,
@@ -521,17 +539,11 @@ absl::Status IssueCertImpl(const std::string& ca_cert_path, const std::string& c
   if (auto s = AddSubjectAltNames(cert, req); !s.ok()) return s;
   if (X509_sign(cert, ca_key->get(), EVP_sha256()) == 0) return OpenSslError("signing");
 
-  auto cert_pem = CertPem(cert);
-  if (!cert_pem.ok()) return cert_pem.status();
-  auto key_pem = KeyPem(key->get());
-  if (!key_pem.ok()) return key_pem.status();
-  auto key_file = PendingFile::Write(key_path, *key_pem, 0600);
-  OPENSSL_cleanse(key_pem->data(), key_pem->size());
-  if (!key_file.ok()) return key_file.status();
-  auto cert_file = PendingFile::Write(cert_path, *cert_pem, 0644);
-  if (!cert_file.ok()) return cert_file.status();
-  if (auto s = key_file->Commit(/*replace=*/true); !s.ok()) return s;
-  if (auto s = cert_file->Commit(/*replace=*/true); !s.ok()) return s;
+  auto files = WritePair(cert, key->get(), cert_path, key_path);
+  if (!files.ok()) return files.status();
+  auto& [key_file, cert_file] = *files;
+  if (auto s = key_file.Commit(/*replace=*/true); !s.ok()) return s;
+  if (auto s = cert_file.Commit(/*replace=*/true); !s.ok()) return s;
   if (auto s = FsyncParentDir(key_path); !s.ok()) return s;
   return FsyncParentDir(cert_path);
 }
@@ -563,17 +575,11 @@ absl::Status CreateCaImpl(const std::string& dir, const std::string& common_name
   }
   if (X509_sign(cert, key->get(), EVP_sha256()) == 0) return OpenSslError("signing");
 
-  auto cert_pem = CertPem(cert);
-  if (!cert_pem.ok()) return cert_pem.status();
-  auto key_pem = KeyPem(key->get());
-  if (!key_pem.ok()) return key_pem.status();
-  auto key_file = PendingFile::Write(key_path, *key_pem, 0600);
-  OPENSSL_cleanse(key_pem->data(), key_pem->size());
-  if (!key_file.ok()) return key_file.status();
-  auto cert_file = PendingFile::Write(cert_path, *cert_pem, 0644);
-  if (!cert_file.ok()) return cert_file.status();
-  if (auto s = key_file->Commit(/*replace=*/false); !s.ok()) return s;
-  if (auto s = cert_file->Commit(/*replace=*/false); !s.ok()) {
+  auto files = WritePair(cert, key->get(), cert_path, key_path);
+  if (!files.ok()) return files.status();
+  auto& [key_file, cert_file] = *files;
+  if (auto s = key_file.Commit(/*replace=*/false); !s.ok()) return s;
+  if (auto s = cert_file.Commit(/*replace=*/false); !s.ok()) {
     // Without its certificate the new key is useless, and it would make the next attempt
     // refuse; the key is ours (the no-replace rename just created it).
     ::unlink(key_path.c_str());

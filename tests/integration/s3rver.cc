@@ -32,29 +32,22 @@ namespace {
 constexpr int kFirstPort = 20000;
 constexpr int kPortCount = 10000;
 
-bool PortFree(int port) {
+// Runs `op` (bind or connect) on a fresh TCP socket for 127.0.0.1:port; true if it succeeded.
+template <typename Op>
+bool OnLoopbackPort(int port, Op op) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return false;
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(port));
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+  const bool ok = op(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
   close(fd);
   return ok;
 }
 
-bool Accepts(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return false;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
-  close(fd);
-  return ok;
-}
+bool PortFree(int port) { return OnLoopbackPort(port, ::bind); }
+bool Accepts(int port) { return OnLoopbackPort(port, ::connect); }
 
 // Our environment plus NODE_OPTIONS=--openssl-legacy-provider: on Node 20 without it every
 // paginated ListObjectsV2 answers 500 (s3rver's continuation tokens use a legacy cipher).
