@@ -43,11 +43,19 @@ struct ListedBackup {
 absl::StatusOr<std::vector<ListedBackup>> ListBackups(BackupStore& store,
                                                       const std::string& cluster);
 
-// Streams the backup and checks: the stored object's sha256 and size against meta.json, that
-// it decompresses, the DB's sha256, and etcd's trailing hash. If `out_path` is not empty the
-// snapshot (as etcd streamed it, hash included) is written there (via a temp file, renamed
-// only when every check passed). DataLoss names the check that failed.
+struct VerifyOptions {
+  // Decompress and check the DB itself: its size, etcd's trailing sha256 and meta.json's
+  // db_sha256. Off, only the stored object's size and sha256 are checked (and, with out_path,
+  // the size and zstd frame checksum of what is written): enough to prove the bytes are those
+  // the backup wrote, whose content was checked against etcd's hash when it was taken.
+  bool hash_content = true;
+  // If set, the snapshot (as etcd streamed it, hash included) is written there, via a temp file
+  // renamed only when every check passed. Not fsynced: it is a staging copy.
+  std::string out_path;
+};
+
+// Streams the backup and checks it as `opts` says. DataLoss names the check that failed.
 absl::Status VerifyBackup(BackupStore& store, const std::string& cluster, const BackupMeta& meta,
-                          const std::string& out_path);
+                          const VerifyOptions& opts = {});
 
 }  // namespace steward

@@ -341,7 +341,7 @@ int RunRestoreBackup(const Common& c, const std::string& name, bool yes, int wai
     }
   }
   std::cerr << "verifying backup " << name << "...\n";
-  if (absl::Status s = VerifyBackup(*w.store, config.cluster.name, *meta, ""); !s.ok()) {
+  if (absl::Status s = VerifyBackup(*w.store, config.cluster.name, *meta); !s.ok()) {
     std::cerr << "stewardctl: refusing to restore: " << s.message() << "\n";
     return 1;
   }
