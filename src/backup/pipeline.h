@@ -44,13 +44,16 @@ absl::StatusOr<std::vector<ListedBackup>> ListBackups(BackupStore& store,
                                                       const std::string& cluster);
 
 struct VerifyOptions {
+  // The stored object's sha256 against meta.json. Off, only its size is checked, and with
+  // out_path zstd's own frame checksum (xxh64 of the content) still guards what is written.
+  bool hash_stored = true;
   // Decompress and check the DB itself: its size, etcd's trailing sha256 and meta.json's
-  // db_sha256. Off, only the stored object's size and sha256 are checked (and, with out_path,
-  // the size and zstd frame checksum of what is written): enough to prove the bytes are those
-  // the backup wrote, whose content was checked against etcd's hash when it was taken.
+  // db_sha256. Off, a verified stored sha256 is enough to prove the bytes are those the backup
+  // wrote, whose content was checked against etcd's hash when it was taken.
   bool hash_content = true;
   // If set, the snapshot (as etcd streamed it, hash included) is written there, via a temp file
-  // renamed only when every check passed. Not fsynced: it is a staging copy.
+  // renamed only when every check passed. Not fsynced: it is a staging copy. Its decompressed
+  // size is checked against meta.json.
   std::string out_path;
 };
 

@@ -26,9 +26,9 @@ std::string Sha(std::string_view d) {
 }
 std::string Hex(const std::string& raw) { return absl::BytesToHexString(raw); }
 
-std::string Zstd(const std::string& in) {
+std::string Zstd(const std::string& in, bool checksum = true) {
   ZSTD_CCtx* c = ZSTD_createCCtx();
-  ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, 1);
+  ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, checksum ? 1 : 0);
   std::string out(ZSTD_compressBound(in.size()), '\0');
   size_t n = ZSTD_compress2(c, out.data(), out.size(), in.data(), in.size());
   ZSTD_freeCCtx(c);
@@ -68,8 +68,9 @@ class VerifyTest : public ::testing::Test {
   void PutRaw(const std::string& compressed) {
     ASSERT_TRUE(store_->Put(SnapshotKey("c", meta_.name), compressed).ok());
   }
-  absl::Status Verify(bool content, const std::string& out = "") {
+  absl::Status Verify(bool content, const std::string& out = "", bool stored = true) {
     VerifyOptions o;
+    o.hash_stored = stored;
     o.hash_content = content;
     o.out_path = out;
     return VerifyBackup(*store_, "c", meta_, o);
@@ -103,6 +104,30 @@ TEST_F(VerifyTest, AFlippedStoredByteIsRefusedAtEveryLevelAndNothingIsLeftBehind
     EXPECT_FALSE(fs::exists(out));
     EXPECT_FALSE(fs::exists(out + ".part"));
   }
+}
+
+// A node that fetches a backup its coordinator already checked skips the stored sha256; zstd's
+// frame checksum must then catch the damage.
+TEST_F(VerifyTest, WithoutTheStoredHashTheFrameChecksumStillRefusesAFlippedByte) {
+  std::string z = Zstd(stream_);
+  z[z.size() / 2] ^= 0x01;
+  PutRaw(z);
+  const std::string out = (root_ / "snapshot.db").string();
+  absl::Status s = Verify(false, out, /*stored=*/false);
+  EXPECT_TRUE(absl::IsDataLoss(s)) << s;
+  EXPECT_FALSE(fs::exists(out));
+}
+
+TEST_F(VerifyTest, AFrameWithoutAChecksumIsHashedAnyway) {
+  // Flip a byte of the raw literals (the data is stored mostly as Huffman-coded literals, so
+  // the damage decodes to wrong content rather than failing): only the sha256 can tell.
+  std::string z = Zstd(stream_, /*checksum=*/false);
+  Write(stream_, z);
+  z[z.size() / 2] ^= 0x01;
+  PutRaw(z);
+  absl::Status s = Verify(false, (root_ / "snapshot.db").string(), /*stored=*/false);
+  EXPECT_TRUE(absl::IsDataLoss(s)) << s;
+  EXPECT_NE(s.message().find("sha256 of snapshot.db.zst"), std::string::npos) << s;
 }
 
 TEST_F(VerifyTest, ATruncatedObjectNamesTheSize) {
