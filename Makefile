@@ -28,6 +28,7 @@ unit-test: build
 	cd $(BUILD) && ctest --output-on-failure -L unit
 
 bench: build
+	cmake --build $(BUILD) --target snapshot_probe -j $(JOBS)
 	./bench/bootstrap && ./bench/replace && ./bench/backup && ./bench/restore
 
 clean:

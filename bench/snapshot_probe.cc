@@ -1,10 +1,11 @@
 // bench/snapshot_probe: how fast can this machine move one etcd snapshot, and what does each
 // stage of the backup pipeline cost on top? Reads Maintenance.Snapshot from ENDPOINT with our
 // gRPC client and does one of:
-//   discard   nothing (the ceiling set by etcd's sending side and the transport)
-//   sha       sha256 of every byte
-//   zstd      zstd -1 with 2 workers, output dropped
-// Prints bytes, wall ms, MB/s and this process's CPU ms. Used by bench/backup (STAGES=1).
+//   discard       nothing (the ceiling set by etcd's sending side and the transport)
+//   sha           sha256 of every byte
+//   zstd          zstd -1 with 2 workers, output dropped
+//   backup DIR    the whole pipeline (TakeBackup) into a file store at DIR
+// Prints bytes, wall ms, MB/s and this process's CPU ms. bench/backup runs it with STAGES=1.
 #include <openssl/evp.h>
 #include <sys/resource.h>
 #include <zstd.h>
@@ -13,15 +14,17 @@
 #include <cstdio>
 #include <string>
 
+#include "backup/pipeline.h"
+#include "backup/store.h"
 #include "etcd/client.h"
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: snapshot_probe ENDPOINT discard|sha|zstd\n");
+  if (argc < 3 || (std::string(argv[2]) == "backup" && argc != 4)) {
+    std::fprintf(stderr, "usage: snapshot_probe ENDPOINT discard|sha|zstd|backup DIR\n");
     return 2;
   }
-  const std::string mode = argv[2];
-  steward::EtcdClient etcd({argv[1]});
+  const std::string endpoint = argv[1], mode = argv[2];
+  steward::EtcdClient etcd({endpoint});
   EVP_MD_CTX* sha = EVP_MD_CTX_new();
   EVP_DigestInit_ex(sha, EVP_sha256(), nullptr);
   ZSTD_CCtx* z = ZSTD_createCCtx();
@@ -29,20 +32,32 @@ int main(int argc, char** argv) {
   ZSTD_CCtx_setParameter(z, ZSTD_c_nbWorkers, 2);
   std::string out(ZSTD_CStreamOutSize(), '\0');
   auto t0 = std::chrono::steady_clock::now();
-  auto n = etcd.Snapshot(
-      argv[1],
-      [&](std::string_view c) {
-        if (mode == "sha") EVP_DigestUpdate(sha, c.data(), c.size());
-        if (mode == "zstd") {
-          ZSTD_inBuffer ib{c.data(), c.size(), 0};
-          while (ib.pos < ib.size) {
-            ZSTD_outBuffer ob{out.data(), out.size(), 0};
-            ZSTD_compressStream2(z, &ob, &ib, ZSTD_e_continue);
+  absl::StatusOr<uint64_t> n;
+  if (mode == "backup") {
+    auto store = steward::NewFileStore(argv[3]);
+    auto meta = steward::TakeBackup(etcd, {endpoint, "probe"}, *store, "probe", "snapshot_probe",
+                                    std::chrono::minutes(10));
+    if (meta.ok()) {
+      n = meta->db_size;
+    } else {
+      n = meta.status();
+    }
+  } else {
+    n = etcd.Snapshot(
+        endpoint,
+        [&](std::string_view c) {
+          if (mode == "sha") EVP_DigestUpdate(sha, c.data(), c.size());
+          if (mode == "zstd") {
+            ZSTD_inBuffer ib{c.data(), c.size(), 0};
+            while (ib.pos < ib.size) {
+              ZSTD_outBuffer ob{out.data(), out.size(), 0};
+              ZSTD_compressStream2(z, &ob, &ib, ZSTD_e_continue);
+            }
           }
-        }
-        return absl::OkStatus();
-      },
-      std::chrono::minutes(10));
+          return absl::OkStatus();
+        },
+        std::chrono::minutes(10));
+  }
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (!n.ok()) {
     std::fprintf(stderr, "snapshot_probe: %s\n", std::string(n.status().message()).c_str());

@@ -170,7 +170,8 @@ void Agent::Note(const std::string& msg) {
 }
 
 void Agent::ControlLoop() {
-  auto next_restore_pass = std::chrono::steady_clock::now();
+  const auto started = std::chrono::steady_clock::now();
+  auto next_restore_pass = started;
   auto next_tls_check = std::chrono::steady_clock::now() + std::chrono::minutes(1);
   auto next_off_warning = std::chrono::steady_clock::now() + std::chrono::hours(1);
   do {
@@ -203,7 +204,12 @@ void Agent::ControlLoop() {
     // Restores (after total loss, or on command) are coordinated without etcd.
     if (restorer_ && std::chrono::steady_clock::now() >= next_restore_pass) {
       restorer_->Pass();
-      next_restore_pass = std::chrono::steady_clock::now() + milliseconds(1000);
+      // Agents restarted after a total loss come up within moments of each other: ask again
+      // soon while this node is fresh and holds nothing, so the restore starts as soon as a
+      // majority answers, without polling the store this often for good.
+      const bool fresh = std::chrono::steady_clock::now() - started < std::chrono::seconds(30);
+      next_restore_pass = std::chrono::steady_clock::now() +
+                          milliseconds(fresh && !HasMemberData() ? 250 : 1000);
     }
   } while (SleepFor(milliseconds(250)));
 }
