@@ -1,6 +1,6 @@
 // The backup pipeline: etcd's Maintenance.Snapshot stream -> zstd -> sha256 -> store, in
 // bounded memory (a few MiB whatever the DB size), and its reverse for restore: store ->
-// sha256 check -> zstd -d -> etcd's own trailing-hash check -> local file.
+// checks (as deep as VerifyOptions asks) -> zstd -d -> local staging file.
 //
 // Thread-compatible: each call is independent; the store and client must be thread-safe.
 #pragma once
