@@ -486,8 +486,8 @@ absl::Status Agent::Restore(const peer::RestoreRequest& req) {
       l.initial_cluster.emplace_back(m.name(), m.peer_url());
     }
     const std::string target = (work / "etcd").string();
-    auto r = RunProcess({config_.etcd.etcdctl, "snapshot", "restore", snapshot, "--skip-hash-check", "--name",
-                         config_.node.name, "--initial-cluster", initial,
+    auto r = RunProcess({config_.etcd.etcdctl, "snapshot", "restore", snapshot,
+                         "--skip-hash-check", "--name", config_.node.name, "--initial-cluster", initial,
                          "--initial-cluster-token", req.token(), "--initial-advertise-peer-urls",
                          config_.PeerUrl(config_.self()), "--data-dir", target},
                         {"ETCDCTL_API=3"}, std::chrono::minutes(30));
