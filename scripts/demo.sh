@@ -5,7 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD/var/demo"
 BIN="$PWD/build"
-mkdir -p "$ROOT"
+# The backup store root is created here, once: agents never create it (a missing root means
+# "not mounted", not "empty").
+mkdir -p "$ROOT" "$ROOT/backups"
 
 # TLS is on by default: the demo makes its own CA (once) and the agents issue their certificates.
 PKI="$ROOT/pki"

@@ -109,12 +109,6 @@ absl::Status Agent::Start() {
     spdlog::info("TLS: mode {}, client and peer certificate authentication on", config_.tls.mode);
   }
   if (absl::Status s = Wire(); !s.ok()) return absl::FailedPreconditionError(Msg(s));
-  if (store_ && config_.backup.store.rfind("file://", 0) == 0) {
-    // The config check proved the directory can be created; create it on first start.
-    if (absl::Status s = MakeDirs(config_.backup.store.substr(7), 0750); !s.ok()) {
-      return absl::FailedPreconditionError(absl::StrCat("backup.store: ", s.message()));
-    }
-  }
   if (store_) {
     spdlog::info("backups: {} every {}s", store_->Describe(),
                  std::chrono::duration_cast<std::chrono::seconds>(config_.backup.interval).count());

@@ -81,6 +81,7 @@ class FileStore : public BackupStore {
   std::string Describe() const override { return "file://" + root_; }
 
   absl::StatusOr<std::unique_ptr<ObjectWriter>> Create(const std::string& key) override {
+    if (absl::Status s = CheckRoot(); !s.ok()) return s;
     fs::path target = Path(key);
     if (absl::Status s = MakeDirs(target.parent_path().string(), 0755); !s.ok()) {
       return absl::UnavailableError(absl::StrCat("backup store ", Describe(), ": ", s.message()));
@@ -115,6 +116,9 @@ class FileStore : public BackupStore {
 
   absl::Status Read(const std::string& key,
                     const std::function<absl::Status(std::string_view)>& sink) override {
+    // A missing root is not a missing object: "no restore intent, no backup" read off an
+    // unmounted share would look like a cluster that never existed.
+    if (absl::Status s = CheckRoot(); !s.ok()) return s;
     fs::path p = Path(key);
     int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return Errno(absl::StrCat("reading ", p.string()));
@@ -138,10 +142,7 @@ class FileStore : public BackupStore {
   absl::StatusOr<std::vector<ObjectInfo>> List(const std::string& prefix) override {
     std::vector<ObjectInfo> out;
     std::error_code ec;
-    if (!fs::exists(root_, ec)) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("backup store ", Describe(), ": the directory does not exist"));
-    }
+    if (absl::Status s = CheckRoot(); !s.ok()) return s;
     // Walk only below the deepest directory the prefix names.
     std::string dir_part = prefix.substr(0, prefix.rfind('/') == std::string::npos
                                                 ? 0
@@ -163,6 +164,7 @@ class FileStore : public BackupStore {
   }
 
   absl::Status Delete(const std::string& key) override {
+    if (absl::Status s = CheckRoot(); !s.ok()) return s;
     fs::path p = Path(key);
     if (::unlink(p.c_str()) != 0 && errno != ENOENT) return Errno(absl::StrCat("deleting ", p.string()));
     // Remove directories left empty, up to the root.
@@ -175,6 +177,16 @@ class FileStore : public BackupStore {
   }
 
  private:
+  // The root is the store's identity: it is never created here (an agent that created it would
+  // turn an unmounted NFS share into an empty store). FailedPrecondition: an operator must
+  // mount or create it.
+  absl::Status CheckRoot() const {
+    std::error_code ec;
+    if (fs::is_directory(root_, ec)) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrCat(
+        "backup store ", Describe(), ": the directory does not exist (not mounted?); "
+        "agents never create it: create it once, or mount the share"));
+  }
   fs::path Path(const std::string& key) const { return fs::path(root_) / key; }
   std::string root_;
 };

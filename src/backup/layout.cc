@@ -62,6 +62,20 @@ std::string CreatedMarkerKey(const std::string& cluster) {
   return cluster + "/control/created.json";
 }
 
+bool BackupNewer(const BackupMeta& a, const BackupMeta& b) {
+  if (a.generation != b.generation) return a.generation > b.generation;
+  if (a.revision != b.revision) return a.revision > b.revision;
+  return a.name > b.name;
+}
+
+bool BackupTimeInFuture(const BackupMeta& m, int64_t now, int64_t tolerance_s) {
+  return m.unix_time > now + tolerance_s;
+}
+
+std::string EtcdGenerationKey(const std::string& cluster) {
+  return absl::StrCat("/steward/", cluster, "/generation");
+}
+
 nlohmann::json MetaToJson(const BackupMeta& m) {
   // IDs as hex strings: uint64 values do not survive JSON tools that use doubles.
   return {{"format", 1},
@@ -78,7 +92,8 @@ nlohmann::json MetaToJson(const BackupMeta& m) {
           {"compression", m.compression},
           {"member", m.member},
           {"node", m.node},
-          {"unix_time", m.unix_time}};
+          {"unix_time", m.unix_time},
+          {"generation", m.generation}};
 }
 
 absl::StatusOr<BackupMeta> MetaFromJson(const std::string& text) {
@@ -101,6 +116,7 @@ absl::StatusOr<BackupMeta> MetaFromJson(const std::string& text) {
     m.member = j.value("member", "");
     m.node = j.value("node", "");
     m.unix_time = j.at("unix_time").get<int64_t>();
+    m.generation = j.value("generation", int64_t{0});
     if (m.sha256.size() != 64) return absl::DataLossError("meta.json: sha256 is malformed");
     return m;
   } catch (const nlohmann::json::exception& e) {

@@ -30,7 +30,20 @@ struct BackupMeta {
   std::string member;            // name of the member it was taken from
   std::string node;              // the agent (or "stewardctl") that took it
   int64_t unix_time = 0;         // when it was taken, seconds since the epoch (UTC)
+  // How many restores lie behind the cluster it was taken of (0: never restored). Backups are
+  // ordered by (generation, revision): a restore to an older backup starts a new generation,
+  // so the abandoned history's higher revisions never win over the restored cluster's.
+  int64_t generation = 0;
 };
+
+// Newest first: higher generation, then higher revision, then name. Never the clock: a backup
+// named by a clock hours ahead must not win over a later revision.
+bool BackupNewer(const BackupMeta& a, const BackupMeta& b);
+// The taker's clock was ahead: the backup's time is more than `tolerance_s` past `now`.
+bool BackupTimeInFuture(const BackupMeta& m, int64_t now, int64_t tolerance_s = 300);
+// The etcd key (under the cluster's reserved prefix) holding the generation; the restore
+// coordinator writes it into the restored cluster before anyone else may use it.
+std::string EtcdGenerationKey(const std::string& cluster);
 
 std::string BackupName(std::chrono::system_clock::time_point t, int64_t revision);
 // Parses a backup name; nullopt if it is not one.

@@ -10,6 +10,7 @@
 #include <map>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 
@@ -128,7 +129,9 @@ absl::StatusOr<BackupSource> PickBackupSource(EtcdClient& etcd) {
     if (m.is_learner || m.client_urls.empty()) continue;
     // Generous: a loaded member answering slowly is still a fine source.
     auto st = etcd.Status(m.client_urls.front(), std::chrono::milliseconds(3000));
-    if (!st.ok() || !st->errors.empty() || st->leader == 0) continue;
+    // An alarm (NOSPACE above all) is exactly when a backup is wanted: only a member without
+    // a leader or with a real failure is skipped.
+    if (!st.ok() || !FailureErrors(*st).empty() || st->leader == 0) continue;
     BackupSource src{m.client_urls.front(), m.name};
     if (st->leader == st->member_id) {
       leader = src;
@@ -158,6 +161,12 @@ absl::StatusOr<BackupMeta> TakeBackup(EtcdClient& etcd, const BackupSource& sour
 
   // The Status header's revision: the snapshot, taken just after, holds at least this one.
   meta.revision = st->revision;
+  auto generation = etcd.Get(EtcdGenerationKey(cluster));
+  if (!generation.ok()) return Annotate(generation.status(), "backup: reading the generation");
+  if (generation->has_value() && !absl::SimpleAtoi(**generation, &meta.generation)) {
+    return absl::DataLossError(absl::StrCat("backup: ", EtcdGenerationKey(cluster),
+                                            " holds \"", **generation, "\", not a number"));
+  }
   meta.name = BackupName(now, meta.revision);
 
   auto writer = store.Create(SnapshotKey(cluster, meta.name));
@@ -231,6 +240,12 @@ absl::StatusOr<std::vector<ListedBackup>> ListBackups(BackupStore& store,
     }
     out.push_back(std::move(b));
   }
+  // Complete backups newest first by (generation, revision); incomplete ones after them.
+  std::stable_sort(out.begin(), out.end(), [](const ListedBackup& a, const ListedBackup& b) {
+    if (a.meta.has_value() != b.meta.has_value()) return a.meta.has_value();
+    if (!a.meta) return false;
+    return BackupNewer(*a.meta, *b.meta);
+  });
   return out;
 }
 

@@ -38,8 +38,9 @@ struct ListedBackup {
   std::string error;               // why meta is empty
 };
 
-// Backups under `cluster`, newest first (by name: time then revision). Incomplete ones (no
-// meta.json) are listed with an error, never silently dropped.
+// Backups under `cluster`, newest first by (generation, revision) (BackupNewer), never by the
+// time in their names. Incomplete ones (no meta.json) come last, listed with an error, never
+// silently dropped.
 absl::StatusOr<std::vector<ListedBackup>> ListBackups(BackupStore& store,
                                                       const std::string& cluster);
 

@@ -27,16 +27,35 @@ absl::StatusOr<BackupMeta> BackupAndPrune(const Config& config, BackupStore& sto
     std::vector<RetentionItem> items;
     for (const auto& b : *listed) {
       auto parsed = ParseBackupName(b.name);
-      items.push_back({b.name, b.meta ? b.meta->unix_time : parsed->first, b.meta.has_value()});
+      RetentionItem item{b.name, b.meta ? b.meta->unix_time : parsed->first, b.meta.has_value()};
+      if (b.meta) {
+        item.generation = b.meta->generation;
+        item.revision = b.meta->revision;
+      }
+      items.push_back(item);
     }
     int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
                       Clock::now().time_since_epoch()).count();
-    for (const auto& name : PlanRetention(items, now, config.backup.retention)) {
+    for (const auto& b : *listed) {
+      if (b.meta && BackupTimeInFuture(*b.meta, now)) {
+        spdlog::warn("backup {} is dated {}s in the future: its taker's clock was ahead; it is "
+                     "ordered by its revision and never pruned by age",
+                     b.name, b.meta->unix_time - now);
+      }
+    }
+    std::string skew;
+    for (const auto& name : PlanRetention(items, now, config.backup.retention, &skew)) {
       spdlog::info("retention: deleting backup {}", name);
       // meta.json first: a half-deleted backup is then an incomplete one, never a listed one.
-      (void)store.Delete(MetaKey(config.cluster.name, name));
-      (void)store.Delete(SnapshotKey(config.cluster.name, name));
+      if (absl::Status s = store.Delete(MetaKey(config.cluster.name, name)); !s.ok()) {
+        spdlog::warn("retention: deleting {}: {}", name, s.message());
+        continue;  // never delete a snapshot whose meta.json is still listed
+      }
+      if (absl::Status s = store.Delete(SnapshotKey(config.cluster.name, name)); !s.ok()) {
+        spdlog::warn("retention: deleting {}: {}", name, s.message());
+      }
     }
+    if (!skew.empty()) spdlog::warn("retention: {}", skew);
   }
   return meta;
 }

@@ -54,7 +54,8 @@ class BackupStore {
   virtual absl::Status Delete(const std::string& key) = 0;
 };
 
-// A local directory. `root` must exist or be creatable.
+// A local directory. `root` must exist: it is never created (every call fails with
+// FailedPrecondition while it is missing, e.g. an NFS share that is not mounted).
 std::unique_ptr<BackupStore> NewFileStore(const std::string& root);
 
 struct S3Options {

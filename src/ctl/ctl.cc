@@ -264,12 +264,16 @@ int RunListBackups(const Common& c) {
     std::cerr << "stewardctl: " << listed.status().message() << "\n";
     return 1;
   }
+  const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
   if (c.output == "json") {
     nlohmann::json j = nlohmann::json::array();
     for (const auto& b : *listed) {
       if (b.meta) {
         nlohmann::json m = MetaToJson(*b.meta);
         m["complete"] = true;
+        m["time_in_future"] = BackupTimeInFuture(*b.meta, now);
         j.push_back(m);
       } else {
         j.push_back({{"name", b.name}, {"complete", false}, {"error", b.error}});
@@ -279,16 +283,22 @@ int RunListBackups(const Common& c) {
     return 0;
   }
   std::vector<std::vector<std::string>> rows = {
-      {"NAME", "TIME (UTC)", "REVISION", "SIZE", "COMPRESSED", "ETCD", "FROM"}};
+      {"NAME", "TIME (UTC)", "GEN", "REVISION", "SIZE", "COMPRESSED", "ETCD", "FROM", "NOTE"}};
+  int future = 0;
   for (const auto& b : *listed) {
     if (b.meta) {
       const BackupMeta& m = *b.meta;
-      rows.push_back({m.name, UtcTime(m.unix_time), std::to_string(m.revision),
-                      HumanBytes(static_cast<int64_t>(m.db_size)),
+      std::string note;
+      if (BackupTimeInFuture(m, now)) {
+        note = absl::StrCat("TIME IN FUTURE (+", m.unix_time - now, "s)");
+        ++future;
+      }
+      rows.push_back({m.name, UtcTime(m.unix_time), std::to_string(m.generation),
+                      std::to_string(m.revision), HumanBytes(static_cast<int64_t>(m.db_size)),
                       HumanBytes(static_cast<int64_t>(m.compressed_size)), m.etcd_version,
-                      m.member});
+                      m.member, note});
     } else {
-      rows.push_back({b.name, "-", "-", "-", "-", "-", "(" + b.error + ")"});
+      rows.push_back({b.name, "-", "-", "-", "-", "-", "-", "-", "(" + b.error + ")"});
     }
   }
   std::vector<size_t> width(rows[0].size(), 0);
@@ -303,11 +313,17 @@ int RunListBackups(const Common& c) {
     }
     std::cout << line << "\n";
   }
-  std::cout << "\n" << listed->size() << " backup(s) in " << w.store->Describe() << "\n";
+  std::cout << "\n" << listed->size() << " backup(s) in " << w.store->Describe()
+            << ", newest first by generation and revision (not by time)\n";
+  if (future > 0) {
+    std::cout << "warning: " << future << " backup(s) are dated in the future: the clock of "
+              << "whoever took them was ahead. Their order comes from their revision.\n";
+  }
   return 0;
 }
 
-int RunRestoreBackup(const Common& c, const std::string& name, bool yes, int wait_seconds) {
+int RunRestoreBackup(const Common& c, const std::string& name, bool yes, bool force,
+                     int wait_seconds) {
   WithStore w = OpenFromConfig(c, "restore-backup");
   if (w.rc != 0) return w.rc;
   const Config& config = *w.config;
@@ -322,7 +338,7 @@ int RunRestoreBackup(const Common& c, const std::string& name, bool yes, int wai
     return 1;
   }
   if (auto pending = ReadRestoreIntent(*w.store, config.cluster.name);
-      pending.ok() && pending->has_value() && !(*pending)->done) {
+      pending.ok() && pending->has_value() && !(*pending)->done && !(*pending)->cancelled) {
     std::cerr << "stewardctl: restore " << (*pending)->id << " of " << (*pending)->backup
               << " is still under way; wait for it to finish\n";
     return 1;
@@ -357,11 +373,22 @@ int RunRestoreBackup(const Common& c, const std::string& name, bool yes, int wai
   }
   if (fresh.ok()) {
     std::cerr << "took a fresh backup first: " << fresh->name << "\n";
+  } else if (!force) {
+    // Without it, the writes since `name` would be gone for good.
+    std::cerr << "stewardctl: refusing to restore: the safety backup of the current cluster "
+              << "failed (" << fresh.status().message() << "). Nothing was changed. Pass "
+              << "--force to restore anyway (for example when every member is lost).\n";
+    return 1;
   } else {
-    std::cerr << "warning: no fresh backup before the restore (" << fresh.status().message()
-              << ")\n";
+    std::cerr << "warning: --force: no fresh backup before the restore ("
+              << fresh.status().message() << ")\n";
   }
-  RestoreIntent intent = NewRestoreIntent(config, name, "stewardctl");
+  auto generation = NextGeneration(*w.store, config.cluster.name);
+  if (!generation.ok()) {
+    std::cerr << "stewardctl: listing backups: " << generation.status().message() << "\n";
+    return 1;
+  }
+  RestoreIntent intent = NewRestoreIntent(config, name, "stewardctl", *generation);
   if (absl::Status s = WriteRestoreIntent(*w.store, config.cluster.name, intent); !s.ok()) {
     std::cerr << "stewardctl: recording the restore: " << s.message() << "\n";
     return 1;
@@ -454,12 +481,15 @@ int CtlMain(int argc, char** argv) {
       ->check(CLI::IsMember({"table", "json"}));
   std::string restore_name;
   bool yes = false;
+  bool force = false;
   int wait_seconds = 300;
   CLI::App* restore = app.add_subcommand(
       "restore-backup", "stop every member and restore the whole cluster from a backup");
   add_common(restore);
   restore->add_option("name", restore_name, "the backup's name (see list-backups)")->required();
   restore->add_flag("--yes", yes, "do not ask for confirmation");
+  restore->add_flag("--force", force,
+                    "restore even when the safety backup of the current cluster fails");
   restore->add_option("--wait", wait_seconds, "seconds to wait for the cluster to be back");
   std::string pki_dir;
   CLI::App* pki = app.add_subcommand("pki", "certificates for TLS");
@@ -479,7 +509,7 @@ int CtlMain(int argc, char** argv) {
   if (get->parsed()) return RunGet(common);
   if (backup->parsed()) return RunBackup(common);
   if (list->parsed()) return RunListBackups(common);
-  if (restore->parsed()) return RunRestoreBackup(common, restore_name, yes, wait_seconds);
+  if (restore->parsed()) return RunRestoreBackup(common, restore_name, yes, force, wait_seconds);
   return 2;
 }
 

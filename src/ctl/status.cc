@@ -61,8 +61,11 @@ ClusterView CollectStatus(EtcdClient& client, std::chrono::milliseconds timeout,
       } else {
         row.role = "follower";
       }
-      row.healthy = s.errors.empty() && s.leader != 0;
-      if (!s.errors.empty()) row.error = absl::StrJoin(s.errors, "; ");
+      // An alarm (NOSPACE, CORRUPT) is reported by every member; it is not a dead member.
+      const std::vector<std::string> failures = FailureErrors(s);
+      row.alarms = AlarmErrors(s);
+      row.healthy = failures.empty() && s.leader != 0;
+      if (!failures.empty()) row.error = absl::StrJoin(failures, "; ");
       if (s.leader == 0) row.error = "no leader";
       return row;
     }));
@@ -78,13 +81,17 @@ ClusterView CollectStatus(EtcdClient& client, std::chrono::milliseconds timeout,
       if (r.status->leader != 0) view.leader_id = r.status->leader;
     }
     if (!r.healthy) all_healthy = false;
+    for (const auto& a : r.alarms) {
+      view.alarms.push_back(absl::StrCat(a, " on ", r.member.name.empty() ? HexId(r.member.id)
+                                                                         : r.member.name));
+    }
     if (!r.member.is_learner) {
       ++view.voters;
       if (r.healthy) ++view.healthy_voters;
     }
   }
   view.quorum = view.voters > 0 && view.healthy_voters >= view.voters / 2 + 1;
-  view.healthy = all_healthy && view.leader_id != 0;
+  view.healthy = all_healthy && view.leader_id != 0 && view.alarms.empty();
   for (const auto& n : nodes) {
     bool found = false;
     for (const auto& r : view.members) {
@@ -141,6 +148,13 @@ std::string RenderStatusTable(const ClusterView& v) {
       break;
     }
   }
+  for (const auto& a : v.alarms) {
+    out += absl::StrCat("ALARM ", a,
+                        a.rfind("NOSPACE", 0) == 0
+                            ? ": writes are refused until the space is freed (compact, "
+                              "defragment) and the alarm is disarmed\n"
+                            : "\n");
+  }
   if (!v.quorum) {
     out += absl::StrCat("QUORUM LOST: ", v.healthy_voters, " of ", v.voters,
                         " voting members healthy. Agents keep restarting members that have "
@@ -162,6 +176,7 @@ nlohmann::json StatusToJson(const ClusterView& v) {
   j["quorum"] = v.quorum;
   j["voters"] = v.voters;
   j["healthy_voters"] = v.healthy_voters;
+  j["alarms"] = v.alarms;
   if (!v.error.empty()) j["error"] = v.error;
   // IDs are hex strings: uint64 values do not survive JSON tools that use doubles.
   j["cluster_id"] = v.cluster_id ? HexId(v.cluster_id) : "";
@@ -183,6 +198,7 @@ nlohmann::json StatusToJson(const ClusterView& v) {
       m["version"] = r.status->version;
     }
     if (!r.error.empty()) m["error"] = r.error;
+    m["alarms"] = r.alarms;
     j["members"].push_back(m);
   }
   j["non_members"] = nlohmann::json::array();

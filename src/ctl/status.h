@@ -16,7 +16,8 @@ struct MemberRow {
   std::optional<MemberStatus> status;  // empty when the member did not answer
   std::string error;                   // why it did not answer
   std::string role;                    // leader, follower, learner, unreachable, not started
-  bool healthy = false;
+  bool healthy = false;                // answers with a leader; alarms do not count against it
+  std::vector<std::string> alarms;     // active alarms it reports (NOSPACE, CORRUPT)
 };
 
 // A node from the config that has no member entry (a spare, or a node waiting to be added).
@@ -32,7 +33,8 @@ struct ClusterView {
   uint64_t leader_id = 0;
   std::vector<MemberRow> members;
   std::vector<NodeRow> non_members;
-  bool healthy = false;  // reachable, a leader, every member healthy
+  bool healthy = false;  // reachable, a leader, every member healthy, no alarm
+  std::vector<std::string> alarms;  // "NOSPACE on n2", one per alarm and member reporting it
   int voters = 0;
   int healthy_voters = 0;
   bool quorum = false;   // healthy voters form a quorum of the voters

@@ -182,16 +182,24 @@ absl::StatusOr<std::vector<AlarmInfo>> EtcdClient::AlarmList() {
 }
 
 absl::Status EtcdClient::AlarmDisarm(uint64_t member_id, const std::string& alarm) {
+  return AlarmAction(member_id, alarm, false);
+}
+
+absl::Status EtcdClient::AlarmActivate(uint64_t member_id, const std::string& alarm) {
+  return AlarmAction(member_id, alarm, true);
+}
+
+absl::Status EtcdClient::AlarmAction(uint64_t member_id, const std::string& alarm, bool on) {
   etcdserverpb::AlarmType type;
   if (!etcdserverpb::AlarmType_Parse(alarm, &type)) {
     return absl::InvalidArgumentError(absl::StrCat("unknown alarm ", alarm));
   }
   etcdserverpb::AlarmRequest req;
-  req.set_action(etcdserverpb::AlarmRequest::DEACTIVATE);
+  req.set_action(on ? etcdserverpb::AlarmRequest::ACTIVATE : etcdserverpb::AlarmRequest::DEACTIVATE);
   req.set_memberid(member_id);
   req.set_alarm(type);
   etcdserverpb::AlarmResponse resp;
-  return CallAny("AlarmDisarm", true, [&](Stubs& st, grpc::ClientContext& ctx) {
+  return CallAny(on ? "AlarmActivate" : "AlarmDisarm", true, [&](Stubs& st, grpc::ClientContext& ctx) {
     return st.maintenance->Alarm(&ctx, req, &resp);
   });
 }
@@ -215,6 +223,45 @@ absl::Status EtcdClient::LeaseRevoke(int64_t lease) {
   return CallAny("LeaseRevoke", true, [&](Stubs& st, grpc::ClientContext& ctx) {
     return st.lease->LeaseRevoke(&ctx, req, &resp);
   });
+}
+
+namespace {
+// etcd 3.4 renders an alarm as the text form of AlarmMember: "memberID:N alarm:NOSPACE ".
+std::optional<std::string> AlarmName(const std::string& e) {
+  auto at = e.find("alarm:");
+  if (at == std::string::npos) return std::nullopt;
+  std::string name = e.substr(at + 6);
+  while (!name.empty() && (name.back() == ' ' || name.back() == '\n')) name.pop_back();
+  return name;
+}
+}  // namespace
+
+std::vector<std::string> FailureErrors(const MemberStatus& st) {
+  std::vector<std::string> out;
+  for (const auto& e : st.errors) {
+    if (!AlarmName(e)) out.push_back(e);
+  }
+  return out;
+}
+
+std::vector<std::string> AlarmErrors(const MemberStatus& st) {
+  std::vector<std::string> out;
+  for (const auto& e : st.errors) {
+    if (auto a = AlarmName(e)) out.push_back(*a);
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<int64_t>> EtcdClient::LeaseLeases() {
+  etcdserverpb::LeaseLeasesRequest req;
+  etcdserverpb::LeaseLeasesResponse resp;
+  absl::Status s = CallAny("LeaseLeases", true, [&](Stubs& st, grpc::ClientContext& ctx) {
+    return st.lease->LeaseLeases(&ctx, req, &resp);
+  });
+  if (!s.ok()) return s;
+  std::vector<int64_t> out;
+  for (const auto& l : resp.leases()) out.push_back(l.id());
+  return out;
 }
 
 absl::Status EtcdClient::LeaseKeepAliveOnce(int64_t lease) {

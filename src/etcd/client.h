@@ -49,8 +49,15 @@ struct MemberStatus {
   uint64_t raft_term = 0;
   uint64_t raft_applied_index = 0;
   bool is_learner = false;
+  // Status.errors: etcd lists active alarms here ("memberID:... alarm:NOSPACE"); an alarm is
+  // not a sign that the member is down (see FailureErrors).
   std::vector<std::string> errors;
 };
+
+// The entries of `errors` that are not alarms: what makes a member unhealthy.
+std::vector<std::string> FailureErrors(const MemberStatus& st);
+// The alarms among `errors` ("NOSPACE", "CORRUPT"), for display.
+std::vector<std::string> AlarmErrors(const MemberStatus& st);
 
 struct AlarmInfo {
   uint64_t member_id = 0;
@@ -86,9 +93,13 @@ class EtcdClient {
   absl::StatusOr<std::optional<std::string>> Get(const std::string& key);
   absl::StatusOr<std::vector<AlarmInfo>> AlarmList();
   absl::Status AlarmDisarm(uint64_t member_id, const std::string& alarm);
+  // Raises an alarm by hand, as etcd itself would (fault tests use it for NOSPACE).
+  absl::Status AlarmActivate(uint64_t member_id, const std::string& alarm);
   // Leases, for leadership keys.
   absl::StatusOr<int64_t> LeaseGrant(std::chrono::seconds ttl);
   absl::Status LeaseRevoke(int64_t lease);
+  // Every lease the cluster holds (etcd >= 3.3).
+  absl::StatusOr<std::vector<int64_t>> LeaseLeases();
   // One keep-alive round trip; NotFound when the lease has expired.
   absl::Status LeaseKeepAliveOnce(int64_t lease);
   // A raw transaction, for compare-and-swap on the reserved prefix.
@@ -115,6 +126,7 @@ class EtcdClient {
     std::unique_ptr<etcdserverpb::Lease::Stub> lease;
   };
   Stubs& StubsFor(const std::string& endpoint);
+  absl::Status AlarmAction(uint64_t member_id, const std::string& alarm, bool on);
   void SetDeadline(grpc::ClientContext& ctx, std::chrono::milliseconds timeout) const;
   // Runs `call` on each endpoint in turn until one succeeds or fails with an error that says
   // the request reached a working member. `what` prefixes the error.

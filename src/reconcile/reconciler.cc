@@ -1,11 +1,13 @@
 #include "reconcile/reconciler.h"
 
+#include <algorithm>
 #include <future>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "backup/layout.h"
 #include "common/status.h"
+#include "reconcile/restore.h"
 #include "etcd/member_id.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
@@ -115,7 +117,8 @@ absl::StatusOr<ClusterObservation> Reconciler::Observe() {
     auto st = statuses[i].get();
     if (st.ok()) {
       v.raft_index = st->raft_index;
-      v.healthy = st->errors.empty() && st->leader != 0;
+      // An alarm is reported by every member alike: it is not a reason to replace one.
+      v.healthy = FailureErrors(*st).empty() && st->leader != 0;
       if (st->leader != 0) etcd_leader = st->leader;
       index_by_id[m.id] = st->raft_index;
     }
@@ -175,6 +178,7 @@ bool Reconciler::Pass(uint64_t leader_term) {
     Publish(wait, term, "");
     return false;
   }
+  RecordVoters(*obs);
   Step step = PlanNextStep(*obs);
   // While a learner is on its way, look again soon: it catches up in a fraction of a second.
   in_progress_ = false;
@@ -211,6 +215,30 @@ bool Reconciler::Pass(uint64_t leader_term) {
   last_decision_.clear();
   Publish(step, term, "");
   return true;
+}
+
+void Reconciler::RecordVoters(const ClusterObservation& obs) {
+  if (store_ == nullptr || !obs.member_list_ok) return;
+  // Voting members by node name (a member that never started has no name yet: match its URL).
+  std::vector<std::string> voters;
+  for (const auto& m : obs.members) {
+    if (m.is_learner) continue;
+    std::string name = m.name;
+    for (const auto& n : obs.nodes) {
+      if (n.peer_url == m.peer_url) name = n.name;
+    }
+    if (name.empty()) return;  // a member we cannot name: record nothing rather than a guess
+    voters.push_back(name);
+  }
+  std::sort(voters.begin(), voters.end());
+  if (voters.empty() || voters == recorded_voters_) return;
+  // The restore coordinator proves total loss against this record, so it is kept current; a
+  // failed write is retried on the next pass.
+  if (absl::Status s = WriteLastVoters(*store_, config_.cluster.name, voters); !s.ok()) {
+    spdlog::warn("recording the voting members in the backup store: {}", s.message());
+    return;
+  }
+  recorded_voters_ = voters;
 }
 
 absl::Status Reconciler::Act(const Step& step, uint64_t term) {

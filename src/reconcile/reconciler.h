@@ -54,6 +54,8 @@ class Reconciler {
 
   // Exposed for tests: the observation of the cluster as this leader sees it now.
   absl::StatusOr<ClusterObservation> Observe();
+  // Writes the voting members to the store's membership record when they changed.
+  void RecordVoters(const ClusterObservation& obs);
 
  private:
   absl::Status Act(const Step& step, uint64_t term);
@@ -73,6 +75,7 @@ class Reconciler {
   std::string last_decision_;
   std::map<std::string, std::unique_ptr<PeerClient>> agents_;
   std::map<uint64_t, std::chrono::steady_clock::time_point> unhealthy_since_;
+  std::vector<std::string> recorded_voters_;  // as last written to the store
   std::optional<std::pair<uint64_t, std::chrono::steady_clock::time_point>> learner_since_;
   std::set<uint64_t> removed_ids_;  // members this leader removed (for the ID-reuse check)
   std::atomic<bool> in_progress_{false};

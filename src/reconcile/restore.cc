@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "backup/layout.h"
 #include "backup/pipeline.h"
 #include "common/status.h"
@@ -35,6 +36,9 @@ absl::StatusOr<std::optional<RestoreIntent>> ReadRestoreIntent(BackupStore& stor
     r.token = j.at("token").get<std::string>();
     r.requested_by = j.value("requested_by", "");
     r.done = j.value("done", false);
+    r.generation = j.value("generation", int64_t{1});
+    r.cancelled = j.value("cancelled", false);
+    r.cancel_reason = j.value("cancel_reason", "");
     r.created_at = j.value("created_at", int64_t{0});
     for (const auto& m : j.at("initial_cluster")) {
       r.initial_cluster.emplace_back(m.at("name").get<std::string>(), m.at("peer_url").get<std::string>());
@@ -51,14 +55,30 @@ absl::Status WriteRestoreIntent(BackupStore& store, const std::string& cluster,
   for (const auto& [name, url] : r.initial_cluster) members.push_back({{"name", name}, {"peer_url", url}});
   nlohmann::json j = {{"id", r.id},         {"backup", r.backup},
                       {"token", r.token},   {"requested_by", r.requested_by},
+                      {"generation", r.generation},
                       {"done", r.done},     {"created_at", r.created_at},
                       {"initial_cluster", members}};
+  if (r.cancelled) {
+    j["cancelled"] = true;
+    j["cancel_reason"] = r.cancel_reason;
+  }
   return store.Put(RestoreIntentKey(cluster), j.dump(2));
 }
 
+absl::StatusOr<int64_t> NextGeneration(BackupStore& store, const std::string& cluster) {
+  auto listed = ListBackups(store, cluster);
+  if (!listed.ok()) return listed.status();
+  int64_t highest = 0;
+  for (const auto& b : *listed) {
+    if (b.meta) highest = std::max(highest, b.meta->generation);
+  }
+  return highest + 1;
+}
+
 RestoreIntent NewRestoreIntent(const Config& config, const std::string& backup,
-                               const std::string& requested_by) {
+                               const std::string& requested_by, int64_t generation) {
   RestoreIntent r;
+  r.generation = generation;
   auto now = std::chrono::system_clock::now();
   r.created_at = std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
   r.id = absl::StrFormat("%d-%04x", r.created_at, std::random_device{}() & 0xffff);
@@ -71,6 +91,38 @@ RestoreIntent NewRestoreIntent(const Config& config, const std::string& backup,
     r.initial_cluster.emplace_back(n.name, config.PeerUrl(n));
   }
   return r;
+}
+
+std::string MembersRecordKey(const std::string& cluster) {
+  return cluster + "/control/members.json";
+}
+
+absl::StatusOr<std::optional<std::vector<std::string>>> ReadLastVoters(
+    BackupStore& store, const std::string& cluster) {
+  using Result = std::optional<std::vector<std::string>>;
+  auto text = store.Get(MembersRecordKey(cluster));
+  if (absl::IsNotFound(text.status())) return Result();
+  if (!text.ok()) return text.status();
+  auto j = nlohmann::json::parse(*text, nullptr, false);
+  try {
+    if (j.is_discarded()) throw nlohmann::json::other_error::create(501, "not JSON", nullptr);
+    std::vector<std::string> voters = j.at("voters").get<std::vector<std::string>>();
+    if (voters.empty()) throw nlohmann::json::other_error::create(501, "no voters", nullptr);
+    return Result(std::move(voters));
+  } catch (const nlohmann::json::exception& e) {
+    // A damaged record is not "no record": the coordinator must not fall back to a guess.
+    return absl::DataLossError(absl::StrCat(MembersRecordKey(cluster), ": ", e.what()));
+  }
+}
+
+absl::Status WriteLastVoters(BackupStore& store, const std::string& cluster,
+                             const std::vector<std::string>& voters) {
+  nlohmann::json j = {
+      {"voters", voters},
+      {"updated_at", std::chrono::duration_cast<std::chrono::seconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count()}};
+  return store.Put(MembersRecordKey(cluster), j.dump(2));
 }
 
 absl::StatusOr<bool> ClusterEverExisted(BackupStore& store, const std::string& cluster) {
@@ -100,7 +152,7 @@ bool RestoreCoordinator::RestorePending() {
   // When the store cannot be read, go by what it said last: a store outage must not stop
   // healing, and a restore seen pending stays pending until the store says otherwise.
   if (!intent.ok()) return last_pending_;
-  last_pending_ = intent->has_value() && !(*intent)->done;
+  last_pending_ = intent->has_value() && !(*intent)->done && !(*intent)->cancelled;
   return last_pending_;
 }
 
@@ -121,6 +173,12 @@ std::optional<std::string> RestoreCoordinator::NewestValidBackup() {
     opts.hash_content = false;
     absl::Status s = VerifyBackup(*store_, config_.cluster.name, *b.meta, opts);
     if (s.ok()) return b.name;
+    if (!absl::IsDataLoss(s)) {
+      // A store that failed to answer says nothing about the backup: an older one must not
+      // win because the newest could not be read this time.
+      Note(absl::StrCat("cannot read backup ", b.name, " (", s.message(), "); waiting"));
+      return std::nullopt;
+    }
     spdlog::error("restore: skipping backup {}: it fails verification: {}", b.name, s.message());
   }
   return std::nullopt;
@@ -141,73 +199,144 @@ std::map<std::string, peer::NodeState> RestoreCoordinator::States() {
   return states;
 }
 
-void RestoreCoordinator::Pass() {
+RestoreCoordinator::Observed RestoreCoordinator::Observe() {
+  Observed o;
+  RestoreView& v = o.view;
+  v.self = config_.node.name;
+  for (const auto& n : config_.cluster.nodes) v.configured.push_back(n.name);
+  v.auto_restore = config_.backup.auto_restore;
+  o.states = States();
+  for (const auto& [name, st] : o.states) {
+    v.answered[name] = {st.has_data(), st.etcd_running(), st.restore_id()};
+  }
+  if (v.answered.empty() || v.answered.begin()->first != v.self) return o;  // not ours
+  auto store_error = [&](const absl::Status& s, const char* what) {
+    v.store_ok = false;
+    if (v.store_error.empty()) v.store_error = absl::StrCat(what, ": ", s.message());
+  };
   auto intent = ReadRestoreIntent(*store_, config_.cluster.name);
   if (!intent.ok()) {
-    Note(absl::StrCat("cannot read the restore intent: ", intent.status().message()));
-    return;
+    store_error(intent.status(), "the restore intent");
+  } else if (intent->has_value() && !(*intent)->done && !(*intent)->cancelled) {
+    o.intent = **intent;
+    v.pending = RestoreView::Pending{o.intent->id, o.intent->requested_by == "auto"};
   }
-  const bool pending = intent->has_value() && !(*intent)->done;
-  std::map<std::string, peer::NodeState> states = States();
-  // Only the lowest-named reachable agent coordinates.
-  if (states.empty() || states.begin()->first != config_.node.name) return;
-  const size_t majority = config_.cluster.nodes.size() / 2 + 1;
-  if (pending) {
-    absl::Status s = Execute(**intent, states);
-    if (!s.ok()) Note(absl::StrCat("restore ", (*intent)->id, " not finished yet: ", s.message()));
-    return;
-  }
-  // Total loss: a majority answers, none of them has data or runs etcd, and no etcd answers on
-  // any configured client URL (a member whose agent is down may still serve).
-  if (states.size() < majority) return;
-  for (const auto& [name, st] : states) {
-    if (st.has_data() || st.etcd_running()) return;
-  }
-  if (etcd_->MemberList().ok()) return;
+  v.etcd_answers = etcd_->MemberList().ok();
   auto existed = ClusterEverExisted(*store_, config_.cluster.name);
   if (!existed.ok()) {
-    Note(absl::StrCat("no node has data and the backup store cannot be read (",
-                      existed.status().message(), "); waiting"));
-    return;
+    store_error(existed.status(), "the existence check");
+  } else {
+    v.cluster_existed = *existed;
   }
-  if (!*existed) return;  // a brand-new cluster: the agents bootstrap it themselves
-  if (!config_.backup.auto_restore) {
-    Note("every member is lost; backup.auto_restore is off, so waiting for "
-         "`stewardctl restore-backup NAME`");
-    return;
+  auto voters = ReadLastVoters(*store_, config_.cluster.name);
+  if (!voters.ok()) {
+    store_error(voters.status(), "the membership record");
+  } else if (voters->has_value()) {
+    v.last_voters = **voters;
+  } else {
+    // Nothing recorded yet: the cluster still has its initial members.
+    for (int i = 0; i < config_.cluster.size; ++i) {
+      v.last_voters.push_back(config_.cluster.nodes[static_cast<size_t>(i)].name);
+    }
+  }
+  return o;
+}
+
+absl::Status RestoreCoordinator::Cancel(RestoreIntent intent, const std::string& why) {
+  intent.cancelled = true;
+  intent.cancel_reason = why;
+  spdlog::warn("restore {}: cancelled: {}", intent.id, why);
+  return WriteRestoreIntent(*store_, config_.cluster.name, intent);
+}
+
+absl::Status RestoreCoordinator::Settle(const RestoreIntent& intent) {
+  // A lease in the backup still names the holder of a lock or a leader key at the moment of
+  // the backup, and a client that kept its lease ID would keep that lock alive after the
+  // restore (Patroni's former primary did). Revoking them deletes those keys: every holder
+  // must acquire again, in the restored cluster.
+  auto leases = etcd_->LeaseLeases();
+  if (!leases.ok()) return Annotate(leases.status(), "listing the restored leases");
+  for (int64_t id : *leases) {
+    absl::Status s = etcd_->LeaseRevoke(id);
+    if (!s.ok() && !absl::IsNotFound(s)) {
+      return Annotate(s, absl::StrCat("revoking restored lease ", absl::StrFormat("%x", id)));
+    }
+  }
+  if (!leases->empty()) {
+    spdlog::info("restore {}: revoked {} lease(s) that came with the backup (their keys are "
+                 "deleted)", intent.id, leases->size());
+  }
+  if (absl::Status s = etcd_->Put(EtcdGenerationKey(config_.cluster.name),
+                                  absl::StrCat(intent.generation));
+      !s.ok()) {
+    return Annotate(s, "recording the generation");
+  }
+  return absl::OkStatus();
+}
+
+void RestoreCoordinator::Pass() {
+  Observed o = Observe();
+  RestoreDecision d = DecideRestore(o.view);
+  switch (d.action) {
+    case RestoreAction::kNothing:
+      return;
+    case RestoreAction::kWait:
+      Note(d.reason);
+      return;
+    case RestoreAction::kCancel:
+      if (absl::Status s = Cancel(*o.intent, d.reason); !s.ok()) {
+        Note(absl::StrCat("cannot record the cancellation of restore ", o.intent->id, ": ",
+                          s.message()));
+      }
+      return;
+    case RestoreAction::kContinue: {
+      if (absl::Status s = Execute(*o.intent); !s.ok()) {
+        Note(absl::StrCat("restore ", o.intent->id, " not finished yet: ", s.message()));
+      }
+      return;
+    }
+    case RestoreAction::kStart:
+      break;
   }
   auto backup = NewestValidBackup();
   if (!backup) {
     Note("every member is lost and no valid backup is found; waiting for an operator");
     return;
   }
-  RestoreIntent fresh = NewRestoreIntent(config_, *backup, "auto");
-  spdlog::warn("restore: every member is lost; restoring the newest valid backup {} (restore {})",
+  // Choosing and verifying the backup took a while: decide again on a fresh observation.
+  Observed again = Observe();
+  if (RestoreDecision d2 = DecideRestore(again.view); d2.action != RestoreAction::kStart) {
+    Note(absl::StrCat("not restoring after all: ", d2.reason));
+    return;
+  }
+  auto generation = NextGeneration(*store_, config_.cluster.name);
+  if (!generation.ok()) {
+    Note(absl::StrCat("cannot list backups: ", generation.status().message()));
+    return;
+  }
+  RestoreIntent fresh = NewRestoreIntent(config_, *backup, "auto", *generation);
+  spdlog::warn("restore: {}; restoring the newest valid backup {} (restore {})", d.reason,
                *backup, fresh.id);
   if (absl::Status s = WriteRestoreIntent(*store_, config_.cluster.name, fresh); !s.ok()) {
     Note(absl::StrCat("cannot record the restore intent: ", s.message()));
     return;
   }
-  if (absl::Status s = Execute(fresh, states); !s.ok()) {
+  if (absl::Status s = Execute(fresh); !s.ok()) {
     Note(absl::StrCat("restore ", fresh.id, " not finished yet: ", s.message()));
   }
 }
 
-absl::Status RestoreCoordinator::Execute(RestoreIntent intent,
-                                         const std::map<std::string, peer::NodeState>& seen) {
-  // Ask again: choosing and verifying the backup took a while, and agents that came up since
-  // should be in this round rather than the next.
-  std::map<std::string, peer::NodeState> states = States();
-  if (states.size() < seen.size()) states = seen;
+absl::Status RestoreCoordinator::Execute(RestoreIntent intent) {
+  Observed o = Observe();
   const size_t majority = config_.cluster.nodes.size() / 2 + 1;
   uint64_t term = 0;
-  for (const auto& [name, st] : states) term = std::max(term, st.highest_term());
+  for (const auto& [name, st] : o.states) term = std::max(term, st.highest_term());
   ++term;
   peer::OrderHeader header;
   header.set_term(term);
   header.set_leader(config_.node.name);
   size_t acks = 0;
-  for (const auto& [name, st] : states) {
+  for (const auto& [name, st] : o.states) {
     if (agents_.at(name)->Promise(header, milliseconds(2000)).ok()) ++acks;
   }
   if (acks < majority) {
@@ -215,10 +344,30 @@ absl::Status RestoreCoordinator::Execute(RestoreIntent intent,
                                                " agents acknowledged term ", term,
                                                "; a majority is needed"));
   }
+  // Right before the orders: is the restore still justified? (The promises took time, and
+  // agents that came up since are in this round rather than the next.)
+  o = Observe();
+  o.view.pending = RestoreView::Pending{intent.id, intent.requested_by == "auto"};
+  RestoreDecision d = DecideRestore(o.view);
+  if (d.action == RestoreAction::kCancel) {
+    if (absl::Status s = Cancel(intent, d.reason); !s.ok()) return s;
+    return absl::AbortedError(absl::StrCat("cancelled: ", d.reason));
+  }
+  if (d.action != RestoreAction::kContinue) {
+    return absl::UnavailableError(absl::StrCat("not ordering the restore: ", d.reason));
+  }
   std::map<std::string, bool> member;
   for (const auto& [name, url] : intent.initial_cluster) member[name] = true;
+  std::vector<std::string> silent;
+  for (const auto& n : config_.cluster.nodes) {
+    if (!o.states.count(n.name)) silent.push_back(n.name);
+  }
+  if (!silent.empty()) {
+    spdlog::warn("restore {}: node(s) {} do not answer and are left out of this round", intent.id,
+                 absl::StrJoin(silent, ","));
+  }
   std::vector<std::pair<std::string, std::future<absl::Status>>> orders;
-  for (const auto& [name, st] : states) {
+  for (const auto& [name, st] : o.states) {
     if (st.restore_id() == intent.id) continue;
     peer::RestoreRequest req;
     *req.mutable_header() = header;
@@ -237,13 +386,9 @@ absl::Status RestoreCoordinator::Execute(RestoreIntent intent,
                           return c->Restore(req, milliseconds(600000));
                         }));
   }
-  bool all_ok = true;
   for (auto& [name, f] : orders) {
     absl::Status s = f.get();
-    if (!s.ok()) {
-      all_ok = false;
-      spdlog::error("restore {}: node {} failed: {}", intent.id, name, s.message());
-    }
+    if (!s.ok()) spdlog::error("restore {}: node {} failed: {}", intent.id, name, s.message());
   }
   // Done once a majority of the restored cluster's members applied it and it has a leader; a
   // member that is down for good is then the reconciler's to replace, like any dead member.
@@ -274,13 +419,31 @@ absl::Status RestoreCoordinator::Execute(RestoreIntent intent,
     if (!healthy) std::this_thread::sleep_for(milliseconds(1000));
   }
   if (!healthy) return absl::UnavailableError("the restored cluster has no leader yet");
-  if (!all_ok || !missing.empty()) {
-    spdlog::warn("restore {}: finished without {}; the leader will heal them", intent.id,
-                 missing.size());
+  if (absl::Status s = Settle(intent); !s.ok()) return s;
+  std::vector<std::string> restored;
+  for (const auto& [name, url] : intent.initial_cluster) {
+    if (std::find(missing.begin(), missing.end(), name) == missing.end()) restored.push_back(name);
   }
   intent.done = true;
-  spdlog::info("restore {}: every member restored backup {}", intent.id, intent.backup);
-  return WriteRestoreIntent(*store_, config_.cluster.name, intent);
+  if (absl::Status s = WriteRestoreIntent(*store_, config_.cluster.name, intent); !s.ok()) {
+    return s;
+  }
+  // The restored cluster's voting members are the intent's initial cluster, restored or not.
+  std::vector<std::string> voters;
+  for (const auto& [name, url] : intent.initial_cluster) voters.push_back(name);
+  if (absl::Status s = WriteLastVoters(*store_, config_.cluster.name, voters); !s.ok()) {
+    spdlog::warn("restore {}: recording the membership: {}", intent.id, s.message());
+  }
+  if (missing.empty()) {
+    spdlog::info("restore {}: every member ({}) restored backup {}", intent.id,
+                 absl::StrJoin(restored, ","), intent.backup);
+  } else {
+    spdlog::warn("restore {}: members {} restored backup {}; NOT restored: {} (the leader heals "
+                 "them as it would any lost member)",
+                 intent.id, absl::StrJoin(restored, ","), intent.backup,
+                 absl::StrJoin(missing, ","));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace steward

@@ -5,8 +5,12 @@
 // finishes the same restore from the same backup.
 //
 // No etcd is needed (it is what is being restored), so the coordinator is the lowest-named
-// reachable agent, and it acts only after a majority of all configured nodes acknowledged its
-// term (Promise). Two partitions can therefore never both restore.
+// reachable agent. What it does is decided by DecideRestore (restore_decision.h), a pure
+// function of what it observed, asked again right before each step: total loss must be shown by
+// a majority of the last known voting members (the store's membership record), and a majority
+// of all configured nodes must acknowledge the coordinator's term (Promise), so two partitions
+// can never both restore. A pending automatic restore is cancelled as soon as the live cluster
+// answers.
 //
 // Not thread-safe: one agent thread owns a coordinator.
 #pragma once
@@ -26,6 +30,7 @@
 #include "config/config.h"
 #include "etcd/client.h"
 #include "peer/client.h"
+#include "reconcile/restore_decision.h"
 
 namespace steward {
 
@@ -35,7 +40,11 @@ struct RestoreIntent {
   std::string token;
   std::string requested_by;  // "auto" or "stewardctl"
   std::vector<std::pair<std::string, std::string>> initial_cluster;  // name, peer URL
+  // The restored cluster's generation (BackupMeta::generation): one above every backup's.
+  int64_t generation = 1;
   bool done = false;
+  bool cancelled = false;     // an automatic restore whose total loss could not be re-proved
+  std::string cancel_reason;
   int64_t created_at = 0;
 };
 
@@ -46,7 +55,19 @@ absl::Status WriteRestoreIntent(BackupStore& store, const std::string& cluster,
                                 const RestoreIntent& intent);
 // A fresh intent to restore `backup` onto the first cluster.size nodes, with a new token.
 RestoreIntent NewRestoreIntent(const Config& config, const std::string& backup,
-                               const std::string& requested_by);
+                               const std::string& requested_by, int64_t generation);
+// One above the highest generation of any backup in the store.
+absl::StatusOr<int64_t> NextGeneration(BackupStore& store, const std::string& cluster);
+
+// The voting members (node names) as last recorded in the store, by the leader when the
+// membership changes and by the restore coordinator when a restore is done:
+//   <cluster>/control/members.json  {"voters": [...], "updated_at": <unix seconds>}
+// nullopt when nothing is recorded yet.
+std::string MembersRecordKey(const std::string& cluster);
+absl::StatusOr<std::optional<std::vector<std::string>>> ReadLastVoters(BackupStore& store,
+                                                                      const std::string& cluster);
+absl::Status WriteLastVoters(BackupStore& store, const std::string& cluster,
+                             const std::vector<std::string>& voters);
 
 // Is there a sign that this cluster ever existed (a backup, or the created marker)? Errors
 // when the store cannot be read: the caller must then not bootstrap an empty cluster.
@@ -66,7 +87,18 @@ class RestoreCoordinator {
   bool RestorePending();
 
  private:
-  absl::Status Execute(RestoreIntent intent, const std::map<std::string, peer::NodeState>& states);
+  struct Observed {
+    RestoreView view;
+    std::map<std::string, peer::NodeState> states;  // the agents that answered
+    std::optional<RestoreIntent> intent;            // pending (neither done nor cancelled)
+  };
+  // What DecideRestore needs; the store and etcd are read only when this agent coordinates.
+  Observed Observe();
+  absl::Status Execute(RestoreIntent intent);
+  absl::Status Cancel(RestoreIntent intent, const std::string& why);
+  // Before the restored cluster is declared done: revoke every lease the backup brought back
+  // (no lock or leader key of the lost cluster survives) and record the new generation.
+  absl::Status Settle(const RestoreIntent& intent);
   std::optional<std::string> NewestValidBackup();
   std::map<std::string, peer::NodeState> States();
   void Note(const std::string& msg);

@@ -105,6 +105,8 @@ TestCluster::TestCluster(int subnet, int nodes, int size, const std::string& clu
   root_ = fs::temp_directory_path() / absl::StrCat("steward-it-", getpid(), "-", subnet);
   fs::remove_all(root_);
   fs::create_directories(root_);
+  // The file store's root (ROOT/backups in configs): the operator creates it, agents never do.
+  fs::create_directories(root_ + "/backups");
   // Every test runs with TLS on: a CA of its own, agents issue their certificates from it.
   fs::create_directories(root_ + "/pki");
   if (absl::Status s = CreateCa(root_ + "/pki", "test CA"); !s.ok()) {

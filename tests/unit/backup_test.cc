@@ -128,5 +128,75 @@ TEST(FileStoreTest, WritesAtomicallyListsAndDeletes) {
   std::filesystem::remove_all(root);
 }
 
+// Issue 9, path 2: "newest" is a point of history, never a clock reading.
+TEST(LayoutTest, BackupsAreOrderedByGenerationThenRevisionNotByTime) {
+  BackupMeta early_clock_high_rev, late_clock_low_rev, restored;
+  early_clock_high_rev.name = "20251125T100000Z-00000000000000000200";
+  early_clock_high_rev.revision = 200;
+  late_clock_low_rev.name = "20251125T120000Z-00000000000000000150";  // clock 2 h ahead
+  late_clock_low_rev.revision = 150;
+  restored.name = "20251125T110000Z-00000000000000000120";
+  restored.revision = 120;
+  restored.generation = 1;  // taken after a restore to an older backup
+  EXPECT_TRUE(BackupNewer(early_clock_high_rev, late_clock_low_rev));
+  EXPECT_FALSE(BackupNewer(late_clock_low_rev, early_clock_high_rev));
+  EXPECT_TRUE(BackupNewer(restored, early_clock_high_rev));
+  late_clock_low_rev.unix_time = 1764110096 + 7200;
+  EXPECT_TRUE(BackupTimeInFuture(late_clock_low_rev, 1764110096));
+  EXPECT_FALSE(BackupTimeInFuture(late_clock_low_rev, 1764110096 + 7000));
+}
+
+RetentionItem Rev(int64_t now, std::chrono::seconds age, const std::string& name, int64_t rev,
+                  int64_t generation = 0) {
+  RetentionItem r{name, now - age.count(), true};
+  r.revision = rev;
+  r.generation = generation;
+  return r;
+}
+
+TEST(RetentionTest, TheNewestRevisionIsKeptHoweverOldItsTime) {
+  const int64_t now = 1764110096;
+  RetentionConfig p;
+  // The newest point of history was taken by a clock 90 days behind.
+  std::vector<RetentionItem> items = {Rev(now, hours(24 * 90), "slow-clock", 500),
+                                      Rev(now, hours(24 * 91), "older", 400)};
+  std::string skew;
+  auto doomed = PlanRetention(items, now, p, &skew);
+  EXPECT_EQ(std::count(doomed.begin(), doomed.end(), "slow-clock"), 0) << skew;
+}
+
+TEST(RetentionTest, ClocksThatDisagreeWithHistoryStopPruning) {
+  const int64_t now = 1764110096;
+  RetentionConfig p;
+  // "ahead" holds an older revision than "normal" yet is dated two hours later.
+  std::vector<RetentionItem> items = {Rev(now, -hours(2), "ahead", 100),
+                                      Rev(now, seconds(60), "normal", 300),
+                                      Rev(now, hours(24 * 60), "ancient", 50)};
+  std::string skew;
+  auto doomed = PlanRetention(items, now, p, &skew);
+  EXPECT_TRUE(doomed.empty());
+  EXPECT_NE(skew.find("ahead"), std::string::npos) << skew;
+  // Without the disagreement, the ancient one goes and the future-dated one stays.
+  items = {Rev(now, -hours(2), "ahead", 400), Rev(now, seconds(60), "normal", 300),
+           Rev(now, hours(24 * 60), "ancient", 50)};
+  skew.clear();
+  doomed = PlanRetention(items, now, p, &skew);
+  EXPECT_EQ(doomed, std::vector<std::string>{"ancient"}) << skew;
+}
+
+TEST(FileStoreTest, AMissingRootIsAnErrorAndIsNeverCreated) {
+  auto root = std::filesystem::temp_directory_path() / ("steward-nofs-" + std::to_string(getpid()));
+  std::filesystem::remove_all(root);
+  auto store = NewFileStore(root.string());
+  // Not NotFound: "no object" read off an unmounted share would mean "no cluster existed".
+  auto got = store->Get("c/control/created.json");
+  EXPECT_TRUE(absl::IsFailedPrecondition(got.status())) << got.status();
+  EXPECT_NE(got.status().message().find("not mounted?"), std::string::npos);
+  EXPECT_TRUE(absl::IsFailedPrecondition(store->Put("c/x", "y")));
+  EXPECT_TRUE(absl::IsFailedPrecondition(store->Create("c/x").status()));
+  EXPECT_TRUE(absl::IsFailedPrecondition(store->Delete("c/x")));
+  EXPECT_FALSE(std::filesystem::exists(root)) << "the store root must never be created";
+}
+
 }  // namespace
 }  // namespace steward

@@ -1,0 +1,121 @@
+#include "reconcile/restore_decision.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace steward {
+
+const char* RestoreActionName(RestoreAction a) {
+  switch (a) {
+    case RestoreAction::kNothing: return "nothing";
+    case RestoreAction::kWait: return "wait";
+    case RestoreAction::kStart: return "start";
+    case RestoreAction::kContinue: return "continue";
+    case RestoreAction::kCancel: return "cancel";
+  }
+  return "?";
+}
+
+namespace {
+
+RestoreDecision Make(RestoreAction a, std::string reason) { return {a, std::move(reason)}; }
+
+// The first agent (by name) that holds data or runs etcd other than the restore `own_id`
+// produced; "" if none.
+std::string LiveAgent(const RestoreView& v, const std::string& own_id) {
+  for (const auto& [name, a] : v.answered) {
+    const bool own = !own_id.empty() && a.restore_id == own_id;
+    if ((a.has_data || a.etcd_running) && !own) return name;
+  }
+  return "";
+}
+
+// R1: how many of the last known voters answered, and who did not.
+bool VotersProveLoss(const RestoreView& v, std::string* why) {
+  std::vector<std::string> silent;
+  size_t answered = 0;
+  for (const auto& n : v.last_voters) {
+    if (v.answered.count(n)) {
+      ++answered;
+    } else {
+      silent.push_back(n);
+    }
+  }
+  if (v.last_voters.empty() || answered < v.last_voters.size() / 2 + 1) {
+    *why = absl::StrCat("only ", answered, " of the last known voting members {",
+                        absl::StrJoin(v.last_voters, ","), "} answer (silent: ",
+                        absl::StrJoin(silent, ","),
+                        "); they may still hold the cluster's data, so no restore");
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+RestoreDecision DecideRestore(const RestoreView& v) {
+  // R3: one coordinator.
+  if (v.answered.empty() || v.answered.begin()->first != v.self) {
+    return Make(RestoreAction::kNothing, "another agent coordinates restores");
+  }
+  if (!v.store_ok) {
+    return Make(RestoreAction::kWait,
+                absl::StrCat("the backup store cannot be read (", v.store_error, "); waiting"));
+  }
+  const size_t majority_all = v.configured.size() / 2 + 1;
+  if (v.pending) {
+    if (!v.pending->automatic) {
+      // An operator's command: the live cluster is being replaced on purpose. R2 still holds
+      // (the promises need a majority), which the coordinator checks when it collects them.
+      return Make(RestoreAction::kContinue, "the operator's restore is pending");
+    }
+    // R5: re-prove total loss.
+    if (std::string live = LiveAgent(v, v.pending->id); !live.empty()) {
+      return Make(RestoreAction::kCancel,
+                  absl::StrCat("node ", live, " holds data or runs etcd of the live cluster"));
+    }
+    bool applied_somewhere = false;
+    for (const auto& [name, a] : v.answered) {
+      if (a.restore_id == v.pending->id) applied_somewhere = true;
+    }
+    if (!applied_somewhere) {
+      if (v.etcd_answers) {
+        return Make(RestoreAction::kCancel, "an etcd member of the live cluster answers");
+      }
+      std::string why;
+      if (!VotersProveLoss(v, &why)) return Make(RestoreAction::kWait, why);
+    }
+    if (v.answered.size() < majority_all) {
+      return Make(RestoreAction::kWait,
+                  absl::StrCat("only ", v.answered.size(), " of ", v.configured.size(),
+                               " agents answer; a majority is needed to restore"));
+    }
+    return Make(RestoreAction::kContinue, "total loss is still proven");
+  }
+  if (v.etcd_answers) return Make(RestoreAction::kNothing, "an etcd member answers");
+  if (std::string live = LiveAgent(v, ""); !live.empty()) {
+    return Make(RestoreAction::kNothing, absl::StrCat("node ", live, " holds data"));
+  }
+  // R4.
+  if (!v.cluster_existed) {
+    return Make(RestoreAction::kNothing, "no sign that this cluster ever existed");
+  }
+  std::string why;
+  if (!VotersProveLoss(v, &why)) return Make(RestoreAction::kWait, why);
+  if (v.answered.size() < majority_all) {
+    return Make(RestoreAction::kWait,
+                absl::StrCat("only ", v.answered.size(), " of ", v.configured.size(),
+                             " agents answer; a majority is needed to restore"));
+  }
+  if (!v.auto_restore) {
+    return Make(RestoreAction::kWait,
+                "every member is lost; backup.auto_restore is off, so waiting for "
+                "`stewardctl restore-backup NAME`");
+  }
+  return Make(RestoreAction::kStart,
+              absl::StrCat("every member is lost: ", v.answered.size(),
+                           " agents answer, among them a majority of the last voting members {",
+                           absl::StrJoin(v.last_voters, ","), "}, and none holds data"));
+}
+
+}  // namespace steward

@@ -1,0 +1,76 @@
+// The total-loss -> restore decision: a pure function from what the restore coordinator observed
+// (the agents that answered, whether any etcd answers, what the backup store says) to one of
+// nothing / wait / start a restore / continue a pending one / cancel a pending one, with the
+// reason. No I/O and no clock: tests/unit/restore_decision_test.cc tables each rule, and the
+// coordinator calls it again right before every step it takes (choosing the backup, the
+// promises, the orders), so nothing destructive rests on an observation older than one round.
+//
+// Safety rules (each is a row in the tests):
+//   R1 total loss is a fact about the LAST KNOWN VOTING MEMBERS, not about configured nodes:
+//      a restore starts only when a majority of them answer, and no answering agent has data or
+//      runs etcd, and no etcd answers on any configured client URL. Spares and wiped nodes know
+//      nothing about whether the cluster still lives, so they never make up that majority.
+//   R2 a majority of ALL configured nodes must answer too: the coordinator then collects a
+//      majority of promises, so two partitions can never both restore.
+//   R3 only the lowest-named agent that answers coordinates.
+//   R4 an unreadable store means wait (never "no cluster existed"); a store with no sign of the
+//      cluster means the agents bootstrap it themselves, not a restore.
+//   R5 a pending AUTOMATIC restore is re-proved before every step: it is cancelled the moment an
+//      agent reports data or a running etcd that is not the restore's own, or (before any node
+//      applied it) an etcd answers. An operator's restore (stewardctl restore-backup) replaces a
+//      live cluster on purpose and is carried on.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace steward {
+
+// One agent that answered GetState.
+struct RestoreAgentView {
+  bool has_data = false;
+  bool etcd_running = false;
+  std::string restore_id;  // the last restore this node applied
+};
+
+struct RestoreView {
+  std::string self;                              // this agent's node name
+  std::vector<std::string> configured;           // every configured node name
+  std::map<std::string, RestoreAgentView> answered;  // by node name (self included if it answered)
+  bool etcd_answers = false;  // some etcd answered a member list on a configured client URL
+  // The store.
+  bool store_ok = true;       // the intent and the existence check could be read
+  std::string store_error;
+  bool cluster_existed = false;  // a backup or the created marker
+  // The voting members as last recorded (the store's membership record, else the initial
+  // cluster). Never empty when cluster_existed.
+  std::vector<std::string> last_voters;
+  bool auto_restore = true;
+  // A restore that is neither done nor cancelled, if any.
+  struct Pending {
+    std::string id;
+    bool automatic = true;  // false: requested by the operator
+  };
+  std::optional<Pending> pending;
+};
+
+enum class RestoreAction {
+  kNothing,   // not our business (not the coordinator, or the cluster lives / is new)
+  kWait,      // something must change first; the reason says what
+  kStart,     // pick the newest valid backup and start a restore
+  kContinue,  // carry the pending restore on
+  kCancel,    // cancel the pending automatic restore: the live cluster answered
+};
+
+const char* RestoreActionName(RestoreAction a);
+
+struct RestoreDecision {
+  RestoreAction action = RestoreAction::kNothing;
+  std::string reason;
+};
+
+RestoreDecision DecideRestore(const RestoreView& view);
+
+}  // namespace steward
