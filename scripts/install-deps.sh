@@ -41,6 +41,12 @@ if [ "${1:-}" = "--test" ]; then
     $SUDO apt-get update -qq
     $SUDO apt-get install -y -qq --no-install-recommends nodejs npm
   fi
+  # faketime: the safety tests run stewardctl with a clock hours ahead.
+  if ! command -v faketime >/dev/null 2>&1; then
+    echo "install-deps: installing faketime" >&2
+    $SUDO apt-get update -qq
+    $SUDO apt-get install -y -qq --no-install-recommends faketime
+  fi
   here="$(cd "$(dirname "$0")/.." && pwd)"
   if [ ! -x "$here/tests/s3rver/node_modules/.bin/s3rver" ]; then
     echo "install-deps: installing s3rver (npm) into tests/s3rver" >&2

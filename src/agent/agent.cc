@@ -6,11 +6,13 @@
 #include <cstring>
 
 #include <filesystem>
+#include <future>
 #include <iostream>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/files.h"
 #include "common/status.h"
 #include "backup/layout.h"
@@ -67,10 +69,16 @@ absl::Status Agent::Wire() {
       std::vector<std::string>{config_.ClientUrl(config_.self())}, co);
   co.timeout = milliseconds(2000);
   cluster_client_ = std::make_unique<EtcdClient>(config_.AllClientUrls(), co);
-  server_ = std::make_unique<PeerServer>(config_.AgentAddress(config_.self()), this, terms_.get(),
-                                         server_creds);
+  for (int i = 0; i < config_.cluster.size; ++i) {
+    const NodeSpec& n = config_.cluster.nodes[static_cast<size_t>(i)];
+    if (n.name == config_.node.name) continue;
+    initial_agents_[n.name] = std::make_unique<PeerClient>(config_.AgentAddress(n), client_creds);
+  }
+  server_ = std::make_unique<PeerServer>(
+      config_.AgentAddress(config_.self()), this, terms_.get(), server_creds,
+      config_.tls.enabled() ? std::optional<std::string>(config_.cluster.name) : std::nullopt);
   leadership_ = std::make_unique<Leadership>(
-      cluster_client_.get(), LeaderKey(config_), config_.node.name,
+      cluster_client_.get(), LeaderKey(config_), EpochKey(config_), config_.node.name,
       std::chrono::duration_cast<std::chrono::seconds>(config_.cluster.leader_lease_ttl));
   if (auto store = OpenStore(config_.backup); store.ok()) {
     store_ = std::move(*store);
@@ -85,7 +93,8 @@ absl::Status Agent::Wire() {
   reconciler_ = std::make_unique<Reconciler>(
       config_, cluster_client_.get(), store_.get(), backups_.get(),
       [this] { return restorer_ != nullptr && restorer_->RestorePending(); },
-      [this] { return leadership_->Confirm(); }, client_creds);
+      [this] { return leadership_->Confirm(); }, client_creds,
+      [this](uint64_t floor) { return leadership_->Raise(floor); });
   return absl::OkStatus();
 }
 
@@ -151,9 +160,62 @@ bool Agent::SleepFor(milliseconds d) {
   return !stopping_;
 }
 
-bool Agent::HasMemberData() const { return fs::exists(config_.EtcdDataDir() + "/member"); }
+bool Agent::HasMemberData() const { return DataState() == DataDirState::kMember; }
+
+Agent::DataDirState Agent::DataState() const {
+  std::error_code ec;
+  const fs::path member = fs::path(config_.EtcdDataDir()) / "member";
+  if (!fs::exists(member, ec)) return DataDirState::kEmpty;
+  // etcd opens its backend (member/snap/db) before it creates the WAL; a WAL segment is what
+  // shows that raft state, and so anything acknowledged, was ever written here.
+  for (const auto& e : fs::directory_iterator(member / "wal", ec)) {
+    if (e.path().extension() == ".wal") return DataDirState::kMember;
+  }
+  return DataDirState::kPartial;
+}
+
+bool Agent::SetPartialDataAside() {
+  if (DataState() != DataDirState::kPartial) return true;
+  std::string dest;
+  const auto secs = std::chrono::duration_cast<std::chrono::seconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count();
+  if (absl::Status s = SetDataAside(absl::StrCat("etcd-partial-", secs), &dest); !s.ok()) {
+    spdlog::error("setting aside a partial data dir: {}", s.message());
+    return false;
+  }
+  spdlog::warn("data dir {} held no WAL (a start or join that failed before etcd wrote one): "
+               "moved to {}; this node now counts as empty",
+               config_.EtcdDataDir(), dest);
+  return true;
+}
 
 bool Agent::EverJoined() const { return fs::exists(config_.node.data_dir + "/joined"); }
+
+bool Agent::Bootstrapping() const {
+  return !EverJoined() && fs::exists(config_.node.data_dir + "/initial-bootstrap");
+}
+
+bool Agent::InitialPeersAllowBootstrap(std::string* why) {
+  std::map<std::string, std::future<absl::StatusOr<peer::NodeState>>> asked;
+  for (auto& [name, client] : initial_agents_) {
+    PeerClient* c = client.get();
+    asked[name] = std::async(std::launch::async, [c] { return c->GetState(milliseconds(1000)); });
+  }
+  std::vector<std::string> problems;
+  for (auto& [name, f] : asked) {
+    auto st = f.get();
+    if (!st.ok()) {
+      problems.push_back(absl::StrCat(name, " does not answer"));
+    } else if (st->ever_joined()) {
+      problems.push_back(absl::StrCat(name, " has been a member of a running cluster"));
+    } else if ((st->has_data() || st->etcd_running()) && !st->bootstrapping()) {
+      problems.push_back(absl::StrCat(name, " holds member data"));
+    }
+  }
+  *why = absl::StrJoin(problems, ", ");
+  return problems.empty();
+}
 
 void Agent::MarkJoined() {
   if (!EverJoined()) (void)WriteFileAtomic(config_.node.data_dir + "/joined", "1\n");
@@ -194,7 +256,12 @@ void Agent::ControlLoop() {
       std::lock_guard<std::mutex> lock(order_mu_);
       if (!runner_->wanted() && !held_) MaybeStartEtcd();
     }
-    if (runner_->pid() && HasMemberData()) MarkJoined();
+    // "Joined" means the member has been part of a cluster with a leader, not merely started:
+    // the bootstrap rule tells a bootstrap in progress from a cluster that existed by it.
+    if (!EverJoined() && runner_->pid() && HasMemberData()) {
+      auto st = local_client_->Status(config_.ClientUrl(config_.self()), milliseconds(300));
+      if (st.ok() && st->leader != 0) MarkJoined();
+    }
     // Restores (after total loss, or on command) are coordinated without etcd.
     if (restorer_ && std::chrono::steady_clock::now() >= next_restore_pass) {
       restorer_->Pass();
@@ -228,6 +295,7 @@ void Agent::ReconcileLoop() {
 
 void Agent::MaybeStartEtcd() {
   const NodeSpec& self = config_.self();
+  if (!SetPartialDataAside()) return;
   if (HasMemberData()) {
     spdlog::info("data dir {} holds a member; starting etcd", config_.EtcdDataDir());
     runner_->Run(RenderEtcdFlags(BootstrapLaunch(config_)));
@@ -246,6 +314,7 @@ void Agent::MaybeStartEtcd() {
     Note(absl::StrCat("node ", self.name, " is a spare; waiting for the leader to add it"));
     return;
   }
+  bool initial_cluster_up = false;  // it answers, with this node's initial entry unstarted
   // Does a cluster already run that knows this node? A bootstrapping etcd does not answer
   // client requests until it has a leader, so silence here means "no cluster yet".
   if (!peers_client_->endpoints().empty()) {
@@ -273,6 +342,18 @@ void Agent::MaybeStartEtcd() {
         return;
       }
       spdlog::info("the initial cluster is up without this node yet; joining it");
+      initial_cluster_up = true;
+    }
+  }
+  // Nobody answers for a running cluster. A node whose data dir was wiped (a re-imaged machine)
+  // must not start a new member under its old identity with an empty log while its peers are
+  // merely restarting: bootstrap only if every other initial node's agent answers and none of
+  // them has been part of a cluster (or holds data other than this same bootstrap).
+  if (!initial_cluster_up) {
+    std::string why;
+    if (!InitialPeersAllowBootstrap(&why)) {
+      Note(absl::StrCat("not bootstrapping the initial cluster yet: ", why));
+      return;
     }
   }
   if (store_) {
@@ -289,6 +370,11 @@ void Agent::MaybeStartEtcd() {
       return;
     }
   }
+  if (absl::Status s = WriteFileAtomic(config_.node.data_dir + "/initial-bootstrap", "1\n");
+      !s.ok()) {
+    Note(absl::StrCat("not bootstrapping: recording it failed: ", s.message()));
+    return;
+  }
   spdlog::info("starting etcd as a member of the initial cluster ({} members)",
                config_.cluster.size);
   runner_->Run(RenderEtcdFlags(BootstrapLaunch(config_)));
@@ -303,6 +389,8 @@ peer::NodeState Agent::State() {
   s.set_etcd_pid(pid.value_or(0));
   s.set_etcd_restarts(runner_->restarts());
   s.set_has_data(HasMemberData());
+  s.set_ever_joined(EverJoined());
+  s.set_bootstrapping(Bootstrapping());
   s.set_restore_id(AppliedRestoreId());
   {
     std::unique_lock<std::mutex> lock(order_mu_, std::try_to_lock);
@@ -342,6 +430,9 @@ absl::Status Agent::StartNew(const peer::StartRequest& req) {
 
 absl::Status Agent::Join(const peer::StartRequest& req) {
   std::lock_guard<std::mutex> lock(order_mu_);
+  if (!runner_->wanted() && !SetPartialDataAside()) {
+    return absl::InternalError("a partial data dir could not be set aside");
+  }
   if (HasMemberData()) {
     return absl::AlreadyExistsError("the data dir already holds a member; wipe it first");
   }

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -30,6 +31,7 @@
 #include "common/status.h"
 #include "config/config.h"
 #include "etcd/client.h"
+#include "peer/client.h"
 #include "peer/leadership.h"
 #include "peer/server.h"
 #include "reconcile/reconciler.h"
@@ -64,8 +66,20 @@ class Agent : public NodeHandler {
   void LeadershipLoop();
   void ReconcileLoop();
   void MaybeStartEtcd();
-  bool HasMemberData() const;
+  enum class DataDirState {
+    kEmpty,    // no member dir
+    kPartial,  // member dir without a WAL segment: a failed first start or join
+    kMember,   // a WAL: the data of a member
+  };
+  DataDirState DataState() const;
+  bool HasMemberData() const;  // DataState() == kMember
+  // Moves a partial data dir aside (never a member's). False if that failed.
+  bool SetPartialDataAside();
   bool EverJoined() const;
+  bool Bootstrapping() const;  // the initial-bootstrap marker, and never joined
+  // The bootstrap rule: every other initial node's agent answers, and each is empty and never
+  // joined, or bootstrapping the same initial cluster. `why` says what is missing.
+  bool InitialPeersAllowBootstrap(std::string* why);
   std::string AppliedRestoreId() const;
   // Moves etcd's data dir to <data_dir>/removed/<label> (keeping only the newest such copy).
   absl::Status SetDataAside(const std::string& label, std::string* moved_to);
@@ -78,6 +92,8 @@ class Agent : public NodeHandler {
   const Config config_;
   std::unique_ptr<Runner> runner_;
   std::unique_ptr<EtcdClient> peers_client_;  // the other nodes' client URLs
+  // The other initial nodes' agents (the first cluster.size nodes), for the bootstrap rule.
+  std::map<std::string, std::unique_ptr<PeerClient>> initial_agents_;
   std::unique_ptr<EtcdClient> cluster_client_;  // every node's client URL
   std::unique_ptr<EtcdClient> local_client_;    // this node's client URL
   std::unique_ptr<TermGuard> terms_;

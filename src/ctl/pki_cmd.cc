@@ -85,6 +85,9 @@ int RunPkiInit(const std::string& dir_arg, std::ostream& out, std::ostream& err)
   CertRequest req;
   req.common_name = kAdminCommonName;
   req.client_auth = true;
+  // The operator's role: etcdctl and stewardctl may read, but the agent API refuses orders
+  // from it (they come only from agents, whose certificates carry the agent role).
+  req.uris = {kOperatorRoleUri};
   req.lifetime = kAdminLifetime;
   if (auto s = IssueCert(ca_cert, ca_key, req, admin_cert, admin_key); !s.ok()) {
     err << "stewardctl pki init: created the CA in " << dir

@@ -1,13 +1,19 @@
 #include "peer/leadership.h"
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "spdlog/spdlog.h"
 
 namespace steward {
 
-Leadership::Leadership(EtcdClient* client, std::string key, std::string node_name,
-                       std::chrono::seconds ttl)
-    : client_(client), key_(std::move(key)), name_(std::move(node_name)), ttl_(ttl) {}
+Leadership::Leadership(EtcdClient* client, std::string key, std::string epoch_key,
+                       std::string node_name, std::chrono::seconds ttl)
+    : client_(client),
+      key_(std::move(key)),
+      epoch_key_(std::move(epoch_key)),
+      name_(std::move(node_name)),
+      ttl_(ttl) {}
 
 bool Leadership::Tick() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -27,41 +33,109 @@ bool Leadership::Tick() {
     if (!lease.ok()) return false;
     lease_ = *lease;
   }
-  // Take the key if nobody holds it; otherwise read who does.
+  // The epoch: read it, then take the leader key and raise the epoch in one transaction that
+  // fails if either changed meanwhile. The epoch (not a revision, which a restore can send
+  // backwards) is the term every order carries.
+  auto epoch = ReadEpochLocked();
+  if (!epoch.ok()) return false;
   etcdserverpb::TxnRequest txn;
   auto* cmp = txn.add_compare();
   cmp->set_key(key_);
   cmp->set_target(etcdserverpb::Compare::CREATE);
   cmp->set_result(etcdserverpb::Compare::EQUAL);
   cmp->set_create_revision(0);
+  auto* ecmp = txn.add_compare();
+  ecmp->set_key(epoch_key_);
+  ecmp->set_target(etcdserverpb::Compare::MOD);
+  ecmp->set_result(etcdserverpb::Compare::EQUAL);
+  ecmp->set_mod_revision(epoch->mod_revision);
+  const uint64_t next = epoch->value + 1;
   auto* put = txn.add_success()->mutable_request_put();
   put->set_key(key_);
   put->set_value(name_);
   put->set_lease(lease_);
+  auto* eput = txn.add_success()->mutable_request_put();
+  eput->set_key(epoch_key_);
+  eput->set_value(absl::StrCat(next));
   txn.add_failure()->mutable_request_range()->set_key(key_);
   auto resp = client_->Txn(txn);
   if (!resp.ok()) return false;
   if (resp->succeeded()) {
     leading_ = true;
-    term_ = static_cast<uint64_t>(resp->header().revision());
+    term_ = next;
+    key_revision_ = resp->header().revision();
+    epoch_mod_revision_ = resp->header().revision();
     leader_ = name_;
     leader_term_ = term_;
-    spdlog::info("became the steward leader (term {})", term_);
+    spdlog::info("became the steward leader (epoch {})", term_);
     return true;
   }
   if (resp->responses_size() > 0 && resp->responses(0).response_range().kvs_size() > 0) {
     const auto& kv = resp->responses(0).response_range().kvs(0);
     leader_ = kv.value();
-    leader_term_ = static_cast<uint64_t>(kv.create_revision());
+    leader_term_ = epoch->value;
     // An earlier campaign whose reply was lost may have won with this very lease.
     if (kv.value() == name_ && kv.lease() == lease_) {
       leading_ = true;
-      term_ = leader_term_;
-      spdlog::info("became the steward leader (term {})", term_);
+      term_ = epoch->value;
+      key_revision_ = kv.create_revision();
+      epoch_mod_revision_ = epoch->mod_revision;
+      spdlog::info("became the steward leader (epoch {})", term_);
       return true;
     }
   }
   return false;
+}
+
+absl::StatusOr<Leadership::Epoch> Leadership::ReadEpochLocked() {
+  etcdserverpb::TxnRequest txn;  // a linearizable read
+  txn.add_success()->mutable_request_range()->set_key(epoch_key_);
+  auto resp = client_->Txn(txn);
+  if (!resp.ok()) return resp.status();
+  Epoch e;
+  if (resp->responses_size() > 0 && resp->responses(0).response_range().kvs_size() > 0) {
+    const auto& kv = resp->responses(0).response_range().kvs(0);
+    if (!absl::SimpleAtoi(kv.value(), &e.value)) {
+      spdlog::error("{} holds \"{}\", not an epoch; not campaigning", epoch_key_, kv.value());
+      return absl::DataLossError("malformed epoch");
+    }
+    e.mod_revision = kv.mod_revision();
+  }
+  return e;
+}
+
+bool Leadership::Raise(uint64_t floor) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!leading_ || floor < term_) return leading_;
+  // Some agent has seen a term at or above ours (a restore coordinator's promises): take an
+  // epoch above it, still holding the key at our lease, or not at all.
+  etcdserverpb::TxnRequest txn;
+  auto* cmp = txn.add_compare();
+  cmp->set_key(key_);
+  cmp->set_target(etcdserverpb::Compare::LEASE);
+  cmp->set_result(etcdserverpb::Compare::EQUAL);
+  cmp->set_lease(lease_);
+  auto* ecmp = txn.add_compare();
+  ecmp->set_key(epoch_key_);
+  ecmp->set_target(etcdserverpb::Compare::MOD);
+  ecmp->set_result(etcdserverpb::Compare::EQUAL);
+  ecmp->set_mod_revision(epoch_mod_revision_);
+  const uint64_t next = floor + 1;
+  auto* eput = txn.add_success()->mutable_request_put();
+  eput->set_key(epoch_key_);
+  eput->set_value(absl::StrCat(next));
+  auto resp = client_->Txn(txn);
+  if (!resp.ok()) return false;
+  if (!resp->succeeded()) {
+    spdlog::warn("lost leadership (epoch {}): the leader key or the epoch changed", term_);
+    leading_ = false;
+    return false;
+  }
+  spdlog::info("raised the epoch from {} to {} (an agent had seen term {})", term_, next, floor);
+  term_ = next;
+  leader_term_ = next;
+  epoch_mod_revision_ = resp->header().revision();
+  return true;
 }
 
 bool Leadership::Confirm() {
@@ -73,16 +147,17 @@ bool Leadership::Confirm() {
     lease = lease_;
     term = term_;
   }
-  // A linearizable read: the key must still be ours, under our lease, at our term.
+  // A linearizable read: the key must still be ours, under our lease, and the epoch ours.
   etcdserverpb::TxnRequest txn;
   txn.add_success()->mutable_request_range()->set_key(key_);
+  txn.add_success()->mutable_request_range()->set_key(epoch_key_);
   auto resp = client_->Txn(txn);
-  if (!resp.ok() || resp->responses_size() == 0) return false;
+  if (!resp.ok() || resp->responses_size() < 2) return false;
   const auto& range = resp->responses(0).response_range();
-  if (range.kvs_size() == 0) return false;
+  const auto& epoch = resp->responses(1).response_range();
+  if (range.kvs_size() == 0 || epoch.kvs_size() == 0) return false;
   const auto& kv = range.kvs(0);
-  return kv.value() == name_ && kv.lease() == lease &&
-         static_cast<uint64_t>(kv.create_revision()) == term;
+  return kv.value() == name_ && kv.lease() == lease && epoch.kvs(0).value() == absl::StrCat(term);
 }
 
 void Leadership::Resign() {

@@ -1,7 +1,8 @@
 // Leader election among the agents, through etcd: the holder of a lease-backed key under the
-// cluster's reserved prefix leads. The key's create revision is the leader's term: it grows
-// with every new leader, so orders can be fenced by it. A dead leader blocks for at most the
-// lease TTL.
+// cluster's reserved prefix leads. Taking the key raises an epoch key in the same transaction
+// (compare-and-swap on both), and that epoch is the leader's term: every order carries it, and
+// agents refuse terms older than the newest they have admitted. Revisions are not used as
+// terms: a restore sends them backwards. A dead leader blocks for at most the lease TTL.
 //
 // While etcd has no quorum nobody can win, so nobody leads: the reconciler then does nothing,
 // and agents keep restarting their members with data (they are never wiped).
@@ -20,7 +21,8 @@ namespace steward {
 
 class Leadership {
  public:
-  Leadership(EtcdClient* client, std::string key, std::string node_name, std::chrono::seconds ttl);
+  Leadership(EtcdClient* client, std::string key, std::string epoch_key, std::string node_name,
+             std::chrono::seconds ttl);
 
   // One round: keep the lease alive if leading, else try to take the key. Call about every
   // ttl/3. Returns whether this agent leads now.
@@ -28,23 +30,36 @@ class Leadership {
   // Re-checks in etcd (linearizably) that this agent still holds the key at its term. Called
   // right before every mutating step, so a leader that was paused past its lease cannot act.
   bool Confirm();
+  // While leading: if `floor` (the newest term any agent has admitted) is not below this
+  // leader's epoch, raise the epoch to floor + 1 (a compare-and-swap that also checks the key is
+  // still ours). Returns whether this agent still leads.
+  bool Raise(uint64_t floor);
   // Gives up the leadership (revokes the lease) so another agent can take over at once.
   void Resign();
 
   bool leading() const;
-  uint64_t term() const;       // this agent's term while leading
+  uint64_t term() const;       // this agent's epoch while leading
   std::string leader() const;  // the leader as last seen ("" if unknown)
   uint64_t leader_term() const;
 
  private:
+  struct Epoch {
+    uint64_t value = 0;
+    int64_t mod_revision = 0;  // 0: no epoch key yet
+  };
+  absl::StatusOr<Epoch> ReadEpochLocked();
+
   EtcdClient* client_;
   const std::string key_;
+  const std::string epoch_key_;
   const std::string name_;
   const std::chrono::seconds ttl_;
   mutable std::mutex mu_;
   int64_t lease_ = 0;
   bool leading_ = false;
   uint64_t term_ = 0;
+  int64_t key_revision_ = 0;        // create revision of our leader key
+  int64_t epoch_mod_revision_ = 0;  // mod revision of the epoch key as we last wrote it
   std::string leader_;
   uint64_t leader_term_ = 0;
 };

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/files.h"
 #include "common/status.h"
+#include "pki/pki.h"
 #include "spdlog/spdlog.h"
 
 namespace steward {
@@ -20,30 +21,45 @@ TermGuard::TermGuard(std::string path) : path_(std::move(path)) {
   if (text.ok() && absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &v)) newest_ = v;
 }
 
-absl::Status TermGuard::Admit(uint64_t term, const std::string& leader) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (term < newest_) {
-    return absl::FailedPreconditionError(absl::StrCat("stale order from ", leader, ": term ", term,
-                                                      " is older than term ", newest_));
+absl::Status TermGuard::Check(uint64_t term, const std::string& leader, bool strictly_newer) {
+  if (term > kMaxTerm) {
+    return absl::InvalidArgumentError(absl::StrCat("order from ", leader, ": term ", term,
+                                                   " is beyond any real term (max ", kMaxTerm, ")"));
   }
-  if (term > newest_) {
-    newest_ = term;
-    if (absl::Status s = WriteFileAtomic(path_, absl::StrCat(term, "\n")); !s.ok()) {
-      spdlog::warn("persisting leader term: {}", s.message());
-    }
+  if (term > newest_ && term - newest_ > kMaxTermJump) {
+    return absl::InvalidArgumentError(absl::StrCat("order from ", leader, ": term ", term,
+                                                   " jumps more than ", kMaxTermJump, " above ",
+                                                   newest_));
+  }
+  if (strictly_newer ? term <= newest_ : term < newest_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        strictly_newer ? "promise to " : "stale order from ", leader, ": term ", term,
+        strictly_newer ? " is not newer than " : " is older than term ", newest_));
   }
   return absl::OkStatus();
 }
 
-absl::Status TermGuard::Promise(uint64_t term, const std::string& leader) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (term <= newest_) {
-      return absl::FailedPreconditionError(absl::StrCat("promise to ", leader, " refused: term ",
-                                                        term, " is not newer than ", newest_));
-    }
+absl::Status TermGuard::Record(uint64_t term) {
+  if (term <= newest_) return absl::OkStatus();
+  // Persist before admitting: an agent restarted after a promise must still refuse older terms.
+  if (absl::Status s = WriteFileAtomic(path_, absl::StrCat(term, "\n")); !s.ok()) {
+    return Annotate(s, "persisting the leader term");
   }
-  return Admit(term, leader);
+  newest_ = term;
+  return absl::OkStatus();
+}
+
+absl::Status TermGuard::Admit(uint64_t term, const std::string& leader) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (absl::Status s = Check(term, leader, false); !s.ok()) return s;
+  return Record(term);
+}
+
+absl::Status TermGuard::Promise(uint64_t term, const std::string& leader) {
+  // One locked check-and-record: two promises of the same term can never both succeed.
+  std::lock_guard<std::mutex> lock(mu_);
+  if (absl::Status s = Check(term, leader, true); !s.ok()) return s;
+  return Record(term);
 }
 
 uint64_t TermGuard::newest() const {
@@ -53,7 +69,8 @@ uint64_t TermGuard::newest() const {
 
 class PeerServer::Service final : public peer::Peer::Service {
  public:
-  Service(NodeHandler* h, TermGuard* t) : handler_(h), terms_(t) {}
+  Service(NodeHandler* h, TermGuard* t, std::optional<std::string> cluster)
+      : handler_(h), terms_(t), cluster_(std::move(cluster)) {}
 
   grpc::Status GetState(grpc::ServerContext*, const peer::GetStateRequest*,
                         peer::NodeState* out) override {
@@ -61,34 +78,52 @@ class PeerServer::Service final : public peer::Peer::Service {
     out->set_highest_term(terms_->newest());
     return grpc::Status::OK;
   }
-  grpc::Status StartNew(grpc::ServerContext*, const peer::StartRequest* req,
+  grpc::Status StartNew(grpc::ServerContext* ctx, const peer::StartRequest* req,
                         peer::OrderReply*) override {
-    return Order("start-new", req->header(), [&] { return handler_->StartNew(*req); });
+    return Order(ctx, "start-new", req->header(), [&] { return handler_->StartNew(*req); });
   }
-  grpc::Status Join(grpc::ServerContext*, const peer::StartRequest* req,
+  grpc::Status Join(grpc::ServerContext* ctx, const peer::StartRequest* req,
                     peer::OrderReply*) override {
-    return Order("join", req->header(), [&] { return handler_->Join(*req); });
+    return Order(ctx, "join", req->header(), [&] { return handler_->Join(*req); });
   }
-  grpc::Status StopEtcd(grpc::ServerContext*, const peer::OrderHeader* req,
+  grpc::Status StopEtcd(grpc::ServerContext* ctx, const peer::OrderHeader* req,
                         peer::OrderReply*) override {
-    return Order("stop", *req, [&] { return handler_->StopEtcd(); });
+    return Order(ctx, "stop", *req, [&] { return handler_->StopEtcd(); });
   }
-  grpc::Status Wipe(grpc::ServerContext*, const peer::OrderHeader* req,
+  grpc::Status Wipe(grpc::ServerContext* ctx, const peer::OrderHeader* req,
                     peer::OrderReply*) override {
-    return Order("wipe", *req, [&] { return handler_->Wipe(); });
+    return Order(ctx, "wipe", *req, [&] { return handler_->Wipe(); });
   }
-  grpc::Status Promise(grpc::ServerContext*, const peer::OrderHeader* req,
+  grpc::Status Promise(grpc::ServerContext* ctx, const peer::OrderHeader* req,
                        peer::OrderReply*) override {
+    if (absl::Status s = CheckRole(ctx, "promise"); !s.ok()) return ToGrpc(s);
     return ToGrpc(terms_->Promise(req->term(), req->leader()));
   }
-  grpc::Status Restore(grpc::ServerContext*, const peer::RestoreRequest* req,
+  grpc::Status Restore(grpc::ServerContext* ctx, const peer::RestoreRequest* req,
                        peer::OrderReply*) override {
-    return Order("restore", req->header(), [&] { return handler_->Restore(*req); });
+    return Order(ctx, "restore", req->header(), [&] { return handler_->Restore(*req); });
   }
 
  private:
+  // With TLS: the caller must be an agent of this cluster (its certificate's URI SAN).
+  absl::Status CheckRole(grpc::ServerContext* ctx, const char* what) {
+    if (!cluster_) return absl::OkStatus();
+    std::string pem;
+    for (const auto& v : ctx->auth_context()->FindPropertyValues("x509_pem_cert")) {
+      pem.assign(v.data(), v.size());
+    }
+    auto agent = AgentOfCluster(pem, *cluster_);
+    if (!agent.ok()) {
+      spdlog::warn("refusing {} order from {}: {}", what, ctx->peer(), agent.status().message());
+      return agent.status();
+    }
+    return absl::OkStatus();
+  }
+
   template <typename Fn>
-  grpc::Status Order(const char* what, const peer::OrderHeader& h, Fn fn) {
+  grpc::Status Order(grpc::ServerContext* ctx, const char* what, const peer::OrderHeader& h,
+                     Fn fn) {
+    if (absl::Status s = CheckRole(ctx, what); !s.ok()) return ToGrpc(s);
     if (absl::Status s = terms_->Admit(h.term(), h.leader()); !s.ok()) {
       spdlog::warn("refusing {} order: {}", what, s.message());
       return ToGrpc(s);
@@ -101,12 +136,14 @@ class PeerServer::Service final : public peer::Peer::Service {
 
   NodeHandler* handler_;
   TermGuard* terms_;
+  const std::optional<std::string> cluster_;
 };
 
 PeerServer::PeerServer(std::string address, NodeHandler* handler, TermGuard* terms,
-                       std::shared_ptr<grpc::ServerCredentials> credentials)
+                       std::shared_ptr<grpc::ServerCredentials> credentials,
+                       std::optional<std::string> cluster)
     : address_(std::move(address)),
-      service_(std::make_unique<Service>(handler, terms)),
+      service_(std::make_unique<Service>(handler, terms, std::move(cluster))),
       credentials_(std::move(credentials)) {}
 
 PeerServer::~PeerServer() { Shutdown(); }

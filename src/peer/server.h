@@ -10,6 +10,7 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -29,18 +30,29 @@ class NodeHandler {
   virtual absl::Status Restore(const peer::RestoreRequest& req) = 0;
 };
 
-// The newest leader term seen, persisted. Thread-safe.
+// The newest leader term seen, persisted before it is admitted. Thread-safe.
+//
+// Terms are bounded: above kMaxTerm (so `newest + 1` never wraps) or more than kMaxTermJump
+// above the newest seen, a term is refused with InvalidArgument. A real term (an etcd revision,
+// or a restore coordinator's newest + 1) never jumps that far, and a persisted absurd term
+// would fence every real leader out for good.
 class TermGuard {
  public:
+  static constexpr uint64_t kMaxTerm = uint64_t{1} << 62;
+  static constexpr uint64_t kMaxTermJump = uint64_t{1} << 48;
+
   explicit TermGuard(std::string path);
   // OK and records `term` if term >= newest; FailedPrecondition otherwise.
   absl::Status Admit(uint64_t term, const std::string& leader);
-  // OK and records `term` only if it is newer than any seen: two coordinators can never both
-  // collect a majority for the same term.
+  // OK and records `term` only if it is newer than any seen, in one locked step: two
+  // coordinators can never both collect a majority for the same term.
   absl::Status Promise(uint64_t term, const std::string& leader);
   uint64_t newest() const;
 
  private:
+  absl::Status Check(uint64_t term, const std::string& leader, bool strictly_newer);
+  absl::Status Record(uint64_t term);
+
   const std::string path_;
   mutable std::mutex mu_;
   uint64_t newest_ = 0;
@@ -48,9 +60,13 @@ class TermGuard {
 
 class PeerServer {
  public:
-  // `credentials`: InsecureServerCredentials() until TLS is configured.
+  // `credentials`: InsecureServerCredentials() when TLS is off. With TLS, `cluster` is set and
+  // every order (all calls but GetState) is refused with PERMISSION_DENIED unless the caller's
+  // certificate carries the agent role of that cluster (AgentRoleUri): an operator's or an
+  // application's certificate from the same CA may read state, never give orders.
   PeerServer(std::string address, NodeHandler* handler, TermGuard* terms,
-             std::shared_ptr<grpc::ServerCredentials> credentials);
+             std::shared_ptr<grpc::ServerCredentials> credentials,
+             std::optional<std::string> cluster = std::nullopt);
   ~PeerServer();
   // Binds and starts serving. Unavailable if the address cannot be bound.
   absl::Status Start();

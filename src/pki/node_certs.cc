@@ -1,10 +1,13 @@
 #include "pki/node_certs.h"
 
 #include <arpa/inet.h>
+#include <sys/stat.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/files.h"
 #include "common/status.h"
 #include "pki/pki.h"
@@ -45,6 +48,8 @@ CertRequest RequestFor(const Config& c, const Role& r) {
   // etcd dials its own and its peers' URLs with the same certificate: serve and be a client.
   req.server_auth = r.server;
   req.client_auth = true;
+  // Every certificate of the node carries its role: the agent API obeys orders only from it.
+  req.uris = {AgentRoleUri(c.cluster.name, self.name)};
   req.lifetime = std::chrono::duration_cast<std::chrono::seconds>(c.tls.cert_lifetime);
   return req;
 }
@@ -54,6 +59,9 @@ bool Current(const Config& c, const TlsPaths& p, const Role& r,
              std::chrono::system_clock::time_point now) {
   auto info = ReadCert(r.cert);
   if (!info.ok() || NeedsRenewal(*info, now)) return false;
+  // Issued before certificates carried roles: issue again.
+  const std::string role = AgentRoleUri(c.cluster.name, c.self().name);
+  if (std::find(info->uris.begin(), info->uris.end(), role) == info->uris.end()) return false;
   if (!r.server) return fs::exists(r.key);
   return CheckCertFiles(r.cert, r.key, p.ca, c.self().host, now).ok();
 }
@@ -105,6 +113,25 @@ absl::Status PrepareNodeTls(const Config& c) {
   }
   auto key = LoadPrivateKey(p.client_key);
   if (!key.ok()) return Annotate(key.status(), "tls.client_key_file");
+  if (auto cert = LoadCert(p.client_cert);
+      !cert.ok() || X509_check_private_key(cert->get(), key->get()) != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("tls.client_key_file: the client key does not match ",
+                                                   p.client_cert));
+  }
+  struct stat st;
+  if (::stat(p.client_key.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "tls.client_key_file: %s is accessible by group or others (mode %04o); chmod 600 it",
+        p.client_key, st.st_mode & 07777));
+  }
+  // Other agents obey this agent's orders only if its client certificate says it is one.
+  const std::string role = AgentRoleUri(c.cluster.name, c.self().name);
+  if (std::find(info->uris.begin(), info->uris.end(), role) == info->uris.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tls.client_cert_file: ", p.client_cert, " lacks the subjectAltName URI ", role,
+        ": the other agents would refuse this agent's orders (add it when issuing the "
+        "certificate)"));
+  }
   return absl::OkStatus();
 }
 

@@ -358,7 +358,9 @@ bool IsIpLiteral(const std::string& s) {
 }
 
 absl::Status AddSubjectAltNames(X509* x, const CertRequest& req) {
-  if (req.dns_names.empty() && req.ip_addresses.empty()) return absl::OkStatus();
+  if (req.dns_names.empty() && req.ip_addresses.empty() && req.uris.empty()) {
+    return absl::OkStatus();
+  }
   GeneralNamesPtr names(sk_GENERAL_NAME_new_null());
   if (!names) return OpenSslError("allocating subjectAltName");
   auto push = [&](int type, ASN1_STRING* value) -> absl::Status {
@@ -386,6 +388,14 @@ absl::Status AddSubjectAltNames(X509* x, const CertRequest& req) {
     Asn1OctetStringPtr oct = ParseIp(ip);
     if (!oct) return absl::InvalidArgumentError(absl::StrCat("bad IP address \"", ip, "\""));
     if (auto st = push(GEN_IPADD, oct.release()); !st.ok()) return st;
+  }
+  for (const auto& uri : req.uris) {
+    ASN1_IA5STRING* s = ASN1_IA5STRING_new();
+    if (s == nullptr || ASN1_STRING_set(s, uri.data(), static_cast<int>(uri.size())) != 1) {
+      ASN1_IA5STRING_free(s);
+      return OpenSslError("encoding a URI");
+    }
+    if (auto st = push(GEN_URI, s); !st.ok()) return st;
   }
   if (X509_add1_ext_i2d(x, NID_subject_alt_name, names.get(), 0, X509V3_ADD_DEFAULT) != 1) {
     return OpenSslError("adding subjectAltName");
@@ -450,7 +460,8 @@ std::string Subject(X509_NAME* name) {
   return std::string(data, static_cast<size_t>(len));
 }
 
-void ReadSubjectAltNames(X509* x, std::vector<std::string>* dns, std::vector<std::string>* ips) {
+void ReadSubjectAltNames(X509* x, std::vector<std::string>* dns, std::vector<std::string>* ips,
+                         std::vector<std::string>* uris = nullptr) {
   GeneralNamesPtr names(
       static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(x, NID_subject_alt_name, nullptr, nullptr)));
   if (!names) return;
@@ -460,6 +471,10 @@ void ReadSubjectAltNames(X509* x, std::vector<std::string>* dns, std::vector<std
       const ASN1_IA5STRING* s = gn->d.dNSName;
       dns->emplace_back(reinterpret_cast<const char*>(ASN1_STRING_get0_data(s)),
                         static_cast<size_t>(ASN1_STRING_length(s)));
+    } else if (gn->type == GEN_URI && uris != nullptr) {
+      const ASN1_IA5STRING* s = gn->d.uniformResourceIdentifier;
+      uris->emplace_back(reinterpret_cast<const char*>(ASN1_STRING_get0_data(s)),
+                         static_cast<size_t>(ASN1_STRING_length(s)));
     } else if (gn->type == GEN_IPADD) {
       const ASN1_OCTET_STRING* s = gn->d.iPAddress;
       const int len = ASN1_STRING_length(s);
@@ -708,7 +723,7 @@ absl::StatusOr<CertInfo> ReadCert(const std::string& path) {
   if (!x.ok()) return x.status();
   CertInfo info;
   info.subject = Subject(X509_get_subject_name(x->get()));
-  ReadSubjectAltNames(x->get(), &info.dns_names, &info.ip_addresses);
+  ReadSubjectAltNames(x->get(), &info.dns_names, &info.ip_addresses, &info.uris);
   info.not_before = Asn1TimeToTimePoint(X509_get0_notBefore(x->get()));
   info.not_after = Asn1TimeToTimePoint(X509_get0_notAfter(x->get()));
   return info;
@@ -739,6 +754,26 @@ absl::StatusOr<X509Ptr> LoadCert(const std::string& path) {
 
 absl::StatusOr<EvpPkeyPtr> LoadPrivateKey(const std::string& path) {
   return LoadKey(path, "key file");
+}
+
+std::string AgentRoleUri(const std::string& cluster, const std::string& node) {
+  return absl::StrCat("steward://", cluster, "/agent/", node);
+}
+
+absl::StatusOr<std::string> AgentOfCluster(const std::string& pem, const std::string& cluster) {
+  BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+  X509Ptr x(bio ? PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr) : nullptr);
+  if (!x) return absl::PermissionDeniedError("the caller presented no readable certificate");
+  std::vector<std::string> dns, ips, uris;
+  ReadSubjectAltNames(x.get(), &dns, &ips, &uris);
+  const std::string prefix = AgentRoleUri(cluster, "");
+  for (const auto& u : uris) {
+    if (u.size() > prefix.size() && u.rfind(prefix, 0) == 0) return u.substr(prefix.size());
+  }
+  return absl::PermissionDeniedError(absl::StrCat(
+      "the caller's certificate (", Subject(X509_get_subject_name(x.get())), ", URIs: ",
+      uris.empty() ? "none" : absl::StrJoin(uris, " "), ") lacks the agent role ", prefix,
+      "<node>: only agents of this cluster give orders"));
 }
 
 }  // namespace steward

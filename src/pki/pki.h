@@ -73,6 +73,9 @@ struct CertRequest {
   std::string common_name;                // subject CN; required (TLS peers match the SANs)
   std::vector<std::string> dns_names;     // subjectAltName DNS entries
   std::vector<std::string> ip_addresses;  // subjectAltName IP entries, IPv4 or IPv6 literals
+  // subjectAltName URI entries: etcd-steward's roles (steward://<cluster>/agent/<node>,
+  // steward://operator), which the agent API checks before it obeys an order.
+  std::vector<std::string> uris;
   bool server_auth = false;               // extendedKeyUsage serverAuth; needs at least one SAN
   bool client_auth = false;               // extendedKeyUsage clientAuth
   std::chrono::seconds lifetime{0};       // notAfter = issue time + lifetime; must be positive
@@ -101,6 +104,7 @@ struct CertInfo {
   std::string subject;                    // RFC 2253, e.g. "CN=steward-admin"
   std::vector<std::string> dns_names;     // subjectAltName DNS entries, in order
   std::vector<std::string> ip_addresses;  // subjectAltName IPs, canonical text ("::1")
+  std::vector<std::string> uris;          // subjectAltName URIs, in order
   // Whole seconds. A date beyond system_clock's range (year 2262) reads as time_point::max().
   std::chrono::system_clock::time_point not_before, not_after;
 };
@@ -130,6 +134,14 @@ absl::Status CheckCertFiles(const std::string& cert_path, const std::string& key
 // window is empty. False before not_before: such a certificate is not valid, but renewing it
 // would not help.
 bool NeedsRenewal(const CertInfo& cert, std::chrono::system_clock::time_point now);
+
+// Roles, carried as subjectAltName URIs. An agent of cluster C on node N holds AgentRoleUri(C, N);
+// the operator's certificate (stewardctl pki init) holds kOperatorRoleUri.
+inline constexpr char kOperatorRoleUri[] = "steward://operator";
+std::string AgentRoleUri(const std::string& cluster, const std::string& node);
+// The agent of `cluster` named in the PEM certificate `pem`, or an error that says what the
+// certificate holds instead (PermissionDenied).
+absl::StatusOr<std::string> AgentOfCluster(const std::string& pem, const std::string& cluster);
 
 // Loaders for the PEM files above, for callers (and tests) that hand them to OpenSSL.
 // NotFound if the file does not exist; InvalidArgument if it holds no PEM certificate / key.

@@ -19,6 +19,7 @@ using std::chrono::milliseconds;
 
 std::string ReservedPrefix(const Config& c) { return absl::StrCat("/steward/", c.cluster.name, "/"); }
 std::string LeaderKey(const Config& c) { return ReservedPrefix(c) + "leader"; }
+std::string EpochKey(const Config& c) { return ReservedPrefix(c) + "epoch"; }
 std::string SpecKey(const Config& c) { return ReservedPrefix(c) + "spec"; }
 std::string StatusKey(const Config& c) { return ReservedPrefix(c) + "status"; }
 
@@ -31,13 +32,15 @@ constexpr milliseconds kWipeTimeout{30000};
 Reconciler::Reconciler(const Config& config, EtcdClient* etcd, BackupStore* store,
                        BackupScheduler* backups, std::function<bool()> restore_pending,
                        std::function<bool()> confirm_leader,
-                       std::shared_ptr<grpc::ChannelCredentials> credentials)
+                       std::shared_ptr<grpc::ChannelCredentials> credentials,
+                       std::function<bool(uint64_t)> raise_epoch)
     : config_(config),
       etcd_(etcd),
       store_(store),
       backups_(backups),
       restore_pending_(std::move(restore_pending)),
-      confirm_leader_(std::move(confirm_leader)) {
+      confirm_leader_(std::move(confirm_leader)),
+      raise_epoch_(std::move(raise_epoch)) {
   for (const auto& n : config_.cluster.nodes) {
     agents_[n.name] = std::make_unique<PeerClient>(config_.AgentAddress(n), credentials);
   }
@@ -168,9 +171,14 @@ bool Reconciler::Pass(uint64_t leader_term) {
     }
   }
   auto obs = Observe();
-  // Orders must carry a term no agent considers stale: a restore coordinator may have raised
-  // the agents' newest term above this cluster's revision-based one.
-  const uint64_t term = std::max(leader_term, agents_max_term_);
+  // Orders carry this leader's epoch and nothing else (a leader that borrowed the agents'
+  // newest term could not be fenced). If an agent has admitted a term at or above it (a
+  // restore coordinator's promises), the epoch is raised first, in etcd.
+  const uint64_t term = leader_term;
+  if (agents_max_term_ >= leader_term && raise_epoch_) {
+    raise_epoch_(agents_max_term_);
+    return true;  // the next pass runs with the new epoch (or not at all, if leadership went)
+  }
   if (!obs.ok()) {
     Step wait;
     wait.kind = StepKind::kWait;

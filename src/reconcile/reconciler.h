@@ -31,6 +31,8 @@ namespace steward {
 // Keys under the cluster's reserved prefix in etcd.
 std::string ReservedPrefix(const Config& c);  // "/steward/<cluster>/"
 std::string LeaderKey(const Config& c);
+// The leaders' epoch counter (see Leadership).
+std::string EpochKey(const Config& c);
 std::string SpecKey(const Config& c);
 std::string StatusKey(const Config& c);
 
@@ -42,7 +44,8 @@ class Reconciler {
   // `credentials` are for the peer API (null: plain text).
   Reconciler(const Config& config, EtcdClient* etcd, BackupStore* store, BackupScheduler* backups,
              std::function<bool()> restore_pending, std::function<bool()> confirm_leader,
-             std::shared_ptr<grpc::ChannelCredentials> credentials);
+             std::shared_ptr<grpc::ChannelCredentials> credentials,
+             std::function<bool(uint64_t)> raise_epoch = nullptr);
 
   // One observe-decide-act pass with the leader's `term`. Returns true if a mutating step was
   // taken successfully (the caller should pass again at once).
@@ -68,6 +71,7 @@ class Reconciler {
   BackupScheduler* backups_;
   std::function<bool()> restore_pending_;
   std::function<bool()> confirm_leader_;
+  std::function<bool(uint64_t)> raise_epoch_;  // Leadership::Raise
   uint64_t last_leader_term_ = 0;
   bool created_marked_ = false;
   uint64_t agents_max_term_ = 0;  // the newest term any agent has seen (this pass)

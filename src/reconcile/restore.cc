@@ -407,7 +407,10 @@ absl::Status RestoreCoordinator::Execute(RestoreIntent intent) {
                                                " members restored so far"));
   }
   bool healthy = false;
-  for (int i = 0; i < 30 && !healthy; ++i) {  // bounded: ~30 s for the restored cluster's election
+  // Bounded: ~30 s for the restored cluster's election. Polled often: the leases the backup
+  // brought back are revoked right after it (Settle), and clients may arrive meanwhile.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!healthy && std::chrono::steady_clock::now() < deadline) {
     auto members = etcd_->MemberList();
     if (members.ok()) {
       for (const auto& m : *members) {
@@ -416,7 +419,7 @@ absl::Status RestoreCoordinator::Execute(RestoreIntent intent) {
         if (st.ok() && st->leader != 0) healthy = true;
       }
     }
-    if (!healthy) std::this_thread::sleep_for(milliseconds(1000));
+    if (!healthy) std::this_thread::sleep_for(milliseconds(100));
   }
   if (!healthy) return absl::UnavailableError("the restored cluster has no leader yet");
   if (absl::Status s = Settle(intent); !s.ok()) return s;

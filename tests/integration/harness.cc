@@ -115,6 +115,7 @@ TestCluster::TestCluster(int subnet, int nodes, int size, const std::string& clu
   CertRequest admin;
   admin.common_name = "test-admin";
   admin.client_auth = true;
+  admin.uris = {kOperatorRoleUri};  // as `stewardctl pki init` issues it
   admin.lifetime = std::chrono::hours(24);
   if (absl::Status s = IssueCert(CaCert(), root_ + "/pki/ca.key", admin, AdminCert(), AdminKey());
       !s.ok()) {

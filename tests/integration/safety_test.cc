@@ -13,6 +13,9 @@
 #include "etcd/client.h"
 #include "harness.h"
 #include "nlohmann/json.hpp"
+#include "peer/client.h"
+#include "pki/node_certs.h"
+#include "pki/pki.h"
 
 namespace steward::testing {
 namespace {
@@ -23,7 +26,7 @@ namespace fs = std::filesystem;
 const char kFast[] = "  leader_lease_ttl: 2s\n  reconcile_interval: 300ms\n";
 const char kBackup[] = "backup:\n  store: file://ROOT/backups\n  interval: 1h\n";
 
-enum Subnet { kMinority = 71, kNoStore = 72, kSkew = 73, kLeases = 74, kRoles = 75 };
+enum Subnet { kMinority = 71, kNoStore = 72, kSkew = 73, kLeases = 74, kAlarm = 75, kRoles = 76, kPartial = 77, kReimaged = 78 };
 
 void Put(const TestCluster& c, const std::string& k, const std::string& v) {
   EtcdClient w = c.Client(c.ClientUrls());
@@ -51,6 +54,13 @@ std::string TakeBackup(const TestCluster& c) {
 std::string ReadText(const std::string& path) {
   std::ifstream in(path);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Every agent's whole log (Logs() shows only the tails).
+std::string AgentLogs(const TestCluster& c, int nodes) {
+  std::string out;
+  for (int i = 0; i < nodes; ++i) out += ReadText(absl::StrCat(c.Root(), "/agent-n", i + 1, ".log"));
+  return out;
 }
 
 // Path 1: with 5 nodes and size 3, n1 and n2 freeze (SIGSTOP: a partition or paused VMs) while
@@ -83,7 +93,7 @@ TEST(SafetyTest, AMinorityOfMembersNeverRestoresOverTheLiveCluster) {
   bool restored = WaitFor([&] { return fs::exists(intent); }, 20s);
   EXPECT_FALSE(restored) << "a restore was started by a minority of the members:\n"
                          << ReadText(intent) << c.Logs();
-  EXPECT_NE(c.Logs().find("of the last known voting members"), std::string::npos)
+  EXPECT_NE(AgentLogs(c, 5).find("of the last known voting members"), std::string::npos)
       << "the coordinator must say why it waits\n" << c.Logs();
 
   for (pid_t p : frozen) kill(p, SIGCONT);
@@ -116,11 +126,242 @@ TEST(SafetyTest, AMissingStoreRootMeansWaitNeverANewCluster) {
   }, 15s);
   EXPECT_FALSE(started) << "an etcd was started while the store was missing\n" << c.Logs();
   EXPECT_FALSE(fs::exists(root)) << "an agent created the missing store root";
-  EXPECT_NE(c.Logs().find("does not exist (not mounted?)"), std::string::npos) << c.Logs();
+  EXPECT_NE(AgentLogs(c, 3).find("does not exist (not mounted?)"), std::string::npos) << c.Logs();
 
   fs::rename(c.Root() + "/backups-unmounted", root);
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 120s)) << c.Logs();
   EXPECT_EQ(Get(c, 0, "/it/precious"), "data") << c.Logs();
+}
+
+// Every machine dies at once with its disk.
+void LoseEverything(TestCluster& c, int nodes) {
+  for (int i = 0; i < nodes; ++i) c.SignalAgent(i, SIGKILL);
+  for (int i = 0; i < nodes; ++i) c.KillEtcd(i);
+  for (int i = 0; i < nodes; ++i) {
+    ASSERT_FALSE(c.EtcdPid(i).has_value());
+    fs::remove_all(c.DataDir(i));
+  }
+}
+
+// Path 2: a `stewardctl backup` run on a machine whose clock is two hours ahead names its
+// backup two hours "later". After total loss the backup holding the later revision must be
+// restored, and list-backups must flag the time.
+TEST(SafetyTest, ASkewedClockNeverMakesAnOlderBackupWin) {
+  TestCluster c(kSkew, 3, 3, kFast, kBackup);
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
+  Put(c, "/it/phase", "one");
+  RunResult ahead = RunCommand({"/usr/bin/faketime", "-f", "+2h", STEWARDCTL_BIN, "backup", "--config",
+                                c.ConfigPath(0)},
+                               60s);
+  ASSERT_EQ(ahead.exit_code, 0) << ahead.output;
+  Put(c, "/it/phase", "two");
+  std::string normal = TakeBackup(c);
+  ASSERT_FALSE(normal.empty());
+
+  RunResult list = c.Ctl({"list-backups"});
+  EXPECT_NE(list.output.find("TIME IN FUTURE"), std::string::npos) << list.output;
+  // Newest first: the later revision heads the list, whatever the names say.
+  EXPECT_LT(list.output.find(normal), list.output.find("TIME IN FUTURE")) << list.output;
+
+  LoseEverything(c, 3);
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 120s)) << c.Logs();
+  EXPECT_EQ(Get(c, 0, "/it/phase"), "two") << "the backup with the later revision is restored\n"
+                                           << c.Logs();
+}
+
+// Path 10: a lock held (through a lease) at the moment of the backup must not come back to
+// life after the restore: the restored leases are revoked, so their keys are gone, and the
+// holder's keep-alive fails. Keys without a lease are restored as they were.
+TEST(SafetyTest, ARestoreRevokesTheLeasesAndLocksItBroughtBack) {
+  TestCluster c(kLeases, 3, 3, kFast, kBackup);
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
+  EtcdClient client = c.Client(c.ClientUrls());
+  absl::StatusOr<int64_t> lease = absl::UnavailableError("not yet");
+  ASSERT_TRUE(WaitFor([&] { return (lease = client.LeaseGrant(600s)).ok(); }, 15s));
+  ASSERT_TRUE(WaitFor([&] { return client.Put("/service/pg/leader", "old-primary", *lease).ok(); },
+                      15s));
+  Put(c, "/it/plain", "kept");
+  ASSERT_FALSE(TakeBackup(c).empty());
+
+  LoseEverything(c, 3);
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 120s)) << c.Logs();
+  // The restore is done once its leases are revoked (right after the restored cluster's first
+  // election; docs/architecture.md says how small that window is).
+  const std::string intent = c.Root() + "/backups/it74/control/restore.json";
+  ASSERT_TRUE(WaitFor([&] {
+    auto j = nlohmann::json::parse(ReadText(intent), nullptr, false);
+    return !j.is_discarded() && j.value("done", false);
+  }, 60s)) << c.Logs();
+  EXPECT_NE(AgentLogs(c, 3).find("lease(s) that came with the backup"), std::string::npos) << c.Logs();
+  EXPECT_EQ(Get(c, 0, "/it/plain"), "kept") << c.Logs();
+  EXPECT_EQ(Get(c, 1, "/service/pg/leader"), "<absent>")
+      << "the lock of the moment of the backup came back\n" << c.Logs();
+  EtcdClient after = c.Client(c.ClientUrls());
+  absl::Status alive = absl::OkStatus();
+  WaitFor([&] {
+    alive = after.LeaseKeepAliveOnce(*lease);
+    return absl::IsNotFound(alive);
+  }, 15s);
+  EXPECT_TRUE(absl::IsNotFound(alive)) << "the old holder can still keep its lease: " << alive;
+  // The restored cluster is a new generation: backups of it sort above the lost cluster's.
+  RunResult backup = c.Ctl({"backup"});
+  ASSERT_EQ(backup.exit_code, 0) << backup.output;
+  RunResult list = c.Ctl({"list-backups", "-o", "json"});
+  auto j = nlohmann::json::parse(list.output, nullptr, false);
+  ASSERT_TRUE(!j.is_discarded() && j.is_array() && !j.empty()) << list.output;
+  EXPECT_EQ(j[0].value("generation", -1), 1) << list.output;
+}
+
+// Path 9: an alarm is reported by every member. It is an alarm, not quorum loss, and a backup
+// is taken all the same (it is exactly when one is wanted).
+TEST(SafetyTest, AnAlarmIsShownAsAnAlarmAndBackupsGoOn) {
+  TestCluster c(kAlarm, 3, 3, kFast, kBackup);
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
+  EtcdClient client = c.Client(c.ClientUrls());
+  auto st = client.Status(c.ClientUrl(1), 2000ms);
+  ASSERT_TRUE(st.ok()) << st.status();
+  ASSERT_TRUE(WaitFor([&] { return client.AlarmActivate(st->member_id, "NOSPACE").ok(); }, 15s));
+  RunResult status;
+  ASSERT_TRUE(WaitFor([&] {
+    status = c.Ctl({"status"});
+    return status.output.find("ALARM NOSPACE on n2") != std::string::npos;
+  }, 20s)) << status.output;
+  EXPECT_EQ(status.output.find("QUORUM LOST"), std::string::npos) << status.output;
+  RunResult backup = c.Ctl({"backup"});
+  EXPECT_EQ(backup.exit_code, 0) << backup.output;
+  // And nothing was replaced: the three members stay.
+  std::this_thread::sleep_for(3s);
+  EXPECT_EQ(c.Status().members.size(), 3u);
+}
+
+// Path 6: the agent API obeys orders only from agents of its own cluster. The operator's
+// certificate, an application's certificate and another cluster's agent certificate (all from
+// the same CA) may read state but every order, including a Promise of term 2^64-1 that would
+// otherwise fence every real leader out for good, is refused with PERMISSION_DENIED.
+TEST(SafetyTest, OnlyThisClustersAgentsMayGiveOrders) {
+  TestCluster c(kRoles, 3, 3, kFast, kBackup);
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
+  const std::string pki = c.Root() + "/pki";
+  auto issue = [&](const std::string& name, std::vector<std::string> uris) {
+    CertRequest r;
+    r.common_name = name;
+    r.client_auth = true;
+    r.uris = std::move(uris);
+    r.lifetime = std::chrono::hours(1);
+    EXPECT_TRUE(IssueCert(pki + "/ca.crt", pki + "/ca.key", r, pki + "/" + name + ".crt",
+                          pki + "/" + name + ".key").ok());
+    auto creds = TlsChannelCredentials(c.CaCert(), pki + "/" + name + ".crt", pki + "/" + name + ".key");
+    EXPECT_TRUE(creds.ok());
+    return *creds;
+  };
+  const std::string agent = absl::StrCat(c.Host(0), ":2381");
+  auto admin = TlsChannelCredentials(c.CaCert(), c.AdminCert(), c.AdminKey());
+  ASSERT_TRUE(admin.ok());
+  const std::vector<std::pair<std::string, std::shared_ptr<grpc::ChannelCredentials>>> callers = {
+      {"operator", *admin},
+      {"application", issue("app", {})},
+      {"other cluster's agent", issue("foreign-agent", {AgentRoleUri("another-cluster", "n1")})},
+  };
+  PeerClient reader(agent, *admin);
+  auto before = reader.GetState(3000ms);
+  ASSERT_TRUE(before.ok()) << before.status();
+  for (const auto& [who, creds] : callers) {
+    PeerClient p(agent, creds);
+    EXPECT_TRUE(p.GetState(3000ms).ok()) << who << " may read state";
+    peer::OrderHeader h;
+    h.set_term(UINT64_MAX);
+    h.set_leader("intruder");
+    absl::Status promise = p.Promise(h, 3000ms);
+    EXPECT_TRUE(absl::IsPermissionDenied(promise)) << who << ": " << promise;
+    EXPECT_NE(promise.message().find("lacks the agent role"), std::string::npos) << promise;
+    absl::Status wipe = p.Wipe(h, 3000ms);
+    EXPECT_TRUE(absl::IsPermissionDenied(wipe)) << who << ": " << wipe;
+    absl::Status stop = p.StopEtcd(h, 3000ms);
+    EXPECT_TRUE(absl::IsPermissionDenied(stop)) << who << ": " << stop;
+    peer::RestoreRequest rr;
+    *rr.mutable_header() = h;
+    rr.set_restore_id("evil");
+    rr.set_backup("none");
+    absl::Status restore = p.Restore(rr, 3000ms);
+    EXPECT_TRUE(absl::IsPermissionDenied(restore)) << who << ": " << restore;
+  }
+  auto after = reader.GetState(3000ms);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->highest_term(), before->highest_term()) << "a refused promise was recorded";
+  EXPECT_TRUE(after->etcd_running());
+  // The node's own agent certificate is accepted: its own term promise goes through.
+  const std::string tls = c.DataDir(1) + "/tls/";
+  auto own = TlsChannelCredentials(c.CaCert(), tls + "client.crt", tls + "client.key");
+  ASSERT_TRUE(own.ok()) << own.status();
+  peer::OrderHeader h;
+  h.set_term(after->highest_term() + 1);
+  h.set_leader("n2");
+  EXPECT_TRUE(PeerClient(agent, *own).Promise(h, 3000ms).ok());
+}
+
+// Path 5: a join that failed before etcd wrote its WAL leaves member/snap/db and nothing else.
+// That is not a member's data: the agent sets it aside and the node is healed like an empty
+// one, instead of restarting an etcd that can never start on it.
+TEST(SafetyTest, APartialDataDirIsSetAsideAndTheNodeHealed) {
+  TestCluster c(kPartial, 3, 3, kFast);
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
+  Put(c, "/it/k", "v");
+  c.SignalAgent(2, SIGKILL);
+  c.KillEtcd(2);
+  fs::remove_all(c.DataDir(2));
+  fs::create_directories(c.DataDir(2));
+  // A real etcd join that fails (its peers cannot be reached) leaves the partial data dir.
+  const std::string peer = absl::StrCat("http://", c.Host(2), ":2390");
+  RunResult join = RunCommand(
+      {"/usr/bin/etcd", "--name", "n3", "--data-dir", c.DataDir(2) + "/etcd",
+       "--initial-cluster-state", "existing", "--initial-cluster",
+       absl::StrCat("n3=", peer, ",n1=http://", c.Host(0), ":2391"),
+       "--initial-advertise-peer-urls", peer, "--listen-peer-urls", peer,
+       "--listen-client-urls", absl::StrCat("http://", c.Host(2), ":2392"),
+       "--advertise-client-urls", absl::StrCat("http://", c.Host(2), ":2392")},
+      30s);
+  ASSERT_NE(join.exit_code, 0) << join.output;
+  ASSERT_TRUE(fs::exists(c.DataDir(2) + "/etcd/member/snap/db")) << join.output;
+  ASSERT_FALSE(fs::exists(c.DataDir(2) + "/etcd/member/wal")) << join.output;
+
+  c.StartAgent(2);
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 90s)) << c.Logs();
+  EXPECT_EQ(Get(c, 2, "/it/k"), "v") << c.Logs();
+  EXPECT_NE(AgentLogs(c, 3).find("held no WAL"), std::string::npos) << c.Logs();
+  EXPECT_TRUE(fs::exists(c.DataDir(2) + "/removed")) << "the partial dir is set aside, not deleted";
+}
+
+// Path 4: without a backup store, a re-imaged node (its whole data dir gone, the "joined"
+// marker with it) comes up while its peers are still down. It must not start a new member under
+// its old identity with an empty log: it waits until every other initial node answers, sees
+// that they hold the cluster's data, and is then healed like any wiped node.
+TEST(SafetyTest, AReimagedNodeWithoutAStoreNeverBootstrapsWhilePeersAreSilent) {
+  TestCluster c(kReimaged, 3, 3, kFast);
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
+  Put(c, "/it/acknowledged", "yes");
+  for (int i = 0; i < 3; ++i) c.SignalAgent(i, SIGKILL);
+  for (int i = 0; i < 3; ++i) c.KillEtcd(i);
+  fs::remove_all(c.DataDir(0));
+
+  c.StartAgent(0);
+  bool started = WaitFor([&] { return c.EtcdPid(0).has_value(); }, 12s);
+  EXPECT_FALSE(started) << "the re-imaged node bootstrapped while its peers were silent\n"
+                        << c.Logs();
+  EXPECT_NE(AgentLogs(c, 3).find("not bootstrapping the initial cluster yet"), std::string::npos)
+      << c.Logs();
+
+  c.StartAgent(1);
+  c.StartAgent(2);
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 90s)) << c.Logs();
+  EXPECT_EQ(Get(c, 0, "/it/acknowledged"), "yes") << c.Logs();
 }
 
 }  // namespace

@@ -183,9 +183,11 @@ TEST(TlsTest, FilesModeRefusesEachKindOfBadFileBeforeStartingEtcd) {
   const std::string root = c.Root(), host = c.Host(0);
   const std::string ca = root + "/pki/ca.crt", ca_key = root + "/pki/ca.key";
   auto issue = [&](const std::string& name, const std::string& ip, bool server,
-                   std::optional<std::chrono::system_clock::time_point> at, std::chrono::seconds life) {
+                   std::optional<std::chrono::system_clock::time_point> at, std::chrono::seconds life,
+                   bool agent_role = true) {
     CertRequest r;
     r.common_name = name;
+    if (agent_role) r.uris = {AgentRoleUri("files", "n1")};
     r.ip_addresses = {ip};
     r.server_auth = server;
     r.client_auth = true;
@@ -196,6 +198,7 @@ TEST(TlsTest, FilesModeRefusesEachKindOfBadFileBeforeStartingEtcd) {
   };
   issue("server", host, true, std::nullopt, std::chrono::hours(24));
   issue("client", host, false, std::nullopt, std::chrono::hours(24));
+  issue("norole", host, false, std::nullopt, std::chrono::hours(24), false);
   issue("otherhost", "127.0.0.99", true, std::nullopt, std::chrono::hours(24));
   issue("expired", host, true, std::chrono::system_clock::now() - std::chrono::hours(48),
         std::chrono::hours(24));
@@ -207,6 +210,9 @@ TEST(TlsTest, FilesModeRefusesEachKindOfBadFileBeforeStartingEtcd) {
       {"key_file", root + "/pki/client.key", "does not match"},
       {"cert_file", root + "/pki/expired.crt", "expired"},
       {"cert_file", root + "/pki/otherhost.crt", "does not cover host"},
+      // Other agents would refuse every order of an agent whose certificate lacks the role.
+      {"client_cert_file", root + "/pki/norole.crt", "lacks the subjectAltName URI steward://files/agent/n1"},
+      {"client_key_file", root + "/pki/server.key", "client key does not match"},
   };
   for (const Bad& b : bad) {
     std::string yaml = FilesConfig(root, host, b.key, b.value);
@@ -214,6 +220,10 @@ TEST(TlsTest, FilesModeRefusesEachKindOfBadFileBeforeStartingEtcd) {
     if (b.want == "expired") {
       yaml = absl::StrReplaceAll(yaml, {{"key_file: " + root + "/pki/server.key",
                                          "key_file: " + root + "/pki/expired.key"}});
+    }
+    if (b.want.find("lacks") != std::string::npos) {
+      yaml = absl::StrReplaceAll(yaml, {{"client_key_file: " + root + "/pki/client.key",
+                                         "client_key_file: " + root + "/pki/norole.key"}});
     }
     if (b.want == "does not cover host") {
       yaml = absl::StrReplaceAll(yaml, {{"key_file: " + root + "/pki/server.key",
