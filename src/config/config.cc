@@ -1,5 +1,8 @@
 #include "config/config.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -152,6 +155,32 @@ bool GetBool(const YAML::Node& map, const std::string& prefix, const std::string
   Fail(Join(prefix, key), absl::StrCat("must be true or false, got \"", v, "\""));
 }
 
+// The addresses a host stands for, as canonical text, without asking DNS (validation must not
+// hang on a resolver): IP literals, and "localhost". Other names yield nothing.
+std::set<std::string> HostAddresses(const std::string& host) {
+  if (host == "localhost" || host == "localhost.localdomain") return {"127.0.0.1", "::1"};
+  std::set<std::string> out;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_flags = AI_NUMERICHOST;
+  addrinfo* res = nullptr;
+  std::string literal = host;
+  if (literal.size() > 2 && literal.front() == '[' && literal.back() == ']') {
+    literal = literal.substr(1, literal.size() - 2);
+  }
+  if (getaddrinfo(literal.c_str(), nullptr, &hints, &res) != 0) return out;
+  for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
+    char buf[INET6_ADDRSTRLEN] = {0};
+    const void* addr =
+        a->ai_family == AF_INET
+            ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr)
+            : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr);
+    if (inet_ntop(a->ai_family, addr, buf, sizeof(buf)) != nullptr) out.insert(buf);
+  }
+  freeaddrinfo(res);
+  return out;
+}
+
 std::string EnvOr(const char* name, const std::string& def) {
   const char* v = std::getenv(name);
   return v != nullptr && *v != '\0' ? std::string(v) : def;
@@ -187,6 +216,13 @@ void ParseBackup(const YAML::Node& b, Config* c) {
     }
   }
   if (bc.interval < std::chrono::seconds(1)) Fail("backup.interval", "must be at least 1s");
+  const std::pair<const char*, std::chrono::milliseconds> periods[] = {
+      {"backup.retention.keep_all_for", bc.retention.keep_all_for},
+      {"backup.retention.hourly_for", bc.retention.hourly_for},
+      {"backup.retention.daily_for", bc.retention.daily_for}};
+  for (const auto& [key, d] : periods) {
+    if (d.count() <= 0) Fail(key, "must be greater than 0 (0 would prune good backups)");
+  }
   if (bc.store.empty()) return;
   if (bc.store.rfind("file://", 0) == 0) {
     std::string dir = bc.store.substr(7);
@@ -295,6 +331,19 @@ Config Parse(const YAML::Node& root) {
     seen_hosts[n.host] = i;
     c.cluster.nodes.push_back(n);
   }
+  // The same machine under two spellings (127.0.0.1 and localhost, ::1 and [::1]).
+  std::map<std::string, size_t> seen_addresses;
+  for (size_t i = 0; i < c.cluster.nodes.size(); ++i) {
+    for (const auto& a : HostAddresses(c.cluster.nodes[i].host)) {
+      auto [it, fresh] = seen_addresses.emplace(a, i);
+      if (!fresh && it->second != i) {
+        Fail(absl::StrCat("cluster.nodes[", i, "].host"),
+             absl::StrCat("\"", c.cluster.nodes[i].host, "\" is the same address (", a,
+                          ") as cluster.nodes[", it->second, "] (\"",
+                          c.cluster.nodes[it->second].host, "\"): one machine listed twice"));
+      }
+    }
+  }
   const int n_nodes = static_cast<int>(c.cluster.nodes.size());
   c.cluster.size = GetInt(cl, "cluster", "size", std::min(3, n_nodes));
   if (c.cluster.size < 1 || c.cluster.size > n_nodes) {
@@ -333,6 +382,13 @@ Config Parse(const YAML::Node& root) {
       GetDuration(cl, "cluster", "reconcile_interval", c.cluster.reconcile_interval);
   if (c.cluster.leader_lease_ttl < std::chrono::seconds(2)) {
     Fail("cluster.leader_lease_ttl", "must be at least 2s");
+  }
+  // 0 would replace a member on its first missed health check, or remove every learner at once.
+  if (c.cluster.replace_after < std::chrono::seconds(1)) {
+    Fail("cluster.replace_after", "must be at least 1s (0 would replace members on any hiccup)");
+  }
+  if (c.cluster.learner_timeout < std::chrono::seconds(1)) {
+    Fail("cluster.learner_timeout", "must be at least 1s");
   }
   if (c.cluster.reconcile_interval < std::chrono::milliseconds(100)) {
     Fail("cluster.reconcile_interval", "must be at least 100ms");
@@ -470,7 +526,19 @@ absl::StatusOr<Config> LoadConfig(const std::string& path) {
     return absl::InvalidArgumentError(
         absl::StrCat("cannot read config: ", text.status().message()));
   }
-  return ParseConfig(*text, path);
+  auto config = ParseConfig(*text, path);
+  if (!config.ok()) return config;
+  // A secret in a file others can read is a leaked secret: refuse before using it.
+  struct stat st;
+  if (!config->backup.s3.secret_access_key.empty() &&
+      text->find("secret_access_key") != std::string::npos && ::stat(path.c_str(), &st) == 0 &&
+      (st.st_mode & 007) != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: backup.s3.secret_access_key: the file holds an S3 secret and is readable by others "
+        "(mode %04o); chmod 640 or 600 it, or give the secret in AWS_SECRET_ACCESS_KEY",
+        path, st.st_mode & 07777));
+  }
+  return config;
 }
 
 }  // namespace steward

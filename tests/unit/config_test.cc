@@ -220,5 +220,39 @@ TEST_F(ConfigTest, LoadConfigReportsAMissingFile) {
   EXPECT_NE(c.status().message().find("nope.yaml does not exist"), std::string::npos) << c.status();
 }
 
+// Issue 9: values that would make the agent destroy things are refused, not obeyed.
+TEST_F(ConfigTest, ZeroPeriodsThatWouldReplaceOrPruneAreRefused) {
+  ExpectError("  ports:", "  replace_after: 0s\n  ports:", {"cluster.replace_after", "at least 1s"});
+  ExpectError("  ports:", "  learner_timeout: 0s\n  ports:", {"cluster.learner_timeout"});
+  ExpectError("tls:", "backup:\n  retention: {keep_all_for: 0s}\ntls:",
+              {"backup.retention.keep_all_for", "greater than 0"});
+  ExpectError("tls:", "backup:\n  retention: {daily_for: 0s}\ntls:",
+              {"backup.retention.daily_for"});
+}
+
+TEST_F(ConfigTest, OneMachineUnderTwoSpellingsIsRefused) {
+  ExpectError("- {name: n2, host: 127.0.0.12}", "- {name: n2, host: localhost}\n    - {name: n4, host: 127.0.0.1}",
+              {"cluster.nodes[2].host", "same address (127.0.0.1)", "localhost"});
+  ExpectError("- {name: n2, host: 127.0.0.12}", "- {name: n2, host: \"::1\"}\n    - {name: n4, host: \"[::1]\"}",
+              {"cluster.nodes[2].host", "same address (::1)"});
+}
+
+TEST_F(ConfigTest, AnS3SecretInAFileOthersCanReadIsRefused) {
+  const std::string path = (dir_ / "node.yaml").string();
+  std::string text = Yaml();
+  text.replace(text.find("tls:"), 4,
+               "backup:\n  store: s3://bucket/prefix\n  s3: {access_key_id: AKID, "
+               "secret_access_key: sekrit}\ntls:");
+  std::ofstream(path) << text;
+  ::chmod(path.c_str(), 0644);
+  auto c = LoadConfig(path);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("backup.s3.secret_access_key"), std::string::npos) << c.status();
+  EXPECT_NE(c.status().message().find("0644"), std::string::npos) << c.status();
+  EXPECT_EQ(c.status().message().find("sekrit"), std::string::npos) << "the secret leaked";
+  ::chmod(path.c_str(), 0640);
+  EXPECT_TRUE(LoadConfig(path).ok());
+}
+
 }  // namespace
 }  // namespace steward
