@@ -127,7 +127,7 @@ absl::Status Agent::Start() {
   if (absl::Status s = server_->Start(); !s.ok()) return s;
   if (auto pid = runner_->Adopt()) {
     // Keep the member serving; only record how to start it should it exit.
-    runner_->Run(RenderEtcdFlags(BootstrapLaunch(config_)));
+    runner_->Run(RenderEtcdFlags(LaunchForData()));
   }
   control_ = std::thread([this] { ControlLoop(); });
   leadership_thread_ = std::thread([this] { LeadershipLoop(); });
@@ -262,6 +262,7 @@ void Agent::ControlLoop() {
       auto st = local_client_->Status(config_.ClientUrl(config_.self()), milliseconds(300));
       if (st.ok() && st->leader != 0) MarkJoined();
     }
+    if (!FencedRestoreId().empty()) MaybeUnfenceSelf();
     // Restores (after total loss, or on command) are coordinated without etcd.
     if (restorer_ && std::chrono::steady_clock::now() >= next_restore_pass) {
       restorer_->Pass();
@@ -297,8 +298,9 @@ void Agent::MaybeStartEtcd() {
   const NodeSpec& self = config_.self();
   if (!SetPartialDataAside()) return;
   if (HasMemberData()) {
-    spdlog::info("data dir {} holds a member; starting etcd", config_.EtcdDataDir());
-    runner_->Run(RenderEtcdFlags(BootstrapLaunch(config_)));
+    spdlog::info("data dir {} holds a member; starting etcd{}", config_.EtcdDataDir(),
+                 FencedRestoreId().empty() ? "" : " (fenced: a restore is not settled yet)");
+    runner_->Run(RenderEtcdFlags(LaunchForData()));
     return;
   }
   if (EverJoined()) {
@@ -389,6 +391,7 @@ peer::NodeState Agent::State() {
   s.set_etcd_pid(pid.value_or(0));
   s.set_etcd_restarts(runner_->restarts());
   s.set_has_data(HasMemberData());
+  s.set_fenced(!FencedRestoreId().empty());
   s.set_ever_joined(EverJoined());
   s.set_bootstrapping(Bootstrapping());
   s.set_restore_id(AppliedRestoreId());
@@ -403,7 +406,9 @@ peer::NodeState Agent::State() {
     }
   }
   if (pid) {
-    if (auto st = local_client_->Status(config_.ClientUrl(config_.self()), milliseconds(300));
+    const std::string url =
+        s.fenced() ? config_.FenceUrl(config_.self()) : config_.ClientUrl(config_.self());
+    if (auto st = local_client_->Status(url, milliseconds(300));
         st.ok()) {
       s.set_raft_index(st->raft_index);
       s.set_raft_term(st->raft_term);
@@ -454,7 +459,7 @@ absl::Status Agent::StopEtcd() {
   return runner_->Stop();
 }
 
-absl::Status Agent::Wipe() {
+absl::Status Agent::Wipe(const peer::OrderHeader& header) {
   std::lock_guard<std::mutex> lock(order_mu_);
   if (!HasMemberData()) return absl::OkStatus();
   auto id = ReadWalIdentity(config_.EtcdDataDir());
@@ -464,10 +469,18 @@ absl::Status Agent::Wipe() {
                      id.status().message()));
   }
   // Ask the other members, not our own etcd: an expelled member may still list itself.
-  auto members = peers_client_->MemberList();
+  uint64_t answered_by = 0;
+  auto members = peers_client_->MemberList(&answered_by);
   if (!members.ok()) {
     return absl::UnavailableError(absl::StrCat("refusing to wipe: cannot read the member list: ",
                                                members.status().message()));
+  }
+  // etcd 3.4 serves the member list locally: a member that missed a restore answers with its
+  // old cluster's list. Only the leader's cluster may prove that our member is gone.
+  if (header.cluster_id() != 0 && answered_by != header.cluster_id()) {
+    return absl::UnavailableError(absl::StrCat(
+        "refusing to wipe: the member list came from cluster ", HexId(answered_by),
+        ", not from the leader's cluster ", HexId(header.cluster_id())));
   }
   for (const auto& m : *members) {
     if (m.id == id->member_id) {
@@ -509,6 +522,58 @@ absl::Status Agent::SetDataAside(const std::string& label, std::string* moved_to
   if (ec) return absl::InternalError(absl::StrCat("moving the data dir aside: ", ec.message()));
   *moved_to = dest.string();
   return absl::OkStatus();
+}
+
+std::string Agent::FencedRestoreId() const {
+  auto text = ReadFile(config_.node.data_dir + "/fenced");
+  return text.ok() ? std::string(absl::StripAsciiWhitespace(*text)) : "";
+}
+
+EtcdLaunch Agent::LaunchForData() const {
+  EtcdLaunch l = BootstrapLaunch(config_);
+  if (!FencedRestoreId().empty()) l.client_url = config_.FenceUrl(config_.self());
+  return l;
+}
+
+absl::Status Agent::UnfenceLocked(const std::string& restore_id) {
+  const std::string fenced = FencedRestoreId();
+  if (fenced.empty()) return absl::OkStatus();
+  if (fenced != restore_id) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("fenced by restore ", fenced, ", not ", restore_id));
+  }
+  std::error_code ec;
+  fs::remove(config_.node.data_dir + "/fenced", ec);
+  if (ec) return absl::InternalError(absl::StrCat("removing the fence marker: ", ec.message()));
+  // etcd re-reads its flags only when it starts: restart it on the client URL.
+  held_ = true;
+  if (absl::Status s = runner_->Stop(); !s.ok()) {
+    held_ = false;
+    return s;
+  }
+  held_ = false;
+  spdlog::info("restore {}: settled; etcd now serves clients on {}", restore_id,
+               config_.ClientUrl(config_.self()));
+  runner_->Run(RenderEtcdFlags(LaunchForData()));
+  return absl::OkStatus();
+}
+
+absl::Status Agent::Unfence(const peer::UnfenceRequest& req) {
+  std::lock_guard<std::mutex> lock(order_mu_);
+  return UnfenceLocked(req.restore_id());
+}
+
+void Agent::MaybeUnfenceSelf() {
+  if (!store_) return;
+  auto intent = ReadRestoreIntent(*store_, config_.cluster.name);
+  if (!intent.ok() || !intent->has_value()) return;
+  const RestoreIntent& r = **intent;
+  if (!r.settled && !r.done) return;
+  std::lock_guard<std::mutex> lock(order_mu_);
+  if (FencedRestoreId() != r.id) return;
+  if (absl::Status s = UnfenceLocked(r.id); !s.ok()) {
+    Note(absl::StrCat("cannot drop the fence of restore ", r.id, ": ", s.message()));
+  }
 }
 
 std::string Agent::AppliedRestoreId() const {
@@ -589,6 +654,19 @@ absl::Status Agent::Restore(const peer::RestoreRequest& req) {
     fs::remove(snapshot, ec);
     l.token = req.token();
     l.new_cluster = true;
+    if (req.fenced()) {
+      // Only the agents may reach the restored cluster until its leases are revoked.
+      if (absl::Status s = WriteFileAtomic(config_.node.data_dir + "/fenced",
+                                           req.restore_id() + "\n");
+          !s.ok()) {
+        held_ = false;  // the restored data is in place; a retried order restores it again
+        return fail(s);
+      }
+      l.client_url = config_.FenceUrl(config_.self());
+    } else {
+      std::error_code gone;
+      fs::remove(config_.node.data_dir + "/fenced", gone);  // a fence of an earlier restore
+    }
     if (absl::Status s = WriteFileAtomic(config_.node.data_dir + "/restore-id",
                                          req.restore_id() + "\n");
         !s.ok()) {
@@ -599,11 +677,13 @@ absl::Status Agent::Restore(const peer::RestoreRequest& req) {
     MarkJoined();
     restore_error_.clear();
     held_ = false;
-    spdlog::info("restore {}: backup {} restored; starting etcd", req.restore_id(), req.backup());
+    spdlog::info("restore {}: backup {} restored; starting etcd{}", req.restore_id(), req.backup(),
+                 req.fenced() ? " fenced (clients wait until its leases are revoked)" : "");
     runner_->Run(RenderEtcdFlags(l));
     return absl::OkStatus();
   }
   // Not a member of the restored cluster: its old data is set aside; it waits as a spare.
+  fs::remove(config_.node.data_dir + "/fenced", ec);
   if (absl::Status s = WriteFileAtomic(config_.node.data_dir + "/restore-id", req.restore_id() + "\n");
       !s.ok()) {
     return fail(s);

@@ -31,6 +31,7 @@
 #include "common/status.h"
 #include "config/config.h"
 #include "etcd/client.h"
+#include "etcd/flags.h"
 #include "peer/client.h"
 #include "peer/leadership.h"
 #include "peer/server.h"
@@ -56,8 +57,9 @@ class Agent : public NodeHandler {
   absl::Status StartNew(const peer::StartRequest& req) override;
   absl::Status Join(const peer::StartRequest& req) override;
   absl::Status StopEtcd() override;
-  absl::Status Wipe() override;
+  absl::Status Wipe(const peer::OrderHeader& header) override;
   absl::Status Restore(const peer::RestoreRequest& req) override;
+  absl::Status Unfence(const peer::UnfenceRequest& req) override;
 
  private:
   // Builds the clients and servers (after the TLS files exist).
@@ -81,6 +83,15 @@ class Agent : public NodeHandler {
   // joined, or bootstrapping the same initial cluster. `why` says what is missing.
   bool InitialPeersAllowBootstrap(std::string* why);
   std::string AppliedRestoreId() const;
+  // The restore whose fenced start this node's etcd is in ("" if none).
+  std::string FencedRestoreId() const;
+  // How etcd runs on this node's data: BootstrapLaunch, on the fence port while fenced.
+  EtcdLaunch LaunchForData() const;
+  // REQUIRES: order_mu_ held. Drops the fence and restarts etcd on its client URL.
+  absl::Status UnfenceLocked(const std::string& restore_id);
+  // While fenced: unfence once the store says the restore is settled (its coordinator may have
+  // died before it ordered this node).
+  void MaybeUnfenceSelf();
   // Moves etcd's data dir to <data_dir>/removed/<label> (keeping only the newest such copy).
   absl::Status SetDataAside(const std::string& label, std::string* moved_to);
   void MarkJoined();

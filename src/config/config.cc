@@ -351,16 +351,18 @@ Config Parse(const YAML::Node& root) {
                                       "), got ", c.cluster.size));
   }
   if (const YAML::Node ports = cl["ports"]; ports && !ports.IsNull()) {
-    CheckKeys(ports, "cluster.ports", {"client", "peer", "agent", "admin"});
+    CheckKeys(ports, "cluster.ports", {"client", "peer", "agent", "admin", "fence"});
     c.cluster.ports.client = GetInt(ports, "cluster.ports", "client", c.cluster.ports.client);
     c.cluster.ports.peer = GetInt(ports, "cluster.ports", "peer", c.cluster.ports.peer);
     c.cluster.ports.agent = GetInt(ports, "cluster.ports", "agent", c.cluster.ports.agent);
     c.cluster.ports.admin = GetInt(ports, "cluster.ports", "admin", c.cluster.ports.admin);
+    c.cluster.ports.fence = GetInt(ports, "cluster.ports", "fence", c.cluster.ports.fence);
   }
   const std::pair<const char*, int> port_list[] = {{"client", c.cluster.ports.client},
                                                     {"peer", c.cluster.ports.peer},
                                                     {"agent", c.cluster.ports.agent},
-                                                    {"admin", c.cluster.ports.admin}};
+                                                    {"admin", c.cluster.ports.admin},
+                                                    {"fence", c.cluster.ports.fence}};
   std::map<int, std::string> seen_ports;
   for (const auto& [name, port] : port_list) {
     std::string key = absl::StrCat("cluster.ports.", name);
@@ -465,6 +467,9 @@ const NodeSpec& Config::self() const {
 
 std::string Config::ClientUrl(const NodeSpec& n) const {
   return absl::StrCat(Scheme(), "://", n.host, ":", cluster.ports.client);
+}
+std::string Config::FenceUrl(const NodeSpec& n) const {
+  return absl::StrCat(Scheme(), "://", n.host, ":", cluster.ports.fence);
 }
 std::string Config::PeerUrl(const NodeSpec& n) const {
   return absl::StrCat(Scheme(), "://", n.host, ":", cluster.ports.peer);

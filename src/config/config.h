@@ -24,6 +24,9 @@ struct Ports {
   int peer = 2380;    // etcd peer URL
   int agent = 2381;   // steward's agent-to-agent API
   int admin = 2382;   // steward's /healthz /metrics
+  // etcd's client URL while a restored cluster is fenced: only the agents use it, until the
+  // leases that came with the backup are revoked (see RestoreCoordinator).
+  int fence = 2383;
 };
 
 struct ClusterConfig {
@@ -117,6 +120,7 @@ struct Config {
   const NodeSpec& self() const;  // REQUIRES: a validated config
   std::string ClientUrl(const NodeSpec& n) const;
   std::string PeerUrl(const NodeSpec& n) const;
+  std::string FenceUrl(const NodeSpec& n) const;  // etcd's client URL while fenced
   std::string AgentAddress(const NodeSpec& n) const;  // host:port of the agent API
   std::vector<std::string> AllClientUrls() const;
   // etcd's --initial-cluster-token for a first bootstrap of this cluster.

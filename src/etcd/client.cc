@@ -100,12 +100,13 @@ absl::Status EtcdClient::CallAny(
                       absl::StrCat(what, ": ", absl::StrJoin(errors, "; ")));
 }
 
-absl::StatusOr<std::vector<MemberInfo>> EtcdClient::MemberList() {
+absl::StatusOr<std::vector<MemberInfo>> EtcdClient::MemberList(uint64_t* cluster_id) {
   etcdserverpb::MemberListResponse resp;
   absl::Status s = CallAny("MemberList", true, [&](Stubs& st, grpc::ClientContext& ctx) {
     return st.cluster->MemberList(&ctx, etcdserverpb::MemberListRequest(), &resp);
   });
   if (!s.ok()) return s;
+  if (cluster_id != nullptr) *cluster_id = resp.header().cluster_id();
   std::vector<MemberInfo> out;
   for (const auto& m : resp.members()) out.push_back(FromProto(m));
   return out;

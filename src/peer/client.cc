@@ -59,5 +59,8 @@ absl::Status PeerClient::Promise(const peer::OrderHeader& h, std::chrono::millis
 absl::Status PeerClient::Restore(const peer::RestoreRequest& req, std::chrono::milliseconds t) {
   return Order("Restore", req, t, &peer::Peer::Stub::Restore);
 }
+absl::Status PeerClient::Unfence(const peer::UnfenceRequest& req, std::chrono::milliseconds t) {
+  return Order("Unfence", req, t, &peer::Peer::Stub::Unfence);
+}
 
 }  // namespace steward

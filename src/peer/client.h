@@ -24,6 +24,7 @@ class PeerClient {
   absl::Status Wipe(const peer::OrderHeader& h, std::chrono::milliseconds timeout);
   absl::Status Promise(const peer::OrderHeader& h, std::chrono::milliseconds timeout);
   absl::Status Restore(const peer::RestoreRequest& req, std::chrono::milliseconds timeout);
+  absl::Status Unfence(const peer::UnfenceRequest& req, std::chrono::milliseconds timeout);
 
   const std::string& address() const { return address_; }
 

@@ -92,7 +92,7 @@ class PeerServer::Service final : public peer::Peer::Service {
   }
   grpc::Status Wipe(grpc::ServerContext* ctx, const peer::OrderHeader* req,
                     peer::OrderReply*) override {
-    return Order(ctx, "wipe", *req, [&] { return handler_->Wipe(); });
+    return Order(ctx, "wipe", *req, [&] { return handler_->Wipe(*req); });
   }
   grpc::Status Promise(grpc::ServerContext* ctx, const peer::OrderHeader* req,
                        peer::OrderReply*) override {
@@ -102,6 +102,10 @@ class PeerServer::Service final : public peer::Peer::Service {
   grpc::Status Restore(grpc::ServerContext* ctx, const peer::RestoreRequest* req,
                        peer::OrderReply*) override {
     return Order(ctx, "restore", req->header(), [&] { return handler_->Restore(*req); });
+  }
+  grpc::Status Unfence(grpc::ServerContext* ctx, const peer::UnfenceRequest* req,
+                       peer::OrderReply*) override {
+    return Order(ctx, "unfence", req->header(), [&] { return handler_->Unfence(*req); });
   }
 
  private:

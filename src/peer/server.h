@@ -26,8 +26,9 @@ class NodeHandler {
   virtual absl::Status StartNew(const peer::StartRequest& req) = 0;
   virtual absl::Status Join(const peer::StartRequest& req) = 0;
   virtual absl::Status StopEtcd() = 0;
-  virtual absl::Status Wipe() = 0;
+  virtual absl::Status Wipe(const peer::OrderHeader& header) = 0;
   virtual absl::Status Restore(const peer::RestoreRequest& req) = 0;
+  virtual absl::Status Unfence(const peer::UnfenceRequest& req) = 0;
 };
 
 // The newest leader term seen, persisted before it is admitted. Thread-safe.

@@ -75,7 +75,9 @@ absl::StatusOr<ClusterObservation> Reconciler::Observe() {
     PeerClient* pc = agents_.at(n.name).get();
     states.push_back(std::async(std::launch::async, [pc] { return pc->GetState(kObserveTimeout); }));
   }
-  auto members = etcd_->MemberList();
+  uint64_t cluster_id = 0;
+  auto members = etcd_->MemberList(&cluster_id);
+  cluster_id_ = members.ok() ? cluster_id : 0;
   agents_max_term_ = 0;
   for (size_t i = 0; i < config_.cluster.nodes.size(); ++i) {
     const NodeSpec& n = config_.cluster.nodes[i];
@@ -253,6 +255,7 @@ absl::Status Reconciler::Act(const Step& step, uint64_t term) {
   peer::OrderHeader header;
   header.set_term(term);
   header.set_leader(config_.node.name);
+  header.set_cluster_id(cluster_id_);
   switch (step.kind) {
     case StepKind::kRemoveMember: {
       absl::Status s = etcd_->MemberRemove(step.member_id);

@@ -36,6 +36,7 @@ absl::StatusOr<std::optional<RestoreIntent>> ReadRestoreIntent(BackupStore& stor
     r.token = j.at("token").get<std::string>();
     r.requested_by = j.value("requested_by", "");
     r.done = j.value("done", false);
+    r.settled = j.value("settled", false);
     r.generation = j.value("generation", int64_t{1});
     r.cancelled = j.value("cancelled", false);
     r.cancel_reason = j.value("cancel_reason", "");
@@ -56,7 +57,8 @@ absl::Status WriteRestoreIntent(BackupStore& store, const std::string& cluster,
   nlohmann::json j = {{"id", r.id},         {"backup", r.backup},
                       {"token", r.token},   {"requested_by", r.requested_by},
                       {"generation", r.generation},
-                      {"done", r.done},     {"created_at", r.created_at},
+                      {"done", r.done},     {"settled", r.settled},
+                      {"created_at", r.created_at},
                       {"initial_cluster", members}};
   if (r.cancelled) {
     j["cancelled"] = true;
@@ -137,7 +139,7 @@ absl::StatusOr<bool> ClusterEverExisted(BackupStore& store, const std::string& c
 RestoreCoordinator::RestoreCoordinator(const Config& config, BackupStore* store,
                                        EtcdClient* etcd,
                                        std::shared_ptr<grpc::ChannelCredentials> credentials)
-    : config_(config), store_(store), etcd_(etcd) {
+    : config_(config), store_(store), etcd_(etcd), credentials_(credentials) {
   for (const auto& n : config_.cluster.nodes) {
     agents_[n.name] = std::make_unique<PeerClient>(config_.AgentAddress(n), credentials);
   }
@@ -249,15 +251,28 @@ absl::Status RestoreCoordinator::Cancel(RestoreIntent intent, const std::string&
   return WriteRestoreIntent(*store_, config_.cluster.name, intent);
 }
 
-absl::Status RestoreCoordinator::Settle(const RestoreIntent& intent) {
+bool RestoreCoordinator::WaitForLeader(EtcdClient& etcd, std::chrono::seconds bound) {
+  // Polled often: clients wait for this (fenced), and the restore is timed by its users.
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  while (std::chrono::steady_clock::now() < deadline) {
+    for (const auto& url : etcd.endpoints()) {
+      auto st = etcd.Status(url, milliseconds(500));
+      if (st.ok() && st->leader != 0) return true;
+    }
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  return false;
+}
+
+absl::Status RestoreCoordinator::Settle(const RestoreIntent& intent, EtcdClient& fenced) {
   // A lease in the backup still names the holder of a lock or a leader key at the moment of
   // the backup, and a client that kept its lease ID would keep that lock alive after the
   // restore (Patroni's former primary did). Revoking them deletes those keys: every holder
   // must acquire again, in the restored cluster.
-  auto leases = etcd_->LeaseLeases();
+  auto leases = fenced.LeaseLeases();
   if (!leases.ok()) return Annotate(leases.status(), "listing the restored leases");
   for (int64_t id : *leases) {
-    absl::Status s = etcd_->LeaseRevoke(id);
+    absl::Status s = fenced.LeaseRevoke(id);
     if (!s.ok() && !absl::IsNotFound(s)) {
       return Annotate(s, absl::StrCat("revoking restored lease ", absl::StrFormat("%x", id)));
     }
@@ -266,7 +281,7 @@ absl::Status RestoreCoordinator::Settle(const RestoreIntent& intent) {
     spdlog::info("restore {}: revoked {} lease(s) that came with the backup (their keys are "
                  "deleted)", intent.id, leases->size());
   }
-  if (absl::Status s = etcd_->Put(EtcdGenerationKey(config_.cluster.name),
+  if (absl::Status s = fenced.Put(EtcdGenerationKey(config_.cluster.name),
                                   absl::StrCat(intent.generation));
       !s.ok()) {
     return Annotate(s, "recording the generation");
@@ -375,6 +390,8 @@ absl::Status RestoreCoordinator::Execute(RestoreIntent intent) {
     req.set_backup(intent.backup);
     req.set_token(intent.token);
     req.set_member(member.count(name) > 0);
+    // Until settled, restored members serve only on the fence port.
+    req.set_fenced(!intent.settled);
     for (const auto& [n, url] : intent.initial_cluster) {
       auto* m = req.add_initial_cluster();
       m->set_name(n);
@@ -406,23 +423,50 @@ absl::Status RestoreCoordinator::Execute(RestoreIntent intent) {
     return absl::UnavailableError(absl::StrCat(applied, " of ", intent.initial_cluster.size(),
                                                " members restored so far"));
   }
-  bool healthy = false;
-  // Bounded: ~30 s for the restored cluster's election. Polled often: the leases the backup
-  // brought back are revoked right after it (Settle), and clients may arrive meanwhile.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (!healthy && std::chrono::steady_clock::now() < deadline) {
-    auto members = etcd_->MemberList();
-    if (members.ok()) {
-      for (const auto& m : *members) {
-        if (m.client_urls.empty()) continue;
-        auto st = etcd_->Status(m.client_urls.front(), milliseconds(1000));
-        if (st.ok() && st->leader != 0) healthy = true;
+  if (!intent.settled) {
+    // The restored members serve only on the fence port: no client sees the cluster before the
+    // leases that came with the backup are revoked.
+    std::vector<std::string> fence_urls;
+    for (const auto& [name, url] : intent.initial_cluster) {
+      for (const auto& n : config_.cluster.nodes) {
+        if (n.name == name) fence_urls.push_back(config_.FenceUrl(n));
       }
     }
-    if (!healthy) std::this_thread::sleep_for(milliseconds(100));
+    EtcdClient::Options fo;
+    fo.timeout = milliseconds(2000);
+    fo.credentials = credentials_;
+    EtcdClient fenced(fence_urls, fo);
+    if (!WaitForLeader(fenced, std::chrono::seconds(30))) {
+      return absl::UnavailableError("the restored cluster has no leader yet");
+    }
+    if (absl::Status s = Settle(intent, fenced); !s.ok()) return s;
+    intent.settled = true;
+    if (absl::Status s = WriteRestoreIntent(*store_, config_.cluster.name, intent); !s.ok()) {
+      return Annotate(s, "recording that the restore is settled");
+    }
   }
-  if (!healthy) return absl::UnavailableError("the restored cluster has no leader yet");
-  if (absl::Status s = Settle(intent); !s.ok()) return s;
+  // Every fenced member goes back to its client URL (an agent that misses this order does it by
+  // itself once it reads that the restore is settled).
+  peer::UnfenceRequest unfence;
+  *unfence.mutable_header() = header;
+  unfence.set_restore_id(intent.id);
+  std::vector<std::future<absl::Status>> unfenced;
+  for (const auto& [name, url] : intent.initial_cluster) {
+    PeerClient* c = agents_.at(name).get();
+    unfenced.push_back(std::async(std::launch::async, [c, unfence] {
+      auto st = c->GetState(milliseconds(1000));
+      if (!st.ok() || !st->fenced()) return absl::OkStatus();
+      return c->Unfence(unfence, milliseconds(30000));
+    }));
+  }
+  for (auto& f : unfenced) {
+    if (absl::Status s = f.get(); !s.ok()) {
+      spdlog::warn("restore {}: unfencing: {}", intent.id, s.message());
+    }
+  }
+  if (!WaitForLeader(*etcd_, std::chrono::seconds(30))) {
+    return absl::UnavailableError("the restored cluster does not answer on its client URLs yet");
+  }
   std::vector<std::string> restored;
   for (const auto& [name, url] : intent.initial_cluster) {
     if (std::find(missing.begin(), missing.end(), name) == missing.end()) restored.push_back(name);

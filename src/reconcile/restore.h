@@ -42,6 +42,9 @@ struct RestoreIntent {
   std::vector<std::pair<std::string, std::string>> initial_cluster;  // name, peer URL
   // The restored cluster's generation (BackupMeta::generation): one above every backup's.
   int64_t generation = 1;
+  // The restored cluster's leases are revoked and its generation recorded (while fenced); from
+  // here on members are unfenced, and nothing may revoke leases again.
+  bool settled = false;
   bool done = false;
   bool cancelled = false;     // an automatic restore whose total loss could not be re-proved
   std::string cancel_reason;
@@ -98,7 +101,9 @@ class RestoreCoordinator {
   absl::Status Cancel(RestoreIntent intent, const std::string& why);
   // Before the restored cluster is declared done: revoke every lease the backup brought back
   // (no lock or leader key of the lost cluster survives) and record the new generation.
-  absl::Status Settle(const RestoreIntent& intent);
+  absl::Status Settle(const RestoreIntent& intent, EtcdClient& fenced);
+  // Waits (bounded) until some member reachable through `etcd` reports a leader.
+  bool WaitForLeader(EtcdClient& etcd, std::chrono::seconds bound);
   std::optional<std::string> NewestValidBackup();
   std::map<std::string, peer::NodeState> States();
   void Note(const std::string& msg);
@@ -106,6 +111,7 @@ class RestoreCoordinator {
   const Config& config_;
   BackupStore* store_;
   EtcdClient* etcd_;
+  std::shared_ptr<grpc::ChannelCredentials> credentials_;
   std::map<std::string, std::unique_ptr<PeerClient>> agents_;
   std::atomic<bool> last_pending_{false};
   RepeatFilter repeats_;

@@ -135,6 +135,8 @@ TestCluster::TestCluster(int subnet, int nodes, int size, const std::string& clu
                                     "  restart_backoff_min: 200ms\n  restart_backoff_max: 2s\n", tls_yaml_,
                                     absl::StrReplaceAll(top_extra, {{"ROOT", root_}}));
     std::ofstream(ConfigPath(i)) << yaml;
+    // Configs may hold an S3 secret: the agent refuses one that others can read.
+    fs::permissions(ConfigPath(i), fs::perms::owner_read | fs::perms::owner_write);
   }
 }
 

@@ -172,8 +172,9 @@ TEST(SafetyTest, ASkewedClockNeverMakesAnOlderBackupWin) {
 }
 
 // Path 10: a lock held (through a lease) at the moment of the backup must not come back to
-// life after the restore: the restored leases are revoked, so their keys are gone, and the
-// holder's keep-alive fails. Keys without a lease are restored as they were.
+// life after the restore: the restored leases are revoked before any client can reach the
+// restored cluster, so their keys are gone from its very first answer, and the holder's
+// keep-alive fails. Keys without a lease are restored as they were.
 TEST(SafetyTest, ARestoreRevokesTheLeasesAndLocksItBroughtBack) {
   TestCluster c(kLeases, 3, 3, kFast, kBackup);
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
@@ -188,9 +189,22 @@ TEST(SafetyTest, ARestoreRevokesTheLeasesAndLocksItBroughtBack) {
 
   LoseEverything(c, 3);
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  // The very first answer the restored cluster gives a client must already lack the lock: the
+  // restored members serve only on the fence port until the leases are revoked.
+  EtcdClient probe = c.Client(c.ClientUrls());
+  std::optional<std::string> first;
+  const auto until = std::chrono::steady_clock::now() + 120s;
+  while (!first && std::chrono::steady_clock::now() < until) {
+    auto got = probe.Get("/service/pg/leader");
+    if (got.ok()) {
+      first = got->value_or("<absent>");
+    } else {
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+  ASSERT_TRUE(first.has_value()) << c.Logs();
+  EXPECT_EQ(*first, "<absent>") << "a client saw the lock of the moment of the backup\n" << c.Logs();
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 120s)) << c.Logs();
-  // The restore is done once its leases are revoked (right after the restored cluster's first
-  // election; docs/architecture.md says how small that window is).
   const std::string intent = c.Root() + "/backups/it74/control/restore.json";
   ASSERT_TRUE(WaitFor([&] {
     auto j = nlohmann::json::parse(ReadText(intent), nullptr, false);

@@ -4,6 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
+#include <random>
+#include <set>
+
 namespace steward {
 namespace {
 
@@ -148,6 +153,85 @@ TEST(RestoreDecisionTest, R5_OperatorRestoreIsCarriedOnOverLiveData) {
   v.answered["n1"] = WithData();
   v.etcd_answers = true;
   EXPECT_EQ(DecideRestore(v).action, RestoreAction::kContinue);
+}
+
+// A randomized simulation: clusters of 1-7 nodes, some members wiped, spares, partitions into
+// up to three groups, frozen agents, pending automatic intents. Every agent decides from what
+// its own group shows it. After every decision:
+//   - no restore starts or continues (before anyone applied it) while a majority of the last
+//     known voting members could hold data (they hold it, or they are silent to the group);
+//   - no agent with data, and no answering etcd, is in a group that restores;
+//   - at most one group restores (two clusters never come out of one).
+// Seeded, so a failure names the seed that replays it.
+TEST(RestoreDecisionSimTest, NoRestoreWhileAMajorityOfTheMembersCouldHoldData) {
+  std::mt19937 rng(20261126);
+  int starts = 0, waits = 0;
+  for (int round = 0; round < 20000; ++round) {
+    const uint32_t seed = rng();
+    std::mt19937 r(seed);
+    auto chance = [&](int pct) { return static_cast<int>(r() % 100) < pct; };
+    const int n = 1 + static_cast<int>(r() % 7);
+    const int size = 1 + static_cast<int>(r() % n);
+    std::vector<std::string> names;
+    for (int i = 0; i < n; ++i) names.push_back("n" + std::to_string(i + 1));
+    // The last known voters: the first `size` nodes, or (a replacement happened) a shuffle.
+    std::vector<std::string> voters(names.begin(), names.begin() + size);
+    if (chance(30)) {
+      std::vector<std::string> shuffled = names;
+      std::shuffle(shuffled.begin(), shuffled.end(), r);
+      voters.assign(shuffled.begin(), shuffled.begin() + size);
+    }
+    std::map<std::string, bool> has_data, up;
+    std::map<std::string, int> group;
+    const int groups = 1 + static_cast<int>(r() % 3);
+    for (const auto& name : names) {
+      const bool voter = std::find(voters.begin(), voters.end(), name) != voters.end();
+      has_data[name] = voter && !chance(60);  // a member keeps its data, or lost it
+      up[name] = !chance(20);                 // frozen or down: answers nobody
+      group[name] = static_cast<int>(r() % groups);
+    }
+    const bool pending = chance(30);
+    std::set<int> restoring_groups;
+    for (int g = 0; g < groups; ++g) {
+      for (const auto& self : names) {
+        if (group[self] != g || !up[self]) continue;
+        RestoreView v;
+        v.self = self;
+        v.configured = names;
+        v.cluster_existed = true;
+        v.last_voters = voters;
+        if (pending) v.pending = RestoreView::Pending{"r1", true};
+        for (const auto& other : names) {
+          if (group[other] != g || !up[other]) continue;
+          v.answered[other] = {has_data[other], has_data[other], ""};
+          if (has_data[other]) v.etcd_answers = true;
+        }
+        RestoreDecision d = DecideRestore(v);
+        const bool restores =
+            d.action == RestoreAction::kStart || d.action == RestoreAction::kContinue;
+        if (!restores) {
+          ++waits;
+          continue;
+        }
+        ++starts;
+        restoring_groups.insert(g);
+        int could_hold = 0;
+        for (const auto& m : voters) {
+          if (has_data[m] || group[m] != g || !up[m]) ++could_hold;
+        }
+        ASSERT_LT(could_hold, static_cast<int>(voters.size()) / 2 + 1)
+            << "seed " << seed << ": " << self << " restores: " << d.reason;
+        for (const auto& [other, a] : v.answered) {
+          ASSERT_FALSE(a.has_data) << "seed " << seed << ": restores over " << other;
+        }
+        ASSERT_FALSE(v.etcd_answers) << "seed " << seed;
+      }
+    }
+    ASSERT_LE(restoring_groups.size(), 1u) << "seed " << seed << ": two groups restore";
+  }
+  // The simulation must reach both outcomes, or it proves nothing.
+  EXPECT_GT(starts, 100);
+  EXPECT_GT(waits, 100);
 }
 
 }  // namespace
