@@ -191,10 +191,11 @@ TEST(SafetyTest, ARestoreRevokesTheLeasesAndLocksItBroughtBack) {
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
   // The very first answer the restored cluster gives a client must already lack the lock: the
   // restored members serve only on the fence port until the leases are revoked.
-  EtcdClient probe = c.Client(c.ClientUrls());
   std::optional<std::string> first;
   const auto until = std::chrono::steady_clock::now() + 120s;
   while (!first && std::chrono::steady_clock::now() < until) {
+    // A fresh client each time: a channel that failed its first handshakes may stay stuck.
+    EtcdClient probe = c.Client(c.ClientUrls());
     auto got = probe.Get("/service/pg/leader");
     if (got.ok()) {
       first = got->value_or("<absent>");
