@@ -34,6 +34,7 @@ node:
   data_dir: $ROOT/${nodes[$i]}
 etcd:
   binary: /usr/bin/etcd
+  etcdutl: $PWD/.deps/etcd-3.5.16/usr/bin/etcdutl   # restores raise the revision (install-deps.sh)
   extra_args: []
 tls:
   mode: issued

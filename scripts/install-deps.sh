@@ -34,6 +34,33 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 
+# etcdutl from etcd 3.5 (Debian trixie), for `snapshot restore --bump-revision`: etcd 3.4 has no
+# such option, and etcd 3.4 runs on the data dir it writes (docs/architecture.md). Fetched with a
+# private apt configuration (the machine's own sources stay as they are) and unpacked into
+# .deps/etcd-3.5.16/ in this tree; the demo and the tests point etcd.etcdutl there.
+here="$(cd "$(dirname "$0")/.." && pwd)"
+ETCD35="$here/.deps/etcd-3.5.16"
+if [ ! -x "$ETCD35/usr/bin/etcdutl" ]; then
+  echo "install-deps: fetching etcdutl 3.5.16 (Debian trixie) into $ETCD35" >&2
+  apt_root="$here/.deps/apt-trixie"
+  mkdir -p "$apt_root/lists/partial" "$apt_root/cache/archives/partial" "$apt_root/debs"
+  # The same URI the machine's Debian source uses, with the trixie suite.
+  uri=$(grep -hoE '^(URIs:|deb) +[^ ]+' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null \
+          | awk '{print $2}' | grep -v security | head -n1 || true)
+  uri=${uri:-http://deb.debian.org/debian}
+  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $uri trixie main" \
+    > "$apt_root/sources.list"
+  apt_opts=(-o Dir::Etc::sourcelist="$apt_root/sources.list" -o Dir::Etc::sourceparts=-
+            -o Dir::State::Lists="$apt_root/lists" -o Dir::Cache="$apt_root/cache"
+            -o APT::Sandbox::User=root)
+  apt-get "${apt_opts[@]}" update -qq
+  (cd "$apt_root/debs" && apt-get "${apt_opts[@]}" download etcd-server=3.5.16-4 >/dev/null)
+  rm -rf "$ETCD35.tmp" && mkdir -p "$ETCD35.tmp"
+  dpkg-deb -x "$apt_root/debs"/etcd-server_3.5.16-4_amd64.deb "$ETCD35.tmp"
+  rm -rf "$ETCD35" && mv "$ETCD35.tmp" "$ETCD35"
+  "$ETCD35/usr/bin/etcdutl" version >/dev/null
+fi
+
 # With --test: what the test suite needs beyond the build (the S3 protocol server, from npm).
 if [ "${1:-}" = "--test" ]; then
   if ! command -v npm >/dev/null 2>&1; then
@@ -47,7 +74,6 @@ if [ "${1:-}" = "--test" ]; then
     $SUDO apt-get update -qq
     $SUDO apt-get install -y -qq --no-install-recommends faketime
   fi
-  here="$(cd "$(dirname "$0")/.." && pwd)"
   if [ ! -x "$here/tests/s3rver/node_modules/.bin/s3rver" ]; then
     echo "install-deps: installing s3rver (npm) into tests/s3rver" >&2
     (cd "$here/tests/s3rver" && npm ci --no-audit --no-fund --loglevel=error)

@@ -636,15 +636,28 @@ absl::Status Agent::Restore(const peer::RestoreRequest& req) {
       l.initial_cluster.emplace_back(m.name(), m.peer_url());
     }
     const std::string target = (work / "etcd").string();
-    auto r = RunProcess({config_.etcd.etcdctl, "snapshot", "restore", snapshot,
-                         "--skip-hash-check", "--name", config_.node.name, "--initial-cluster", initial,
-                         "--initial-cluster-token", req.token(), "--initial-advertise-peer-urls",
-                         config_.PeerUrl(config_.self()), "--data-dir", target},
-                        {"ETCDCTL_API=3"}, std::chrono::minutes(30));
+    // etcdutl (etcd >= 3.5) can raise the revision past every one the lost cluster served, so
+    // revisions are never reused; etcd 3.4's etcdctl cannot.
+    const bool bump = !config_.etcd.etcdutl.empty() && req.bump_revision() > 0;
+    std::vector<std::string> argv = {bump ? config_.etcd.etcdutl : config_.etcd.etcdctl,
+                                     "snapshot", "restore", snapshot, "--skip-hash-check",
+                                     "--name", config_.node.name, "--initial-cluster", initial,
+                                     "--initial-cluster-token", req.token(),
+                                     "--initial-advertise-peer-urls",
+                                     config_.PeerUrl(config_.self()), "--data-dir", target};
+    if (bump) {
+      argv.push_back(absl::StrCat("--bump-revision=", req.bump_revision()));
+      argv.push_back("--mark-compacted");
+    } else if (req.bump_revision() > 0) {
+      spdlog::warn("restore {}: no etcdutl (etcd.etcdutl): the restored revision is not raised, "
+                   "so revisions served since backup {} will be served again",
+                   req.restore_id(), req.backup());
+    }
+    auto r = RunProcess(argv, {"ETCDCTL_API=3"}, std::chrono::minutes(30));
     if (!r.ok() || r->exit_code != 0) {
       put_back();
       return fail(absl::InternalError(absl::StrCat(
-          "etcdctl snapshot restore failed: ", r.ok() ? r->output : Msg(r.status()))));
+          argv[0], " snapshot restore failed: ", r.ok() ? r->output : Msg(r.status()))));
     }
     fs::rename(target, config_.EtcdDataDir(), ec);
     if (ec) {

@@ -420,10 +420,12 @@ Config Parse(const YAML::Node& root) {
   // etcd
   if (const YAML::Node ec = root["etcd"]; ec && !ec.IsNull()) {
     CheckKeys(ec, "etcd",
-              {"binary", "etcdctl", "extra_args", "stop_timeout", "restart_backoff_min",
-               "restart_backoff_max"});
+              {"binary", "etcdctl", "etcdutl", "extra_args", "stop_timeout",
+               "restart_backoff_min", "restart_backoff_max"});
     c.etcd.binary = GetString(ec, "etcd", "binary", false, c.etcd.binary);
     c.etcd.etcdctl = GetString(ec, "etcd", "etcdctl", false, c.etcd.etcdctl);
+    c.etcd.etcdutl = GetString(ec, "etcd", "etcdutl", false, "");
+    if (!c.etcd.etcdutl.empty()) CheckBinary("etcd.etcdutl", c.etcd.etcdutl);
     if (const YAML::Node ea = ec["extra_args"]; ea && !ea.IsNull()) {
       if (!ea.IsSequence()) Fail("etcd.extra_args", "must be a list of strings");
       for (size_t i = 0; i < ea.size(); ++i) {
@@ -450,6 +452,9 @@ Config Parse(const YAML::Node& root) {
     }
   }
   CheckBinary("etcd.binary", c.etcd.binary);
+  if (c.etcd.etcdutl.empty() && ::access("/usr/bin/etcdutl", X_OK) == 0) {
+    c.etcd.etcdutl = "/usr/bin/etcdutl";
+  }
   ParseBackup(root["backup"], &c);
   ParseTls(root["tls"], &c);
   CheckDataDir("node.data_dir", c.node.data_dir);

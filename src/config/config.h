@@ -52,7 +52,11 @@ struct NodeConfig {
 
 struct EtcdConfig {
   std::string binary = "/usr/bin/etcd";
-  std::string etcdctl = "/usr/bin/etcdctl";  // used for `snapshot restore`
+  std::string etcdctl = "/usr/bin/etcdctl";  // used for `snapshot restore` without etcdutl
+  // etcd >= 3.5's etcdutl, for `snapshot restore --bump-revision` (etcd 3.4 runs on what it
+  // writes). Default: /usr/bin/etcdutl when it exists; empty: restores cannot raise the
+  // revision (warned).
+  std::string etcdutl;
   std::vector<std::string> extra_args;  // passed to etcd after the flags steward manages
   std::chrono::milliseconds stop_timeout{10000};      // SIGTERM -> SIGKILL grace
   std::chrono::milliseconds restart_backoff_min{500};   // first restart delay

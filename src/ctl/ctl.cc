@@ -388,7 +388,16 @@ int RunRestoreBackup(const Common& c, const std::string& name, bool yes, bool fo
     std::cerr << "stewardctl: listing backups: " << generation.status().message() << "\n";
     return 1;
   }
-  RestoreIntent intent = NewRestoreIntent(config, name, "stewardctl", *generation);
+  auto highest = ReadHighestRevision(*w.store, config.cluster.name);
+  if (!highest.ok()) {
+    std::cerr << "stewardctl: reading the revision record: " << highest.status().message() << "\n";
+    return 1;
+  }
+  // Past every revision the current cluster served (the fresh backup's, if it was taken).
+  int64_t served = *highest;
+  if (fresh.ok()) served = std::max(served, fresh->revision);
+  RestoreIntent intent = NewRestoreIntent(config, name, "stewardctl", *generation,
+                                          RevisionBump(served, meta->revision));
   if (absl::Status s = WriteRestoreIntent(*w.store, config.cluster.name, intent); !s.ok()) {
     std::cerr << "stewardctl: recording the restore: " << s.message() << "\n";
     return 1;

@@ -121,6 +121,7 @@ absl::StatusOr<ClusterObservation> Reconciler::Observe() {
     v.is_learner = m.is_learner;
     auto st = statuses[i].get();
     if (st.ok()) {
+      max_revision_ = std::max(max_revision_, st->revision);
       v.raft_index = st->raft_index;
       // An alarm is reported by every member alike: it is not a reason to replace one.
       v.healthy = FailureErrors(*st).empty() && st->leader != 0;
@@ -189,6 +190,7 @@ bool Reconciler::Pass(uint64_t leader_term) {
     return false;
   }
   RecordVoters(*obs);
+  RecordRevision();
   Step step = PlanNextStep(*obs);
   // While a learner is on its way, look again soon: it catches up in a fraction of a second.
   in_progress_ = false;
@@ -249,6 +251,30 @@ void Reconciler::RecordVoters(const ClusterObservation& obs) {
     return;
   }
   recorded_voters_ = voters;
+}
+
+void Reconciler::RecordRevision() {
+  if (store_ == nullptr || max_revision_ <= 0) return;
+  const auto now = Clock::now();
+  if (revision_recorded_at_ && now - *revision_recorded_at_ < kRevisionRecordInterval) return;
+  if (recorded_revision_ < 0) {
+    // Never lower the record: a cluster restored without a revision bump serves lower ones.
+    auto stored = ReadHighestRevision(*store_, config_.cluster.name);
+    if (!stored.ok()) return;
+    recorded_revision_ = *stored;
+  }
+  if (max_revision_ <= recorded_revision_) {
+    revision_recorded_at_ = now;
+    return;
+  }
+  // A restore raises the restored revision past this record (RevisionBump).
+  if (absl::Status s = WriteHighestRevision(*store_, config_.cluster.name, max_revision_);
+      !s.ok()) {
+    spdlog::warn("recording the highest revision in the backup store: {}", s.message());
+    return;
+  }
+  recorded_revision_ = max_revision_;
+  revision_recorded_at_ = now;
 }
 
 absl::Status Reconciler::Act(const Step& step, uint64_t term) {

@@ -59,6 +59,8 @@ class Reconciler {
   absl::StatusOr<ClusterObservation> Observe();
   // Writes the voting members to the store's membership record when they changed.
   void RecordVoters(const ClusterObservation& obs);
+  // Writes the highest revision seen to the store, at most every kRevisionRecordInterval.
+  void RecordRevision();
 
  private:
   absl::Status Act(const Step& step, uint64_t term);
@@ -81,6 +83,9 @@ class Reconciler {
   std::map<std::string, std::unique_ptr<PeerClient>> agents_;
   std::map<uint64_t, std::chrono::steady_clock::time_point> unhealthy_since_;
   std::vector<std::string> recorded_voters_;  // as last written to the store
+  int64_t max_revision_ = 0;        // the highest revision any member reported
+  int64_t recorded_revision_ = -1;  // as in the store (-1: not read yet)
+  std::optional<std::chrono::steady_clock::time_point> revision_recorded_at_;
   std::optional<std::pair<uint64_t, std::chrono::steady_clock::time_point>> learner_since_;
   std::set<uint64_t> removed_ids_;  // members this leader removed (for the ID-reuse check)
   std::atomic<bool> in_progress_{false};

@@ -38,6 +38,7 @@ absl::StatusOr<std::optional<RestoreIntent>> ReadRestoreIntent(BackupStore& stor
     r.done = j.value("done", false);
     r.settled = j.value("settled", false);
     r.generation = j.value("generation", int64_t{1});
+    r.bump_revision = j.value("bump_revision", int64_t{0});
     r.cancelled = j.value("cancelled", false);
     r.cancel_reason = j.value("cancel_reason", "");
     r.created_at = j.value("created_at", int64_t{0});
@@ -57,6 +58,7 @@ absl::Status WriteRestoreIntent(BackupStore& store, const std::string& cluster,
   nlohmann::json j = {{"id", r.id},         {"backup", r.backup},
                       {"token", r.token},   {"requested_by", r.requested_by},
                       {"generation", r.generation},
+                      {"bump_revision", r.bump_revision},
                       {"done", r.done},     {"settled", r.settled},
                       {"created_at", r.created_at},
                       {"initial_cluster", members}};
@@ -77,10 +79,40 @@ absl::StatusOr<int64_t> NextGeneration(BackupStore& store, const std::string& cl
   return highest + 1;
 }
 
+std::string RevisionRecordKey(const std::string& cluster) {
+  return cluster + "/control/revision.json";
+}
+
+absl::StatusOr<int64_t> ReadHighestRevision(BackupStore& store, const std::string& cluster) {
+  auto text = store.Get(RevisionRecordKey(cluster));
+  if (absl::IsNotFound(text.status())) return int64_t{0};
+  if (!text.ok()) return text.status();
+  auto j = nlohmann::json::parse(*text, nullptr, false);
+  if (j.is_discarded() || !j.contains("revision") || !j["revision"].is_number_integer()) {
+    return absl::DataLossError(absl::StrCat(RevisionRecordKey(cluster), " is malformed"));
+  }
+  return j["revision"].get<int64_t>();
+}
+
+absl::Status WriteHighestRevision(BackupStore& store, const std::string& cluster,
+                                  int64_t revision) {
+  nlohmann::json j = {{"revision", revision},
+                      {"updated_at", std::chrono::duration_cast<std::chrono::seconds>(
+                                         std::chrono::system_clock::now().time_since_epoch())
+                                         .count()}};
+  return store.Put(RevisionRecordKey(cluster), j.dump());
+}
+
+int64_t RevisionBump(int64_t highest_recorded, int64_t backup_revision) {
+  return std::max<int64_t>(0, highest_recorded - backup_revision) + kRevisionBumpMargin;
+}
+
 RestoreIntent NewRestoreIntent(const Config& config, const std::string& backup,
-                               const std::string& requested_by, int64_t generation) {
+                               const std::string& requested_by, int64_t generation,
+                               int64_t bump_revision) {
   RestoreIntent r;
   r.generation = generation;
+  r.bump_revision = bump_revision;
   auto now = std::chrono::system_clock::now();
   r.created_at = std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
   r.id = absl::StrFormat("%d-%04x", r.created_at, std::random_device{}() & 0xffff);
@@ -289,6 +321,16 @@ absl::Status RestoreCoordinator::Settle(const RestoreIntent& intent, EtcdClient&
   return absl::OkStatus();
 }
 
+absl::StatusOr<int64_t> RestoreCoordinator::BumpFor(const std::string& backup) {
+  auto text = store_->Get(MetaKey(config_.cluster.name, backup));
+  if (!text.ok()) return text.status();
+  auto meta = MetaFromJson(*text);
+  if (!meta.ok()) return meta.status();
+  auto highest = ReadHighestRevision(*store_, config_.cluster.name);
+  if (!highest.ok()) return highest.status();
+  return RevisionBump(*highest, meta->revision);
+}
+
 void RestoreCoordinator::Pass() {
   Observed o = Observe();
   RestoreDecision d = DecideRestore(o.view);
@@ -329,7 +371,12 @@ void RestoreCoordinator::Pass() {
     Note(absl::StrCat("cannot list backups: ", generation.status().message()));
     return;
   }
-  RestoreIntent fresh = NewRestoreIntent(config_, *backup, "auto", *generation);
+  auto bump = BumpFor(*backup);
+  if (!bump.ok()) {
+    Note(absl::StrCat("cannot read the revision record: ", bump.status().message()));
+    return;
+  }
+  RestoreIntent fresh = NewRestoreIntent(config_, *backup, "auto", *generation, *bump);
   spdlog::warn("restore: {}; restoring the newest valid backup {} (restore {})", d.reason,
                *backup, fresh.id);
   if (absl::Status s = WriteRestoreIntent(*store_, config_.cluster.name, fresh); !s.ok()) {
@@ -392,6 +439,7 @@ absl::Status RestoreCoordinator::Execute(RestoreIntent intent) {
     req.set_member(member.count(name) > 0);
     // Until settled, restored members serve only on the fence port.
     req.set_fenced(!intent.settled);
+    req.set_bump_revision(static_cast<uint64_t>(std::max<int64_t>(0, intent.bump_revision)));
     for (const auto& [n, url] : intent.initial_cluster) {
       auto* m = req.add_initial_cluster();
       m->set_name(n);

@@ -42,6 +42,8 @@ struct RestoreIntent {
   std::vector<std::pair<std::string, std::string>> initial_cluster;  // name, peer URL
   // The restored cluster's generation (BackupMeta::generation): one above every backup's.
   int64_t generation = 1;
+  // How far each member raises the restored revision (RevisionBump); the same on every node.
+  int64_t bump_revision = 0;
   // The restored cluster's leases are revoked and its generation recorded (while fenced); from
   // here on members are unfenced, and nothing may revoke leases again.
   bool settled = false;
@@ -58,7 +60,22 @@ absl::Status WriteRestoreIntent(BackupStore& store, const std::string& cluster,
                                 const RestoreIntent& intent);
 // A fresh intent to restore `backup` onto the first cluster.size nodes, with a new token.
 RestoreIntent NewRestoreIntent(const Config& config, const std::string& backup,
-                               const std::string& requested_by, int64_t generation);
+                               const std::string& requested_by, int64_t generation,
+                               int64_t bump_revision);
+
+// The highest revision the cluster was seen to serve, kept in the store by the leader:
+//   <cluster>/control/revision.json  {"revision": R, "updated_at": <unix seconds>}
+// 0 when nothing is recorded.
+std::string RevisionRecordKey(const std::string& cluster);
+absl::StatusOr<int64_t> ReadHighestRevision(BackupStore& store, const std::string& cluster);
+absl::Status WriteHighestRevision(BackupStore& store, const std::string& cluster, int64_t revision);
+// Writes since the last record are covered by this margin: the leader records at least every
+// kRevisionRecordInterval, and etcd does not serve this many writes in that time.
+inline constexpr int64_t kRevisionBumpMargin = 10'000'000;
+inline constexpr std::chrono::seconds kRevisionRecordInterval{30};
+// How far to raise a restore of a backup taken at `backup_revision`: past the highest recorded
+// revision, plus the margin.
+int64_t RevisionBump(int64_t highest_recorded, int64_t backup_revision);
 // One above the highest generation of any backup in the store.
 absl::StatusOr<int64_t> NextGeneration(BackupStore& store, const std::string& cluster);
 
@@ -105,6 +122,8 @@ class RestoreCoordinator {
   // Waits (bounded) until some member reachable through `etcd` reports a leader.
   bool WaitForLeader(EtcdClient& etcd, std::chrono::seconds bound);
   std::optional<std::string> NewestValidBackup();
+  // RevisionBump for restoring `backup`, from its meta.json and the store's revision record.
+  absl::StatusOr<int64_t> BumpFor(const std::string& backup);
   std::map<std::string, peer::NodeState> States();
   void Note(const std::string& msg);
 

@@ -131,7 +131,8 @@ TestCluster::TestCluster(int subnet, int nodes, int size, const std::string& clu
     std::string yaml = absl::StrCat("cluster:\n  name: it", subnet, "\n  size: ", size,
                                     "\n", cluster_extra, "  nodes:\n", nodes_yaml, "node:\n  name: n", i + 1,
                                     "\n  data_dir: ", DataDir(i), "\n  log_level: debug\n",
-                                    "etcd:\n  binary: /usr/bin/etcd\n  stop_timeout: 5s\n",
+                                    "etcd:\n  binary: /usr/bin/etcd\n  etcdutl: ", ETCDUTL_BIN,
+                                    "\n  stop_timeout: 5s\n",
                                     "  restart_backoff_min: 200ms\n  restart_backoff_max: 2s\n", tls_yaml_,
                                     absl::StrReplaceAll(top_extra, {{"ROOT", root_}}));
     std::ofstream(ConfigPath(i)) << yaml;

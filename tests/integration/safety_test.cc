@@ -186,6 +186,10 @@ TEST(SafetyTest, ARestoreRevokesTheLeasesAndLocksItBroughtBack) {
                       15s));
   Put(c, "/it/plain", "kept");
   ASSERT_FALSE(TakeBackup(c).empty());
+  // Writes after the backup: the lost cluster served these revisions; none may be served again.
+  for (int i = 0; i < 20; ++i) Put(c, absl::StrCat("/it/lost", i), "x");
+  auto before = client.Status(c.ClientUrl(0), 2000ms);
+  ASSERT_TRUE(before.ok()) << before.status();
 
   LoseEverything(c, 3);
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
@@ -212,6 +216,11 @@ TEST(SafetyTest, ARestoreRevokesTheLeasesAndLocksItBroughtBack) {
     return !j.is_discarded() && j.value("done", false);
   }, 60s)) << c.Logs();
   EXPECT_NE(AgentLogs(c, 3).find("lease(s) that came with the backup"), std::string::npos) << c.Logs();
+  // Path 11: the restored cluster's revision lies above every revision the lost one served.
+  auto restored = c.Client(c.ClientUrls()).Status(c.ClientUrl(1), 2000ms);
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_GT(restored->revision, before->revision) << c.Logs();
+  EXPECT_EQ(Get(c, 0, "/it/lost0"), "<absent>") << "restored from the backup, before the lost writes";
   EXPECT_EQ(Get(c, 0, "/it/plain"), "kept") << c.Logs();
   EXPECT_EQ(Get(c, 1, "/service/pg/leader"), "<absent>")
       << "the lock of the moment of the backup came back\n" << c.Logs();

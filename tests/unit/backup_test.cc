@@ -7,6 +7,7 @@
 #include "backup/layout.h"
 #include "backup/retention.h"
 #include "backup/store.h"
+#include "reconcile/restore.h"
 
 namespace steward {
 namespace {
@@ -196,6 +197,14 @@ TEST(FileStoreTest, AMissingRootIsAnErrorAndIsNeverCreated) {
   EXPECT_TRUE(absl::IsFailedPrecondition(store->Create("c/x").status()));
   EXPECT_TRUE(absl::IsFailedPrecondition(store->Delete("c/x")));
   EXPECT_FALSE(std::filesystem::exists(root)) << "the store root must never be created";
+}
+
+// Issue 9, path 11: the restored revision must clear every revision the lost cluster served.
+TEST(RevisionBumpTest, ClearsTheRecordedRevisionByTheMargin) {
+  EXPECT_EQ(RevisionBump(5000, 1200), 3800 + kRevisionBumpMargin);
+  EXPECT_EQ(RevisionBump(0, 1200), kRevisionBumpMargin) << "nothing recorded: the margin alone";
+  EXPECT_EQ(RevisionBump(100, 1200), kRevisionBumpMargin) << "a record older than the backup";
+  EXPECT_GT(1200 + RevisionBump(5000, 1200), 5000 + kRevisionBumpMargin - 1);
 }
 
 }  // namespace
