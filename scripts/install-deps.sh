@@ -37,7 +37,7 @@ fi
 # etcdutl from etcd 3.5 (Debian trixie), for `snapshot restore --bump-revision`: etcd 3.4 has no
 # such option, and etcd 3.4 runs on the data dir it writes (docs/architecture.md). Fetched with a
 # private apt configuration (the machine's own sources stay as they are) and unpacked into
-# .deps/etcd-3.5.16/ in this tree; the demo and the tests point etcd.etcdutl there.
+# .deps/etcd-3.5.16/ in this tree (the folder name stays, whatever 3.5.x trixie carries); the demo and the tests point etcd.etcdutl there.
 here="$(cd "$(dirname "$0")/.." && pwd)"
 ETCD35="$here/.deps/etcd-3.5.16"
 if [ ! -x "$ETCD35/usr/bin/etcdutl" ]; then
@@ -45,8 +45,9 @@ if [ ! -x "$ETCD35/usr/bin/etcdutl" ]; then
   apt_root="$here/.deps/apt-trixie"
   mkdir -p "$apt_root/lists/partial" "$apt_root/cache/archives/partial" "$apt_root/debs"
   # The same URI the machine's Debian source uses, with the trixie suite.
-  uri=$(grep -hoE '^(URIs:|deb) +[^ ]+' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null \
-          | awk '{print $2}' | grep -v security | head -n1 || true)
+  uri=$(grep -hoE '^(URIs:|deb( \[[^]]*\])?) +https?://[^ ]+' /etc/apt/sources.list.d/*.sources \
+          /etc/apt/sources.list 2>/dev/null | grep -oE 'https?://[^ ]+' | grep -v security \
+          | head -n1 || true)
   uri=${uri:-http://deb.debian.org/debian}
   echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $uri trixie main" \
     > "$apt_root/sources.list"
@@ -54,11 +55,17 @@ if [ ! -x "$ETCD35/usr/bin/etcdutl" ]; then
             -o Dir::State::Lists="$apt_root/lists" -o Dir::Cache="$apt_root/cache"
             -o APT::Sandbox::User=root)
   apt-get "${apt_opts[@]}" update -qq
-  (cd "$apt_root/debs" && apt-get "${apt_opts[@]}" download etcd-server=3.5.16-4 >/dev/null)
+  # trixie's etcd-server (3.5.x; its version may move with point releases).
+  rm -f "$apt_root/debs"/etcd-server_*.deb
+  (cd "$apt_root/debs" && apt-get "${apt_opts[@]}" download etcd-server/trixie >/dev/null)
+  debs=("$apt_root/debs"/etcd-server_3.5.*.deb)
   rm -rf "$ETCD35.tmp" && mkdir -p "$ETCD35.tmp"
-  dpkg-deb -x "$apt_root/debs"/etcd-server_3.5.16-4_amd64.deb "$ETCD35.tmp"
+  dpkg-deb -x "${debs[0]}" "$ETCD35.tmp"
+  if ! "$ETCD35.tmp/usr/bin/etcdutl" snapshot restore --help 2>&1 | grep -q -- --bump-revision; then
+    echo "install-deps: ${debs[0]} has no etcdutl with --bump-revision" >&2
+    exit 1
+  fi
   rm -rf "$ETCD35" && mv "$ETCD35.tmp" "$ETCD35"
-  "$ETCD35/usr/bin/etcdutl" version >/dev/null
 fi
 
 # With --test: what the test suite needs beyond the build (the S3 protocol server, from npm).

@@ -176,17 +176,19 @@ Agent::DataDirState Agent::DataState() const {
 
 bool Agent::SetPartialDataAside() {
   if (DataState() != DataDirState::kPartial) return true;
-  std::string dest;
-  const auto secs = std::chrono::duration_cast<std::chrono::seconds>(
-                        std::chrono::system_clock::now().time_since_epoch())
-                        .count();
-  if (absl::Status s = SetDataAside(absl::StrCat("etcd-partial-", secs), &dest); !s.ok()) {
-    spdlog::error("setting aside a partial data dir: {}", s.message());
+  // Its own place, replacing only an earlier partial dir: removed/ keeps the last copy of real
+  // member data (a wiped member, the data a restore replaced), which this must not push out.
+  const fs::path dest = fs::path(config_.node.data_dir) / "partial-aside";
+  std::error_code ec;
+  fs::remove_all(dest, ec);
+  fs::rename(config_.EtcdDataDir(), dest, ec);
+  if (ec) {
+    spdlog::error("setting aside a partial data dir: {}", ec.message());
     return false;
   }
   spdlog::warn("data dir {} held no WAL (a start or join that failed before etcd wrote one): "
                "moved to {}; this node now counts as empty",
-               config_.EtcdDataDir(), dest);
+               config_.EtcdDataDir(), dest.string());
   return true;
 }
 
@@ -392,6 +394,7 @@ peer::NodeState Agent::State() {
   s.set_etcd_restarts(runner_->restarts());
   s.set_has_data(HasMemberData());
   s.set_fenced(!FencedRestoreId().empty());
+  s.set_can_bump_revision(!config_.etcd.etcdutl.empty());
   s.set_ever_joined(EverJoined());
   s.set_bootstrapping(Bootstrapping());
   s.set_restore_id(AppliedRestoreId());
@@ -542,16 +545,17 @@ absl::Status Agent::UnfenceLocked(const std::string& restore_id) {
     return absl::FailedPreconditionError(
         absl::StrCat("fenced by restore ", fenced, ", not ", restore_id));
   }
-  std::error_code ec;
-  fs::remove(config_.node.data_dir + "/fenced", ec);
-  if (ec) return absl::InternalError(absl::StrCat("removing the fence marker: ", ec.message()));
-  // etcd re-reads its flags only when it starts: restart it on the client URL.
+  // etcd re-reads its flags only when it starts: restart it on the client URL. The marker goes
+  // only once etcd is stopped, so a failed stop leaves the node visibly fenced (and retried).
   held_ = true;
   if (absl::Status s = runner_->Stop(); !s.ok()) {
     held_ = false;
     return s;
   }
+  std::error_code ec;
+  fs::remove(config_.node.data_dir + "/fenced", ec);
   held_ = false;
+  if (ec) return absl::InternalError(absl::StrCat("removing the fence marker: ", ec.message()));
   spdlog::info("restore {}: settled; etcd now serves clients on {}", restore_id,
                config_.ClientUrl(config_.self()));
   runner_->Run(RenderEtcdFlags(LaunchForData()));
@@ -589,6 +593,13 @@ absl::Status Agent::Restore(const peer::RestoreRequest& req) {
     return s;
   };
   if (!store_) return fail(absl::FailedPreconditionError("no backup store is configured"));
+  // Every member of one restored cluster must hold the same revisions: a node that cannot
+  // raise them as ordered stays out, untouched (and is healed later by a join, which copies
+  // them).
+  if (req.member() && req.bump_revision() > 0 && config_.etcd.etcdutl.empty()) {
+    return fail(absl::FailedPreconditionError(
+        "this restore raises the revision, and etcd.etcdutl is not set on this node"));
+  }
   const std::string cluster = config_.cluster.name;
   const fs::path work = fs::path(config_.node.data_dir) / "restore";
   std::error_code ec;
@@ -638,7 +649,7 @@ absl::Status Agent::Restore(const peer::RestoreRequest& req) {
     const std::string target = (work / "etcd").string();
     // etcdutl (etcd >= 3.5) can raise the revision past every one the lost cluster served, so
     // revisions are never reused; etcd 3.4's etcdctl cannot.
-    const bool bump = !config_.etcd.etcdutl.empty() && req.bump_revision() > 0;
+    const bool bump = req.bump_revision() > 0;
     std::vector<std::string> argv = {bump ? config_.etcd.etcdutl : config_.etcd.etcdctl,
                                      "snapshot", "restore", snapshot, "--skip-hash-check",
                                      "--name", config_.node.name, "--initial-cluster", initial,
@@ -648,10 +659,6 @@ absl::Status Agent::Restore(const peer::RestoreRequest& req) {
     if (bump) {
       argv.push_back(absl::StrCat("--bump-revision=", req.bump_revision()));
       argv.push_back("--mark-compacted");
-    } else if (req.bump_revision() > 0) {
-      spdlog::warn("restore {}: no etcdutl (etcd.etcdutl): the restored revision is not raised, "
-                   "so revisions served since backup {} will be served again",
-                   req.restore_id(), req.backup());
     }
     auto r = RunProcess(argv, {"ETCDCTL_API=3"}, std::chrono::minutes(30));
     if (!r.ok() || r->exit_code != 0) {
@@ -659,8 +666,22 @@ absl::Status Agent::Restore(const peer::RestoreRequest& req) {
       return fail(absl::InternalError(absl::StrCat(
           argv[0], " snapshot restore failed: ", r.ok() ? r->output : Msg(r.status()))));
     }
+    // The fence goes down before the restored data goes in: an agent that dies in between must
+    // not start that data on the client port before its leases are revoked.
+    const std::string fence_marker = config_.node.data_dir + "/fenced";
+    if (req.fenced()) {
+      if (absl::Status s = WriteFileAtomic(fence_marker, req.restore_id() + "\n"); !s.ok()) {
+        put_back();
+        return fail(s);
+      }
+    } else {
+      std::error_code gone;
+      fs::remove(fence_marker, gone);  // a fence of an earlier restore
+    }
     fs::rename(target, config_.EtcdDataDir(), ec);
     if (ec) {
+      std::error_code ignored;
+      if (req.fenced()) fs::remove(fence_marker, ignored);
       put_back();
       return fail(absl::InternalError("installing the restored data dir: " + ec.message()));
     }
@@ -669,16 +690,7 @@ absl::Status Agent::Restore(const peer::RestoreRequest& req) {
     l.new_cluster = true;
     if (req.fenced()) {
       // Only the agents may reach the restored cluster until its leases are revoked.
-      if (absl::Status s = WriteFileAtomic(config_.node.data_dir + "/fenced",
-                                           req.restore_id() + "\n");
-          !s.ok()) {
-        held_ = false;  // the restored data is in place; a retried order restores it again
-        return fail(s);
-      }
       l.client_url = config_.FenceUrl(config_.self());
-    } else {
-      std::error_code gone;
-      fs::remove(config_.node.data_dir + "/fenced", gone);  // a fence of an earlier restore
     }
     if (absl::Status s = WriteFileAtomic(config_.node.data_dir + "/restore-id",
                                          req.restore_id() + "\n");

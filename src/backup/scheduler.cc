@@ -81,7 +81,9 @@ void BackupScheduler::LoadFromStore() {
   for (const auto& b : *listed) {
     if (!b.meta) continue;
     if (b.meta->cluster_id == cluster_id) {
-      last_success_ = Clock::time_point(std::chrono::seconds(b.meta->unix_time));
+      // A backup dated in the future (its taker's clock was ahead) must not hold off the next.
+      last_success_ = std::min(Clock::time_point(std::chrono::seconds(b.meta->unix_time)),
+                               Clock::now());
       last_name_ = b.name;
     }
     break;  // only the newest complete backup matters

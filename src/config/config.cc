@@ -110,7 +110,10 @@ const std::set<std::string>& ManagedFlags() {
       "--listen-peer-urls", "--initial-advertise-peer-urls", "--initial-cluster",
       "--initial-cluster-state", "--initial-cluster-token", "--cert-file", "--key-file",
       "--trusted-ca-file", "--client-cert-auth", "--peer-cert-file", "--peer-key-file",
-      "--peer-trusted-ca-file", "--peer-client-cert-auth"};
+      "--peer-trusted-ca-file", "--peer-client-cert-auth",
+      // The agent reads the WAL under <data-dir>/member/wal to tell a member from an empty or
+      // partial data dir: a WAL elsewhere would make a live member look empty.
+      "--wal-dir"};
   return kFlags;
 }
 
@@ -433,6 +436,8 @@ Config Parse(const YAML::Node& root) {
         if (!ea[i].IsScalar()) Fail(key, "must be a string");
         std::string arg = ea[i].Scalar();
         std::string flag = arg.substr(0, arg.find('='));
+        // etcd (Go's flag package) takes -flag as well as --flag.
+        if (flag.size() > 1 && flag[0] == '-' && flag[1] != '-') flag = "-" + flag;
         if (ManagedFlags().count(flag)) {
           Fail(key, absl::StrCat(flag, " is set by steward from the config and cannot be overridden"));
         }

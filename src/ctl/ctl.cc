@@ -396,8 +396,12 @@ int RunRestoreBackup(const Common& c, const std::string& name, bool yes, bool fo
   // Past every revision the current cluster served (the fresh backup's, if it was taken).
   int64_t served = *highest;
   if (fresh.ok()) served = std::max(served, fresh->revision);
-  RestoreIntent intent = NewRestoreIntent(config, name, "stewardctl", *generation,
-                                          RevisionBump(served, meta->revision));
+  // Raise the revision only where the agents can (etcd.etcdutl; the configs agree on it).
+  const int64_t bump = config.etcd.etcdutl.empty() ? 0 : RevisionBump(served, meta->revision);
+  if (bump == 0) {
+    std::cerr << "warning: etcd.etcdutl is not set: the restored revision is not raised\n";
+  }
+  RestoreIntent intent = NewRestoreIntent(config, name, "stewardctl", *generation, bump);
   if (absl::Status s = WriteRestoreIntent(*w.store, config.cluster.name, intent); !s.ok()) {
     std::cerr << "stewardctl: recording the restore: " << s.message() << "\n";
     return 1;

@@ -3,6 +3,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/files.h"
 #include "common/status.h"
 #include "pki/pki.h"
@@ -16,9 +17,14 @@ grpc::Status ToGrpc(const absl::Status& s) {
 }
 
 TermGuard::TermGuard(std::string path) : path_(std::move(path)) {
+  // "<term> <leader>\n" (older agents wrote only the term).
   auto text = ReadFile(path_);
+  if (!text.ok()) return;
+  std::vector<std::string> parts =
+      absl::StrSplit(absl::StripAsciiWhitespace(*text), ' ', absl::SkipEmpty());
   uint64_t v = 0;
-  if (text.ok() && absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &v)) newest_ = v;
+  if (!parts.empty() && absl::SimpleAtoi(parts[0], &v)) newest_ = v;
+  if (parts.size() > 1) newest_leader_ = parts[1];
 }
 
 absl::Status TermGuard::Check(uint64_t term, const std::string& leader, bool strictly_newer) {
@@ -31,6 +37,12 @@ absl::Status TermGuard::Check(uint64_t term, const std::string& leader, bool str
                                                    " jumps more than ", kMaxTermJump, " above ",
                                                    newest_));
   }
+  // One term, one leader: an equal term from another leader is as stale as an older one (the
+  // first holder of a term may still be giving orders with it).
+  if (!strictly_newer && term == newest_ && !newest_leader_.empty() && leader != newest_leader_) {
+    return absl::FailedPreconditionError(absl::StrCat("order from ", leader, ": term ", term,
+                                                      " is held by ", newest_leader_));
+  }
   if (strictly_newer ? term <= newest_ : term < newest_) {
     return absl::FailedPreconditionError(absl::StrCat(
         strictly_newer ? "promise to " : "stale order from ", leader, ": term ", term,
@@ -39,32 +51,38 @@ absl::Status TermGuard::Check(uint64_t term, const std::string& leader, bool str
   return absl::OkStatus();
 }
 
-absl::Status TermGuard::Record(uint64_t term) {
-  if (term <= newest_) return absl::OkStatus();
+absl::Status TermGuard::Record(uint64_t term, const std::string& leader) {
+  if (term < newest_ || (term == newest_ && leader == newest_leader_)) return absl::OkStatus();
   // Persist before admitting: an agent restarted after a promise must still refuse older terms.
-  if (absl::Status s = WriteFileAtomic(path_, absl::StrCat(term, "\n")); !s.ok()) {
+  if (absl::Status s = WriteFileAtomic(path_, absl::StrCat(term, " ", leader, "\n")); !s.ok()) {
     return Annotate(s, "persisting the leader term");
   }
   newest_ = term;
+  newest_leader_ = leader;
   return absl::OkStatus();
 }
 
 absl::Status TermGuard::Admit(uint64_t term, const std::string& leader) {
   std::lock_guard<std::mutex> lock(mu_);
   if (absl::Status s = Check(term, leader, false); !s.ok()) return s;
-  return Record(term);
+  return Record(term, leader);
 }
 
 absl::Status TermGuard::Promise(uint64_t term, const std::string& leader) {
   // One locked check-and-record: two promises of the same term can never both succeed.
   std::lock_guard<std::mutex> lock(mu_);
   if (absl::Status s = Check(term, leader, true); !s.ok()) return s;
-  return Record(term);
+  return Record(term, leader);
 }
 
 uint64_t TermGuard::newest() const {
   std::lock_guard<std::mutex> lock(mu_);
   return newest_;
+}
+
+std::string TermGuard::newest_leader() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return newest_leader_;
 }
 
 class PeerServer::Service final : public peer::Peer::Service {
@@ -76,6 +94,7 @@ class PeerServer::Service final : public peer::Peer::Service {
                         peer::NodeState* out) override {
     *out = handler_->State();
     out->set_highest_term(terms_->newest());
+    out->set_highest_term_leader(terms_->newest_leader());
     return grpc::Status::OK;
   }
   grpc::Status StartNew(grpc::ServerContext* ctx, const peer::StartRequest* req,

@@ -43,20 +43,23 @@ class TermGuard {
   static constexpr uint64_t kMaxTermJump = uint64_t{1} << 48;
 
   explicit TermGuard(std::string path);
-  // OK and records `term` if term >= newest; FailedPrecondition otherwise.
+  // OK and records `term` if term > newest, or term == newest from the same leader;
+  // FailedPrecondition otherwise.
   absl::Status Admit(uint64_t term, const std::string& leader);
   // OK and records `term` only if it is newer than any seen, in one locked step: two
   // coordinators can never both collect a majority for the same term.
   absl::Status Promise(uint64_t term, const std::string& leader);
   uint64_t newest() const;
+  std::string newest_leader() const;  // who gave the newest term ("" if unknown)
 
  private:
   absl::Status Check(uint64_t term, const std::string& leader, bool strictly_newer);
-  absl::Status Record(uint64_t term);
+  absl::Status Record(uint64_t term, const std::string& leader);
 
   const std::string path_;
   mutable std::mutex mu_;
   uint64_t newest_ = 0;
+  std::string newest_leader_;
 };
 
 class PeerServer {

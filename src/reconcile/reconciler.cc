@@ -79,6 +79,7 @@ absl::StatusOr<ClusterObservation> Reconciler::Observe() {
   auto members = etcd_->MemberList(&cluster_id);
   cluster_id_ = members.ok() ? cluster_id : 0;
   agents_max_term_ = 0;
+  agents_max_term_leader_.clear();
   for (size_t i = 0; i < config_.cluster.nodes.size(); ++i) {
     const NodeSpec& n = config_.cluster.nodes[i];
     NodeView v;
@@ -91,7 +92,13 @@ absl::StatusOr<ClusterObservation> Reconciler::Observe() {
       v.etcd_running = st->etcd_running();
       v.has_data = st->has_data();
       v.local_member_id = st->member_id();
-      agents_max_term_ = std::max(agents_max_term_, st->highest_term());
+      if (st->highest_term() > agents_max_term_) {
+        agents_max_term_ = st->highest_term();
+        agents_max_term_leader_ = st->highest_term_leader();
+      } else if (st->highest_term() == agents_max_term_ &&
+                 st->highest_term_leader() != config_.node.name) {
+        agents_max_term_leader_ = st->highest_term_leader();
+      }
     }
     obs.nodes.push_back(v);
   }
@@ -178,7 +185,11 @@ bool Reconciler::Pass(uint64_t leader_term) {
   // newest term could not be fenced). If an agent has admitted a term at or above it (a
   // restore coordinator's promises), the epoch is raised first, in etcd.
   const uint64_t term = leader_term;
-  if (agents_max_term_ >= leader_term && raise_epoch_) {
+  // Our own orders leave agents at our epoch, from us: no raise for that.
+  const bool taken = agents_max_term_ > leader_term ||
+                     (agents_max_term_ == leader_term && !agents_max_term_leader_.empty() &&
+                      agents_max_term_leader_ != config_.node.name);
+  if (taken && raise_epoch_) {
     raise_epoch_(agents_max_term_);
     return true;  // the next pass runs with the new epoch (or not at all, if leadership went)
   }

@@ -77,6 +77,7 @@ class Reconciler {
   uint64_t last_leader_term_ = 0;
   bool created_marked_ = false;
   uint64_t agents_max_term_ = 0;  // the newest term any agent has seen (this pass)
+  std::string agents_max_term_leader_;  // who holds it (another leader, if any agent says so)
   uint64_t cluster_id_ = 0;       // the cluster that answered this pass's member list
   std::string last_failure_;
   std::string last_decision_;

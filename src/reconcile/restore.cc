@@ -376,6 +376,17 @@ void RestoreCoordinator::Pass() {
     Note(absl::StrCat("cannot read the revision record: ", bump.status().message()));
     return;
   }
+  // All members must restore the same revisions: raise them only if every member that answers
+  // can (one that cannot would refuse, and be healed by a join later).
+  for (const auto& [name, st] : again.states) {
+    if (!st.can_bump_revision()) {
+      spdlog::warn("restore: node {} has no etcdutl (etcd.etcdutl): the restored revision is not "
+                   "raised, so revisions served since the backup will be served again",
+                   name);
+      *bump = 0;
+      break;
+    }
+  }
   RestoreIntent fresh = NewRestoreIntent(config_, *backup, "auto", *generation, *bump);
   spdlog::warn("restore: {}; restoring the newest valid backup {} (restore {})", d.reason,
                *backup, fresh.id);

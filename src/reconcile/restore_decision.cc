@@ -69,22 +69,26 @@ RestoreDecision DecideRestore(const RestoreView& v) {
       // (the promises need a majority), which the coordinator checks when it collects them.
       return Make(RestoreAction::kContinue, "the operator's restore is pending");
     }
-    // R5: re-prove total loss.
-    if (std::string live = LiveAgent(v, v.pending->id); !live.empty()) {
-      return Make(RestoreAction::kCancel,
-                  absl::StrCat("node ", live, " holds data or runs etcd of the live cluster"));
-    }
     bool applied_somewhere = false;
     for (const auto& [name, a] : v.answered) {
       if (a.restore_id == v.pending->id) applied_somewhere = true;
     }
     if (!applied_somewhere) {
+      // R5: re-prove total loss before the first node restores.
+      if (std::string live = LiveAgent(v, v.pending->id); !live.empty()) {
+        return Make(RestoreAction::kCancel,
+                    absl::StrCat("node ", live, " holds data or runs etcd of the live cluster"));
+      }
       if (v.etcd_answers) {
         return Make(RestoreAction::kCancel, "an etcd member of the live cluster answers");
       }
       std::string why;
       if (!VotersProveLoss(v, &why)) return Make(RestoreAction::kWait, why);
     }
+    // Once a node has restored, the restored cluster is the cluster: total loss was proven
+    // right before the first order, so a member that returns later with old data is a minority
+    // of the lost cluster, and its data is set aside by its own restore order. Cancelling now
+    // would strand the nodes that restored (fenced, their data counted as live).
     if (v.answered.size() < majority_all) {
       return Make(RestoreAction::kWait,
                   absl::StrCat("only ", v.answered.size(), " of ", v.configured.size(),

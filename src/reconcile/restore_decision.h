@@ -15,10 +15,12 @@
 //   R3 only the lowest-named agent that answers coordinates.
 //   R4 an unreadable store means wait (never "no cluster existed"); a store with no sign of the
 //      cluster means the agents bootstrap it themselves, not a restore.
-//   R5 a pending AUTOMATIC restore is re-proved before every step: it is cancelled the moment an
-//      agent reports data or a running etcd that is not the restore's own, or (before any node
-//      applied it) an etcd answers. An operator's restore (stewardctl restore-backup) replaces a
-//      live cluster on purpose and is carried on.
+//   R5 a pending AUTOMATIC restore is re-proved before every step until a node has applied it:
+//      it is cancelled the moment an agent reports data or a running etcd that is not the
+//      restore's own, or an etcd answers. Once a node applied it, it is carried through (the
+//      proof stood when the first order went out; stopping halfway would strand those nodes).
+//      An operator's restore (stewardctl restore-backup) replaces a live cluster on purpose and
+//      is carried on.
 #pragma once
 
 #include <map>

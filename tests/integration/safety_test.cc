@@ -359,7 +359,8 @@ TEST(SafetyTest, APartialDataDirIsSetAsideAndTheNodeHealed) {
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 90s)) << c.Logs();
   EXPECT_EQ(Get(c, 2, "/it/k"), "v") << c.Logs();
   EXPECT_NE(AgentLogs(c, 3).find("held no WAL"), std::string::npos) << c.Logs();
-  EXPECT_TRUE(fs::exists(c.DataDir(2) + "/removed")) << "the partial dir is set aside, not deleted";
+  EXPECT_TRUE(fs::exists(c.DataDir(2) + "/partial-aside/member/snap/db"))
+      << "the partial dir is set aside, not deleted";
 }
 
 // Path 4: without a backup store, a re-imaged node (its whole data dir gone, the "joined"

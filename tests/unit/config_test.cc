@@ -254,5 +254,13 @@ TEST_F(ConfigTest, AnS3SecretInAFileOthersCanReadIsRefused) {
   EXPECT_TRUE(LoadConfig(path).ok());
 }
 
+// A WAL outside <data-dir>/member/wal would make a live member look empty (and partial).
+TEST_F(ConfigTest, WalDirAndSingleDashManagedFlagsAreRefused) {
+  ExpectError("extra_args: []", "extra_args: [\"--wal-dir=/elsewhere\"]",
+              {"etcd.extra_args[0]", "--wal-dir"});
+  ExpectError("extra_args: []", "extra_args: [\"-data-dir=/elsewhere\"]",
+              {"etcd.extra_args[0]", "--data-dir"});
+}
+
 }  // namespace
 }  // namespace steward

@@ -121,14 +121,22 @@ TEST(RestoreDecisionTest, AutoRestoreOffWaitsForTheOperator) {
 TEST(RestoreDecisionTest, R5_PendingAutomaticRestoreIsCancelledByLiveData) {
   RestoreView v = FiveNodes();
   v.pending = RestoreView::Pending{"r1", true};
-  v.answered["n3"].restore_id = "r1";  // n3 already restored it
-  v.answered["n3"].has_data = true;
-  v.answered["n3"].etcd_running = true;
   EXPECT_EQ(DecideRestore(v).action, RestoreAction::kContinue);
   v.answered["n2"] = WithData();  // n2 is back with the live cluster's data
   RestoreDecision d = DecideRestore(v);
   EXPECT_EQ(d.action, RestoreAction::kCancel);
   EXPECT_NE(d.reason.find("n2"), std::string::npos) << d.reason;
+}
+
+// Once a node restored, the restore is carried through: cancelling would strand it fenced.
+TEST(RestoreDecisionTest, R5_ARestoreAppliedSomewhereIsCarriedThrough) {
+  RestoreView v = FiveNodes();
+  v.pending = RestoreView::Pending{"r1", true};
+  v.answered["n3"].restore_id = "r1";
+  v.answered["n3"].has_data = true;
+  v.answered["n3"].etcd_running = true;
+  v.answered["n2"] = WithData();  // a member of the lost cluster, back late
+  EXPECT_EQ(DecideRestore(v).action, RestoreAction::kContinue);
 }
 
 TEST(RestoreDecisionTest, R5_PendingAutomaticRestoreIsCancelledByAnAnsweringEtcd) {

@@ -66,5 +66,23 @@ TEST(TermGuardTest, TwoConcurrentPromisesOfOneTermNeverBothSucceed) {
   std::filesystem::remove(path);
 }
 
+// One term, one leader: a second leader with the same term is refused, and the holder of a
+// term survives a restart. (Without this, the leader had to raise its epoch after each order.)
+TEST(TermGuardTest, AnEqualTermFromAnotherLeaderIsRefused) {
+  const std::string path = TempPath("holder");
+  {
+    TermGuard g(path);
+    ASSERT_TRUE(g.Admit(7, "n1").ok());
+    EXPECT_TRUE(g.Admit(7, "n1").ok());
+    EXPECT_TRUE(absl::IsFailedPrecondition(g.Admit(7, "n2")));
+    EXPECT_EQ(g.newest_leader(), "n1");
+  }
+  TermGuard again(path);
+  EXPECT_EQ(again.newest_leader(), "n1");
+  EXPECT_TRUE(absl::IsFailedPrecondition(again.Admit(7, "n2")));
+  EXPECT_TRUE(again.Admit(8, "n2").ok());
+  std::filesystem::remove(path);
+}
+
 }  // namespace
 }  // namespace steward
