@@ -167,19 +167,7 @@ bool Reconciler::Pass(uint64_t leader_term) {
     Publish(wait, leader_term, "");
     return false;
   }
-  if (store_ != nullptr && !created_marked_) {
-    // Mark the store: from now on an empty cluster must never be bootstrapped over it.
-    const std::string key = CreatedMarkerKey(config_.cluster.name);
-    if (absl::IsNotFound(store_->Get(key).status())) {
-      nlohmann::json j = {{"cluster", config_.cluster.name},
-                          {"at", std::chrono::duration_cast<std::chrono::seconds>(
-                                     std::chrono::system_clock::now().time_since_epoch())
-                                     .count()}};
-      if (store_->Put(key, j.dump()).ok()) created_marked_ = true;
-    } else {
-      created_marked_ = true;
-    }
-  }
+  if (store_ != nullptr && !created_marked_) CheckStoreIdentity();
   auto obs = Observe();
   // Orders carry this leader's epoch and nothing else (a leader that borrowed the agents'
   // newest term could not be fenced). If an agent has admitted a term at or above it (a
@@ -200,8 +188,10 @@ bool Reconciler::Pass(uint64_t leader_term) {
     Publish(wait, term, "");
     return false;
   }
-  RecordVoters(*obs);
-  RecordRevision();
+  if (created_marked_) {  // only into a store known to be this cluster's
+    RecordVoters(*obs);
+    RecordRevision();
+  }
   Step step = PlanNextStep(*obs);
   // While a learner is on its way, look again soon: it catches up in a fraction of a second.
   in_progress_ = false;
@@ -210,10 +200,14 @@ bool Reconciler::Pass(uint64_t leader_term) {
   }
   if (step.kind == StepKind::kNone || step.kind == StepKind::kWait) {
     Publish(step, term, "");
-    if (step.kind == StepKind::kNone && backups_ != nullptr) backups_->MaybePeriodic();
+    if (step.kind == StepKind::kNone && backups_ != nullptr && store_mismatch_.empty()) {
+      backups_->MaybePeriodic();
+    }
     return false;
   }
-  if (backups_ != nullptr && step.kind != StepKind::kJoin) backups_->BeforeChange(StepKindName(step.kind));
+  if (backups_ != nullptr && step.kind != StepKind::kJoin && store_mismatch_.empty()) {
+    backups_->BeforeChange(StepKindName(step.kind));
+  }
   if (confirm_leader_ && !confirm_leader_()) {
     spdlog::warn("not acting ({}): no longer the leader", StepKindName(step.kind));
     return false;
@@ -238,6 +232,37 @@ bool Reconciler::Pass(uint64_t leader_term) {
   last_decision_.clear();
   Publish(step, term, "");
   return true;
+}
+
+void Reconciler::CheckStoreIdentity() {
+  // The store's marker says "this cluster has existed": from then on an empty cluster is never
+  // bootstrapped over it. etcd remembers that the store was marked, so a store that lost its
+  // marker while the cluster lives (an NFS share no longer mounted, leaving the empty mount
+  // point; another bucket) is recognised as the wrong store, not marked afresh.
+  const std::string key = CreatedMarkerKey(config_.cluster.name);
+  const std::string marked_key = ReservedPrefix(config_) + "store-marked";
+  auto marker = store_->Get(key);
+  auto marked = etcd_->Get(marked_key);
+  if (!marked.ok()) return;  // ask again next pass
+  if (marker.ok()) {
+    store_mismatch_.clear();
+    if (marked->has_value() || etcd_->Put(marked_key, "1").ok()) created_marked_ = true;
+    return;
+  }
+  if (!absl::IsNotFound(marker.status())) return;  // the store is down: ask again
+  if (marked->has_value()) {
+    store_mismatch_ = absl::StrCat("the backup store ", store_->Describe(),
+                                   " holds no marker of this cluster, though this cluster marked "
+                                   "it: it is not the store this cluster used (a share no longer "
+                                   "mounted?); backups are held until it is back");
+    repeats_.Say(store_mismatch_, [](const std::string& m) { spdlog::error("{}", m); });
+    return;
+  }
+  nlohmann::json j = {{"cluster", config_.cluster.name},
+                      {"at", std::chrono::duration_cast<std::chrono::seconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count()}};
+  if (store_->Put(key, j.dump()).ok() && etcd_->Put(marked_key, "1").ok()) created_marked_ = true;
 }
 
 void Reconciler::RecordVoters(const ClusterObservation& obs) {
@@ -345,6 +370,7 @@ absl::Status Reconciler::Act(const Step& step, uint64_t term) {
 void Reconciler::Publish(const Step& step, uint64_t term, const std::string& error) {
   std::string line = step.reason;
   if (!error.empty()) line = absl::StrCat(line, " (failed: ", error, ")");
+  if (!store_mismatch_.empty()) line = absl::StrCat(line, "; ", store_mismatch_);
   {
     std::lock_guard<std::mutex> lock(mu_);
     status_ = line;

@@ -21,6 +21,7 @@
 
 #include "backup/scheduler.h"
 #include "backup/store.h"
+#include "common/status.h"
 #include "config/config.h"
 #include "etcd/client.h"
 #include "peer/client.h"
@@ -61,6 +62,8 @@ class Reconciler {
   void RecordVoters(const ClusterObservation& obs);
   // Writes the highest revision seen to the store, at most every kRevisionRecordInterval.
   void RecordRevision();
+  // Marks the store for this cluster, or finds that the store lost the mark (store_mismatch_).
+  void CheckStoreIdentity();
 
  private:
   absl::Status Act(const Step& step, uint64_t term);
@@ -76,6 +79,8 @@ class Reconciler {
   std::function<bool(uint64_t)> raise_epoch_;  // Leadership::Raise
   uint64_t last_leader_term_ = 0;
   bool created_marked_ = false;
+  std::string store_mismatch_;  // why backups are held ("" when the store is this cluster's)
+  RepeatFilter repeats_;
   uint64_t agents_max_term_ = 0;  // the newest term any agent has seen (this pass)
   std::string agents_max_term_leader_;  // who holds it (another leader, if any agent says so)
   uint64_t cluster_id_ = 0;       // the cluster that answered this pass's member list

@@ -51,6 +51,14 @@ bool VotersProveLoss(const RestoreView& v, std::string* why) {
   return true;
 }
 
+// R2: a majority of all configured agents answers (they will be asked for promises).
+bool MajorityAnswers(const RestoreView& v, std::string* why) {
+  if (v.answered.size() >= v.configured.size() / 2 + 1) return true;
+  *why = absl::StrCat("only ", v.answered.size(), " of ", v.configured.size(),
+                      " agents answer; a majority is needed to restore");
+  return false;
+}
+
 }  // namespace
 
 RestoreDecision DecideRestore(const RestoreView& v) {
@@ -62,7 +70,6 @@ RestoreDecision DecideRestore(const RestoreView& v) {
     return Make(RestoreAction::kWait,
                 absl::StrCat("the backup store cannot be read (", v.store_error, "); waiting"));
   }
-  const size_t majority_all = v.configured.size() / 2 + 1;
   if (v.pending) {
     if (!v.pending->automatic) {
       // An operator's command: the live cluster is being replaced on purpose. R2 still holds
@@ -89,11 +96,7 @@ RestoreDecision DecideRestore(const RestoreView& v) {
     // right before the first order, so a member that returns later with old data is a minority
     // of the lost cluster, and its data is set aside by its own restore order. Cancelling now
     // would strand the nodes that restored (fenced, their data counted as live).
-    if (v.answered.size() < majority_all) {
-      return Make(RestoreAction::kWait,
-                  absl::StrCat("only ", v.answered.size(), " of ", v.configured.size(),
-                               " agents answer; a majority is needed to restore"));
-    }
+    if (std::string why; !MajorityAnswers(v, &why)) return Make(RestoreAction::kWait, why);
     return Make(RestoreAction::kContinue, "total loss is still proven");
   }
   if (v.etcd_answers) return Make(RestoreAction::kNothing, "an etcd member answers");
@@ -106,11 +109,7 @@ RestoreDecision DecideRestore(const RestoreView& v) {
   }
   std::string why;
   if (!VotersProveLoss(v, &why)) return Make(RestoreAction::kWait, why);
-  if (v.answered.size() < majority_all) {
-    return Make(RestoreAction::kWait,
-                absl::StrCat("only ", v.answered.size(), " of ", v.configured.size(),
-                             " agents answer; a majority is needed to restore"));
-  }
+  if (!MajorityAnswers(v, &why)) return Make(RestoreAction::kWait, why);
   if (!v.auto_restore) {
     return Make(RestoreAction::kWait,
                 "every member is lost; backup.auto_restore is off, so waiting for "

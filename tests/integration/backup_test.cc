@@ -24,43 +24,6 @@ const char kBackup[] = "backup:\n  store: file://ROOT/backups\n  interval: 1h\n"
 
 enum Subnet { kTotalLoss = 41, kTampered = 42, kOnCommand = 43, kCoordinatorDies = 44 };
 
-void Put(const TestCluster& c, const std::string& k, const std::string& v) {
-  EtcdClient w = c.Client(c.ClientUrls());
-  ASSERT_TRUE(WaitFor([&] { return w.Put(k, v).ok(); }, 15s)) << k;
-}
-
-// Reads through one node; retried (bounded) because a freshly restored cluster may still be
-// settling its leadership when the first reads arrive.
-std::optional<std::string> Get(const TestCluster& c, int node, const std::string& k) {
-  EtcdClient r = c.Client({c.ClientUrl(node)});
-  std::optional<std::string> out;
-  WaitFor([&] {
-    auto got = r.Get(k);
-    if (got.ok()) out = got->value_or("<absent>");
-    return got.ok();
-  }, 15s);
-  return out;
-}
-
-std::string TakeBackup(const TestCluster& c) {
-  RunResult r = c.Ctl({"backup"});
-  EXPECT_EQ(r.exit_code, 0) << r.output;
-  // The name is the last line (stderr and stdout are captured together).
-  std::string out(absl::StripTrailingAsciiWhitespace(r.output));
-  return out.substr(out.rfind('\n') + 1);
-}
-
-// Every machine dies at once with its disk: agents and etcds are killed (no clean handover,
-// so no new leader takes one last backup), then every data dir is wiped.
-void LoseEverything(TestCluster& c, int nodes) {
-  for (int i = 0; i < nodes; ++i) c.SignalAgent(i, SIGKILL);
-  for (int i = 0; i < nodes; ++i) c.KillEtcd(i);
-  for (int i = 0; i < nodes; ++i) {
-    ASSERT_FALSE(c.EtcdPid(i).has_value());
-    fs::remove_all(c.DataDir(i));
-  }
-}
-
 TEST(BackupTest, TotalLossIsRestoredFromTheNewestBackup) {
   TestCluster c(kTotalLoss, 3, 3, kFast, kBackup);
   for (int i = 0; i < 3; ++i) c.StartAgent(i);

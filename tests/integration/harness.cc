@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/str_replace.h"
 #include "common/files.h"
 #include "etcd/client.h"
@@ -289,6 +290,40 @@ std::string TestCluster::Logs() const {
     out += absl::StrCat("---- etcd n", i + 1, " ----\n", Tail(DataDir(i) + "/etcd.log", 15));
   }
   return out;
+}
+
+void Put(const TestCluster& c, const std::string& k, const std::string& v) {
+  EtcdClient w = c.Client(c.ClientUrls());
+  EXPECT_TRUE(WaitFor([&] { return w.Put(k, v).ok(); }, std::chrono::seconds(15))) << k;
+}
+
+std::optional<std::string> Get(const TestCluster& c, int node, const std::string& k) {
+  EtcdClient r = c.Client({c.ClientUrl(node)});
+  std::optional<std::string> out;
+  WaitFor([&] {
+    auto got = r.Get(k);
+    if (got.ok()) out = got->value_or("<absent>");
+    return got.ok();
+  }, std::chrono::seconds(15));
+  return out;
+}
+
+std::string TakeBackup(const TestCluster& c) {
+  RunResult r = c.Ctl({"backup"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  if (r.exit_code != 0) return "";
+  // The name is the last line (stderr and stdout are captured together).
+  std::string out(absl::StripTrailingAsciiWhitespace(r.output));
+  return out.substr(out.rfind('\n') + 1);
+}
+
+void LoseEverything(TestCluster& c, int nodes) {
+  for (int i = 0; i < nodes; ++i) c.SignalAgent(i, SIGKILL);
+  for (int i = 0; i < nodes; ++i) c.KillEtcd(i);
+  for (int i = 0; i < nodes; ++i) {
+    EXPECT_FALSE(c.EtcdPid(i).has_value());
+    fs::remove_all(c.DataDir(i));
+  }
 }
 
 }  // namespace steward::testing

@@ -90,4 +90,16 @@ class TestCluster {
   std::vector<Proc> agents_;
 };
 
+// Helpers shared by the backup and safety tests.
+// Puts k=v through any node, retried (bounded: 15 s); a failure is a test failure.
+void Put(const TestCluster& c, const std::string& k, const std::string& v);
+// Reads k through `node` ("<absent>" if missing); retried (bounded) because a freshly restored
+// cluster may still be settling its leadership. nullopt if it never answered.
+std::optional<std::string> Get(const TestCluster& c, int node, const std::string& k);
+// `stewardctl backup`; returns the backup's name ("" and a test failure if it failed).
+std::string TakeBackup(const TestCluster& c);
+// Every machine dies at once with its disk: agents and etcds are killed (no clean handover, so
+// no new leader takes one last backup), then every data dir is wiped.
+void LoseEverything(TestCluster& c, int nodes);
+
 }  // namespace steward::testing

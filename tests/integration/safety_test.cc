@@ -26,30 +26,10 @@ namespace fs = std::filesystem;
 const char kFast[] = "  leader_lease_ttl: 2s\n  reconcile_interval: 300ms\n";
 const char kBackup[] = "backup:\n  store: file://ROOT/backups\n  interval: 1h\n";
 
-enum Subnet { kMinority = 71, kNoStore = 72, kSkew = 73, kLeases = 74, kAlarm = 75, kRoles = 76, kPartial = 77, kReimaged = 78 };
-
-void Put(const TestCluster& c, const std::string& k, const std::string& v) {
-  EtcdClient w = c.Client(c.ClientUrls());
-  ASSERT_TRUE(WaitFor([&] { return w.Put(k, v).ok(); }, 15s)) << k;
-}
-
-std::optional<std::string> Get(const TestCluster& c, int node, const std::string& k) {
-  EtcdClient r = c.Client({c.ClientUrl(node)});
-  std::optional<std::string> out;
-  WaitFor([&] {
-    auto got = r.Get(k);
-    if (got.ok()) out = got->value_or("<absent>");
-    return got.ok();
-  }, 15s);
-  return out;
-}
-
-std::string TakeBackup(const TestCluster& c) {
-  RunResult r = c.Ctl({"backup"});
-  EXPECT_EQ(r.exit_code, 0) << r.output;
-  std::string out(absl::StripTrailingAsciiWhitespace(r.output));
-  return out.substr(out.rfind('\n') + 1);
-}
+enum Subnet {
+  kMinority = 71, kNoStore = 72, kSkew = 73, kLeases = 74, kAlarm = 75,
+  kRoles = 76, kPartial = 77, kReimaged = 78, kMarker = 79,
+};
 
 std::string ReadText(const std::string& path) {
   std::ifstream in(path);
@@ -131,16 +111,6 @@ TEST(SafetyTest, AMissingStoreRootMeansWaitNeverANewCluster) {
   fs::rename(c.Root() + "/backups-unmounted", root);
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 120s)) << c.Logs();
   EXPECT_EQ(Get(c, 0, "/it/precious"), "data") << c.Logs();
-}
-
-// Every machine dies at once with its disk.
-void LoseEverything(TestCluster& c, int nodes) {
-  for (int i = 0; i < nodes; ++i) c.SignalAgent(i, SIGKILL);
-  for (int i = 0; i < nodes; ++i) c.KillEtcd(i);
-  for (int i = 0; i < nodes; ++i) {
-    ASSERT_FALSE(c.EtcdPid(i).has_value());
-    fs::remove_all(c.DataDir(i));
-  }
 }
 
 // Path 2: a `stewardctl backup` run on a machine whose clock is two hours ahead names its
@@ -387,6 +357,40 @@ TEST(SafetyTest, AReimagedNodeWithoutAStoreNeverBootstrapsWhilePeersAreSilent) {
   c.StartAgent(2);
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 90s)) << c.Logs();
   EXPECT_EQ(Get(c, 0, "/it/acknowledged"), "yes") << c.Logs();
+}
+
+// Path 3, with the cluster alive: the share is unmounted and its empty mount point takes the
+// store's place. The leader must not mark that directory as this cluster's store, nor write
+// backups into it: it says why and holds backups until the real store is back.
+TEST(SafetyTest, AStoreThatLostItsMarkerIsNotMarkedAgain) {
+  TestCluster c(kMarker, 3, 3, kFast, "backup:\n  store: file://ROOT/backups\n  interval: 2s\n");
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
+  const std::string root = c.Root() + "/backups";
+  ASSERT_TRUE(WaitFor([&] { return fs::exists(root + "/it79/control/created.json"); }, 30s))
+      << c.Logs();
+  // The agents restart (etcd keeps serving); meanwhile the share goes away.
+  for (int i = 0; i < 3; ++i) c.SignalAgent(i, SIGKILL);
+  auto count = [&] {
+    RunResult list = c.Ctl({"list-backups", "-o", "json"});
+    auto j = nlohmann::json::parse(list.output, nullptr, false);
+    return !j.is_discarded() && j.is_array() ? j.size() : 0u;
+  };
+  const size_t before = count();
+  fs::rename(root, c.Root() + "/backups-unmounted");
+  fs::create_directories(root);  // the empty mount point
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  RunResult got;
+  ASSERT_TRUE(WaitFor([&] {
+    got = c.Ctl({"get"});
+    return got.output.find("holds no marker of this cluster") != std::string::npos;
+  }, 30s)) << got.output << c.Logs();
+  std::this_thread::sleep_for(5s);  // longer than backup.interval
+  EXPECT_TRUE(fs::is_empty(root)) << "the leader wrote into a store that is not this cluster's";
+  // The share is back: backups resume.
+  fs::remove(root);
+  fs::rename(c.Root() + "/backups-unmounted", root);
+  EXPECT_TRUE(WaitFor([&] { return count() > before; }, 60s)) << c.Logs();
 }
 
 }  // namespace
