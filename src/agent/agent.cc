@@ -264,6 +264,19 @@ void Agent::ControlLoop() {
       auto st = local_client_->Status(config_.ClientUrl(config_.self()), milliseconds(300));
       if (st.ok() && st->leader != 0) MarkJoined();
     }
+    // A fresh bootstrap that etcd refused (a peer says this member was bootstrapped before)
+    // leaves a partial data dir, and restarting it with the same flags would fail forever:
+    // stop, set the partial dir aside, and decide again (the cluster may now be answering).
+    if (Bootstrapping() && runner_->wanted() && runner_->restarts() > 0 &&
+        DataState() == DataDirState::kPartial) {
+      std::lock_guard<std::mutex> lock(order_mu_);
+      spdlog::warn("etcd refused the initial bootstrap (see {}); deciding again",
+                   config_.EtcdLogPath());
+      if (runner_->Stop().ok() && SetPartialDataAside()) {
+        std::error_code ec;
+        fs::remove(config_.node.data_dir + "/initial-bootstrap", ec);
+      }
+    }
     if (!FencedRestoreId().empty()) MaybeUnfenceSelf();
     // Restores (after total loss, or on command) are coordinated without etcd.
     if (restorer_ && std::chrono::steady_clock::now() >= next_restore_pass) {
@@ -415,6 +428,13 @@ peer::NodeState Agent::State() {
         st.ok()) {
       s.set_raft_index(st->raft_index);
       s.set_raft_term(st->raft_term);
+      // The leader asks every pass: mark "joined" as soon as a leader is seen, not only on
+      // the control loop's next round.
+      if (st->leader != 0 && s.has_data() && !s.ever_joined() && !s.fenced()) {
+        MarkJoined();
+        s.set_ever_joined(true);
+        s.set_bootstrapping(false);
+      }
       s.set_etcd_version(st->version);
     }
   }

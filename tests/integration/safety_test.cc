@@ -342,6 +342,14 @@ TEST(SafetyTest, AReimagedNodeWithoutAStoreNeverBootstrapsWhilePeersAreSilent) {
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
   Put(c, "/it/acknowledged", "yes");
+  // Each agent has recorded that its member was part of a running cluster (the "joined"
+  // marker, written once the member saw a leader): that is what the rule goes by.
+  ASSERT_TRUE(WaitFor([&] {
+    for (int i = 0; i < 3; ++i) {
+      if (!fs::exists(c.DataDir(i) + "/joined")) return false;
+    }
+    return true;
+  }, 30s)) << c.Logs();
   for (int i = 0; i < 3; ++i) c.SignalAgent(i, SIGKILL);
   for (int i = 0; i < 3; ++i) c.KillEtcd(i);
   fs::remove_all(c.DataDir(0));
