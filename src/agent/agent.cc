@@ -162,7 +162,7 @@ bool Agent::SleepFor(milliseconds d) {
 
 bool Agent::HasMemberData() const { return DataState() == DataDirState::kMember; }
 
-Agent::DataDirState Agent::DataState() const {
+DataDirState Agent::DataState() const {
   std::error_code ec;
   const fs::path member = fs::path(config_.EtcdDataDir()) / "member";
   if (!fs::exists(member, ec)) return DataDirState::kEmpty;
@@ -310,33 +310,48 @@ void Agent::ReconcileLoop() {
 }
 
 void Agent::MaybeStartEtcd() {
+  StartDecision d = DecideStart(ObserveStart());
+  switch (d.action) {
+    case StartAction::kWait:
+      Note(d.reason);
+      return;
+    case StartAction::kSetPartialAside:
+      SetPartialDataAside();  // logs; the next pass decides on the empty dir
+      return;
+    case StartAction::kStartOnData:
+      spdlog::info("data dir {} holds a member; starting etcd{}", config_.EtcdDataDir(),
+                   FencedRestoreId().empty() ? "" : " (fenced: a restore is not settled yet)");
+      runner_->Run(RenderEtcdFlags(LaunchForData()));
+      return;
+    case StartAction::kBootstrap:
+      break;
+  }
+  if (absl::Status s = WriteFileAtomic(config_.node.data_dir + "/initial-bootstrap", "1\n");
+      !s.ok()) {
+    Note(absl::StrCat("not bootstrapping: recording it failed: ", s.message()));
+    return;
+  }
+  spdlog::info("{}: starting etcd as a member of the initial cluster ({} members)", d.reason,
+               config_.cluster.size);
+  runner_->Run(RenderEtcdFlags(BootstrapLaunch(config_)));
+}
+
+StartView Agent::ObserveStart() {
+  // Gathered in the order DecideStart's rules read it: what an earlier rule decides is not
+  // asked of the network.
   const NodeSpec& self = config_.self();
-  if (!SetPartialDataAside()) return;
-  if (HasMemberData()) {
-    spdlog::info("data dir {} holds a member; starting etcd{}", config_.EtcdDataDir(),
-                 FencedRestoreId().empty() ? "" : " (fenced: a restore is not settled yet)");
-    runner_->Run(RenderEtcdFlags(LaunchForData()));
-    return;
-  }
-  if (EverJoined()) {
-    Note(absl::StrCat("node ", self.name, " was a member before and its data dir is empty; "
-                      "waiting for the leader to add it back"));
-    return;
-  }
-  bool initial = false;
+  StartView v;
+  v.node = self.name;
+  v.data = DataState();
+  v.ever_joined = EverJoined();
   for (int i = 0; i < config_.cluster.size; ++i) {
-    if (config_.cluster.nodes[static_cast<size_t>(i)].name == self.name) initial = true;
+    if (config_.cluster.nodes[static_cast<size_t>(i)].name == self.name) v.initial = true;
   }
-  if (!initial) {
-    Note(absl::StrCat("node ", self.name, " is a spare; waiting for the leader to add it"));
-    return;
-  }
-  bool initial_cluster_up = false;  // it answers, with this node's initial entry unstarted
+  if (v.data != DataDirState::kEmpty || v.ever_joined || !v.initial) return v;
   // Does a cluster already run that knows this node? A bootstrapping etcd does not answer
   // client requests until it has a leader, so silence here means "no cluster yet".
   if (!peers_client_->endpoints().empty()) {
-    auto members = peers_client_->MemberList();
-    if (members.ok()) {
+    if (auto members = peers_client_->MemberList(); members.ok()) {
       const std::string my_peer = config_.PeerUrl(self);
       const MemberInfo* mine = nullptr;
       for (const auto& m : *members) {
@@ -344,57 +359,30 @@ void Agent::MaybeStartEtcd() {
           if (u == my_peer) mine = &m;
         }
       }
-      if (mine == nullptr) {
-        Note(absl::StrCat("a cluster is running without node ", self.name,
-                          "; waiting for the leader to add it"));
-        return;
-      }
       // Members of the initial cluster carry their names from the start; what shows that a
       // member has run is that it published client URLs (etcd's own bootstrap check). An
       // entry whose ID is not the initial one was added later and is the leader's to handle.
       const uint64_t initial_id = InitialMemberId({my_peer}, config_.ClusterToken());
-      if (!mine->client_urls.empty() || mine->id != initial_id) {
-        Note(absl::StrCat("the cluster has member ", HexId(mine->id), " for node ", self.name,
-                          " but this data dir is empty; waiting for the leader"));
-        return;
-      }
-      spdlog::info("the initial cluster is up without this node yet; joining it");
-      initial_cluster_up = true;
+      v.cluster = mine == nullptr ? ClusterAnswer::kWithoutThisNode
+                  : (!mine->client_urls.empty() || mine->id != initial_id)
+                      ? ClusterAnswer::kEntryHasRun
+                      : ClusterAnswer::kInitialEntryUnstarted;
     }
   }
-  // Nobody answers for a running cluster. A node whose data dir was wiped (a re-imaged machine)
-  // must not start a new member under its old identity with an empty log while its peers are
-  // merely restarting: bootstrap only if every other initial node's agent answers and none of
-  // them has been part of a cluster (or holds data other than this same bootstrap).
-  if (!initial_cluster_up) {
-    std::string why;
-    if (!InitialPeersAllowBootstrap(&why)) {
-      Note(absl::StrCat("not bootstrapping the initial cluster yet: ", why));
-      return;
-    }
-  }
+  if (v.cluster != ClusterAnswer::kSilent) return v;
+  v.peers_allow = InitialPeersAllowBootstrap(&v.peers_why);
+  if (!v.peers_allow) return v;
   if (store_) {
-    // Never bootstrap an empty cluster over data we merely failed to see.
+    v.has_store = true;
     auto existed = ClusterEverExisted(*store_, config_.cluster.name);
     if (!existed.ok()) {
-      Note(absl::StrCat("no cluster answers and the backup store cannot be read (",
-                        existed.status().message(), "); not bootstrapping a new cluster"));
-      return;
-    }
-    if (*existed) {
-      Note("no cluster answers, but the backup store shows this cluster existed; waiting for a "
-           "restore from backup");
-      return;
+      v.store_ok = false;
+      v.store_error = std::string(existed.status().message());
+    } else {
+      v.cluster_existed = *existed;
     }
   }
-  if (absl::Status s = WriteFileAtomic(config_.node.data_dir + "/initial-bootstrap", "1\n");
-      !s.ok()) {
-    Note(absl::StrCat("not bootstrapping: recording it failed: ", s.message()));
-    return;
-  }
-  spdlog::info("starting etcd as a member of the initial cluster ({} members)",
-               config_.cluster.size);
-  runner_->Run(RenderEtcdFlags(BootstrapLaunch(config_)));
+  return v;
 }
 
 peer::NodeState Agent::State() {
@@ -439,21 +427,6 @@ peer::NodeState Agent::State() {
     }
   }
   return s;
-}
-
-absl::Status Agent::StartNew(const peer::StartRequest& req) {
-  std::lock_guard<std::mutex> lock(order_mu_);
-  if (HasMemberData()) {
-    return absl::AlreadyExistsError("the data dir already holds a member; not starting a new one");
-  }
-  EtcdLaunch l = BootstrapLaunch(config_);
-  l.initial_cluster.clear();
-  for (const auto& m : req.initial_cluster()) l.initial_cluster.emplace_back(m.name(), m.peer_url());
-  l.token = req.token();
-  l.new_cluster = true;
-  held_ = false;
-  runner_->Run(RenderEtcdFlags(l));
-  return absl::OkStatus();
 }
 
 absl::Status Agent::Join(const peer::StartRequest& req) {

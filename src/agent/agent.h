@@ -37,6 +37,7 @@
 #include "peer/server.h"
 #include "reconcile/reconciler.h"
 #include "reconcile/restore.h"
+#include "reconcile/start_decision.h"
 #include "runner/runner.h"
 
 namespace steward {
@@ -54,7 +55,6 @@ class Agent : public NodeHandler {
 
   // NodeHandler: the leader's orders.
   peer::NodeState State() override;
-  absl::Status StartNew(const peer::StartRequest& req) override;
   absl::Status Join(const peer::StartRequest& req) override;
   absl::Status StopEtcd() override;
   absl::Status Wipe(const peer::OrderHeader& header) override;
@@ -68,12 +68,9 @@ class Agent : public NodeHandler {
   void LeadershipLoop();
   void ReconcileLoop();
   void MaybeStartEtcd();
-  enum class DataDirState {
-    kEmpty,    // no member dir
-    kPartial,  // member dir without a WAL segment: a failed first start or join
-    kMember,   // a WAL: the data of a member
-  };
   DataDirState DataState() const;
+  // What DecideStart needs, gathered lazily in the order of its rules.
+  StartView ObserveStart();
   bool HasMemberData() const;  // DataState() == kMember
   // Moves a partial data dir aside (never a member's). False if that failed.
   bool SetPartialDataAside();

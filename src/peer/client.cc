@@ -41,9 +41,6 @@ absl::Status PeerClient::Order(const char* what, const Req& req, std::chrono::mi
   return FromGrpc((stub_.get()->*call)(&ctx, req, &r), absl::StrCat("agent ", address_, ": ", what));
 }
 
-absl::Status PeerClient::StartNew(const peer::StartRequest& req, std::chrono::milliseconds t) {
-  return Order("StartNew", req, t, &peer::Peer::Stub::StartNew);
-}
 absl::Status PeerClient::Join(const peer::StartRequest& req, std::chrono::milliseconds t) {
   return Order("Join", req, t, &peer::Peer::Stub::Join);
 }

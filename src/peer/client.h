@@ -18,7 +18,6 @@ class PeerClient {
   PeerClient(const std::string& address, std::shared_ptr<grpc::ChannelCredentials> credentials);
 
   absl::StatusOr<peer::NodeState> GetState(std::chrono::milliseconds timeout);
-  absl::Status StartNew(const peer::StartRequest& req, std::chrono::milliseconds timeout);
   absl::Status Join(const peer::StartRequest& req, std::chrono::milliseconds timeout);
   absl::Status StopEtcd(const peer::OrderHeader& h, std::chrono::milliseconds timeout);
   absl::Status Wipe(const peer::OrderHeader& h, std::chrono::milliseconds timeout);

@@ -97,10 +97,6 @@ class PeerServer::Service final : public peer::Peer::Service {
     out->set_highest_term_leader(terms_->newest_leader());
     return grpc::Status::OK;
   }
-  grpc::Status StartNew(grpc::ServerContext* ctx, const peer::StartRequest* req,
-                        peer::OrderReply*) override {
-    return Order(ctx, "start-new", req->header(), [&] { return handler_->StartNew(*req); });
-  }
   grpc::Status Join(grpc::ServerContext* ctx, const peer::StartRequest* req,
                     peer::OrderReply*) override {
     return Order(ctx, "join", req->header(), [&] { return handler_->Join(*req); });

@@ -23,7 +23,6 @@ class NodeHandler {
  public:
   virtual ~NodeHandler() = default;
   virtual peer::NodeState State() = 0;
-  virtual absl::Status StartNew(const peer::StartRequest& req) = 0;
   virtual absl::Status Join(const peer::StartRequest& req) = 0;
   virtual absl::Status StopEtcd() = 0;
   virtual absl::Status Wipe(const peer::OrderHeader& header) = 0;

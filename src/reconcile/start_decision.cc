@@ -1,0 +1,66 @@
+#include "reconcile/start_decision.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace steward {
+
+const char* StartActionName(StartAction a) {
+  switch (a) {
+    case StartAction::kSetPartialAside: return "set-partial-aside";
+    case StartAction::kStartOnData: return "start-on-data";
+    case StartAction::kWait: return "wait";
+    case StartAction::kBootstrap: return "bootstrap";
+  }
+  return "?";
+}
+
+StartDecision DecideStart(const StartView& v) {
+  using A = StartAction;
+  switch (v.data) {
+    case DataDirState::kPartial:  // S1
+      return {A::kSetPartialAside,
+              "the data dir holds no WAL (a start or join that failed before etcd wrote one)"};
+    case DataDirState::kMember:  // S2
+      return {A::kStartOnData, "the data dir holds a member"};
+    case DataDirState::kEmpty:
+      break;
+  }
+  if (v.ever_joined) {  // S3
+    return {A::kWait, absl::StrCat("node ", v.node, " was a member before and its data dir is "
+                                   "empty; waiting for the leader to add it back")};
+  }
+  if (!v.initial) {  // S4
+    return {A::kWait, absl::StrCat("node ", v.node, " is a spare; waiting for the leader to add it")};
+  }
+  switch (v.cluster) {  // S5
+    case ClusterAnswer::kWithoutThisNode:
+      return {A::kWait, absl::StrCat("a cluster is running without node ", v.node,
+                                     "; waiting for the leader to add it")};
+    case ClusterAnswer::kEntryHasRun:
+      return {A::kWait, absl::StrCat("the cluster has a member for node ", v.node,
+                                     " but this data dir is empty; waiting for the leader")};
+    case ClusterAnswer::kSilent:
+      if (!v.peers_allow) {  // S6
+        return {A::kWait, absl::StrCat("not bootstrapping the initial cluster yet: ", v.peers_why)};
+      }
+      break;
+    case ClusterAnswer::kInitialEntryUnstarted:
+      // The initial cluster runs and waits for this member: starting it joins that cluster,
+      // it creates none (the store's "existed" is about that very cluster).
+      return {A::kBootstrap, "the initial cluster is up without this node yet; joining it"};
+  }
+  if (v.has_store) {  // S7
+    if (!v.store_ok) {
+      return {A::kWait, absl::StrCat("no cluster answers and the backup store cannot be read (",
+                                     v.store_error, "); not bootstrapping a new cluster")};
+    }
+    if (v.cluster_existed) {
+      return {A::kWait, "no cluster answers, but the backup store shows this cluster existed; "
+                        "waiting for a restore from backup"};
+    }
+  }
+  return {A::kBootstrap,  // S8
+          "every initial node is empty or bootstrapping, and no cluster ever existed"};
+}
+
+}  // namespace steward

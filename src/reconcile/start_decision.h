@@ -1,0 +1,72 @@
+// A node's own start decision, taken while its etcd is neither running nor held by the leader:
+// a pure function from what the agent observed to one action, with the reason. No I/O: the
+// agent gathers the view (its data dir, the other nodes' etcd, the other initial agents, the
+// backup store), then acts on the result; tests/unit/start_decision_test.cc tables each rule.
+//
+// Rules, in order (the first that applies decides):
+//   S1 a data dir with member/ but no WAL is a failed first start or join: set it aside;
+//   S2 a data dir with a WAL is a member's: start etcd on it (it rejoins its cluster itself);
+//   S3 a node that was part of a running cluster and lost its data waits for the leader;
+//   S4 a spare (not among the first cluster.size nodes) waits for the leader;
+//   S5 a running cluster without this node, or with an entry for it that has run (or is not its
+//      initial entry), is the leader's to handle: wait; a running initial cluster whose entry
+//      for this node never started is joined by starting it (that creates no cluster);
+//   S6 while no cluster answers, bootstrap only if every other initial agent answers and none
+//      was part of a running cluster or holds data other than this same bootstrap (a
+//      re-imaged node must not start under its old identity while its peers restart);
+//   S7 with a backup store: an unreadable store means wait; a store that shows the cluster
+//      existed means wait for a restore — never an empty cluster over data we failed to see;
+//   S8 otherwise: start as a member of the initial cluster.
+#pragma once
+
+#include <string>
+
+namespace steward {
+
+enum class DataDirState {
+  kEmpty,    // no member dir
+  kPartial,  // member dir without a WAL segment
+  kMember,   // a WAL: the data of a member
+};
+
+// What the other nodes' etcd said about this node (S5).
+enum class ClusterAnswer {
+  kSilent,                // no member list answered
+  kWithoutThisNode,       // a cluster runs and has no entry with this node's peer URL
+  kEntryHasRun,           // its entry published client URLs, or is not its initial entry
+  kInitialEntryUnstarted  // the initial cluster runs and waits for this node to start
+};
+
+struct StartView {
+  std::string node;
+  DataDirState data = DataDirState::kEmpty;
+  bool ever_joined = false;  // the "joined" marker
+  bool initial = false;      // among the first cluster.size nodes
+  ClusterAnswer cluster = ClusterAnswer::kSilent;
+  // S6, asked only while the cluster is silent.
+  bool peers_allow = false;
+  std::string peers_why;  // what the other initial agents said against it
+  // S7.
+  bool has_store = false;
+  bool store_ok = true;
+  std::string store_error;
+  bool cluster_existed = false;
+};
+
+enum class StartAction {
+  kSetPartialAside,
+  kStartOnData,
+  kWait,
+  kBootstrap,
+};
+
+const char* StartActionName(StartAction a);
+
+struct StartDecision {
+  StartAction action = StartAction::kWait;
+  std::string reason;
+};
+
+StartDecision DecideStart(const StartView& view);
+
+}  // namespace steward

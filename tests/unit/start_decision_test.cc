@@ -1,0 +1,98 @@
+// Table tests of a node's own start decision (src/reconcile/start_decision.h), one per rule.
+#include "reconcile/start_decision.h"
+
+#include <gtest/gtest.h>
+
+namespace steward {
+namespace {
+
+// An empty initial node, no cluster answering, every peer empty, a readable empty store.
+StartView Fresh() {
+  StartView v;
+  v.node = "n1";
+  v.initial = true;
+  v.peers_allow = true;
+  v.has_store = true;
+  return v;
+}
+
+TEST(StartDecisionTest, S8_AFreshInitialNodeBootstraps) {
+  EXPECT_EQ(DecideStart(Fresh()).action, StartAction::kBootstrap);
+  StartView no_store = Fresh();
+  no_store.has_store = false;
+  EXPECT_EQ(DecideStart(no_store).action, StartAction::kBootstrap);
+}
+
+TEST(StartDecisionTest, S1_APartialDataDirIsSetAsideWhateverElseHolds) {
+  StartView v = Fresh();
+  v.data = DataDirState::kPartial;
+  v.ever_joined = true;
+  EXPECT_EQ(DecideStart(v).action, StartAction::kSetPartialAside);
+}
+
+TEST(StartDecisionTest, S2_MemberDataIsStartedEvenWhenTheStoreIsDown) {
+  StartView v = Fresh();
+  v.data = DataDirState::kMember;
+  v.store_ok = false;
+  v.initial = false;
+  EXPECT_EQ(DecideStart(v).action, StartAction::kStartOnData);
+}
+
+TEST(StartDecisionTest, S3_AWipedFormerMemberWaitsForTheLeader) {
+  StartView v = Fresh();
+  v.ever_joined = true;
+  StartDecision d = DecideStart(v);
+  EXPECT_EQ(d.action, StartAction::kWait);
+  EXPECT_NE(d.reason.find("was a member before"), std::string::npos) << d.reason;
+}
+
+TEST(StartDecisionTest, S4_ASpareWaits) {
+  StartView v = Fresh();
+  v.initial = false;
+  EXPECT_NE(DecideStart(v).reason.find("spare"), std::string::npos);
+}
+
+TEST(StartDecisionTest, S5_ARunningClusterDecidesForTheLeader) {
+  StartView v = Fresh();
+  v.cluster = ClusterAnswer::kWithoutThisNode;
+  EXPECT_EQ(DecideStart(v).action, StartAction::kWait);
+  v.cluster = ClusterAnswer::kEntryHasRun;
+  EXPECT_EQ(DecideStart(v).action, StartAction::kWait);
+  // The initial cluster waiting for this member: starting it joins, even though the store
+  // already shows the cluster (its first leader marked it) and the peers are members now.
+  v.cluster = ClusterAnswer::kInitialEntryUnstarted;
+  v.cluster_existed = true;
+  v.peers_allow = false;
+  StartDecision d = DecideStart(v);
+  EXPECT_EQ(d.action, StartAction::kBootstrap);
+  EXPECT_NE(d.reason.find("joining it"), std::string::npos) << d.reason;
+}
+
+// Issue 9, path 4: a re-imaged node whose peers are restarting must not bootstrap.
+TEST(StartDecisionTest, S6_SilentOrMemberPeersBlockTheBootstrap) {
+  StartView v = Fresh();
+  v.has_store = false;
+  v.peers_allow = false;
+  v.peers_why = "n2 does not answer";
+  StartDecision d = DecideStart(v);
+  EXPECT_EQ(d.action, StartAction::kWait);
+  EXPECT_NE(d.reason.find("n2 does not answer"), std::string::npos) << d.reason;
+}
+
+// Issue 9, path 3: an unreadable store, or one that shows the cluster, is never "new".
+TEST(StartDecisionTest, S7_TheStoreMustBeReadableAndShowNoCluster) {
+  StartView v = Fresh();
+  v.store_ok = false;
+  v.store_error = "the directory does not exist (not mounted?)";
+  StartDecision d = DecideStart(v);
+  EXPECT_EQ(d.action, StartAction::kWait);
+  EXPECT_NE(d.reason.find("not mounted?"), std::string::npos) << d.reason;
+  v = Fresh();
+  v.cluster_existed = true;
+  d = DecideStart(v);
+  EXPECT_EQ(d.action, StartAction::kWait);
+  EXPECT_NE(d.reason.find("waiting for a restore"), std::string::npos) << d.reason;
+}
+
+}  // namespace
+}  // namespace steward
