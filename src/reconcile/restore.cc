@@ -523,7 +523,18 @@ absl::Status RestoreCoordinator::Execute(RestoreIntent intent) {
       spdlog::warn("restore {}: unfencing: {}", intent.id, s.message());
     }
   }
-  if (!WaitForLeader(*etcd_, std::chrono::seconds(30))) {
+  // A fresh client: the long-lived one's channels back off after the refusals of the fence.
+  std::vector<std::string> client_urls;
+  for (const auto& [name, url] : intent.initial_cluster) {
+    for (const auto& n : config_.cluster.nodes) {
+      if (n.name == name) client_urls.push_back(config_.ClientUrl(n));
+    }
+  }
+  EtcdClient::Options co;
+  co.timeout = milliseconds(2000);
+  co.credentials = credentials_;
+  EtcdClient unfenced_client(client_urls, co);
+  if (!WaitForLeader(unfenced_client, std::chrono::seconds(30))) {
     return absl::UnavailableError("the restored cluster does not answer on its client URLs yet");
   }
   std::vector<std::string> restored;

@@ -244,7 +244,9 @@ void ProcessRunner::SuperviseLoop() {
   }
 }
 
-absl::Status ProcessRunner::Stop() {
+absl::Status ProcessRunner::Stop() { return Stop(options_.stop_timeout); }
+
+absl::Status ProcessRunner::Stop(std::chrono::milliseconds grace) {
   std::unique_lock<std::mutex> lock(mu_);
   wanted_ = false;
   if (pid_ == 0) {
@@ -252,8 +254,7 @@ absl::Status ProcessRunner::Stop() {
     return absl::OkStatus();
   }
   const pid_t pid = pid_;
-  spdlog::info("stopping etcd pid {} (SIGTERM, SIGKILL after {}ms)", pid,
-               options_.stop_timeout.count());
+  spdlog::info("stopping etcd pid {} (SIGTERM, SIGKILL after {}ms)", pid, grace.count());
   ::kill(pid, SIGTERM);
   auto wait_gone = [&](std::chrono::milliseconds limit) {
     auto deadline = Clock::now() + limit;
@@ -267,9 +268,8 @@ absl::Status ProcessRunner::Stop() {
     }
     return false;
   };
-  if (!wait_gone(options_.stop_timeout)) {
-    spdlog::warn("etcd pid {} did not stop within {}ms; sending SIGKILL", pid,
-                 options_.stop_timeout.count());
+  if (!wait_gone(grace)) {
+    spdlog::warn("etcd pid {} did not stop within {}ms; sending SIGKILL", pid, grace.count());
     ::kill(pid, SIGKILL);
     if (!wait_gone(std::chrono::milliseconds(5000))) {
       return absl::DeadlineExceededError(absl::StrCat("etcd pid ", pid, " survived SIGKILL"));

@@ -37,6 +37,7 @@ class ProcessRunner : public Runner {
   std::optional<pid_t> Adopt() override;
   void Run(std::vector<std::string> flags) override;
   absl::Status Stop() override;
+  absl::Status Stop(std::chrono::milliseconds grace) override;
   bool wanted() const override;
   std::optional<pid_t> pid() const override;
   int restarts() const override;

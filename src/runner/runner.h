@@ -10,6 +10,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,6 +31,9 @@ class Runner {
   // Stops etcd (SIGTERM, SIGKILL after the stop timeout) and supervising it. Blocks until the
   // process is gone. OK if nothing was running.
   virtual absl::Status Stop() = 0;
+  // The same with a grace period of its own before SIGKILL: for an etcd whose acknowledged
+  // writes are all on disk (etcd fsyncs before it acknowledges) and that must be back fast.
+  virtual absl::Status Stop(std::chrono::milliseconds grace) = 0;
   // Whether etcd should be running (Run() was called and Stop() was not since).
   virtual bool wanted() const = 0;
   // The pid of the running etcd, if one runs now.
