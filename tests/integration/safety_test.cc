@@ -28,7 +28,7 @@ const char kBackup[] = "backup:\n  store: file://ROOT/backups\n  interval: 1h\n"
 
 enum Subnet {
   kMinority = 71, kNoStore = 72, kSkew = 73, kLeases = 74, kAlarm = 75,
-  kRoles = 76, kPartial = 77, kReimaged = 78, kMarker = 79,
+  kRoles = 76, kPartial = 77, kReimaged = 78, kMarker = 79, kWipeCluster = 80,
 };
 
 std::string ReadText(const std::string& path) {
@@ -399,6 +399,31 @@ TEST(SafetyTest, AStoreThatLostItsMarkerIsNotMarkedAgain) {
   fs::remove(root);
   fs::rename(c.Root() + "/backups-unmounted", root);
   EXPECT_TRUE(WaitFor([&] { return count() > before; }, 60s)) << c.Logs();
+}
+
+// Path 8: a wipe rests on "my member is no longer in the member list". etcd 3.4 serves that list
+// locally, so a member that missed a restore answers with its old cluster's list. The order
+// carries the leader's cluster ID, and an answer from any other cluster proves nothing.
+TEST(SafetyTest, AWipeIsRefusedOnAMemberListFromAnotherCluster) {
+  TestCluster c(kWipeCluster, 3, 3, kFast);
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
+  Put(c, "/it/k", "v");
+  const std::string tls = c.DataDir(1) + "/tls/";
+  auto agent_creds = TlsChannelCredentials(c.CaCert(), tls + "client.crt", tls + "client.key");
+  ASSERT_TRUE(agent_creds.ok()) << agent_creds.status();
+  PeerClient n1(absl::StrCat(c.Host(0), ":2381"), *agent_creds);
+  auto state = n1.GetState(3000ms);
+  ASSERT_TRUE(state.ok()) << state.status();
+  peer::OrderHeader h;
+  h.set_term(state->highest_term() + 1);
+  h.set_leader("n2");
+  h.set_cluster_id(0x1234567890abcdefULL);  // not the cluster that will answer
+  absl::Status wipe = n1.Wipe(h, 10000ms);
+  EXPECT_FALSE(wipe.ok());
+  EXPECT_NE(wipe.message().find("not from the leader's cluster"), std::string::npos) << wipe;
+  EXPECT_TRUE(fs::exists(c.DataDir(0) + "/etcd/member/wal")) << "the data was touched";
+  EXPECT_EQ(Get(c, 0, "/it/k"), "v") << c.Logs();
 }
 
 }  // namespace
