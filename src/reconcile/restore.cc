@@ -283,6 +283,20 @@ absl::Status RestoreCoordinator::Cancel(RestoreIntent intent, const std::string&
   return WriteRestoreIntent(*store_, config_.cluster.name, intent);
 }
 
+EtcdClient RestoreCoordinator::MembersClient(
+    const RestoreIntent& intent, std::string (Config::*url)(const NodeSpec&) const) const {
+  std::vector<std::string> urls;
+  for (const auto& [name, peer_url] : intent.initial_cluster) {
+    for (const auto& n : config_.cluster.nodes) {
+      if (n.name == name) urls.push_back((config_.*url)(n));
+    }
+  }
+  EtcdClient::Options o;
+  o.timeout = milliseconds(2000);
+  o.credentials = credentials_;
+  return EtcdClient(urls, o);
+}
+
 bool RestoreCoordinator::WaitForLeader(EtcdClient& etcd, std::chrono::seconds bound) {
   // Polled often: clients wait for this (fenced), and the restore is timed by its users.
   const auto deadline = std::chrono::steady_clock::now() + bound;
@@ -485,16 +499,7 @@ absl::Status RestoreCoordinator::Execute(RestoreIntent intent) {
   if (!intent.settled) {
     // The restored members serve only on the fence port: no client sees the cluster before the
     // leases that came with the backup are revoked.
-    std::vector<std::string> fence_urls;
-    for (const auto& [name, url] : intent.initial_cluster) {
-      for (const auto& n : config_.cluster.nodes) {
-        if (n.name == name) fence_urls.push_back(config_.FenceUrl(n));
-      }
-    }
-    EtcdClient::Options fo;
-    fo.timeout = milliseconds(2000);
-    fo.credentials = credentials_;
-    EtcdClient fenced(fence_urls, fo);
+    EtcdClient fenced = MembersClient(intent, &Config::FenceUrl);
     if (!WaitForLeader(fenced, std::chrono::seconds(30))) {
       return absl::UnavailableError("the restored cluster has no leader yet");
     }
@@ -524,16 +529,7 @@ absl::Status RestoreCoordinator::Execute(RestoreIntent intent) {
     }
   }
   // A fresh client: the long-lived one's channels back off after the refusals of the fence.
-  std::vector<std::string> client_urls;
-  for (const auto& [name, url] : intent.initial_cluster) {
-    for (const auto& n : config_.cluster.nodes) {
-      if (n.name == name) client_urls.push_back(config_.ClientUrl(n));
-    }
-  }
-  EtcdClient::Options co;
-  co.timeout = milliseconds(2000);
-  co.credentials = credentials_;
-  EtcdClient unfenced_client(client_urls, co);
+  EtcdClient unfenced_client = MembersClient(intent, &Config::ClientUrl);
   if (!WaitForLeader(unfenced_client, std::chrono::seconds(30))) {
     return absl::UnavailableError("the restored cluster does not answer on its client URLs yet");
   }

@@ -119,6 +119,9 @@ class RestoreCoordinator {
   // Before the restored cluster is declared done: revoke every lease the backup brought back
   // (no lock or leader key of the lost cluster survives) and record the new generation.
   absl::Status Settle(const RestoreIntent& intent, EtcdClient& fenced);
+  // A fresh client of the intent's members at `url` (their fence or client URL).
+  EtcdClient MembersClient(const RestoreIntent& intent,
+                           std::string (Config::*url)(const NodeSpec&) const) const;
   // Waits (bounded) until some member reachable through `etcd` reports a leader.
   bool WaitForLeader(EtcdClient& etcd, std::chrono::seconds bound);
   std::optional<std::string> NewestValidBackup();
