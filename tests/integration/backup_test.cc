@@ -19,13 +19,11 @@ namespace {
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
-const char kFast[] = "  leader_lease_ttl: 2s\n  reconcile_interval: 300ms\n";
-const char kBackup[] = "backup:\n  store: file://ROOT/backups\n  interval: 1h\n";
 
 enum Subnet { kTotalLoss = 41, kTampered = 42, kOnCommand = 43, kCoordinatorDies = 44 };
 
 TEST(BackupTest, TotalLossIsRestoredFromTheNewestBackup) {
-  TestCluster c(kTotalLoss, 3, 3, kFast, kBackup);
+  TestCluster c(kTotalLoss, 3, 3, kFastLeader, kFileBackup);
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
   for (int i = 0; i < 100; ++i) Put(c, absl::StrCat("/it/k", i), absl::StrCat("v", i));
@@ -45,7 +43,7 @@ TEST(BackupTest, TotalLossIsRestoredFromTheNewestBackup) {
 }
 
 TEST(BackupTest, ATamperedBackupIsSkippedForTheOneBeforeIt) {
-  TestCluster c(kTampered, 3, 3, kFast, kBackup);
+  TestCluster c(kTampered, 3, 3, kFastLeader, kFileBackup);
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
   Put(c, "/it/phase", "one");
@@ -80,7 +78,7 @@ TEST(BackupTest, ATamperedBackupIsSkippedForTheOneBeforeIt) {
 }
 
 TEST(BackupTest, RestoreBackupOverARunningClusterReturnsToThatRevision) {
-  TestCluster c(kOnCommand, 3, 3, kFast, kBackup);
+  TestCluster c(kOnCommand, 3, 3, kFastLeader, kFileBackup);
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
   Put(c, "/it/x", "1");
@@ -100,7 +98,7 @@ TEST(BackupTest, RestoreBackupOverARunningClusterReturnsToThatRevision) {
 }
 
 TEST(BackupTest, ARestoreWhoseCoordinatorDiesIsFinishedByTheNext) {
-  TestCluster c(kCoordinatorDies, 3, 3, kFast, kBackup);
+  TestCluster c(kCoordinatorDies, 3, 3, kFastLeader, kFileBackup);
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
   for (int i = 0; i < 30; ++i) Put(c, absl::StrCat("/it/k", i), "v");

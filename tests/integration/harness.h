@@ -90,6 +90,11 @@ class TestCluster {
   std::vector<Proc> agents_;
 };
 
+// Config snippets shared by the backup and safety tests: a leader that takes over fast, and a
+// file store under the test's temp dir (ROOT is replaced by it).
+inline constexpr char kFastLeader[] = "  leader_lease_ttl: 2s\n  reconcile_interval: 300ms\n";
+inline constexpr char kFileBackup[] = "backup:\n  store: file://ROOT/backups\n  interval: 1h\n";
+
 // Helpers shared by the backup and safety tests.
 // Puts k=v through any node, retried (bounded: 15 s); a failure is a test failure.
 void Put(const TestCluster& c, const std::string& k, const std::string& v);

@@ -23,8 +23,6 @@ namespace {
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
-const char kFast[] = "  leader_lease_ttl: 2s\n  reconcile_interval: 300ms\n";
-const char kBackup[] = "backup:\n  store: file://ROOT/backups\n  interval: 1h\n";
 
 enum Subnet {
   kMinority = 71, kNoStore = 72, kSkew = 73, kLeases = 74, kAlarm = 75,
@@ -48,7 +46,7 @@ std::string AgentLogs(const TestCluster& c, int nodes) {
 // data, but they are not a majority of the members: they must not restore, and when n1 and n2
 // thaw, no write acknowledged after the last backup may be lost.
 TEST(SafetyTest, AMinorityOfMembersNeverRestoresOverTheLiveCluster) {
-  TestCluster c(kMinority, 5, 3, kFast, kBackup);
+  TestCluster c(kMinority, 5, 3, kFastLeader, kFileBackup);
   for (int i = 0; i < 5; ++i) c.StartAgent(i);
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 90s)) << c.Logs();
   Put(c, "/it/before", "1");
@@ -86,7 +84,7 @@ TEST(SafetyTest, AMinorityOfMembersNeverRestoresOverTheLiveCluster) {
 // Path 3: after total loss the store is "not mounted" (its root is gone). The agents must not
 // create it, must not bootstrap an empty cluster, and must restore once it is back.
 TEST(SafetyTest, AMissingStoreRootMeansWaitNeverANewCluster) {
-  TestCluster c(kNoStore, 3, 3, kFast, kBackup);
+  TestCluster c(kNoStore, 3, 3, kFastLeader, kFileBackup);
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
   Put(c, "/it/precious", "data");
@@ -117,7 +115,7 @@ TEST(SafetyTest, AMissingStoreRootMeansWaitNeverANewCluster) {
 // backup two hours "later". After total loss the backup holding the later revision must be
 // restored, and list-backups must flag the time.
 TEST(SafetyTest, ASkewedClockNeverMakesAnOlderBackupWin) {
-  TestCluster c(kSkew, 3, 3, kFast, kBackup);
+  TestCluster c(kSkew, 3, 3, kFastLeader, kFileBackup);
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
   Put(c, "/it/phase", "one");
@@ -146,7 +144,7 @@ TEST(SafetyTest, ASkewedClockNeverMakesAnOlderBackupWin) {
 // restored cluster, so their keys are gone from its very first answer, and the holder's
 // keep-alive fails. Keys without a lease are restored as they were.
 TEST(SafetyTest, ARestoreRevokesTheLeasesAndLocksItBroughtBack) {
-  TestCluster c(kLeases, 3, 3, kFast, kBackup);
+  TestCluster c(kLeases, 3, 3, kFastLeader, kFileBackup);
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
   EtcdClient client = c.Client(c.ClientUrls());
@@ -213,7 +211,7 @@ TEST(SafetyTest, ARestoreRevokesTheLeasesAndLocksItBroughtBack) {
 // Path 9: an alarm is reported by every member. It is an alarm, not quorum loss, and a backup
 // is taken all the same (it is exactly when one is wanted).
 TEST(SafetyTest, AnAlarmIsShownAsAnAlarmAndBackupsGoOn) {
-  TestCluster c(kAlarm, 3, 3, kFast, kBackup);
+  TestCluster c(kAlarm, 3, 3, kFastLeader, kFileBackup);
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
   EtcdClient client = c.Client(c.ClientUrls());
@@ -238,7 +236,7 @@ TEST(SafetyTest, AnAlarmIsShownAsAnAlarmAndBackupsGoOn) {
 // the same CA) may read state but every order, including a Promise of term 2^64-1 that would
 // otherwise fence every real leader out for good, is refused with PERMISSION_DENIED.
 TEST(SafetyTest, OnlyThisClustersAgentsMayGiveOrders) {
-  TestCluster c(kRoles, 3, 3, kFast, kBackup);
+  TestCluster c(kRoles, 3, 3, kFastLeader, kFileBackup);
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
   const std::string pki = c.Root() + "/pki";
@@ -303,7 +301,7 @@ TEST(SafetyTest, OnlyThisClustersAgentsMayGiveOrders) {
 // That is not a member's data: the agent sets it aside and the node is healed like an empty
 // one, instead of restarting an etcd that can never start on it.
 TEST(SafetyTest, APartialDataDirIsSetAsideAndTheNodeHealed) {
-  TestCluster c(kPartial, 3, 3, kFast);
+  TestCluster c(kPartial, 3, 3, kFastLeader);
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
   Put(c, "/it/k", "v");
@@ -338,7 +336,7 @@ TEST(SafetyTest, APartialDataDirIsSetAsideAndTheNodeHealed) {
 // its old identity with an empty log: it waits until every other initial node answers, sees
 // that they hold the cluster's data, and is then healed like any wiped node.
 TEST(SafetyTest, AReimagedNodeWithoutAStoreNeverBootstrapsWhilePeersAreSilent) {
-  TestCluster c(kReimaged, 3, 3, kFast);
+  TestCluster c(kReimaged, 3, 3, kFastLeader);
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
   Put(c, "/it/acknowledged", "yes");
@@ -371,7 +369,7 @@ TEST(SafetyTest, AReimagedNodeWithoutAStoreNeverBootstrapsWhilePeersAreSilent) {
 // store's place. The leader must not mark that directory as this cluster's store, nor write
 // backups into it: it says why and holds backups until the real store is back.
 TEST(SafetyTest, AStoreThatLostItsMarkerIsNotMarkedAgain) {
-  TestCluster c(kMarker, 3, 3, kFast, "backup:\n  store: file://ROOT/backups\n  interval: 2s\n");
+  TestCluster c(kMarker, 3, 3, kFastLeader, "backup:\n  store: file://ROOT/backups\n  interval: 2s\n");
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
   const std::string root = c.Root() + "/backups";
@@ -405,7 +403,7 @@ TEST(SafetyTest, AStoreThatLostItsMarkerIsNotMarkedAgain) {
 // locally, so a member that missed a restore answers with its old cluster's list. The order
 // carries the leader's cluster ID, and an answer from any other cluster proves nothing.
 TEST(SafetyTest, AWipeIsRefusedOnAMemberListFromAnotherCluster) {
-  TestCluster c(kWipeCluster, 3, 3, kFast);
+  TestCluster c(kWipeCluster, 3, 3, kFastLeader);
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
   Put(c, "/it/k", "v");
