@@ -88,12 +88,12 @@ absl::Status Agent::Wire() {
   if (store_) {
     backups_ = std::make_unique<BackupScheduler>(config_, store_.get(), cluster_client_.get());
     restorer_ = std::make_unique<RestoreCoordinator>(config_, store_.get(), cluster_client_.get(),
-                                                     client_creds);
+                                                     RealControlEnv(config_, client_creds));
   }
   reconciler_ = std::make_unique<Reconciler>(
       config_, cluster_client_.get(), store_.get(), backups_.get(),
       [this] { return restorer_ != nullptr && restorer_->RestorePending(); },
-      [this] { return leadership_->Confirm(); }, client_creds,
+      [this] { return leadership_->Confirm(); }, RealControlEnv(config_, client_creds),
       [this](uint64_t floor) { return leadership_->Raise(floor); });
   return absl::OkStatus();
 }

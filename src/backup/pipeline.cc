@@ -121,7 +121,7 @@ bool FrameHasChecksum(std::string_view d) {
 
 }  // namespace
 
-absl::StatusOr<BackupSource> PickBackupSource(EtcdClient& etcd) {
+absl::StatusOr<BackupSource> PickBackupSource(EtcdApi& etcd) {
   auto members = etcd.MemberList();
   if (!members.ok()) return Annotate(members.status(), "choosing a member to back up");
   std::optional<BackupSource> leader;
@@ -143,7 +143,7 @@ absl::StatusOr<BackupSource> PickBackupSource(EtcdClient& etcd) {
   return absl::UnavailableError("no healthy member to back up");
 }
 
-absl::StatusOr<BackupMeta> TakeBackup(EtcdClient& etcd, const BackupSource& source,
+absl::StatusOr<BackupMeta> TakeBackup(EtcdApi& etcd, const BackupSource& source,
                                       BackupStore& store, const std::string& cluster,
                                       const std::string& taken_by,
                                       std::chrono::milliseconds timeout) {

@@ -12,7 +12,7 @@
 #include "absl/status/statusor.h"
 #include "backup/layout.h"
 #include "backup/store.h"
-#include "etcd/client.h"
+#include "etcd/api.h"
 
 namespace steward {
 
@@ -22,12 +22,12 @@ struct BackupSource {
 };
 
 // A healthy member to snapshot, a follower when there is one (the leader is busiest).
-absl::StatusOr<BackupSource> PickBackupSource(EtcdClient& etcd);
+absl::StatusOr<BackupSource> PickBackupSource(EtcdApi& etcd);
 
 // Takes a backup of `source` into `store` under `cluster`. meta.json is written last, after the
 // snapshot object is committed, so a crash leaves no listed backup. `taken_by` names the agent
 // or tool. Checks the 32-byte sha256 etcd appends to the stream.
-absl::StatusOr<BackupMeta> TakeBackup(EtcdClient& etcd, const BackupSource& source,
+absl::StatusOr<BackupMeta> TakeBackup(EtcdApi& etcd, const BackupSource& source,
                                       BackupStore& store, const std::string& cluster,
                                       const std::string& taken_by,
                                       std::chrono::milliseconds timeout);

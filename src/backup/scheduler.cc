@@ -16,7 +16,7 @@ std::string BackupStatusKey(const Config& c) {
 }
 
 absl::StatusOr<BackupMeta> BackupAndPrune(const Config& config, BackupStore& store,
-                                          EtcdClient& etcd, const std::string& taken_by) {
+                                          EtcdApi& etcd, const std::string& taken_by) {
   auto source = PickBackupSource(etcd);
   if (!source.ok()) return source.status();
   auto meta = TakeBackup(etcd, *source, store, config.cluster.name, taken_by,
@@ -60,7 +60,7 @@ absl::StatusOr<BackupMeta> BackupAndPrune(const Config& config, BackupStore& sto
   return meta;
 }
 
-BackupScheduler::BackupScheduler(const Config& config, BackupStore* store, EtcdClient* etcd)
+BackupScheduler::BackupScheduler(const Config& config, BackupStore* store, EtcdApi* etcd)
     : config_(config),
       store_(store),
       etcd_(etcd),

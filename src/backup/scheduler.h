@@ -15,7 +15,7 @@
 #include "backup/store.h"
 #include "common/backoff.h"
 #include "config/config.h"
-#include "etcd/client.h"
+#include "etcd/api.h"
 
 namespace steward {
 
@@ -23,11 +23,11 @@ std::string BackupStatusKey(const Config& c);  // "/steward/<cluster>/backup-sta
 
 // Takes one backup now from a healthy member and applies retention. For stewardctl too.
 absl::StatusOr<BackupMeta> BackupAndPrune(const Config& config, BackupStore& store,
-                                          EtcdClient& etcd, const std::string& taken_by);
+                                          EtcdApi& etcd, const std::string& taken_by);
 
 class BackupScheduler {
  public:
-  BackupScheduler(const Config& config, BackupStore* store, EtcdClient* etcd);
+  BackupScheduler(const Config& config, BackupStore* store, EtcdApi* etcd);
 
   // A new leader learns from the store when the last backup was taken, and backs up at once if
   // there is none of this cluster (e.g. right after a restore, whose cluster ID is new).
@@ -48,7 +48,7 @@ class BackupScheduler {
 
   const Config& config_;
   BackupStore* store_;
-  EtcdClient* etcd_;
+  EtcdApi* etcd_;
   std::optional<std::chrono::system_clock::time_point> last_success_;
   std::string last_name_;
   std::string last_error_;

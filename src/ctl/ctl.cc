@@ -401,7 +401,8 @@ int RunRestoreBackup(const Common& c, const std::string& name, bool yes, bool fo
   if (bump == 0) {
     std::cerr << "warning: etcd.etcdutl is not set: the restored revision is not raised\n";
   }
-  RestoreIntent intent = NewRestoreIntent(config, name, "stewardctl", *generation, bump);
+  RestoreIntent intent = NewRestoreIntent(config, name, "stewardctl", *generation, bump,
+                                          Clock::Real()->UnixSeconds(), RealControlEnv(config, nullptr).nonce());
   if (absl::Status s = WriteRestoreIntent(*w.store, config.cluster.name, intent); !s.ok()) {
     std::cerr << "stewardctl: recording the restore: " << s.message() << "\n";
     return 1;

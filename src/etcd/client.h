@@ -23,41 +23,12 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "etcd/api.h"
 #include "etcd_rpc.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 
 namespace steward {
 
-struct MemberInfo {
-  uint64_t id = 0;
-  std::string name;  // empty until the member has started and published itself
-  std::vector<std::string> peer_urls;
-  std::vector<std::string> client_urls;
-  bool is_learner = false;
-};
-
-struct MemberStatus {
-  std::string endpoint;
-  uint64_t member_id = 0;
-  uint64_t cluster_id = 0;
-  int64_t revision = 0;  // the member's store revision
-  std::string version;
-  int64_t db_size = 0;
-  int64_t db_size_in_use = 0;
-  uint64_t leader = 0;  // 0: no leader known to this member
-  uint64_t raft_index = 0;
-  uint64_t raft_term = 0;
-  uint64_t raft_applied_index = 0;
-  bool is_learner = false;
-  // Status.errors: etcd lists active alarms here ("memberID:... alarm:NOSPACE"); an alarm is
-  // not a sign that the member is down (see FailureErrors).
-  std::vector<std::string> errors;
-};
-
-// The entries of `errors` that are not alarms: what makes a member unhealthy.
-std::vector<std::string> FailureErrors(const MemberStatus& st);
-// The alarms among `errors` ("NOSPACE", "CORRUPT"), for display.
-std::vector<std::string> AlarmErrors(const MemberStatus& st);
 
 struct AlarmInfo {
   uint64_t member_id = 0;
@@ -66,10 +37,8 @@ struct AlarmInfo {
 
 // "http://host:port" -> "host:port"; returns the input when it has no scheme.
 std::string GrpcTarget(const std::string& url);
-// Member IDs in human output, as etcdctl prints them.
-std::string HexId(uint64_t id);
 
-class EtcdClient {
+class EtcdClient : public EtcdApi {
  public:
   struct Options {
     std::chrono::milliseconds timeout{5000};
@@ -80,44 +49,46 @@ class EtcdClient {
   explicit EtcdClient(std::vector<std::string> endpoints);
   EtcdClient(std::vector<std::string> endpoints, Options options);
 
-  const std::vector<std::string>& endpoints() const { return endpoints_; }
+  const std::vector<std::string>& endpoints() const override { return endpoints_; }
 
   // --- cluster-wide, with failover ---
   // `cluster_id`, if given, receives the ID of the cluster that answered: etcd 3.4's member list
   // is served locally, so a member that missed a restore still answers with its old cluster.
-  absl::StatusOr<std::vector<MemberInfo>> MemberList(uint64_t* cluster_id = nullptr);
+  absl::StatusOr<std::vector<MemberInfo>> MemberList(uint64_t* cluster_id = nullptr) override;
   // Returns the new member (ID assigned, name empty until it starts).
-  absl::StatusOr<MemberInfo> MemberAdd(const std::vector<std::string>& peer_urls, bool learner);
-  absl::Status MemberRemove(uint64_t id);
-  absl::Status MemberPromote(uint64_t id);
-  absl::Status Put(const std::string& key, const std::string& value, int64_t lease = 0);
+  absl::StatusOr<MemberInfo> MemberAdd(const std::vector<std::string>& peer_urls,
+                                       bool learner) override;
+  absl::Status MemberRemove(uint64_t id) override;
+  absl::Status MemberPromote(uint64_t id) override;
+  absl::Status Put(const std::string& key, const std::string& value,
+                   int64_t lease = 0) override;
   // nullopt when the key does not exist. Linearizable.
-  absl::StatusOr<std::optional<std::string>> Get(const std::string& key);
+  absl::StatusOr<std::optional<std::string>> Get(const std::string& key) override;
   absl::StatusOr<std::vector<AlarmInfo>> AlarmList();
   absl::Status AlarmDisarm(uint64_t member_id, const std::string& alarm);
   // Raises an alarm by hand, as etcd itself would (fault tests use it for NOSPACE).
   absl::Status AlarmActivate(uint64_t member_id, const std::string& alarm);
   // Leases, for leadership keys.
-  absl::StatusOr<int64_t> LeaseGrant(std::chrono::seconds ttl);
-  absl::Status LeaseRevoke(int64_t lease);
+  absl::StatusOr<int64_t> LeaseGrant(std::chrono::seconds ttl) override;
+  absl::Status LeaseRevoke(int64_t lease) override;
   // Every lease the cluster holds (etcd >= 3.3).
-  absl::StatusOr<std::vector<int64_t>> LeaseLeases();
+  absl::StatusOr<std::vector<int64_t>> LeaseLeases() override;
   // One keep-alive round trip; NotFound when the lease has expired.
-  absl::Status LeaseKeepAliveOnce(int64_t lease);
+  absl::Status LeaseKeepAliveOnce(int64_t lease) override;
   // A raw transaction, for compare-and-swap on the reserved prefix.
-  absl::StatusOr<etcdserverpb::TxnResponse> Txn(const etcdserverpb::TxnRequest& req);
+  absl::StatusOr<etcdserverpb::TxnResponse> Txn(const etcdserverpb::TxnRequest& req) override;
 
   // --- one endpoint ---
   absl::StatusOr<MemberStatus> Status(const std::string& endpoint);
   absl::StatusOr<MemberStatus> Status(const std::string& endpoint,
-                                      std::chrono::milliseconds timeout);
+                                      std::chrono::milliseconds timeout) override;
   absl::Status Defragment(const std::string& endpoint, std::chrono::milliseconds timeout);
   // Streams a snapshot of `endpoint`'s backend. `sink` receives each chunk in order (the last
   // 32 bytes of the whole stream are etcd's sha256 of the rest); an error from `sink` cancels the
   // stream and is returned. Returns the number of bytes received.
   absl::StatusOr<uint64_t> Snapshot(const std::string& endpoint,
                                     const std::function<absl::Status(std::string_view)>& sink,
-                                    std::chrono::milliseconds timeout);
+                                    std::chrono::milliseconds timeout) override;
 
  private:
   struct Stubs {

@@ -8,22 +8,23 @@
 
 #include "absl/status/statusor.h"
 #include "grpcpp/grpcpp.h"
+#include "peer/api.h"
 #include "steward_peer.grpc.pb.h"
 
 namespace steward {
 
-class PeerClient {
+class PeerClient : public PeerApi {
  public:
   // `address` is host:port; null credentials mean plain text.
   PeerClient(const std::string& address, std::shared_ptr<grpc::ChannelCredentials> credentials);
 
-  absl::StatusOr<peer::NodeState> GetState(std::chrono::milliseconds timeout);
-  absl::Status Join(const peer::StartRequest& req, std::chrono::milliseconds timeout);
-  absl::Status StopEtcd(const peer::OrderHeader& h, std::chrono::milliseconds timeout);
-  absl::Status Wipe(const peer::OrderHeader& h, std::chrono::milliseconds timeout);
-  absl::Status Promise(const peer::OrderHeader& h, std::chrono::milliseconds timeout);
-  absl::Status Restore(const peer::RestoreRequest& req, std::chrono::milliseconds timeout);
-  absl::Status Unfence(const peer::UnfenceRequest& req, std::chrono::milliseconds timeout);
+  absl::StatusOr<peer::NodeState> GetState(std::chrono::milliseconds timeout) override;
+  absl::Status Join(const peer::StartRequest& req, std::chrono::milliseconds timeout) override;
+  absl::Status StopEtcd(const peer::OrderHeader& h, std::chrono::milliseconds timeout) override;
+  absl::Status Wipe(const peer::OrderHeader& h, std::chrono::milliseconds timeout) override;
+  absl::Status Promise(const peer::OrderHeader& h, std::chrono::milliseconds timeout) override;
+  absl::Status Restore(const peer::RestoreRequest& req, std::chrono::milliseconds timeout) override;
+  absl::Status Unfence(const peer::UnfenceRequest& req, std::chrono::milliseconds timeout) override;
 
   const std::string& address() const { return address_; }
 

@@ -7,7 +7,7 @@
 
 namespace steward {
 
-Leadership::Leadership(EtcdClient* client, std::string key, std::string epoch_key,
+Leadership::Leadership(EtcdApi* client, std::string key, std::string epoch_key,
                        std::string node_name, std::chrono::seconds ttl)
     : client_(client),
       key_(std::move(key)),

@@ -15,13 +15,13 @@
 #include <mutex>
 #include <string>
 
-#include "etcd/client.h"
+#include "etcd/api.h"
 
 namespace steward {
 
 class Leadership {
  public:
-  Leadership(EtcdClient* client, std::string key, std::string epoch_key, std::string node_name,
+  Leadership(EtcdApi* client, std::string key, std::string epoch_key, std::string node_name,
              std::chrono::seconds ttl);
 
   // One round: keep the lease alive if leading, else try to take the key. Call about every
@@ -49,7 +49,7 @@ class Leadership {
   };
   absl::StatusOr<Epoch> ReadEpochLocked();
 
-  EtcdClient* client_;
+  EtcdApi* client_;
   const std::string key_;
   const std::string epoch_key_;
   const std::string name_;

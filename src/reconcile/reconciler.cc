@@ -1,8 +1,6 @@
 #include "reconcile/reconciler.h"
 
 #include <algorithm>
-#include <future>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "backup/layout.h"
@@ -14,7 +12,7 @@
 
 namespace steward {
 
-using Clock = std::chrono::steady_clock;
+using SteadyTime = std::chrono::steady_clock::time_point;
 using std::chrono::milliseconds;
 
 std::string ReservedPrefix(const Config& c) { return absl::StrCat("/steward/", c.cluster.name, "/"); }
@@ -29,24 +27,24 @@ constexpr milliseconds kOrderTimeout{5000};
 constexpr milliseconds kWipeTimeout{30000};
 }  // namespace
 
-Reconciler::Reconciler(const Config& config, EtcdClient* etcd, BackupStore* store,
+Reconciler::Reconciler(const Config& config, EtcdApi* etcd, BackupStore* store,
                        BackupScheduler* backups, std::function<bool()> restore_pending,
-                       std::function<bool()> confirm_leader,
-                       std::shared_ptr<grpc::ChannelCredentials> credentials,
+                       std::function<bool()> confirm_leader, ControlEnv env,
                        std::function<bool(uint64_t)> raise_epoch)
     : config_(config),
       etcd_(etcd),
+      env_(std::move(env)),
       store_(store),
       backups_(backups),
       restore_pending_(std::move(restore_pending)),
       confirm_leader_(std::move(confirm_leader)),
       raise_epoch_(std::move(raise_epoch)) {
   for (const auto& n : config_.cluster.nodes) {
-    agents_[n.name] = std::make_unique<PeerClient>(config_.AgentAddress(n), credentials);
+    agents_[n.name] = env_.dial_agent(n);
   }
 }
 
-PeerClient& Reconciler::Agent(const std::string& node) { return *agents_.at(node); }
+PeerApi& Reconciler::Agent(const std::string& node) { return *agents_.at(node); }
 
 std::string Reconciler::status() const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -70,11 +68,12 @@ absl::StatusOr<ClusterObservation> Reconciler::Observe() {
   }
 
   // Every agent, in parallel.
-  std::vector<std::future<absl::StatusOr<peer::NodeState>>> states;
+  std::vector<std::function<absl::StatusOr<peer::NodeState>()>> state_calls;
   for (const auto& n : config_.cluster.nodes) {
-    PeerClient* pc = agents_.at(n.name).get();
-    states.push_back(std::async(std::launch::async, [pc] { return pc->GetState(kObserveTimeout); }));
+    PeerApi* pc = agents_.at(n.name).get();
+    state_calls.push_back([pc] { return pc->GetState(kObserveTimeout); });
   }
+  auto states = FanOut(env_.parallel, state_calls);
   uint64_t cluster_id = 0;
   auto members = etcd_->MemberList(&cluster_id);
   cluster_id_ = members.ok() ? cluster_id : 0;
@@ -86,7 +85,7 @@ absl::StatusOr<ClusterObservation> Reconciler::Observe() {
     v.name = n.name;
     v.peer_url = config_.PeerUrl(n);
     v.initial_member_id = InitialMemberId({v.peer_url}, config_.ClusterToken());
-    auto st = states[i].get();
+    auto& st = states[i];
     if (st.ok()) {
       v.agent_up = true;
       v.etcd_running = st->etcd_running();
@@ -105,19 +104,20 @@ absl::StatusOr<ClusterObservation> Reconciler::Observe() {
   if (!members.ok()) return obs;  // member_list_ok stays false: the planner waits
   obs.member_list_ok = true;
 
-  std::vector<std::future<absl::StatusOr<MemberStatus>>> statuses;
+  std::vector<std::function<absl::StatusOr<MemberStatus>()>> status_calls;
   for (const auto& m : *members) {
     std::string url = m.client_urls.empty() ? "" : m.client_urls.front();
-    EtcdClient* c = etcd_;
-    statuses.push_back(std::async(std::launch::async, [c, url]() -> absl::StatusOr<MemberStatus> {
+    EtcdApi* c = etcd_;
+    status_calls.push_back([c, url]() -> absl::StatusOr<MemberStatus> {
       if (url.empty()) return absl::UnavailableError("not started");
       return c->Status(url, kObserveTimeout);
-    }));
+    });
   }
+  auto statuses = FanOut(env_.parallel, status_calls);
   uint64_t etcd_leader = 0;
   std::map<uint64_t, uint64_t> index_by_id;
-  const auto now = Clock::now();
-  std::map<uint64_t, Clock::time_point> still_unhealthy;
+  const auto now = env_.clock->Now();
+  std::map<uint64_t, SteadyTime> still_unhealthy;
   for (size_t i = 0; i < members->size(); ++i) {
     const MemberInfo& m = (*members)[i];
     MemberView v;
@@ -126,7 +126,7 @@ absl::StatusOr<ClusterObservation> Reconciler::Observe() {
     v.peer_url = m.peer_urls.empty() ? "" : m.peer_urls.front();
     v.started = !m.client_urls.empty();
     v.is_learner = m.is_learner;
-    auto st = statuses[i].get();
+    auto& st = statuses[i];
     if (st.ok()) {
       max_revision_ = std::max(max_revision_, st->revision);
       v.raft_index = st->raft_index;
@@ -137,7 +137,7 @@ absl::StatusOr<ClusterObservation> Reconciler::Observe() {
     }
     if (!v.healthy) {
       auto it = unhealthy_since_.find(m.id);
-      Clock::time_point since = it == unhealthy_since_.end() ? now : it->second;
+      SteadyTime since = it == unhealthy_since_.end() ? now : it->second;
       still_unhealthy[m.id] = since;
       v.unhealthy_for = std::chrono::duration_cast<milliseconds>(now - since);
     }
@@ -258,10 +258,7 @@ void Reconciler::CheckStoreIdentity() {
     repeats_.Say(store_mismatch_, [](const std::string& m) { spdlog::error("{}", m); });
     return;
   }
-  nlohmann::json j = {{"cluster", config_.cluster.name},
-                      {"at", std::chrono::duration_cast<std::chrono::seconds>(
-                                 std::chrono::system_clock::now().time_since_epoch())
-                                 .count()}};
+  nlohmann::json j = {{"cluster", config_.cluster.name}, {"at", env_.clock->UnixSeconds()}};
   if (store_->Put(key, j.dump()).ok() && etcd_->Put(marked_key, "1").ok()) created_marked_ = true;
 }
 
@@ -282,7 +279,8 @@ void Reconciler::RecordVoters(const ClusterObservation& obs) {
   if (voters.empty() || voters == recorded_voters_) return;
   // The restore coordinator proves total loss against this record, so it is kept current; a
   // failed write is retried on the next pass.
-  if (absl::Status s = WriteLastVoters(*store_, config_.cluster.name, voters); !s.ok()) {
+  if (absl::Status s = WriteLastVoters(*store_, config_.cluster.name, voters, env_.clock->UnixSeconds());
+      !s.ok()) {
     spdlog::warn("recording the voting members in the backup store: {}", s.message());
     return;
   }
@@ -291,7 +289,7 @@ void Reconciler::RecordVoters(const ClusterObservation& obs) {
 
 void Reconciler::RecordRevision() {
   if (store_ == nullptr || max_revision_ <= 0) return;
-  const auto now = Clock::now();
+  const auto now = env_.clock->Now();
   if (revision_recorded_at_ && now - *revision_recorded_at_ < kRevisionRecordInterval) return;
   if (recorded_revision_ < 0) {
     // Never lower the record: a cluster restored without a revision bump serves lower ones.
@@ -304,7 +302,8 @@ void Reconciler::RecordRevision() {
     return;
   }
   // A restore raises the restored revision past this record (RevisionBump).
-  if (absl::Status s = WriteHighestRevision(*store_, config_.cluster.name, max_revision_);
+  if (absl::Status s = WriteHighestRevision(*store_, config_.cluster.name, max_revision_,
+                                            env_.clock->UnixSeconds());
       !s.ok()) {
     spdlog::warn("recording the highest revision in the backup store: {}", s.message());
     return;
@@ -333,11 +332,12 @@ absl::Status Reconciler::Act(const Step& step, uint64_t term) {
       // etcd derives a runtime-added member's ID from its peer URLs and the Unix second; an ID
       // that was just removed cannot come back ("member not found"). Wait past the second only
       // when this second would recreate a removed ID.
-      auto now = std::chrono::system_clock::now();
+      auto now = env_.clock->WallNow();
       auto sec = std::chrono::floor<std::chrono::seconds>(now);
       uint64_t candidate = InitialMemberId({peer_url}, std::to_string(sec.time_since_epoch().count()));
       if (removed_ids_.count(candidate)) {
-        std::this_thread::sleep_until(sec + std::chrono::milliseconds(1020));
+        env_.clock->SleepFor(std::chrono::duration_cast<milliseconds>(
+            sec + milliseconds(1020) - now));
       }
       auto added = etcd_->MemberAdd({peer_url}, /*learner=*/true);
       if (!added.ok()) return added.status();
@@ -381,9 +381,7 @@ void Reconciler::Publish(const Step& step, uint64_t term, const std::string& err
                       {"term", term},
                       {"step", StepKindName(step.kind)},
                       {"detail", line},
-                      {"at", std::chrono::duration_cast<std::chrono::seconds>(
-                                 std::chrono::system_clock::now().time_since_epoch())
-                                 .count()}};
+                      {"at", env_.clock->UnixSeconds()}};
   if (etcd_->Put(StatusKey(config_), j.dump()).ok()) published_ = line;
 }
 

@@ -23,8 +23,9 @@
 #include "backup/store.h"
 #include "common/status.h"
 #include "config/config.h"
-#include "etcd/client.h"
-#include "peer/client.h"
+#include "etcd/api.h"
+#include "peer/api.h"
+#include "reconcile/env.h"
 #include "reconcile/plan.h"
 
 namespace steward {
@@ -42,11 +43,10 @@ class Reconciler {
   // `store` and `backups` may be null (no backup store configured). `restore_pending` says
   // whether a restore is under way, during which the reconciler does nothing.
   // `confirm_leader` re-checks the leadership right before each mutating step.
-  // `credentials` are for the peer API (null: plain text).
-  Reconciler(const Config& config, EtcdClient* etcd, BackupStore* store, BackupScheduler* backups,
+  // `env` reaches the agents and the clock (RealControlEnv in production).
+  Reconciler(const Config& config, EtcdApi* etcd, BackupStore* store, BackupScheduler* backups,
              std::function<bool()> restore_pending, std::function<bool()> confirm_leader,
-             std::shared_ptr<grpc::ChannelCredentials> credentials,
-             std::function<bool(uint64_t)> raise_epoch = nullptr);
+             ControlEnv env, std::function<bool(uint64_t)> raise_epoch = nullptr);
 
   // One observe-decide-act pass with the leader's `term`. Returns true if a mutating step was
   // taken successfully (the caller should pass again at once).
@@ -68,10 +68,11 @@ class Reconciler {
  private:
   absl::Status Act(const Step& step, uint64_t term);
   void Publish(const Step& step, uint64_t term, const std::string& error);
-  PeerClient& Agent(const std::string& node);
+  PeerApi& Agent(const std::string& node);
 
   const Config& config_;
-  EtcdClient* etcd_;
+  EtcdApi* etcd_;
+  ControlEnv env_;
   BackupStore* store_;
   BackupScheduler* backups_;
   std::function<bool()> restore_pending_;
@@ -86,7 +87,7 @@ class Reconciler {
   uint64_t cluster_id_ = 0;       // the cluster that answered this pass's member list
   std::string last_failure_;
   std::string last_decision_;
-  std::map<std::string, std::unique_ptr<PeerClient>> agents_;
+  std::map<std::string, std::unique_ptr<PeerApi>> agents_;
   std::map<uint64_t, std::chrono::steady_clock::time_point> unhealthy_since_;
   std::vector<std::string> recorded_voters_;  // as last written to the store
   int64_t max_revision_ = 0;        // the highest revision any member reported

@@ -1,9 +1,6 @@
 #include "reconcile/restore.h"
 
 #include <algorithm>
-#include <future>
-#include <random>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -95,11 +92,8 @@ absl::StatusOr<int64_t> ReadHighestRevision(BackupStore& store, const std::strin
 }
 
 absl::Status WriteHighestRevision(BackupStore& store, const std::string& cluster,
-                                  int64_t revision) {
-  nlohmann::json j = {{"revision", revision},
-                      {"updated_at", std::chrono::duration_cast<std::chrono::seconds>(
-                                         std::chrono::system_clock::now().time_since_epoch())
-                                         .count()}};
+                                  int64_t revision, int64_t now_unix) {
+  nlohmann::json j = {{"revision", revision}, {"updated_at", now_unix}};
   return store.Put(RevisionRecordKey(cluster), j.dump());
 }
 
@@ -109,13 +103,12 @@ int64_t RevisionBump(int64_t highest_recorded, int64_t backup_revision) {
 
 RestoreIntent NewRestoreIntent(const Config& config, const std::string& backup,
                                const std::string& requested_by, int64_t generation,
-                               int64_t bump_revision) {
+                               int64_t bump_revision, int64_t created_at, uint32_t nonce) {
   RestoreIntent r;
   r.generation = generation;
   r.bump_revision = bump_revision;
-  auto now = std::chrono::system_clock::now();
-  r.created_at = std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
-  r.id = absl::StrFormat("%d-%04x", r.created_at, std::random_device{}() & 0xffff);
+  r.created_at = created_at;
+  r.id = absl::StrFormat("%d-%04x", r.created_at, nonce & 0xffff);
   r.backup = backup;
   // A new token: the restored cluster must not be mistaken for the one it replaces.
   r.token = absl::StrCat(config.ClusterToken(), "-r", r.id);
@@ -150,12 +143,8 @@ absl::StatusOr<std::optional<std::vector<std::string>>> ReadLastVoters(
 }
 
 absl::Status WriteLastVoters(BackupStore& store, const std::string& cluster,
-                             const std::vector<std::string>& voters) {
-  nlohmann::json j = {
-      {"voters", voters},
-      {"updated_at", std::chrono::duration_cast<std::chrono::seconds>(
-                         std::chrono::system_clock::now().time_since_epoch())
-                         .count()}};
+                             const std::vector<std::string>& voters, int64_t now_unix) {
+  nlohmann::json j = {{"voters", voters}, {"updated_at", now_unix}};
   return store.Put(MembersRecordKey(cluster), j.dump(2));
 }
 
@@ -168,13 +157,10 @@ absl::StatusOr<bool> ClusterEverExisted(BackupStore& store, const std::string& c
   return !objects->empty();
 }
 
-RestoreCoordinator::RestoreCoordinator(const Config& config, BackupStore* store,
-                                       EtcdClient* etcd,
-                                       std::shared_ptr<grpc::ChannelCredentials> credentials)
-    : config_(config), store_(store), etcd_(etcd), credentials_(credentials) {
-  for (const auto& n : config_.cluster.nodes) {
-    agents_[n.name] = std::make_unique<PeerClient>(config_.AgentAddress(n), credentials);
-  }
+RestoreCoordinator::RestoreCoordinator(const Config& config, BackupStore* store, EtcdApi* etcd,
+                                       ControlEnv env)
+    : config_(config), store_(store), etcd_(etcd), env_(std::move(env)) {
+  for (const auto& n : config_.cluster.nodes) agents_[n.name] = env_.dial_agent(n);
 }
 
 void RestoreCoordinator::Note(const std::string& msg) {
@@ -220,15 +206,17 @@ std::optional<std::string> RestoreCoordinator::NewestValidBackup() {
 
 std::map<std::string, peer::NodeState> RestoreCoordinator::States() {
   // Everyone's state, in parallel.
-  std::map<std::string, std::future<absl::StatusOr<peer::NodeState>>> futures;
+  std::vector<std::string> names;
+  std::vector<std::function<absl::StatusOr<peer::NodeState>()>> calls;
   for (auto& [name, client] : agents_) {
-    PeerClient* c = client.get();
-    futures[name] = std::async(std::launch::async, [c] { return c->GetState(milliseconds(1000)); });
+    PeerApi* c = client.get();
+    names.push_back(name);
+    calls.push_back([c] { return c->GetState(milliseconds(1000)); });
   }
+  auto results = FanOut(env_.parallel, calls);
   std::map<std::string, peer::NodeState> states;
-  for (auto& [name, f] : futures) {
-    auto st = f.get();
-    if (st.ok()) states[name] = *st;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (results[i].ok()) states[names[i]] = *results[i];
   }
   return states;
 }
@@ -283,7 +271,7 @@ absl::Status RestoreCoordinator::Cancel(RestoreIntent intent, const std::string&
   return WriteRestoreIntent(*store_, config_.cluster.name, intent);
 }
 
-EtcdClient RestoreCoordinator::MembersClient(
+std::unique_ptr<EtcdApi> RestoreCoordinator::MembersClient(
     const RestoreIntent& intent, std::string (Config::*url)(const NodeSpec&) const) const {
   std::vector<std::string> urls;
   for (const auto& [name, peer_url] : intent.initial_cluster) {
@@ -291,26 +279,23 @@ EtcdClient RestoreCoordinator::MembersClient(
       if (n.name == name) urls.push_back((config_.*url)(n));
     }
   }
-  EtcdClient::Options o;
-  o.timeout = milliseconds(2000);
-  o.credentials = credentials_;
-  return EtcdClient(urls, o);
+  return env_.dial_etcd(urls, milliseconds(2000));
 }
 
-bool RestoreCoordinator::WaitForLeader(EtcdClient& etcd, std::chrono::seconds bound) {
+bool RestoreCoordinator::WaitForLeader(EtcdApi& etcd, std::chrono::seconds bound) {
   // Polled often: clients wait for this (fenced), and the restore is timed by its users.
-  const auto deadline = std::chrono::steady_clock::now() + bound;
-  while (std::chrono::steady_clock::now() < deadline) {
+  const auto deadline = env_.clock->Now() + bound;
+  while (env_.clock->Now() < deadline) {
     for (const auto& url : etcd.endpoints()) {
       auto st = etcd.Status(url, milliseconds(500));
       if (st.ok() && st->leader != 0) return true;
     }
-    std::this_thread::sleep_for(milliseconds(100));
+    env_.clock->SleepFor(milliseconds(100));
   }
   return false;
 }
 
-absl::Status RestoreCoordinator::Settle(const RestoreIntent& intent, EtcdClient& fenced) {
+absl::Status RestoreCoordinator::Settle(const RestoreIntent& intent, EtcdApi& fenced) {
   // A lease in the backup still names the holder of a lock or a leader key at the moment of
   // the backup, and a client that kept its lease ID would keep that lock alive after the
   // restore (Patroni's former primary did). Revoking them deletes those keys: every holder
@@ -401,7 +386,8 @@ void RestoreCoordinator::Pass() {
       break;
     }
   }
-  RestoreIntent fresh = NewRestoreIntent(config_, *backup, "auto", *generation, *bump);
+  RestoreIntent fresh = NewRestoreIntent(config_, *backup, "auto", *generation, *bump,
+                                         env_.clock->UnixSeconds(), env_.nonce());
   spdlog::warn("restore: {}; restoring the newest valid backup {} (restore {})", d.reason,
                *backup, fresh.id);
   if (absl::Status s = WriteRestoreIntent(*store_, config_.cluster.name, fresh); !s.ok()) {
@@ -453,7 +439,8 @@ absl::Status RestoreCoordinator::Execute(RestoreIntent intent) {
     spdlog::warn("restore {}: node(s) {} do not answer and are left out of this round", intent.id,
                  absl::StrJoin(silent, ","));
   }
-  std::vector<std::pair<std::string, std::future<absl::Status>>> orders;
+  std::vector<std::string> ordered;
+  std::vector<std::function<absl::Status()>> orders;
   for (const auto& [name, st] : o.states) {
     if (st.restore_id() == intent.id) continue;
     peer::RestoreRequest req;
@@ -470,15 +457,16 @@ absl::Status RestoreCoordinator::Execute(RestoreIntent intent) {
       m->set_name(n);
       m->set_peer_url(url);
     }
-    PeerClient* c = agents_.at(name).get();
+    PeerApi* c = agents_.at(name).get();
     spdlog::info("restore {}: ordering node {} to restore backup {}", intent.id, name, intent.backup);
-    orders.emplace_back(name, std::async(std::launch::async, [c, req] {
-                          return c->Restore(req, milliseconds(600000));
-                        }));
+    ordered.push_back(name);
+    orders.push_back([c, req] { return c->Restore(req, milliseconds(600000)); });
   }
-  for (auto& [name, f] : orders) {
-    absl::Status s = f.get();
-    if (!s.ok()) spdlog::error("restore {}: node {} failed: {}", intent.id, name, s.message());
+  auto results = FanOut(env_.parallel, orders);
+  for (size_t i = 0; i < ordered.size(); ++i) {
+    if (!results[i].ok()) {
+      spdlog::error("restore {}: node {} failed: {}", intent.id, ordered[i], results[i].message());
+    }
   }
   // Done once a majority of the restored cluster's members applied it and it has a leader; a
   // member that is down for good is then the reconciler's to replace, like any dead member.
@@ -499,11 +487,11 @@ absl::Status RestoreCoordinator::Execute(RestoreIntent intent) {
   if (!intent.settled) {
     // The restored members serve only on the fence port: no client sees the cluster before the
     // leases that came with the backup are revoked.
-    EtcdClient fenced = MembersClient(intent, &Config::FenceUrl);
-    if (!WaitForLeader(fenced, std::chrono::seconds(30))) {
+    auto fenced = MembersClient(intent, &Config::FenceUrl);
+    if (!WaitForLeader(*fenced, std::chrono::seconds(30))) {
       return absl::UnavailableError("the restored cluster has no leader yet");
     }
-    if (absl::Status s = Settle(intent, fenced); !s.ok()) return s;
+    if (absl::Status s = Settle(intent, *fenced); !s.ok()) return s;
     intent.settled = true;
     if (absl::Status s = WriteRestoreIntent(*store_, config_.cluster.name, intent); !s.ok()) {
       return Annotate(s, "recording that the restore is settled");
@@ -514,23 +502,21 @@ absl::Status RestoreCoordinator::Execute(RestoreIntent intent) {
   peer::UnfenceRequest unfence;
   *unfence.mutable_header() = header;
   unfence.set_restore_id(intent.id);
-  std::vector<std::future<absl::Status>> unfenced;
+  std::vector<std::function<absl::Status()>> unfence_calls;
   for (const auto& [name, url] : intent.initial_cluster) {
-    PeerClient* c = agents_.at(name).get();
-    unfenced.push_back(std::async(std::launch::async, [c, unfence] {
+    PeerApi* c = agents_.at(name).get();
+    unfence_calls.push_back([c, unfence] {
       auto st = c->GetState(milliseconds(1000));
       if (!st.ok() || !st->fenced()) return absl::OkStatus();
       return c->Unfence(unfence, milliseconds(30000));
-    }));
+    });
   }
-  for (auto& f : unfenced) {
-    if (absl::Status s = f.get(); !s.ok()) {
-      spdlog::warn("restore {}: unfencing: {}", intent.id, s.message());
-    }
+  for (const absl::Status& s : FanOut(env_.parallel, unfence_calls)) {
+    if (!s.ok()) spdlog::warn("restore {}: unfencing: {}", intent.id, s.message());
   }
   // A fresh client: the long-lived one's channels back off after the refusals of the fence.
-  EtcdClient unfenced_client = MembersClient(intent, &Config::ClientUrl);
-  if (!WaitForLeader(unfenced_client, std::chrono::seconds(30))) {
+  auto unfenced_client = MembersClient(intent, &Config::ClientUrl);
+  if (!WaitForLeader(*unfenced_client, std::chrono::seconds(30))) {
     return absl::UnavailableError("the restored cluster does not answer on its client URLs yet");
   }
   std::vector<std::string> restored;
@@ -544,7 +530,8 @@ absl::Status RestoreCoordinator::Execute(RestoreIntent intent) {
   // The restored cluster's voting members are the intent's initial cluster, restored or not.
   std::vector<std::string> voters;
   for (const auto& [name, url] : intent.initial_cluster) voters.push_back(name);
-  if (absl::Status s = WriteLastVoters(*store_, config_.cluster.name, voters); !s.ok()) {
+  if (absl::Status s = WriteLastVoters(*store_, config_.cluster.name, voters, env_.clock->UnixSeconds());
+      !s.ok()) {
     spdlog::warn("restore {}: recording the membership: {}", intent.id, s.message());
   }
   if (missing.empty()) {

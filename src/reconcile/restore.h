@@ -28,8 +28,9 @@
 #include "backup/store.h"
 #include "common/status.h"
 #include "config/config.h"
-#include "etcd/client.h"
-#include "peer/client.h"
+#include "etcd/api.h"
+#include "peer/api.h"
+#include "reconcile/env.h"
 #include "reconcile/restore_decision.h"
 
 namespace steward {
@@ -58,17 +59,19 @@ absl::StatusOr<std::optional<RestoreIntent>> ReadRestoreIntent(BackupStore& stor
                                                                const std::string& cluster);
 absl::Status WriteRestoreIntent(BackupStore& store, const std::string& cluster,
                                 const RestoreIntent& intent);
-// A fresh intent to restore `backup` onto the first cluster.size nodes, with a new token.
+// A fresh intent to restore `backup` onto the first cluster.size nodes, with a new token. Its ID
+// is made of `created_at` (Unix seconds) and a 16-bit `nonce`.
 RestoreIntent NewRestoreIntent(const Config& config, const std::string& backup,
                                const std::string& requested_by, int64_t generation,
-                               int64_t bump_revision);
+                               int64_t bump_revision, int64_t created_at, uint32_t nonce);
 
 // The highest revision the cluster was seen to serve, kept in the store by the leader:
 //   <cluster>/control/revision.json  {"revision": R, "updated_at": <unix seconds>}
 // 0 when nothing is recorded.
 std::string RevisionRecordKey(const std::string& cluster);
 absl::StatusOr<int64_t> ReadHighestRevision(BackupStore& store, const std::string& cluster);
-absl::Status WriteHighestRevision(BackupStore& store, const std::string& cluster, int64_t revision);
+absl::Status WriteHighestRevision(BackupStore& store, const std::string& cluster, int64_t revision,
+                                  int64_t now_unix);
 // Writes since the last record are covered by this margin: the leader records at least every
 // kRevisionRecordInterval, and etcd does not serve this many writes in that time.
 inline constexpr int64_t kRevisionBumpMargin = 10'000'000;
@@ -87,7 +90,7 @@ std::string MembersRecordKey(const std::string& cluster);
 absl::StatusOr<std::optional<std::vector<std::string>>> ReadLastVoters(BackupStore& store,
                                                                       const std::string& cluster);
 absl::Status WriteLastVoters(BackupStore& store, const std::string& cluster,
-                             const std::vector<std::string>& voters);
+                             const std::vector<std::string>& voters, int64_t now_unix);
 
 // Is there a sign that this cluster ever existed (a backup, or the created marker)? Errors
 // when the store cannot be read: the caller must then not bootstrap an empty cluster.
@@ -95,10 +98,9 @@ absl::StatusOr<bool> ClusterEverExisted(BackupStore& store, const std::string& c
 
 class RestoreCoordinator {
  public:
-  // `etcd` reaches every configured client URL; `credentials` are for the peer API (null:
-  // plain text).
-  RestoreCoordinator(const Config& config, BackupStore* store, EtcdClient* etcd,
-                     std::shared_ptr<grpc::ChannelCredentials> credentials);
+  // `etcd` reaches every configured client URL; `env` the agents, fresh etcd handles and the
+  // clock (RealControlEnv in production).
+  RestoreCoordinator(const Config& config, BackupStore* store, EtcdApi* etcd, ControlEnv env);
 
   // One pass; cheap when there is nothing to do. Every agent calls it periodically; only the
   // lowest-named reachable agent acts.
@@ -118,12 +120,12 @@ class RestoreCoordinator {
   absl::Status Cancel(RestoreIntent intent, const std::string& why);
   // Before the restored cluster is declared done: revoke every lease the backup brought back
   // (no lock or leader key of the lost cluster survives) and record the new generation.
-  absl::Status Settle(const RestoreIntent& intent, EtcdClient& fenced);
+  absl::Status Settle(const RestoreIntent& intent, EtcdApi& fenced);
   // A fresh client of the intent's members at `url` (their fence or client URL).
-  EtcdClient MembersClient(const RestoreIntent& intent,
-                           std::string (Config::*url)(const NodeSpec&) const) const;
+  std::unique_ptr<EtcdApi> MembersClient(const RestoreIntent& intent,
+                                         std::string (Config::*url)(const NodeSpec&) const) const;
   // Waits (bounded) until some member reachable through `etcd` reports a leader.
-  bool WaitForLeader(EtcdClient& etcd, std::chrono::seconds bound);
+  bool WaitForLeader(EtcdApi& etcd, std::chrono::seconds bound);
   std::optional<std::string> NewestValidBackup();
   // RevisionBump for restoring `backup`, from its meta.json and the store's revision record.
   absl::StatusOr<int64_t> BumpFor(const std::string& backup);
@@ -132,9 +134,9 @@ class RestoreCoordinator {
 
   const Config& config_;
   BackupStore* store_;
-  EtcdClient* etcd_;
-  std::shared_ptr<grpc::ChannelCredentials> credentials_;
-  std::map<std::string, std::unique_ptr<PeerClient>> agents_;
+  EtcdApi* etcd_;
+  ControlEnv env_;
+  std::map<std::string, std::unique_ptr<PeerApi>> agents_;
   std::atomic<bool> last_pending_{false};
   RepeatFilter repeats_;
 };

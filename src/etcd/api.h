@@ -1,0 +1,89 @@
+// The calls the agent's control code makes to an etcd cluster, as an interface: EtcdClient
+// (client.h) implements it over gRPC, and the deterministic simulation (tests/sim/) implements
+// it over a model of etcd. Semantics, deadlines and error codes are EtcdClient's (client.h).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "etcd_rpc.pb.h"
+
+namespace steward {
+
+struct MemberInfo {
+  uint64_t id = 0;
+  std::string name;  // empty until the member has started and published itself
+  std::vector<std::string> peer_urls;
+  std::vector<std::string> client_urls;
+  bool is_learner = false;
+};
+
+struct MemberStatus {
+  std::string endpoint;
+  uint64_t member_id = 0;
+  uint64_t cluster_id = 0;
+  int64_t revision = 0;  // the member's store revision
+  std::string version;
+  int64_t db_size = 0;
+  int64_t db_size_in_use = 0;
+  uint64_t leader = 0;  // 0: no leader known to this member
+  uint64_t raft_index = 0;
+  uint64_t raft_term = 0;
+  uint64_t raft_applied_index = 0;
+  bool is_learner = false;
+  // Status.errors: etcd lists active alarms here ("memberID:... alarm:NOSPACE"); an alarm is
+  // not a sign that the member is down (see FailureErrors).
+  std::vector<std::string> errors;
+};
+
+// The entries of `errors` that are not alarms: what makes a member unhealthy.
+std::vector<std::string> FailureErrors(const MemberStatus& st);
+// The alarms among `errors` ("NOSPACE", "CORRUPT"), for display.
+std::vector<std::string> AlarmErrors(const MemberStatus& st);
+// Member IDs in human output, as etcdctl prints them.
+std::string HexId(uint64_t id);
+
+class EtcdApi {
+ public:
+  virtual ~EtcdApi() = default;
+
+  // The client URLs this handle talks to.
+  virtual const std::vector<std::string>& endpoints() const = 0;
+
+  // --- cluster-wide ---
+  // `cluster_id`, if given, receives the ID of the cluster that answered (etcd 3.4 serves the
+  // member list locally, so a member that missed a restore answers with its old cluster).
+  virtual absl::StatusOr<std::vector<MemberInfo>> MemberList(uint64_t* cluster_id = nullptr) = 0;
+  virtual absl::StatusOr<MemberInfo> MemberAdd(const std::vector<std::string>& peer_urls,
+                                               bool learner) = 0;
+  virtual absl::Status MemberRemove(uint64_t id) = 0;
+  virtual absl::Status MemberPromote(uint64_t id) = 0;
+  virtual absl::Status Put(const std::string& key, const std::string& value,
+                           int64_t lease = 0) = 0;
+  // nullopt when the key does not exist. Linearizable.
+  virtual absl::StatusOr<std::optional<std::string>> Get(const std::string& key) = 0;
+  virtual absl::StatusOr<int64_t> LeaseGrant(std::chrono::seconds ttl) = 0;
+  virtual absl::Status LeaseRevoke(int64_t lease) = 0;
+  virtual absl::StatusOr<std::vector<int64_t>> LeaseLeases() = 0;
+  // NotFound when the lease has expired.
+  virtual absl::Status LeaseKeepAliveOnce(int64_t lease) = 0;
+  virtual absl::StatusOr<etcdserverpb::TxnResponse> Txn(const etcdserverpb::TxnRequest& req) = 0;
+
+  // --- one endpoint ---
+  virtual absl::StatusOr<MemberStatus> Status(const std::string& endpoint,
+                                              std::chrono::milliseconds timeout) = 0;
+  // Streams a snapshot of `endpoint`'s backend to `sink` (the last 32 bytes of the stream are
+  // etcd's sha256 of the rest). Returns the number of bytes received.
+  virtual absl::StatusOr<uint64_t> Snapshot(
+      const std::string& endpoint, const std::function<absl::Status(std::string_view)>& sink,
+      std::chrono::milliseconds timeout) = 0;
+};
+
+}  // namespace steward

@@ -1,0 +1,29 @@
+#include "reconcile/env.h"
+
+#include <random>
+
+#include "etcd/client.h"
+#include "peer/client.h"
+
+namespace steward {
+
+ControlEnv RealControlEnv(const Config& config,
+                          std::shared_ptr<grpc::ChannelCredentials> credentials) {
+  ControlEnv env;
+  env.clock = Clock::Real();
+  env.dial_agent = [config, credentials](const NodeSpec& n) -> std::unique_ptr<PeerApi> {
+    return std::make_unique<PeerClient>(config.AgentAddress(n), credentials);
+  };
+  env.dial_etcd = [credentials](const std::vector<std::string>& urls,
+                                std::chrono::milliseconds timeout) -> std::unique_ptr<EtcdApi> {
+    EtcdClient::Options o;
+    o.timeout = timeout;
+    o.credentials = credentials;
+    return std::make_unique<EtcdClient>(urls, o);
+  };
+  env.parallel = true;
+  env.nonce = [] { return static_cast<uint32_t>(std::random_device{}() & 0xffff); };
+  return env;
+}
+
+}  // namespace steward

@@ -1,0 +1,60 @@
+// The world as the leader's control code (Reconciler, RestoreCoordinator) reaches it, besides
+// the etcd handle and the backup store it is given: the clock, the other agents, fresh etcd
+// handles for chosen URLs, and whether to fan calls out on threads. RealControlEnv() is
+// production (gRPC, the process's clocks, parallel fan-out); the deterministic simulation
+// (tests/sim/) builds one over its models and runs everything in order on one thread.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "config/config.h"
+#include "etcd/api.h"
+#include "peer/api.h"
+
+namespace grpc {
+class ChannelCredentials;
+}
+
+namespace steward {
+
+struct ControlEnv {
+  Clock* clock = Clock::Real();
+  // A handle on `node`'s agent.
+  std::function<std::unique_ptr<PeerApi>(const NodeSpec& node)> dial_agent;
+  // A handle on the etcd members at `urls`, each call bounded by `timeout`.
+  std::function<std::unique_ptr<EtcdApi>(const std::vector<std::string>& urls,
+                                         std::chrono::milliseconds timeout)>
+      dial_etcd;
+  // Observations and orders to several agents run concurrently (false: in order, one thread).
+  bool parallel = true;
+  // A random 16-bit nonce (restore IDs).
+  std::function<uint32_t()> nonce;
+};
+
+// gRPC handles with `credentials` (null: plain text) and the real clock.
+ControlEnv RealControlEnv(const Config& config,
+                          std::shared_ptr<grpc::ChannelCredentials> credentials);
+
+// Runs each call and returns the results in order: concurrently when `parallel`.
+template <typename T>
+std::vector<T> FanOut(bool parallel, const std::vector<std::function<T()>>& calls) {
+  std::vector<T> results;
+  results.reserve(calls.size());
+  if (!parallel) {
+    for (const auto& c : calls) results.push_back(c());
+    return results;
+  }
+  std::vector<std::future<T>> futures;
+  futures.reserve(calls.size());
+  for (const auto& c : calls) futures.push_back(std::async(std::launch::async, c));
+  for (auto& f : futures) results.push_back(f.get());
+  return results;
+}
+
+}  // namespace steward
