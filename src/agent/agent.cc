@@ -457,33 +457,28 @@ absl::Status Agent::StopEtcd() {
 
 absl::Status Agent::Wipe(const peer::OrderHeader& header) {
   std::lock_guard<std::mutex> lock(order_mu_);
-  if (!HasMemberData()) return absl::OkStatus();
-  auto id = ReadWalIdentity(config_.EtcdDataDir());
-  if (!id.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("refusing to wipe: cannot tell which member the data belongs to: ",
-                     id.status().message()));
+  WipeView v;
+  v.has_member_data = HasMemberData();
+  auto id = v.has_member_data ? ReadWalIdentity(config_.EtcdDataDir())
+                              : absl::StatusOr<WalIdentity>(absl::NotFoundError("no data"));
+  if (id.ok()) {
+    v.member_id = id->member_id;
+  } else {
+    v.identity_error = std::string(id.status().message());
   }
-  // Ask the other members, not our own etcd: an expelled member may still list itself.
-  uint64_t answered_by = 0;
-  auto members = peers_client_->MemberList(&answered_by);
-  if (!members.ok()) {
-    return absl::UnavailableError(absl::StrCat("refusing to wipe: cannot read the member list: ",
-                                               members.status().message()));
-  }
-  // etcd 3.4 serves the member list locally: a member that missed a restore answers with its
-  // old cluster's list. Only the leader's cluster may prove that our member is gone.
-  if (header.cluster_id() != 0 && answered_by != header.cluster_id()) {
-    return absl::UnavailableError(absl::StrCat(
-        "refusing to wipe: the member list came from cluster ", HexId(answered_by),
-        ", not from the leader's cluster ", HexId(header.cluster_id())));
-  }
-  for (const auto& m : *members) {
-    if (m.id == id->member_id) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "refusing to wipe: member ", HexId(m.id), " is still in the member list"));
+  if (v.has_member_data && id.ok()) {
+    // Ask the other members, not our own etcd: an expelled member may still list itself.
+    auto members = peers_client_->MemberList(&v.list_cluster_id);
+    v.list_ok = members.ok();
+    if (members.ok()) {
+      for (const auto& m : *members) v.member_ids.push_back(m.id);
+    } else {
+      v.list_error = std::string(members.status().message());
     }
   }
+  v.leader_cluster_id = header.cluster_id();
+  WipeDecision d = DecideWipe(v);
+  if (d.action != WipeAction::kSetAside) return d.status;
   held_ = true;
   if (absl::Status s = runner_->Stop(); !s.ok()) {
     held_ = false;

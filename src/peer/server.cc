@@ -27,30 +27,6 @@ TermGuard::TermGuard(std::string path) : path_(std::move(path)) {
   if (parts.size() > 1) newest_leader_ = parts[1];
 }
 
-absl::Status TermGuard::Check(uint64_t term, const std::string& leader, bool strictly_newer) {
-  if (term > kMaxTerm) {
-    return absl::InvalidArgumentError(absl::StrCat("order from ", leader, ": term ", term,
-                                                   " is beyond any real term (max ", kMaxTerm, ")"));
-  }
-  if (term > newest_ && term - newest_ > kMaxTermJump) {
-    return absl::InvalidArgumentError(absl::StrCat("order from ", leader, ": term ", term,
-                                                   " jumps more than ", kMaxTermJump, " above ",
-                                                   newest_));
-  }
-  // One term, one leader: an equal term from another leader is as stale as an older one (the
-  // first holder of a term may still be giving orders with it).
-  if (!strictly_newer && term == newest_ && !newest_leader_.empty() && leader != newest_leader_) {
-    return absl::FailedPreconditionError(absl::StrCat("order from ", leader, ": term ", term,
-                                                      " is held by ", newest_leader_));
-  }
-  if (strictly_newer ? term <= newest_ : term < newest_) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        strictly_newer ? "promise to " : "stale order from ", leader, ": term ", term,
-        strictly_newer ? " is not newer than " : " is older than term ", newest_));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status TermGuard::Record(uint64_t term, const std::string& leader) {
   if (term < newest_ || (term == newest_ && leader == newest_leader_)) return absl::OkStatus();
   // Persist before admitting: an agent restarted after a promise must still refuse older terms.
@@ -62,17 +38,34 @@ absl::Status TermGuard::Record(uint64_t term, const std::string& leader) {
   return absl::OkStatus();
 }
 
-absl::Status TermGuard::Admit(uint64_t term, const std::string& leader) {
+absl::Status TermGuard::AdmitLocked(OrderView v) {
+  v.newest_term = newest_;
+  v.newest_leader = newest_leader_;
+  Admission a = AdmitOrder(v);
+  if (!a.status.ok()) return a.status;
+  return Record(v.term, v.leader);
+}
+
+absl::Status TermGuard::Admit(OrderView v) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (absl::Status s = Check(term, leader, false); !s.ok()) return s;
-  return Record(term, leader);
+  return AdmitLocked(std::move(v));
+}
+
+absl::Status TermGuard::Admit(uint64_t term, const std::string& leader) {
+  OrderView v;
+  v.term = term;
+  v.leader = leader;
+  return Admit(std::move(v));
 }
 
 absl::Status TermGuard::Promise(uint64_t term, const std::string& leader) {
   // One locked check-and-record: two promises of the same term can never both succeed.
+  OrderView v;
+  v.is_promise = true;
+  v.term = term;
+  v.leader = leader;
   std::lock_guard<std::mutex> lock(mu_);
-  if (absl::Status s = Check(term, leader, true); !s.ok()) return s;
-  return Record(term, leader);
+  return AdmitLocked(std::move(v));
 }
 
 uint64_t TermGuard::newest() const {
@@ -111,8 +104,11 @@ class PeerServer::Service final : public peer::Peer::Service {
   }
   grpc::Status Promise(grpc::ServerContext* ctx, const peer::OrderHeader* req,
                        peer::OrderReply*) override {
-    if (absl::Status s = CheckRole(ctx, "promise"); !s.ok()) return ToGrpc(s);
-    return ToGrpc(terms_->Promise(req->term(), req->leader()));
+    OrderView v = View(ctx, "promise", *req);
+    v.is_promise = true;
+    absl::Status s = terms_->Admit(std::move(v));
+    if (!s.ok()) spdlog::warn("refusing promise: {}", s.message());
+    return ToGrpc(s);
   }
   grpc::Status Restore(grpc::ServerContext* ctx, const peer::RestoreRequest* req,
                        peer::OrderReply*) override {
@@ -124,26 +120,32 @@ class PeerServer::Service final : public peer::Peer::Service {
   }
 
  private:
-  // With TLS: the caller must be an agent of this cluster (its certificate's URI SAN).
-  absl::Status CheckRole(grpc::ServerContext* ctx, const char* what) {
-    if (!cluster_) return absl::OkStatus();
-    std::string pem;
-    for (const auto& v : ctx->auth_context()->FindPropertyValues("x509_pem_cert")) {
-      pem.assign(v.data(), v.size());
+  // What AdmitOrder needs about the caller. With TLS, the caller must be an agent of this
+  // cluster (its certificate's URI SAN).
+  OrderView View(grpc::ServerContext* ctx, const char* what, const peer::OrderHeader& h) {
+    OrderView v;
+    v.what = what;
+    v.term = h.term();
+    v.leader = h.leader();
+    if (cluster_) {
+      v.roles_checked = true;
+      std::string pem;
+      for (const auto& p : ctx->auth_context()->FindPropertyValues("x509_pem_cert")) {
+        pem.assign(p.data(), p.size());
+      }
+      auto agent = AgentOfCluster(pem, *cluster_);
+      v.caller_is_agent = agent.ok();
+      if (!agent.ok()) {
+        v.role_error = absl::StrCat(ctx->peer(), ": ", agent.status().message());
+      }
     }
-    auto agent = AgentOfCluster(pem, *cluster_);
-    if (!agent.ok()) {
-      spdlog::warn("refusing {} order from {}: {}", what, ctx->peer(), agent.status().message());
-      return agent.status();
-    }
-    return absl::OkStatus();
+    return v;
   }
 
   template <typename Fn>
   grpc::Status Order(grpc::ServerContext* ctx, const char* what, const peer::OrderHeader& h,
                      Fn fn) {
-    if (absl::Status s = CheckRole(ctx, what); !s.ok()) return ToGrpc(s);
-    if (absl::Status s = terms_->Admit(h.term(), h.leader()); !s.ok()) {
+    if (absl::Status s = terms_->Admit(View(ctx, what, h)); !s.ok()) {
       spdlog::warn("refusing {} order: {}", what, s.message());
       return ToGrpc(s);
     }

@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "grpcpp/grpcpp.h"
+#include "reconcile/admission.h"
 #include "steward_peer.grpc.pb.h"
 
 namespace steward {
@@ -30,21 +31,19 @@ class NodeHandler {
   virtual absl::Status Unfence(const peer::UnfenceRequest& req) = 0;
 };
 
-// The newest leader term seen, persisted before it is admitted. Thread-safe.
-//
-// Terms are bounded: above kMaxTerm (so `newest + 1` never wraps) or more than kMaxTermJump
-// above the newest seen, a term is refused with InvalidArgument. A real term (an etcd revision,
-// or a restore coordinator's newest + 1) never jumps that far, and a persisted absurd term
-// would fence every real leader out for good.
+// The newest leader term seen, persisted before it is admitted; the rules are AdmitOrder's
+// (reconcile/admission.h), asked under this guard's lock. Thread-safe.
 class TermGuard {
  public:
-  static constexpr uint64_t kMaxTerm = uint64_t{1} << 62;
-  static constexpr uint64_t kMaxTermJump = uint64_t{1} << 48;
+  static constexpr uint64_t kMaxTerm = steward::kMaxTerm;
+  static constexpr uint64_t kMaxTermJump = steward::kMaxTermJump;
 
   explicit TermGuard(std::string path);
   // OK and records `term` if term > newest, or term == newest from the same leader;
-  // FailedPrecondition otherwise.
+  // FailedPrecondition otherwise (rules A2-A6).
   absl::Status Admit(uint64_t term, const std::string& leader);
+  // The same for a whole order view (rules A1-A6): its newest_* fields are filled in here.
+  absl::Status Admit(OrderView view);
   // OK and records `term` only if it is newer than any seen, in one locked step: two
   // coordinators can never both collect a majority for the same term.
   absl::Status Promise(uint64_t term, const std::string& leader);
@@ -52,7 +51,7 @@ class TermGuard {
   std::string newest_leader() const;  // who gave the newest term ("" if unknown)
 
  private:
-  absl::Status Check(uint64_t term, const std::string& leader, bool strictly_newer);
+  absl::Status AdmitLocked(OrderView view);
   absl::Status Record(uint64_t term, const std::string& leader);
 
   const std::string path_;
