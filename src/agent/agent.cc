@@ -198,27 +198,6 @@ bool Agent::Bootstrapping() const {
   return !EverJoined() && fs::exists(config_.node.data_dir + "/initial-bootstrap");
 }
 
-bool Agent::InitialPeersAllowBootstrap(std::string* why) {
-  std::map<std::string, std::future<absl::StatusOr<peer::NodeState>>> asked;
-  for (auto& [name, client] : initial_agents_) {
-    PeerClient* c = client.get();
-    asked[name] = std::async(std::launch::async, [c] { return c->GetState(milliseconds(1000)); });
-  }
-  std::vector<std::string> problems;
-  for (auto& [name, f] : asked) {
-    auto st = f.get();
-    if (!st.ok()) {
-      problems.push_back(absl::StrCat(name, " does not answer"));
-    } else if (st->ever_joined()) {
-      problems.push_back(absl::StrCat(name, " has been a member of a running cluster"));
-    } else if ((st->has_data() || st->etcd_running()) && !st->bootstrapping()) {
-      problems.push_back(absl::StrCat(name, " holds member data"));
-    }
-  }
-  *why = absl::StrJoin(problems, ", ");
-  return problems.empty();
-}
-
 void Agent::MarkJoined() {
   if (!EverJoined()) (void)WriteFileAtomic(config_.node.data_dir + "/joined", "1\n");
 }
@@ -337,52 +316,10 @@ void Agent::MaybeStartEtcd() {
 }
 
 StartView Agent::ObserveStart() {
-  // Gathered in the order DecideStart's rules read it: what an earlier rule decides is not
-  // asked of the network.
-  const NodeSpec& self = config_.self();
-  StartView v;
-  v.node = self.name;
-  v.data = DataState();
-  v.ever_joined = EverJoined();
-  for (int i = 0; i < config_.cluster.size; ++i) {
-    if (config_.cluster.nodes[static_cast<size_t>(i)].name == self.name) v.initial = true;
-  }
-  if (v.data != DataDirState::kEmpty || v.ever_joined || !v.initial) return v;
-  // Does a cluster already run that knows this node? A bootstrapping etcd does not answer
-  // client requests until it has a leader, so silence here means "no cluster yet".
-  if (!peers_client_->endpoints().empty()) {
-    if (auto members = peers_client_->MemberList(); members.ok()) {
-      const std::string my_peer = config_.PeerUrl(self);
-      const MemberInfo* mine = nullptr;
-      for (const auto& m : *members) {
-        for (const auto& u : m.peer_urls) {
-          if (u == my_peer) mine = &m;
-        }
-      }
-      // Members of the initial cluster carry their names from the start; what shows that a
-      // member has run is that it published client URLs (etcd's own bootstrap check). An
-      // entry whose ID is not the initial one was added later and is the leader's to handle.
-      const uint64_t initial_id = InitialMemberId({my_peer}, config_.ClusterToken());
-      v.cluster = mine == nullptr ? ClusterAnswer::kWithoutThisNode
-                  : (!mine->client_urls.empty() || mine->id != initial_id)
-                      ? ClusterAnswer::kEntryHasRun
-                      : ClusterAnswer::kInitialEntryUnstarted;
-    }
-  }
-  if (v.cluster != ClusterAnswer::kSilent) return v;
-  v.peers_allow = InitialPeersAllowBootstrap(&v.peers_why);
-  if (!v.peers_allow) return v;
-  if (store_) {
-    v.has_store = true;
-    auto existed = ClusterEverExisted(*store_, config_.cluster.name);
-    if (!existed.ok()) {
-      v.store_ok = false;
-      v.store_error = std::string(existed.status().message());
-    } else {
-      v.cluster_existed = *existed;
-    }
-  }
-  return v;
+  std::map<std::string, PeerApi*> initial;
+  for (auto& [name, client] : initial_agents_) initial[name] = client.get();
+  return GatherStartView(config_, StartFacts{DataState(), EverJoined()}, *peers_client_, initial,
+                         store_.get(), /*parallel=*/true);
 }
 
 peer::NodeState Agent::State() {

@@ -26,6 +26,7 @@
 #include <thread>
 
 #include "absl/status/status.h"
+#include "agent/start_view.h"
 #include "backup/scheduler.h"
 #include "backup/store.h"
 #include "common/status.h"
@@ -69,16 +70,13 @@ class Agent : public NodeHandler {
   void ReconcileLoop();
   void MaybeStartEtcd();
   DataDirState DataState() const;
-  // What DecideStart needs, gathered lazily in the order of its rules.
+  // What DecideStart needs (GatherStartView, agent/start_view.h).
   StartView ObserveStart();
   bool HasMemberData() const;  // DataState() == kMember
   // Moves a partial data dir aside (never a member's). False if that failed.
   bool SetPartialDataAside();
   bool EverJoined() const;
   bool Bootstrapping() const;  // the initial-bootstrap marker, and never joined
-  // The bootstrap rule: every other initial node's agent answers, and each is empty and never
-  // joined, or bootstrapping the same initial cluster. `why` says what is missing.
-  bool InitialPeersAllowBootstrap(std::string* why);
   std::string AppliedRestoreId() const;
   // The restore whose fenced start this node's etcd is in ("" if none).
   std::string FencedRestoreId() const;

@@ -1,0 +1,36 @@
+// What a node observes before its start decision (DecideStart, reconcile/start_decision.h),
+// gathered through the seams only — the other nodes' etcd (EtcdApi), the other initial agents
+// (PeerApi) and the backup store — so the agent and the deterministic simulation (tests/sim/)
+// run the same code. Read in the order of DecideStart's rules: what an earlier rule decides is
+// not asked of the network.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "backup/store.h"
+#include "config/config.h"
+#include "etcd/api.h"
+#include "peer/api.h"
+#include "reconcile/start_decision.h"
+
+namespace steward {
+
+// What the node's own disk says.
+struct StartFacts {
+  DataDirState data = DataDirState::kEmpty;
+  bool ever_joined = false;  // the "joined" marker
+};
+
+// `peers` reaches the other nodes' client URLs; `initial_agents` the other initial nodes'
+// agents (for S6); `store` may be null. `parallel`: ask the agents concurrently.
+StartView GatherStartView(const Config& config, const StartFacts& facts, EtcdApi& peers,
+                          const std::map<std::string, PeerApi*>& initial_agents,
+                          BackupStore* store, bool parallel);
+
+// S6's question: every other initial agent answers, and none was part of a running cluster or
+// holds data other than this same bootstrap. `why` lists what stands against it.
+bool InitialPeersAllowBootstrap(const std::map<std::string, PeerApi*>& initial_agents,
+                                bool parallel, std::string* why);
+
+}  // namespace steward
