@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 # Integration tests mostly wait on etcd timers, so run more of them than there are cores.
 TEST_JOBS ?= 4
 
-.PHONY: all deps build demo test unit-test bench clean
+.PHONY: all deps build demo test unit-test sim bench clean
 all: build
 
 deps:
@@ -26,6 +26,13 @@ test: build
 unit-test: build
 	./scripts/install-deps.sh --test
 	cd $(BUILD) && ctest --output-on-failure -L unit
+
+# The deterministic simulation: SEEDS seeds from SEED on, STEPS steps each (docs/simulation.md).
+SEEDS ?= 20
+STEPS ?= 5000
+SEED ?= 1
+sim: build
+	$(BUILD)/steward_sim --seeds $(SEEDS) --steps $(STEPS) --seed $(SEED) $(SIM_ARGS)
 
 bench: build
 	cmake --build $(BUILD) --target snapshot_probe -j $(JOBS)

@@ -192,14 +192,32 @@ bool Agent::SetPartialDataAside() {
   return true;
 }
 
-bool Agent::EverJoined() const { return fs::exists(config_.node.data_dir + "/joined"); }
+bool Agent::EverJoined() const {
+  if (fs::exists(config_.node.data_dir + "/joined")) return true;
+  // The marker is written once the agent sees a leader, but a leader may have come and gone
+  // unseen (the agent died first): the WAL's commit index tells. Past the initial members'
+  // configuration entries, a majority accepted a leader's entries; returning empty under this
+  // identity could then lose them. (Read only until the marker exists.)
+  if (DataState() != DataDirState::kMember) return false;
+  auto commit = ReadWalCommit(config_.EtcdDataDir());
+  if (!commit.ok() || !steward::EverJoined(false, *commit, config_.cluster.size)) return false;
+  spdlog::info("the WAL shows a leader committed entries (commit index {}): this member has "
+               "been part of a running cluster", *commit);
+  if (absl::Status s = WriteFileAtomic(config_.node.data_dir + "/joined", "1\n"); !s.ok()) {
+    spdlog::warn("writing the joined marker: {}", s.message());
+  }
+  return true;
+}
 
 bool Agent::Bootstrapping() const {
   return !EverJoined() && fs::exists(config_.node.data_dir + "/initial-bootstrap");
 }
 
 void Agent::MarkJoined() {
-  if (!EverJoined()) (void)WriteFileAtomic(config_.node.data_dir + "/joined", "1\n");
+  if (EverJoined()) return;
+  if (absl::Status s = WriteFileAtomic(config_.node.data_dir + "/joined", "1\n"); !s.ok()) {
+    spdlog::warn("writing the joined marker: {}", s.message());
+  }
 }
 
 void Agent::Note(const std::string& msg) {
@@ -405,7 +423,7 @@ absl::Status Agent::Wipe(const peer::OrderHeader& header) {
   }
   if (v.has_member_data && id.ok()) {
     // Ask the other members, not our own etcd: an expelled member may still list itself.
-    auto members = peers_client_->MemberList(&v.list_cluster_id);
+    auto members = peers_client_->LinearizableMemberList(&v.list_cluster_id);
     v.list_ok = members.ok();
     if (members.ok()) {
       for (const auto& m : *members) v.member_ids.push_back(m.id);

@@ -52,7 +52,7 @@ StartView GatherStartView(const Config& config, const StartFacts& facts, EtcdApi
   // Does a cluster already run that knows this node? A bootstrapping etcd does not answer
   // client requests until it has a leader, so silence here means "no cluster yet".
   if (!peers.endpoints().empty()) {
-    if (auto members = peers.MemberList(); members.ok()) {
+    if (auto members = peers.LinearizableMemberList(); members.ok()) {
       const std::string my_peer = config.PeerUrl(self);
       const MemberInfo* mine = nullptr;
       for (const auto& m : *members) {

@@ -61,6 +61,12 @@ class EtcdApi {
   // `cluster_id`, if given, receives the ID of the cluster that answered (etcd 3.4 serves the
   // member list locally, so a member that missed a restore answers with its old cluster).
   virtual absl::StatusOr<std::vector<MemberInfo>> MemberList(uint64_t* cluster_id = nullptr) = 0;
+  // The member list from a member that has just served a linearizable read, so it holds every
+  // membership change committed before the call. A member cut off from its leader, or one that
+  // was removed and has not learned it yet, serves a stale list under the same cluster ID: a
+  // destructive decision (a wipe, a removal) must not rest on one.
+  virtual absl::StatusOr<std::vector<MemberInfo>> LinearizableMemberList(
+      uint64_t* cluster_id = nullptr) = 0;
   virtual absl::StatusOr<MemberInfo> MemberAdd(const std::vector<std::string>& peer_urls,
                                                bool learner) = 0;
   virtual absl::Status MemberRemove(uint64_t id) = 0;

@@ -112,6 +112,32 @@ absl::StatusOr<std::vector<MemberInfo>> EtcdClient::MemberList(uint64_t* cluster
   return out;
 }
 
+absl::StatusOr<std::vector<MemberInfo>> EtcdClient::LinearizableMemberList(uint64_t* cluster_id) {
+  etcdserverpb::MemberListResponse resp;
+  absl::Status s = CallAny("MemberList", true, [&](Stubs& st, grpc::ClientContext& ctx) {
+    // etcd 3.4 serves member lists locally: first a linearizable read on the same member, which
+    // it answers only once it has applied everything committed before it (membership changes
+    // included). Any key will do; the reply's content is not used.
+    etcdserverpb::RangeRequest barrier;
+    barrier.set_key("/steward-read-barrier");
+    barrier.set_limit(1);
+    barrier.set_count_only(true);
+    etcdserverpb::RangeResponse ignored;
+    grpc::Status b = st.kv->Range(&ctx, barrier, &ignored);
+    if (!b.ok()) return b;
+    grpc::ClientContext list_ctx;
+    SetDeadline(list_ctx, options_.timeout);
+    etcdserverpb::MemberListRequest req;
+    req.set_linearizable(true);
+    return st.cluster->MemberList(&list_ctx, req, &resp);
+  });
+  if (!s.ok()) return s;
+  if (cluster_id != nullptr) *cluster_id = resp.header().cluster_id();
+  std::vector<MemberInfo> out;
+  for (const auto& m : resp.members()) out.push_back(FromProto(m));
+  return out;
+}
+
 absl::StatusOr<MemberInfo> EtcdClient::MemberAdd(const std::vector<std::string>& peer_urls,
                                                  bool learner) {
   etcdserverpb::MemberAddRequest req;

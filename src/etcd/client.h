@@ -55,6 +55,8 @@ class EtcdClient : public EtcdApi {
   // `cluster_id`, if given, receives the ID of the cluster that answered: etcd 3.4's member list
   // is served locally, so a member that missed a restore still answers with its old cluster.
   absl::StatusOr<std::vector<MemberInfo>> MemberList(uint64_t* cluster_id = nullptr) override;
+  absl::StatusOr<std::vector<MemberInfo>> LinearizableMemberList(
+      uint64_t* cluster_id = nullptr) override;
   // Returns the new member (ID assigned, name empty until it starts).
   absl::StatusOr<MemberInfo> MemberAdd(const std::vector<std::string>& peer_urls,
                                        bool learner) override;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -63,7 +64,9 @@ constexpr int64_t kMetadataType = 1;
 
 }  // namespace
 
-absl::StatusOr<WalIdentity> ReadWalIdentity(const std::string& etcd_data_dir) {
+namespace {
+
+std::vector<std::filesystem::path> Segments(const std::string& etcd_data_dir) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::path(etcd_data_dir) / "member" / "wal";
   std::error_code ec;
@@ -71,20 +74,26 @@ absl::StatusOr<WalIdentity> ReadWalIdentity(const std::string& etcd_data_dir) {
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     if (e.path().extension() == ".wal") segments.push_back(e.path());
   }
-  if (segments.empty()) return absl::NotFoundError(absl::StrCat("no WAL in ", dir.string()));
   std::sort(segments.begin(), segments.end());
-  // Every segment starts with the metadata record; the newest is the one etcd writes to now.
-  std::ifstream in(segments.back(), std::ios::binary);
-  for (int record = 0; record < 4 && in; ++record) {
+  return segments;
+}
+
+// Calls fn(type, data) for each record of one segment until its end (or its zero-filled tail);
+// fn returns false to stop. False if a record cannot be decoded.
+template <typename Fn>
+bool ForEachRecord(const std::filesystem::path& segment, size_t max_records, Fn fn) {
+  std::ifstream in(segment, std::ios::binary);
+  for (size_t record = 0; record < max_records && in; ++record) {
     int64_t len_field = 0;
     in.read(reinterpret_cast<char*>(&len_field), 8);  // little-endian, as on x86/arm
-    if (!in) break;
+    if (!in) return true;
     uint64_t rec_bytes = static_cast<uint64_t>(len_field) & ~(uint64_t{0xff} << 56);
     uint64_t pad = len_field < 0 ? (static_cast<uint64_t>(len_field) >> 56) & 0x7 : 0;
-    if (rec_bytes == 0 || rec_bytes > (1u << 20)) break;
+    if (rec_bytes == 0) return true;  // the preallocated tail
+    if (rec_bytes > (1u << 26)) return false;
     std::string rec(rec_bytes + pad, '\0');
     in.read(rec.data(), static_cast<std::streamsize>(rec.size()));
-    if (!in) break;
+    if (!in) return true;  // a torn last record: etcd repairs it on start
     rec.resize(rec_bytes);
     int64_t type = 0;
     std::string data;
@@ -92,17 +101,55 @@ absl::StatusOr<WalIdentity> ReadWalIdentity(const std::string& etcd_data_dir) {
       if (f == 1) type = static_cast<int64_t>(v);
       if (f == 3) data = bytes;
     });
-    if (!ok) break;
-    if (type != kMetadataType) continue;
+    if (!ok) return false;
+    if (!fn(type, data)) return true;
+  }
+  return true;
+}
+
+constexpr int64_t kStateType = 2;
+
+}  // namespace
+
+absl::StatusOr<WalIdentity> ReadWalIdentity(const std::string& etcd_data_dir) {
+  auto segments = Segments(etcd_data_dir);
+  if (segments.empty()) {
+    return absl::NotFoundError(absl::StrCat("no WAL in ", etcd_data_dir, "/member/wal"));
+  }
+  // Every segment starts with the metadata record; the newest is the one etcd writes to now.
+  std::optional<WalIdentity> found;
+  ForEachRecord(segments.back(), 4, [&](int64_t type, const std::string& data) {
+    if (type != kMetadataType) return true;
     WalIdentity id;
-    ok = ForEachField(data, [&](uint32_t f, uint64_t v, const std::string&) {
+    bool ok = ForEachField(data, [&](uint32_t f, uint64_t v, const std::string&) {
       if (f == 1) id.member_id = v;
       if (f == 2) id.cluster_id = v;
     });
-    if (!ok || id.member_id == 0) break;
-    return id;
-  }
+    if (ok && id.member_id != 0) found = id;
+    return false;
+  });
+  if (found) return *found;
   return absl::DataLossError(absl::StrCat("cannot read the member ID from ", segments.back().string()));
+}
+
+absl::StatusOr<uint64_t> ReadWalCommit(const std::string& etcd_data_dir) {
+  auto segments = Segments(etcd_data_dir);
+  if (segments.empty()) {
+    return absl::NotFoundError(absl::StrCat("no WAL in ", etcd_data_dir, "/member/wal"));
+  }
+  uint64_t commit = 0;
+  for (const auto& segment : segments) {
+    bool ok = ForEachRecord(segment, size_t{1} << 24, [&](int64_t type, const std::string& data) {
+      if (type != kStateType) return true;
+      // raftpb.HardState: term = 1, vote = 2, commit = 3.
+      ForEachField(data, [&](uint32_t f, uint64_t v, const std::string&) {
+        if (f == 3) commit = std::max(commit, v);
+      });
+      return true;
+    });
+    if (!ok) return absl::DataLossError(absl::StrCat("cannot decode ", segment.string()));
+  }
+  return commit;
 }
 
 }  // namespace steward

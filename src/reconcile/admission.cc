@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/rules.h"
 
 namespace steward {
 namespace {
@@ -35,7 +36,7 @@ Admission AdmitOrder(const OrderView& v) {
                                                        " is held by ", v.newest_leader)),
             "A4"};
   }
-  if (v.is_promise ? v.term <= v.newest_term : v.term < v.newest_term) {
+  if ((v.is_promise ? v.term <= v.newest_term : v.term < v.newest_term) && !RuleOff("A5")) {
     return {absl::FailedPreconditionError(absl::StrCat(
                 v.is_promise ? "promise to " : "stale order from ", v.leader, ": term ", v.term,
                 v.is_promise ? " is not newer than " : " is older than term ", v.newest_term)),
@@ -59,7 +60,7 @@ WipeDecision DecideWipe(const WipeView& v) {
                 absl::StrCat("refusing to wipe: cannot read the member list: ", v.list_error)),
             "W3"};
   }
-  if (v.leader_cluster_id != 0 && v.list_cluster_id != v.leader_cluster_id) {
+  if (v.leader_cluster_id != 0 && v.list_cluster_id != v.leader_cluster_id && !RuleOff("W4")) {
     return {WipeAction::kRefuse,
             absl::UnavailableError(absl::StrCat("refusing to wipe: the member list came from cluster ",
                                                 Hex(v.list_cluster_id),
@@ -68,7 +69,7 @@ WipeDecision DecideWipe(const WipeView& v) {
             "W4"};
   }
   for (uint64_t id : v.member_ids) {
-    if (id == *v.member_id) {
+    if (id == *v.member_id && !RuleOff("W5")) {
       return {WipeAction::kRefuse,
               absl::FailedPreconditionError(absl::StrCat("refusing to wipe: member ", Hex(id),
                                                          " is still in the member list")),

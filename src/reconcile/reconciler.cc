@@ -75,7 +75,9 @@ absl::StatusOr<ClusterObservation> Reconciler::Observe() {
   }
   auto states = FanOut(env_.parallel, state_calls);
   uint64_t cluster_id = 0;
-  auto members = etcd_->MemberList(&cluster_id);
+  // Linearizable: a stale list (from a member cut off or removed) would show a live member as
+  // gone, and the planner would wipe it.
+  auto members = etcd_->LinearizableMemberList(&cluster_id);
   cluster_id_ = members.ok() ? cluster_id : 0;
   agents_max_term_ = 0;
   agents_max_term_leader_.clear();

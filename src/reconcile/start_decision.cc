@@ -1,6 +1,7 @@
 #include "reconcile/start_decision.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/rules.h"
 
 namespace steward {
 
@@ -25,7 +26,7 @@ StartDecision DecideStart(const StartView& v) {
     case DataDirState::kEmpty:
       break;
   }
-  if (v.ever_joined) {  // S3
+  if (v.ever_joined && !RuleOff("S3")) {  // S3
     return {A::kWait, absl::StrCat("node ", v.node, " was a member before and its data dir is "
                                    "empty; waiting for the leader to add it back")};
   }
@@ -40,7 +41,7 @@ StartDecision DecideStart(const StartView& v) {
       return {A::kWait, absl::StrCat("the cluster has a member for node ", v.node,
                                      " but this data dir is empty; waiting for the leader")};
     case ClusterAnswer::kSilent:
-      if (!v.peers_allow) {  // S6
+      if (!v.peers_allow && !RuleOff("S6")) {  // S6
         return {A::kWait, absl::StrCat("not bootstrapping the initial cluster yet: ", v.peers_why)};
       }
       break;
@@ -49,7 +50,7 @@ StartDecision DecideStart(const StartView& v) {
       // it creates none (the store's "existed" is about that very cluster).
       return {A::kBootstrap, "the initial cluster is up without this node yet; joining it"};
   }
-  if (v.has_store) {  // S7
+  if (v.has_store && !RuleOff("S7")) {  // S7
     if (!v.store_ok) {
       return {A::kWait, absl::StrCat("no cluster answers and the backup store cannot be read (",
                                      v.store_error, "); not bootstrapping a new cluster")};
@@ -61,6 +62,12 @@ StartDecision DecideStart(const StartView& v) {
   }
   return {A::kBootstrap,  // S8
           "every initial node is empty or bootstrapping, and no cluster ever existed"};
+}
+
+bool EverJoined(bool joined_marker, uint64_t wal_commit, int initial_members) {
+  if (joined_marker) return true;
+  if (RuleOff("J1")) return false;
+  return wal_commit > static_cast<uint64_t>(initial_members);
 }
 
 }  // namespace steward

@@ -19,6 +19,7 @@
 //   S8 otherwise: start as a member of the initial cluster.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace steward {
@@ -68,5 +69,11 @@ struct StartDecision {
 };
 
 StartDecision DecideStart(const StartView& view);
+
+// J1: has this node's member been part of a running cluster? Its "joined" marker says so once
+// the agent saw a leader; the WAL says so even if the agent never did (it died first): a commit
+// index above the initial members' configuration entries (one per member) means a leader was
+// elected and a majority accepted its entries. `wal_commit` is 0 without a WAL.
+bool EverJoined(bool joined_marker, uint64_t wal_commit, int initial_members);
 
 }  // namespace steward

@@ -94,5 +94,13 @@ TEST(StartDecisionTest, S7_TheStoreMustBeReadableAndShowNoCluster) {
   EXPECT_NE(d.reason.find("waiting for a restore"), std::string::npos) << d.reason;
 }
 
+TEST(StartDecisionTest, J1_TheWalShowsALeaderNobodySaw) {
+  EXPECT_TRUE(EverJoined(true, 0, 3)) << "the marker";
+  EXPECT_FALSE(EverJoined(false, 0, 3)) << "no WAL";
+  EXPECT_FALSE(EverJoined(false, 3, 3)) << "only the initial configuration entries";
+  EXPECT_TRUE(EverJoined(false, 4, 3)) << "a leader's entry was committed";
+  EXPECT_FALSE(EverJoined(false, 5, 5));
+}
+
 }  // namespace
 }  // namespace steward
