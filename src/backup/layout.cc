@@ -2,6 +2,7 @@
 
 #include <ctime>
 
+#include "common/rules.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -63,6 +64,8 @@ std::string CreatedMarkerKey(const std::string& cluster) {
 }
 
 bool BackupNewer(const BackupMeta& a, const BackupMeta& b) {
+  // B1 off (mutation tests only): the old order, by the name, i.e. the taker's clock.
+  if (RuleOff("B1")) return a.name > b.name;
   if (a.generation != b.generation) return a.generation > b.generation;
   if (a.revision != b.revision) return a.revision > b.revision;
   return a.name > b.name;

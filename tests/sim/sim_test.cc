@@ -112,5 +112,23 @@ TEST(SimulationMutations, WithoutTheJoinedAndPeersRulesALostMemberBootstrapsAgai
   EXPECT_TRUE(FindsLossWithRulesOff({"S3", "S6"}, 4, 100, 3000));
 }
 
+TEST(SimulationMutations, OrderedByTheTakersClockAnOldBackupIsRestored) {
+  // Issue 9, path 2: with backups ordered by name (the taker's clock, skewed) instead of
+  // (generation, revision) (B1), a restore picks an older backup than the newest.
+  EXPECT_TRUE(FindsLossWithRulesOff({"B1"}, 4, 100, 3000));
+}
+
+TEST(SimulationMutations, WithoutRevokingTheBackupsLeasesALostLockLivesOn) {
+  // Issue 9, path 4: a restored member serves clients while a lease (a lock, a leader key)
+  // from the backup is alive, unless the coordinator revokes them while fenced (F1).
+  EXPECT_TRUE(FindsLossWithRulesOff({"F1"}, 4, 100, 3000));
+}
+
+TEST(SimulationMutations, WithoutTheStoreCheckAnEmptyClusterIsBootstrappedOverALostOne) {
+  // Issue 9, path 3: with the store's evidence ignored (S7), a lost cluster is replaced by an
+  // empty one.
+  EXPECT_TRUE(FindsLossWithRulesOff({"S7"}, 4, 100, 3000));
+}
+
 }  // namespace
 }  // namespace steward::sim

@@ -263,6 +263,9 @@ class World {
   // Clusters whose voters' disks still hold a majority of them.
   std::vector<uint64_t> ClustersAbleToReachQuorum() const;
   void CheckWrites(bool after_fault);
+  // A member leaving the fence serves clients: no lease (lock, leader key) of the lost cluster
+  // may still be alive in it.
+  void CheckNoRestoredLease(int n);
   void Prune();
 
   Options o_;
@@ -276,6 +279,9 @@ class World {
   std::set<std::pair<int, int>> cuts_;
   Ms heal_cuts_at_ = -1, heal_store_at_ = -1;
   std::map<std::string, BackupData> backups_;
+  std::string last_backup_;  // the newest backup by history: the one taken last
+  // Leases each restored cluster brought back from its backup (none may outlive the fence).
+  std::map<uint64_t, std::set<int64_t>> restored_leases_;
   int next_write_ = 0;
   std::set<int> lost_;  // writes no longer held (to a fault, or a justified restore)
   std::set<std::string> restores_seen_;
@@ -998,6 +1004,14 @@ absl::Status World::OrderRestore(int i, const peer::RestoreRequest& req) {
       }
     }
     result_.writes_lost_to_restores += lost;
+    // Ground truth: the newest backup is the one taken last (backups are taken only of the
+    // live cluster), whatever the takers' clocks said.
+    if (!last_backup_.empty() && req.backup() != last_backup_ &&
+        data->second.revision < backups_[last_backup_].revision) {
+      Violation(absl::StrCat("restore ", req.restore_id(), " chose backup ", req.backup(),
+                             " (revision ", data->second.revision, ") over the newest, ",
+                             last_backup_, " (revision ", backups_[last_backup_].revision, ")"));
+    }
     Trace(i, absl::StrCat("first to restore ", req.backup(), " (restore ", req.restore_id(),
                           "): ", lost, " acknowledged writes newer than the backup are given up"));
   }
@@ -1023,6 +1037,7 @@ absl::Status World::OrderRestore(int i, const peer::RestoreRequest& req) {
     for (const auto& [lease, ttl] : data->second.lease_ttls) c.leases[lease] = {now_ + ttl, ttl};
     c.next_lease = 0x100000 + static_cast<int64_t>(rng_() % 1000);
     c.origin = "restore " + req.restore_id();
+    for (const auto& [lease, ttl] : data->second.lease_ttls) restored_leases_[cid].insert(lease);
     clusters_[cid] = c;
     Trace(i, absl::StrCat("restored cluster ", HexId(cid), " at revision ", c.rev));
   }
@@ -1057,7 +1072,10 @@ absl::Status World::OrderUnfence(int i, const peer::UnfenceRequest& req) {
   if (n.disk.restore_id != req.restore_id()) {
     return absl::FailedPreconditionError("not fenced for that restore");
   }
-  if (n.disk.fenced) Trace(i, "unfenced");
+  if (n.disk.fenced) {
+    Trace(i, "unfenced");
+    CheckNoRestoredLease(i);
+  }
   n.disk.fenced = false;
   dirty_ = true;
   return absl::OkStatus();
@@ -1280,6 +1298,7 @@ void World::TickBody(int i) {
     if (intent.ok() && intent->has_value() && (*intent)->id == n.disk.restore_id &&
         ((*intent)->settled || (*intent)->done)) {
       Trace(i, "unfences itself (the restore is settled)");
+      CheckNoRestoredLease(i);
       n.disk.fenced = false;
       dirty_ = true;
     }
@@ -1342,6 +1361,7 @@ void World::TakeBackup() {
     data.cluster = c->id;
     backups_[m.name] = data;
     if (!store_.Put(MetaKey("sim", m.name), MetaToJson(m).dump()).ok()) return;
+    last_backup_ = m.name;
     // The created marker, as the leader writes it.
     if (!store_.objects.count(CreatedMarkerKey("sim"))) {
       (void)store_.Put(CreatedMarkerKey("sim"), "{\"cluster\":\"sim\"}");
@@ -1400,6 +1420,19 @@ void World::CheckWrites(bool after_fault) {
     } else {
       Violation(absl::StrCat("acknowledged write ", w, " is lost (no disk holds it) and no "
                              "justified restore gave it up"));
+      return;
+    }
+  }
+}
+
+void World::CheckNoRestoredLease(int i) {
+  Cluster* c = ClusterOf(i);
+  if (c == nullptr) return;
+  for (int64_t lease : restored_leases_[c->id]) {
+    if (c->leases.count(lease)) {
+      Violation(absl::StrCat("node ", nodes_[i]->spec.name, " serves clients while lease ",
+                             absl::StrFormat("%x", lease),
+                             " from the backup is still alive (a lost lock would live on)"));
       return;
     }
   }
