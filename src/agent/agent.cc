@@ -127,7 +127,7 @@ absl::Status Agent::Start() {
   if (absl::Status s = server_->Start(); !s.ok()) return s;
   if (auto pid = runner_->Adopt()) {
     // Keep the member serving; only record how to start it should it exit.
-    runner_->Run(RenderEtcdFlags(LaunchForData()));
+    RunEtcd(LaunchForData(), /*on_data=*/true);
   }
   control_ = std::thread([this] { ControlLoop(); });
   leadership_thread_ = std::thread([this] { LeadershipLoop(); });
@@ -158,6 +158,12 @@ bool Agent::SleepFor(milliseconds d) {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait_for(lock, d, [this] { return stopping_; });
   return !stopping_;
+}
+
+void Agent::RunEtcd(const EtcdLaunch& launch, bool on_data) {
+  started_on_data_ = on_data;
+  member_data_seen_ = false;
+  runner_->Run(RenderEtcdFlags(launch));
 }
 
 bool Agent::HasMemberData() const { return DataState() == DataDirState::kMember; }
@@ -253,7 +259,22 @@ void Agent::ControlLoop() {
     }
     if (!runner_->wanted() && !held_) {
       std::lock_guard<std::mutex> lock(order_mu_);
+      member_data_seen_ = false;
       if (!runner_->wanted() && !held_) MaybeStartEtcd();
+    }
+    if (runner_->wanted() && DataState() == DataDirState::kMember) member_data_seen_ = true;
+    if (DataLostUnderEtcd(runner_->wanted(), started_on_data_, member_data_seen_, DataState())) {
+      std::lock_guard<std::mutex> lock(order_mu_);
+      if (DataLostUnderEtcd(runner_->wanted(), started_on_data_, member_data_seen_,
+                            DataState())) {
+        spdlog::error("the data dir {} of the running member is gone; stopping etcd rather than "
+                      "restarting it on an empty dir under the old identity; the leader "
+                      "replaces the member", config_.EtcdDataDir());
+        if (absl::Status s = runner_->Stop(); !s.ok()) {
+          spdlog::error("stopping etcd: {}", s.message());
+        }
+        member_data_seen_ = false;
+      }
     }
     // "Joined" means the member has been part of a cluster with a leader, not merely started:
     // the bootstrap rule tells a bootstrap in progress from a cluster that existed by it.
@@ -318,7 +339,7 @@ void Agent::MaybeStartEtcd() {
     case StartAction::kStartOnData:
       spdlog::info("data dir {} holds a member; starting etcd{}", config_.EtcdDataDir(),
                    FencedRestoreId().empty() ? "" : " (fenced: a restore is not settled yet)");
-      runner_->Run(RenderEtcdFlags(LaunchForData()));
+      RunEtcd(LaunchForData(), /*on_data=*/true);
       return;
     case StartAction::kBootstrap:
       break;
@@ -330,7 +351,7 @@ void Agent::MaybeStartEtcd() {
   }
   spdlog::info("{}: starting etcd as a member of the initial cluster ({} members)", d.reason,
                config_.cluster.size);
-  runner_->Run(RenderEtcdFlags(BootstrapLaunch(config_)));
+  RunEtcd(BootstrapLaunch(config_), /*on_data=*/false);
 }
 
 StartView Agent::ObserveStart() {
@@ -400,7 +421,7 @@ absl::Status Agent::Join(const peer::StartRequest& req) {
   l.new_cluster = false;
   held_ = false;
   spdlog::info("joining the cluster as an existing member");
-  runner_->Run(RenderEtcdFlags(l));
+  RunEtcd(l, /*on_data=*/false);
   return absl::OkStatus();
 }
 
@@ -504,7 +525,7 @@ absl::Status Agent::UnfenceLocked(const std::string& restore_id) {
   if (ec) return absl::InternalError(absl::StrCat("removing the fence marker: ", ec.message()));
   spdlog::info("restore {}: settled; etcd now serves clients on {}", restore_id,
                config_.ClientUrl(config_.self()));
-  runner_->Run(RenderEtcdFlags(LaunchForData()));
+  RunEtcd(LaunchForData(), /*on_data=*/true);
   return absl::OkStatus();
 }
 
@@ -533,7 +554,11 @@ std::string Agent::AppliedRestoreId() const {
 
 absl::Status Agent::Restore(const peer::RestoreRequest& req) {
   std::lock_guard<std::mutex> lock(order_mu_);
-  if (AppliedRestoreId() == req.restore_id()) return absl::OkStatus();
+  // Applied already — unless this member lost its data since (the marker outlives a wiped data
+  // dir): then it restores again, from the same backup, like the others did.
+  if (AppliedRestoreId() == req.restore_id() && (!req.member() || HasMemberData())) {
+    return absl::OkStatus();
+  }
   auto fail = [this](absl::Status s) {
     restore_error_ = Msg(s);
     return s;
@@ -642,7 +667,7 @@ absl::Status Agent::Restore(const peer::RestoreRequest& req) {
                                          req.restore_id() + "\n");
         !s.ok()) {
       held_ = false;  // the restored data is in place; run it, and let the order be retried
-      runner_->Run(RenderEtcdFlags(l));
+      RunEtcd(l, /*on_data=*/true);
       return fail(s);
     }
     MarkJoined();
@@ -650,7 +675,7 @@ absl::Status Agent::Restore(const peer::RestoreRequest& req) {
     held_ = false;
     spdlog::info("restore {}: backup {} restored; starting etcd{}", req.restore_id(), req.backup(),
                  req.fenced() ? " fenced (clients wait until its leases are revoked)" : "");
-    runner_->Run(RenderEtcdFlags(l));
+    RunEtcd(l, /*on_data=*/true);
     return absl::OkStatus();
   }
   // Not a member of the restored cluster: its old data is set aside; it waits as a spare.

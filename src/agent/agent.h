@@ -69,6 +69,9 @@ class Agent : public NodeHandler {
   void LeadershipLoop();
   void ReconcileLoop();
   void MaybeStartEtcd();
+  // Starts (or keeps) etcd with `launch`; `on_data`: on the member data in place (not a join
+  // or a bootstrap, which start on an empty dir).
+  void RunEtcd(const EtcdLaunch& launch, bool on_data);
   DataDirState DataState() const;
   // What DecideStart needs (GatherStartView, agent/start_view.h).
   StartView ObserveStart();
@@ -113,6 +116,10 @@ class Agent : public NodeHandler {
 
   std::mutex order_mu_;  // serializes orders and the control loop's own start decision
   std::atomic<bool> held_{false};  // the leader stopped etcd; do not restart it on our own
+  // For DataLostUnderEtcd: etcd was last started on member data (not a join or a bootstrap),
+  // and the data dir held member data since it was started.
+  std::atomic<bool> started_on_data_{false};
+  std::atomic<bool> member_data_seen_{false};
 
   std::mutex mu_;
   std::condition_variable cv_;

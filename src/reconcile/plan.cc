@@ -65,6 +65,19 @@ class Planner {
     if (!next) next = Resize();
     if (next && (next->kind != StepKind::kWait || !stale)) return *next;
     if (stale) return *stale;
+    for (const auto& m : o_.members) {
+      if (!m.is_learner && !m.healthy && m.started) {
+        // Nothing to do yet, but not "all healthy": say what is awaited.
+        return Make(StepKind::kWait,
+                    m.unhealthy_for < o_.replace_after
+                        ? absl::StrCat("member ", Label(m), " is unhealthy (for ",
+                                       Secs(m.unhealthy_for), "); it is replaced after ",
+                                       Secs(o_.replace_after))
+                        : absl::StrCat("member ", Label(m), " is unhealthy (for ",
+                                       Secs(m.unhealthy_for), "); no spare node is ready to "
+                                       "replace it, and its node has not come back empty"));
+      }
+    }
     return Make(StepKind::kNone, absl::StrCat("cluster at size ", voters_, ", all members healthy"));
   }
 

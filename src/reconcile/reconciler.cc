@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backup/layout.h"
+#include "common/rules.h"
 #include "common/status.h"
 #include "reconcile/restore.h"
 #include "etcd/member_id.h"
@@ -210,6 +211,13 @@ bool Reconciler::Pass(uint64_t leader_term) {
   if (backups_ != nullptr && step.kind != StepKind::kJoin && store_mismatch_.empty()) {
     backups_->BeforeChange(StepKindName(step.kind));
   }
+  if (std::string why; !RecordVotersBefore(step, *obs, &why)) {
+    Step wait;
+    wait.kind = StepKind::kWait;
+    wait.reason = absl::StrCat(step.reason, "; but ", why);
+    Publish(wait, term, "");
+    return false;
+  }
   if (confirm_leader_ && !confirm_leader_()) {
     spdlog::warn("not acting ({}): no longer the leader", StepKindName(step.kind));
     return false;
@@ -264,20 +272,62 @@ void Reconciler::CheckStoreIdentity() {
   if (store_->Put(key, j.dump()).ok() && etcd_->Put(marked_key, "1").ok()) created_marked_ = true;
 }
 
-void Reconciler::RecordVoters(const ClusterObservation& obs) {
-  if (store_ == nullptr || !obs.member_list_ok) return;
-  // Voting members by node name (a member that never started has no name yet: match its URL).
+namespace {
+
+// Voting members by node name (a member that never started has no name yet: match its URL),
+// counting `also` (a learner about to be promoted) as one. Empty if one cannot be named.
+std::vector<std::string> VoterNames(const ClusterObservation& obs, uint64_t also = 0) {
   std::vector<std::string> voters;
   for (const auto& m : obs.members) {
-    if (m.is_learner) continue;
+    if (m.is_learner && m.id != also) continue;
     std::string name = m.name;
     for (const auto& n : obs.nodes) {
       if (n.peer_url == m.peer_url) name = n.name;
     }
-    if (name.empty()) return;  // a member we cannot name: record nothing rather than a guess
+    if (name.empty()) return {};  // a member we cannot name: no record rather than a guess
     voters.push_back(name);
   }
   std::sort(voters.begin(), voters.end());
+  return voters;
+}
+
+}  // namespace
+
+bool Reconciler::RecordVotersBefore(const Step& step, const ClusterObservation& obs,
+                                    std::string* why) {
+  if (store_ == nullptr) return true;  // no backups, no restore: nothing relies on the record
+  if (step.kind != StepKind::kPromote && step.kind != StepKind::kRemoveMember) return true;
+  if (RuleOff("V1")) return true;  // mutation tests only
+  // The restore coordinator proves total loss against this record, so it must never miss a
+  // voter: before the set grows, the record grows first; before it shrinks, it must be current
+  // (the removed member stays listed until the next pass). A record with one extra voter still
+  // proves loss only when the real voters lost their majority.
+  if (!created_marked_ || !store_mismatch_.empty()) {
+    *why = "the backup store is not confirmed as this cluster's yet, so the voting members "
+           "cannot be recorded there; membership changes wait";
+    return false;
+  }
+  std::vector<std::string> target =
+      VoterNames(obs, step.kind == StepKind::kPromote ? step.member_id : 0);
+  if (target.empty()) {
+    *why = "a voting member cannot be named yet; membership changes wait";
+    return false;
+  }
+  if (target == recorded_voters_) return true;
+  if (absl::Status s = WriteLastVoters(*store_, config_.cluster.name, target,
+                                       env_.clock->UnixSeconds());
+      !s.ok()) {
+    *why = absl::StrCat("cannot record the voting members in the backup store before changing "
+                        "them (", s.message(), "); membership changes wait");
+    return false;
+  }
+  recorded_voters_ = target;
+  return true;
+}
+
+void Reconciler::RecordVoters(const ClusterObservation& obs) {
+  if (store_ == nullptr || !obs.member_list_ok) return;
+  std::vector<std::string> voters = VoterNames(obs);
   if (voters.empty() || voters == recorded_voters_) return;
   // The restore coordinator proves total loss against this record, so it is kept current; a
   // failed write is retried on the next pass.

@@ -60,6 +60,10 @@ class Reconciler {
   absl::StatusOr<ClusterObservation> Observe();
   // Writes the voting members to the store's membership record when they changed.
   void RecordVoters(const ClusterObservation& obs);
+  // Before a step that changes the voting members (promote, remove), makes sure the record
+  // lists every voter there will be (rule V1). False, with the reason, if it cannot: the step
+  // must wait.
+  bool RecordVotersBefore(const Step& step, const ClusterObservation& obs, std::string* why);
   // Writes the highest revision seen to the store, at most every kRevisionRecordInterval.
   void RecordRevision();
   // Marks the store for this cluster, or finds that the store lost the mark (store_mismatch_).

@@ -35,6 +35,7 @@ absl::StatusOr<std::optional<RestoreIntent>> ReadRestoreIntent(BackupStore& stor
     r.requested_by = j.value("requested_by", "");
     r.done = j.value("done", false);
     r.settled = j.value("settled", false);
+    r.ordered = j.value("ordered", false);
     r.generation = j.value("generation", int64_t{1});
     r.bump_revision = j.value("bump_revision", int64_t{0});
     r.cancelled = j.value("cancelled", false);
@@ -58,6 +59,7 @@ absl::Status WriteRestoreIntent(BackupStore& store, const std::string& cluster,
                       {"generation", r.generation},
                       {"bump_revision", r.bump_revision},
                       {"done", r.done},     {"settled", r.settled},
+                      {"ordered", r.ordered},
                       {"created_at", r.created_at},
                       {"initial_cluster", members}};
   if (r.cancelled) {
@@ -242,7 +244,7 @@ RestoreCoordinator::Observed RestoreCoordinator::Observe() {
     store_error(intent.status(), "the restore intent");
   } else if (intent->has_value() && !(*intent)->done && !(*intent)->cancelled) {
     o.intent = **intent;
-    v.pending = RestoreView::Pending{o.intent->id, o.intent->requested_by == "auto"};
+    v.pending = RestoreView::Pending{o.intent->id, o.intent->requested_by == "auto", o.intent->ordered};
   }
   v.etcd_answers = etcd_->MemberList().ok();
   auto existed = ClusterEverExisted(*store_, config_.cluster.name);
@@ -265,11 +267,48 @@ RestoreCoordinator::Observed RestoreCoordinator::Observe() {
   return o;
 }
 
+absl::Status RestoreCoordinator::Sync(RestoreIntent& intent) {
+  auto current = ReadRestoreIntent(*store_, config_.cluster.name);
+  if (!current.ok()) return Annotate(current.status(), "re-reading the restore intent");
+  if (!current->has_value() || (*current)->id != intent.id) {
+    return absl::AbortedError(absl::StrCat("restore ", intent.id, " is no longer the intent"));
+  }
+  const RestoreIntent& now = **current;
+  if (now.done || now.cancelled) {
+    return absl::AbortedError(absl::StrCat("restore ", intent.id, " was ",
+                                           now.done ? "finished" : "cancelled",
+                                           " by another coordinator"));
+  }
+  // What another coordinator recorded stands: these only ever go from false to true.
+  intent.ordered = intent.ordered || now.ordered;
+  intent.settled = intent.settled || now.settled;
+  return absl::OkStatus();
+}
+
+absl::Status RestoreCoordinator::Record(RestoreIntent& intent, const char* what,
+                                        const std::function<void(RestoreIntent&)>& change) {
+  // A coordinator that was paused (or slow) must not write its stale copy over what another
+  // one recorded since: re-read, merge, then write. (The store has no compare-and-swap; the
+  // window left is one read and one write, and the promises fence out older terms' orders.)
+  if (absl::Status s = Sync(intent); !s.ok()) return s;
+  change(intent);
+  if (absl::Status s = WriteRestoreIntent(*store_, config_.cluster.name, intent); !s.ok()) {
+    return Annotate(s, absl::StrCat("recording that ", what));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RestoreCoordinator::Cancel(RestoreIntent intent, const std::string& why) {
-  intent.cancelled = true;
-  intent.cancel_reason = why;
+  if (absl::Status s = Sync(intent); !s.ok()) return s;
+  if (intent.ordered && !RuleOff("R6")) {
+    return absl::AbortedError(absl::StrCat("restore ", intent.id,
+                                           " is not cancelled: its orders went out (R6)"));
+  }
   spdlog::warn("restore {}: cancelled: {}", intent.id, why);
-  return WriteRestoreIntent(*store_, config_.cluster.name, intent);
+  return Record(intent, "the restore is cancelled", [&why](RestoreIntent& r) {
+    r.cancelled = true;
+    r.cancel_reason = why;
+  });
 }
 
 std::unique_ptr<EtcdApi> RestoreCoordinator::MembersClient(
@@ -422,7 +461,7 @@ absl::Status RestoreCoordinator::Execute(RestoreIntent intent) {
   // Right before the orders: is the restore still justified? (The promises took time, and
   // agents that came up since are in this round rather than the next.)
   o = Observe();
-  o.view.pending = RestoreView::Pending{intent.id, intent.requested_by == "auto"};
+  o.view.pending = RestoreView::Pending{intent.id, intent.requested_by == "auto", intent.ordered};
   RestoreDecision d = DecideRestore(o.view);
   if (d.action == RestoreAction::kCancel) {
     if (absl::Status s = Cancel(intent, d.reason); !s.ok()) return s;
@@ -431,72 +470,99 @@ absl::Status RestoreCoordinator::Execute(RestoreIntent intent) {
   if (d.action != RestoreAction::kContinue) {
     return absl::UnavailableError(absl::StrCat("not ordering the restore: ", d.reason));
   }
-  std::map<std::string, bool> member;
-  for (const auto& [name, url] : intent.initial_cluster) member[name] = true;
-  std::vector<std::string> silent;
-  for (const auto& n : config_.cluster.nodes) {
-    if (!o.states.count(n.name)) silent.push_back(n.name);
-  }
-  if (!silent.empty()) {
-    spdlog::warn("restore {}: node(s) {} do not answer and are left out of this round", intent.id,
-                 absl::StrJoin(silent, ","));
-  }
-  std::vector<std::string> ordered;
-  std::vector<std::function<absl::Status()>> orders;
-  for (const auto& [name, st] : o.states) {
-    if (st.restore_id() == intent.id) continue;
-    peer::RestoreRequest req;
-    *req.mutable_header() = header;
-    req.set_restore_id(intent.id);
-    req.set_backup(intent.backup);
-    req.set_token(intent.token);
-    req.set_member(member.count(name) > 0);
-    // Until settled, restored members serve only on the fence port.
-    req.set_fenced(!intent.settled);
-    req.set_bump_revision(static_cast<uint64_t>(std::max<int64_t>(0, intent.bump_revision)));
-    for (const auto& [n, url] : intent.initial_cluster) {
-      auto* m = req.add_initial_cluster();
-      m->set_name(n);
-      m->set_peer_url(url);
-    }
-    PeerApi* c = agents_.at(name).get();
-    spdlog::info("restore {}: ordering node {} to restore backup {}", intent.id, name, intent.backup);
-    ordered.push_back(name);
-    orders.push_back([c, req] { return c->Restore(req, milliseconds(600000)); });
-  }
-  auto results = FanOut(env_.parallel, orders);
-  for (size_t i = 0; i < ordered.size(); ++i) {
-    if (!results[i].ok()) {
-      spdlog::error("restore {}: node {} failed: {}", intent.id, ordered[i], results[i].message());
-    }
-  }
-  // Done once a majority of the restored cluster's members applied it and it has a leader; a
-  // member that is down for good is then the reconciler's to replace, like any dead member.
-  size_t applied = 0;
+  // Once settled, the restored cluster is the live cluster: nobody is ordered to restore it
+  // again (a node that lost its data since is a lost member, the leader's to heal), and if it
+  // was lost as a whole, the next restore starts afresh from the newest backup.
+  const bool was_settled = intent.settled;
   std::vector<std::string> missing;
-  for (const auto& [name, url] : intent.initial_cluster) {
-    auto st = agents_.at(name)->GetState(milliseconds(1000));
-    if (st.ok() && st->restore_id() == intent.id) {
-      ++applied;
-    } else {
-      missing.push_back(name);
+  if (!was_settled) {
+    std::map<std::string, bool> member;
+    for (const auto& [name, url] : intent.initial_cluster) member[name] = true;
+    std::vector<std::string> silent;
+    for (const auto& n : config_.cluster.nodes) {
+      if (!o.states.count(n.name)) silent.push_back(n.name);
     }
-  }
-  if (applied < intent.initial_cluster.size() / 2 + 1) {
-    return absl::UnavailableError(absl::StrCat(applied, " of ", intent.initial_cluster.size(),
-                                               " members restored so far"));
-  }
-  if (!intent.settled) {
-    // The restored members serve only on the fence port: no client sees the cluster before the
-    // leases that came with the backup are revoked.
-    auto fenced = MembersClient(intent, &Config::FenceUrl);
-    if (!WaitForLeader(*fenced, std::chrono::seconds(30))) {
-      return absl::UnavailableError("the restored cluster has no leader yet");
+    if (!silent.empty()) {
+      spdlog::warn("restore {}: node(s) {} do not answer and are left out of this round", intent.id,
+                   absl::StrJoin(silent, ","));
     }
-    if (absl::Status s = Settle(intent, *fenced); !s.ok()) return s;
-    intent.settled = true;
-    if (absl::Status s = WriteRestoreIntent(*store_, config_.cluster.name, intent); !s.ok()) {
-      return Annotate(s, "recording that the restore is settled");
+    // Right before the orders: is this still the intent, and not settled by another
+    // coordinator? From the first order on, a node may restore while nobody hears about it:
+    // record that first, so no later coordinator cancels a restore some node applied (R6).
+    if (absl::Status s = Record(intent, "restore orders go out",
+                                [](RestoreIntent& r) { r.ordered = true; });
+        !s.ok()) {
+      return s;
+    }
+    if (intent.settled) return absl::AbortedError("settled by another coordinator meanwhile");
+    std::vector<std::string> ordered;
+    std::vector<std::function<absl::Status()>> orders;
+    for (const auto& [name, st] : o.states) {
+      // Applied — unless a member lost its data since (its marker outlives the data dir).
+      if (st.restore_id() == intent.id && (st.has_data() || !member.count(name))) continue;
+      peer::RestoreRequest req;
+      *req.mutable_header() = header;
+      req.set_restore_id(intent.id);
+      req.set_backup(intent.backup);
+      req.set_token(intent.token);
+      req.set_member(member.count(name) > 0);
+      // Until settled, restored members serve only on the fence port.
+      req.set_fenced(!intent.settled);
+      req.set_bump_revision(static_cast<uint64_t>(std::max<int64_t>(0, intent.bump_revision)));
+      for (const auto& [n, url] : intent.initial_cluster) {
+        auto* m = req.add_initial_cluster();
+        m->set_name(n);
+        m->set_peer_url(url);
+      }
+      PeerApi* c = agents_.at(name).get();
+      spdlog::info("restore {}: ordering node {} to restore backup {}", intent.id, name, intent.backup);
+      ordered.push_back(name);
+      orders.push_back([c, req] { return c->Restore(req, milliseconds(600000)); });
+    }
+    auto results = FanOut(env_.parallel, orders);
+    for (size_t i = 0; i < ordered.size(); ++i) {
+      if (!results[i].ok()) {
+        spdlog::error("restore {}: node {} failed: {}", intent.id, ordered[i], results[i].message());
+      }
+    }
+    // Done once a majority of the restored cluster's members applied it and it has a leader; a
+    // member that is down for good is then the reconciler's to replace, like any dead member.
+    size_t applied = 0;
+    for (const auto& [name, url] : intent.initial_cluster) {
+      auto st = agents_.at(name)->GetState(milliseconds(1000));
+      if (st.ok() && st->restore_id() == intent.id && st->has_data()) {
+        ++applied;
+      } else {
+        missing.push_back(name);
+      }
+    }
+    if (applied < intent.initial_cluster.size() / 2 + 1) {
+      return absl::UnavailableError(absl::StrCat(applied, " of ", intent.initial_cluster.size(),
+                                                 " members restored so far"));
+    }
+    if (!intent.settled) {
+      // The restored members serve only on the fence port: no client sees the cluster before the
+      // leases that came with the backup are revoked.
+      auto fenced = MembersClient(intent, &Config::FenceUrl);
+      if (!WaitForLeader(*fenced, std::chrono::seconds(30))) {
+        return absl::UnavailableError("the restored cluster has no leader yet");
+      }
+      // Revoking leases is only right while nobody but the fence sees the cluster: not if
+      // another coordinator settled it (and unfenced it) meanwhile.
+      if (absl::Status s = Sync(intent); !s.ok()) return s;
+      if (!intent.settled) {
+        if (absl::Status s = Settle(intent, *fenced); !s.ok()) return s;
+        if (absl::Status s = Record(intent, "the restore is settled",
+                                    [](RestoreIntent& r) { r.settled = true; });
+            !s.ok()) {
+          return s;
+        }
+      }
+    }
+  } else {
+    for (const auto& [name, url] : intent.initial_cluster) {
+      auto it = o.states.find(name);
+      if (it == o.states.end() || it->second.restore_id() != intent.id) missing.push_back(name);
     }
   }
   // Every fenced member goes back to its client URL (an agent that misses this order does it by
@@ -519,14 +585,34 @@ absl::Status RestoreCoordinator::Execute(RestoreIntent intent) {
   // A fresh client: the long-lived one's channels back off after the refusals of the fence.
   auto unfenced_client = MembersClient(intent, &Config::ClientUrl);
   if (!WaitForLeader(*unfenced_client, std::chrono::seconds(30))) {
+    size_t empty = 0;
+    for (const auto& [name, url] : intent.initial_cluster) {
+      auto it = o.states.find(name);
+      if (it != o.states.end() && !it->second.has_data()) ++empty;
+    }
+    if (was_settled && empty >= intent.initial_cluster.size() / 2 + 1) {
+      // The restored cluster ran and was lost as a whole since: restoring this intent's backup
+      // again would drop what was written after it. Close the intent; the next pass decides
+      // afresh (from the newest backup, and only if total loss is proven again).
+      if (absl::Status s = Record(intent, "the restore is closed",
+                                  [](RestoreIntent& r) { r.done = true; });
+          !s.ok()) {
+        return s;
+      }
+      spdlog::warn("restore {}: the restored cluster was lost after it was settled ({} of {} "
+                   "members answer without data); closing this restore",
+                   intent.id, empty, intent.initial_cluster.size());
+      return absl::AbortedError("the restored cluster was lost after it was settled");
+    }
     return absl::UnavailableError("the restored cluster does not answer on its client URLs yet");
   }
   std::vector<std::string> restored;
   for (const auto& [name, url] : intent.initial_cluster) {
     if (std::find(missing.begin(), missing.end(), name) == missing.end()) restored.push_back(name);
   }
-  intent.done = true;
-  if (absl::Status s = WriteRestoreIntent(*store_, config_.cluster.name, intent); !s.ok()) {
+  if (absl::Status s = Record(intent, "the restore is done",
+                              [](RestoreIntent& r) { r.done = true; });
+      !s.ok()) {
     return s;
   }
   // The restored cluster's voting members are the intent's initial cluster, restored or not.

@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -48,6 +49,9 @@ struct RestoreIntent {
   // The restored cluster's leases are revoked and its generation recorded (while fenced); from
   // here on members are unfenced, and nothing may revoke leases again.
   bool settled = false;
+  // Restore orders may have gone out (written before the first one): from here on the restore
+  // is carried through, never cancelled (rule R6).
+  bool ordered = false;
   bool done = false;
   bool cancelled = false;     // an automatic restore whose total loss could not be re-proved
   std::string cancel_reason;
@@ -117,7 +121,14 @@ class RestoreCoordinator {
   // What DecideRestore needs; the store and etcd are read only when this agent coordinates.
   Observed Observe();
   absl::Status Execute(RestoreIntent intent);
+  // Cancels a pending intent — never one whose orders went out (R6).
   absl::Status Cancel(RestoreIntent intent, const std::string& why);
+  // Re-reads the stored intent: Aborted if it is another restore, or done or cancelled; else
+  // merges what other coordinators recorded (ordered, settled) into `intent`.
+  absl::Status Sync(RestoreIntent& intent);
+  // Sync, then `change`, then write: the only way Execute records progress.
+  absl::Status Record(RestoreIntent& intent, const char* what,
+                      const std::function<void(RestoreIntent&)>& change);
   // Before the restored cluster is declared done: revoke every lease the backup brought back
   // (no lock or leader key of the lost cluster survives) and record the new generation.
   absl::Status Settle(const RestoreIntent& intent, EtcdApi& fenced);

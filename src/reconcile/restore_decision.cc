@@ -82,7 +82,8 @@ RestoreDecision DecideRestore(const RestoreView& v) {
     for (const auto& [name, a] : v.answered) {
       if (a.restore_id == v.pending->id) applied_somewhere = true;
     }
-    if (!applied_somewhere) {
+    const bool may_have_applied = v.pending->ordered && !RuleOff("R6");
+    if (!applied_somewhere && !may_have_applied) {
       // R5: re-prove total loss before the first node restores.
       if (std::string live = LiveAgent(v, v.pending->id); !live.empty() && !RuleOff("R5")) {
         return Make(RestoreAction::kCancel,

@@ -21,6 +21,10 @@
 //      proof stood when the first order went out; stopping halfway would strand those nodes).
 //      An operator's restore (stewardctl restore-backup) replaces a live cluster on purpose and
 //      is carried on.
+//   R6 once the intent records that orders may have gone out, R5 no longer applies: a node that
+//      restored may be silent (its agent died, a partition), so "nobody that answers applied
+//      it" does not show that nobody did, and cancelling would strand the restored members
+//      behind their fence for good. The coordinator records this before its first order.
 #pragma once
 
 #include <map>
@@ -54,6 +58,7 @@ struct RestoreView {
   struct Pending {
     std::string id;
     bool automatic = true;  // false: requested by the operator
+    bool ordered = false;   // the intent says restore orders may have gone out (R6)
   };
   std::optional<Pending> pending;
 };

@@ -70,4 +70,10 @@ bool EverJoined(bool joined_marker, uint64_t wal_commit, int initial_members) {
   return wal_commit > static_cast<uint64_t>(initial_members);
 }
 
+bool DataLostUnderEtcd(bool wanted, bool started_on_data, bool member_data_seen,
+                       DataDirState now) {
+  if (RuleOff("D1")) return false;
+  return wanted && (started_on_data || member_data_seen) && now != DataDirState::kMember;
+}
+
 }  // namespace steward

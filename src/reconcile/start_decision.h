@@ -70,6 +70,15 @@ struct StartDecision {
 
 StartDecision DecideStart(const StartView& view);
 
+// D1: the data dir of the member the runner keeps running is gone (deleted under a running
+// etcd, a disk swapped): the runner must stop, not restart etcd on the empty dir — its flags
+// would start a fresh member under the old identity. The node then counts as empty and the
+// leader replaces its entry. `started_on_data`: etcd was started on member data in place (a join
+// or a bootstrap starts on an empty dir, which fills); `member_data_seen`: the dir held member
+// data since etcd was started.
+bool DataLostUnderEtcd(bool wanted, bool started_on_data, bool member_data_seen,
+                       DataDirState now);
+
 // J1: has this node's member been part of a running cluster? Its "joined" marker says so once
 // the agent saw a leader; the WAL says so even if the agent never did (it died first): a commit
 // index above the initial members' configuration entries (one per member) means a leader was

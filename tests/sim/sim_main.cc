@@ -2,7 +2,8 @@
 // command always prints the same results (virtual time, seeded randomness, one thread).
 //
 //   steward_sim [--seeds N] [--steps M] [--seed S] [--nodes K] [--no-faults]
-//               [--rules-off R1,W5,...] [--trace]
+//               [--rules-off R1,W5,...] [--trace] [--trace-lines N]
+//               [--fault-rate P] [--crash-rate P] [--lose-first-leader]
 // Exit status: 0 if every seed kept every invariant, 1 otherwise (the first failing seed's
 // trace is printed, with the command that replays it).
 #include <chrono>
@@ -17,7 +18,10 @@
 int main(int argc, char** argv) {
   int seeds = 1, steps = 5000, nodes = 4;
   uint64_t seed = 1;
-  bool faults = true, trace = false;
+  bool faults = true, trace = false, lose_first_leader = false;
+  size_t trace_lines = 60;
+  double fault_rate = steward::sim::Options().fault_rate;
+  double crash_rate = steward::sim::Options().crash_point_rate;
   std::set<std::string> off;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -33,7 +37,11 @@ int main(int argc, char** argv) {
     else if (a == "--seed") seed = std::stoull(next());
     else if (a == "--nodes") nodes = std::stoi(next());
     else if (a == "--no-faults") faults = false;
+    else if (a == "--lose-first-leader") lose_first_leader = true;
     else if (a == "--trace") trace = true;
+    else if (a == "--fault-rate") fault_rate = std::stod(next());
+    else if (a == "--crash-rate") crash_rate = std::stod(next());
+    else if (a == "--trace-lines") trace_lines = std::stoul(next());
     else if (a == "--rules-off") {
       for (auto r : absl::StrSplit(next(), ',', absl::SkipEmpty())) off.insert(std::string(r));
     } else {
@@ -54,7 +62,11 @@ int main(int argc, char** argv) {
     o.steps = steps;
     o.nodes = nodes;
     o.faults = faults;
+    o.lose_first_leader = lose_first_leader;
     o.disabled_rules = off;
+    o.trace_lines = trace_lines;
+    o.fault_rate = fault_rate;
+    o.crash_point_rate = crash_rate;
     auto r = steward::sim::RunSimulation(o);
     total_steps += r.steps;
     virtual_ms += r.virtual_ms;

@@ -14,6 +14,7 @@
 #include "etcd/member_id.h"
 #include "openssl/sha.h"
 #include "reconcile/admission.h"
+#include "spdlog/sinks/base_sink.h"
 #include "spdlog/spdlog.h"
 
 namespace steward::sim {
@@ -174,6 +175,7 @@ struct Node {
   Ms paused_until = 0;
   bool etcd_up = false;
   Want want = Want::kNone;
+  bool member_data_seen = false;  // DataLostUnderEtcd
   bool held = false;  // the leader stopped etcd
   peer::StartRequest join;
   Disk disk;
@@ -289,6 +291,11 @@ class World {
   Ms next_backup_ = 20000;
   bool in_fault_ = false;
   bool healing_ = false;
+  bool in_pause_ = false;
+  bool trap_sprung_ = false, trap_done_ = false;  // Options::lose_first_leader
+ public:
+  int current_ = -1;  // the node whose code runs (for its log lines in the trace)
+ private:
   Result result_;
 };
 
@@ -737,12 +744,67 @@ void World::Violation(const std::string& what) {
   result_.ok = false;
   result_.violation = absl::StrFormat("t=%.3fs: %s", now_ / 1000.0, what);
   Trace("VIOLATION: " + what);
+  static const char* kWant[] = {"none", "on-data", "join", "bootstrap"};
+  static const char* kData[] = {"empty", "partial", "member"};
+  for (const auto& n : nodes_) {
+    const Disk& d = n->disk;
+    Trace(n->index, absl::StrCat("state: agent ", n->agent_up ? "up" : "down", ", etcd ",
+                                 n->etcd_up ? "up" : "down", ", wants ",
+                                 kWant[static_cast<int>(n->want)], n->held ? " (held)" : "",
+                                 ", data ", kData[static_cast<int>(d.state)], " cluster ",
+                                 HexId(d.cluster), " member ", HexId(d.member),
+                                 d.fenced ? " fenced" : "", " restore ", d.restore_id,
+                                 d.EverJoined() ? " joined" : ""));
+    if (n->reconciler && n->leadership && n->leadership->leading()) {
+      Trace(n->index, "leads; its reconciler says: " + n->reconciler->status());
+    }
+  }
+  for (const auto& [id, c] : clusters_) {
+    std::string members;
+    for (const auto& m : c.members) {
+      absl::StrAppend(&members, " ", HexId(m.id), "=", m.name.empty() ? "?" : m.name,
+                      m.learner ? "(learner)" : "", m.started ? "" : "(unstarted)");
+    }
+    Trace(absl::StrCat("cluster ", HexId(id), " leader ", HexId(c.leader), " members:", members));
+    if (auto it = c.kv.find("/steward/sim/status"); it != c.kv.end()) {
+      Trace(absl::StrCat("cluster ", HexId(id), " status: ", it->second.value));
+    }
+  }
 }
 
 void World::CallPoint(int caller) {
-  if (!in_fault_ && !healing_ && o_.faults && o_.crash_point_rate > 0 &&
-      std::uniform_real_distribution<double>(0, 1)(rng_) < o_.crash_point_rate) {
-    throw CrashPoint{caller};
+  // Only the node whose code runs now can die or stop here: a call made on behalf of another
+  // node (an order's handler asking its own etcd) belongs to that node's process, and its
+  // failure reaches the caller as an error, not as the caller's death.
+  if (caller != current_) return;
+  if (trap_sprung_ && !trap_done_) throw CrashPoint{caller};
+  if (in_fault_ || healing_ || !o_.faults || o_.crash_point_rate <= 0) return;
+  const double x = std::uniform_real_distribution<double>(0, 1)(rng_);
+  if (x < o_.crash_point_rate) throw CrashPoint{caller};
+  if (x < 2 * o_.crash_point_rate && !in_pause_) {
+    // The caller's process stops here (SIGSTOP, a long GC, a VM migration) while the world
+    // goes on, then resumes in the middle of what it was doing, with what it observed before.
+    in_pause_ = true;
+    Node& n = *nodes_[caller];
+    const Ms until = now_ + 2000 + static_cast<Ms>(rng_() % 20000);
+    n.paused_until = until;
+    ++result_.faults["pause-mid-call"];
+    Trace(caller, "PAUSED in the middle of a call");
+    while (now_ < until && result_.ok) {
+      now_ += 50 + static_cast<Ms>(rng_() % 250);
+      dirty_ = true;
+      Scheduled();
+      const int other = static_cast<int>(rng_() % nodes_.size());
+      if (rng_() % 5 == 0) {
+        Write();
+      } else if (other != caller) {  // the caller is still inside its call
+        Tick(other);
+      }
+      Refresh();
+      CheckWrites(false);
+    }
+    Trace(caller, "resumes");
+    in_pause_ = false;
   }
 }
 
@@ -832,6 +894,7 @@ void World::Refresh() {
       }
     }
     if (c.leader == 0) continue;
+    if (!c.had_leader && o_.lose_first_leader && !trap_done_) trap_sprung_ = true;
     c.had_leader = true;
     int ln = NodeOfMember(c, c.leader);
     // The quorum side catches up, publishes itself and learns the current member list.
@@ -979,15 +1042,32 @@ absl::Status World::OrderWipe(int i, const peer::OrderHeader& h) {
 
 absl::Status World::OrderRestore(int i, const peer::RestoreRequest& req) {
   Node& n = *nodes_[i];
-  if (n.disk.restore_id == req.restore_id()) return absl::OkStatus();
+  if (n.disk.restore_id == req.restore_id() &&
+      (!req.member() || n.disk.state == DataDirState::kMember)) {
+    return absl::OkStatus();
+  }
   // The node fetches and checks the backup before it touches its data.
   auto meta_text = store_.Get(MetaKey("sim", req.backup()));
   if (!meta_text.ok()) return meta_text.status();
   auto data = backups_.find(req.backup());
   if (data == backups_.end()) return absl::DataLossError("no such backup");
-  if (!restores_seen_.count(req.restore_id())) {
+  // The restored cluster: the same on every node of the intent.
+  uint64_t cid = 0x5eed;
+  std::vector<Member> members;
+  for (const auto& m : req.initial_cluster()) {
+    Member mm;
+    mm.id = InitialMemberId({m.peer_url()}, req.token());
+    mm.name = m.name();
+    mm.peer_url = m.peer_url();
+    mm.started = true;
+    members.push_back(mm);
+    cid = Mix(cid, mm.id);
+  }
+  // Checked whenever the restored cluster comes into being: the first order, and any order
+  // that would bring it back after it was lost.
+  if (!restores_seen_.count(req.restore_id()) || !clusters_.count(cid)) {
+    if (!restores_seen_.count(req.restore_id())) ++result_.restores;
     restores_seen_.insert(req.restore_id());
-    ++result_.restores;
     // Ground truth: a restore is justified only when no cluster can reach quorum any more.
     for (uint64_t c : ClustersAbleToReachQuorum()) {
       Violation(absl::StrCat("restore ", req.restore_id(), " of ", req.backup(),
@@ -1014,18 +1094,6 @@ absl::Status World::OrderRestore(int i, const peer::RestoreRequest& req) {
     }
     Trace(i, absl::StrCat("first to restore ", req.backup(), " (restore ", req.restore_id(),
                           "): ", lost, " acknowledged writes newer than the backup are given up"));
-  }
-  // The restored cluster: the same on every node of the intent.
-  uint64_t cid = 0x5eed;
-  std::vector<Member> members;
-  for (const auto& m : req.initial_cluster()) {
-    Member mm;
-    mm.id = InitialMemberId({m.peer_url()}, req.token());
-    mm.name = m.name();
-    mm.peer_url = m.peer_url();
-    mm.started = true;
-    members.push_back(mm);
-    cid = Mix(cid, mm.id);
   }
   if (!clusters_.count(cid)) {
     Cluster c;
@@ -1248,9 +1316,13 @@ void World::StartEtcdAsWanted(int i) {
 void World::Tick(int i) {
   Node& n = *nodes_[i];
   if (!n.agent_up || Paused(i)) return;
+  const int outer = current_;
+  current_ = i;
   try {
     TickBody(i);
+    current_ = outer;
   } catch (const CrashPoint& c) {
+    current_ = outer;
     Trace(c.node, "CRASH in the middle of a call (agent and etcd)");
     ++result_.faults["crash-mid-call"];
     Kill(c.node, true);
@@ -1260,6 +1332,16 @@ void World::Tick(int i) {
 void World::TickBody(int i) {
   Node& n = *nodes_[i];
   Refresh();
+  if (n.want == Want::kNone) n.member_data_seen = false;
+  if (n.want != Want::kNone && n.disk.state == DataDirState::kMember) n.member_data_seen = true;
+  if (DataLostUnderEtcd(n.want != Want::kNone, n.want == Want::kOnData, n.member_data_seen,
+                        n.disk.state)) {
+    Trace(i, "its member's data dir is gone under etcd: stops etcd (D1)");
+    n.want = Want::kNone;
+    n.etcd_up = false;
+    n.member_data_seen = false;
+    dirty_ = true;
+  }
   StartEtcdAsWanted(i);
   if (n.want == Want::kNone && !n.held) {
     std::map<std::string, PeerApi*> initial;
@@ -1291,7 +1373,10 @@ void World::TickBody(int i) {
     }
   }
   Refresh();
-  if (n.etcd_up && !n.disk.joined && !n.disk.fenced && InQuorum(i)) n.disk.joined = true;
+  if (n.etcd_up && !n.disk.joined && !n.disk.fenced && InQuorum(i)) {
+    CallPoint(i);  // the agent asks its etcd for a leader before it writes the marker
+    n.disk.joined = true;
+  }
   if (n.disk.fenced) {
     // MaybeUnfenceSelf: the store says the restore is settled.
     auto intent = ReadRestoreIntent(store_, "sim");
@@ -1517,7 +1602,6 @@ void World::Fault() {
       node.disk.rev = 0;
       node.disk.seen.clear();
       node.disk.fenced = false;
-      if (node.want == Want::kOnData) node.want = Want::kNone;
       break;
     case 8:
       kind = "partial-data";
@@ -1642,6 +1726,21 @@ Result World::Run() {
       TakeBackup();
       next_backup_ = now_ + 20000;
     }
+    if (trap_sprung_ && !trap_done_) {
+      trap_done_ = true;
+      in_fault_ = true;
+      int reimaged = -1;
+      for (auto& m : nodes_) {
+        if (reimaged < 0 && m->disk.state == DataDirState::kMember) reimaged = m->index;
+        Kill(m->index, true);
+      }
+      if (reimaged >= 0) nodes_[reimaged]->disk = Disk();
+      Trace(absl::StrCat("FAULT every node dies as the first leader is elected; ",
+                         reimaged >= 0 ? nodes_[reimaged]->spec.name : "none", " is re-imaged"));
+      ++result_.faults["lose-first-leader"];
+      in_fault_ = false;
+      fault = true;
+    }
     Refresh();
     CheckWrites(fault);
     if (clusters_.size() > 1) {
@@ -1696,18 +1795,40 @@ Result World::Run() {
   return result_;
 }
 
+// The agents' own log lines go into the trace, under the node whose code wrote them.
+class TraceSink : public spdlog::sinks::base_sink<spdlog::details::null_mutex> {
+ public:
+  explicit TraceSink(World* w) : w_(w) {}
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    std::string text(msg.payload.data(), msg.payload.size());
+    if (w_->current_ >= 0) {
+      w_->Trace(w_->current_, "log: " + text);
+    } else {
+      w_->Trace("log: " + text);
+    }
+  }
+  void flush_() override {}
+
+ private:
+  World* w_;
+};
+
 }  // namespace
 
 Result RunSimulation(const Options& options) {
   SetRulesOffForTesting(options.disabled_rules);
-  auto previous = spdlog::get_level();
-  spdlog::set_level(spdlog::level::off);
+  auto previous = spdlog::default_logger();
   Result r;
   {
     World w(options);
+    auto logger = std::make_shared<spdlog::logger>("sim", std::make_shared<TraceSink>(&w));
+    logger->set_level(spdlog::level::info);
+    spdlog::set_default_logger(logger);
     r = w.Run();
+    spdlog::set_default_logger(previous);
   }
-  spdlog::set_level(previous);
   SetRulesOffForTesting({});
   return r;
 }

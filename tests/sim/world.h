@@ -56,6 +56,9 @@ struct Options {
   // rule prevents), e.g. "R-majority".
   std::set<std::string> disabled_rules;
   size_t trace_lines = 60;  // events kept for a violation's trace
+  // A scripted fault: the moment the first leader is elected, every node dies before its agent
+  // can have seen it, and the first node that held data comes back re-imaged.
+  bool lose_first_leader = false;
 };
 
 struct Result {

@@ -264,10 +264,10 @@ std::vector<Case> Cases() {
          Node(o, 2).etcd_running = false;
          Member(o, "n2")->healthy = false;
        },
-       StepKind::kNone,
+       StepKind::kWait,
        0,
        "",
-       {}},
+       {"n2", "unhealthy"}},
       {"NoWipeWhenAgentDown",
        [](ClusterObservation& o) {
          Node(o, 4).agent_up = false;
@@ -304,10 +304,10 @@ std::vector<Case> Cases() {
          NodeBackEmpty(o, 2);
          Node(o, 2).etcd_running = true;
        },
-       StepKind::kNone,
+       StepKind::kWait,
        0,
        "",
-       {}},
+       {"n2", "unhealthy"}},
 
       // --- unstarted entries for a node's peer URL ---
       {"RemovesUnstartedVoterWithForeignId",
@@ -558,20 +558,20 @@ std::vector<Case> Cases() {
        {"unreachable for 90s", "spare n5 ready"}},
       {"NoReplacementBeforeReplaceAfter",
        [](ClusterObservation& o) { NodeDown(o, 3, seconds(59)); },
-       StepKind::kNone,
+       StepKind::kWait,
        0,
        "",
-       {}},
+       {"n3", "unhealthy (for 59s)", "replaced after 60s"}},
       {"NoReplacementWithoutSpare",
        [](ClusterObservation& o) {
          NodeDown(o, 3, seconds(600));
          NodeDown(o, 4);
          NodeDown(o, 5);
        },
-       StepKind::kNone,
+       StepKind::kWait,
        0,
        "",
-       {}},
+       {"n3", "no spare node is ready"}},
 
       // --- growing ---
       {"AddsFirstSpareInConfigOrder",

@@ -139,6 +139,17 @@ TEST(RestoreDecisionTest, R5_ARestoreAppliedSomewhereIsCarriedThrough) {
   EXPECT_EQ(DecideRestore(v).action, RestoreAction::kContinue);
 }
 
+// R6: once orders may have gone out, silence is not proof that nobody restored.
+TEST(RestoreDecisionTest, R6_ARestoreWhoseOrdersWentOutIsNeverCancelled) {
+  RestoreView v = FiveNodes();
+  v.pending = RestoreView::Pending{"r1", true, /*ordered=*/true};
+  v.answered["n2"] = WithData();  // a member of the lost cluster, back; the restored ones silent
+  v.etcd_answers = true;
+  EXPECT_EQ(DecideRestore(v).action, RestoreAction::kContinue);
+  v.pending->ordered = false;
+  EXPECT_EQ(DecideRestore(v).action, RestoreAction::kCancel);
+}
+
 TEST(RestoreDecisionTest, R5_PendingAutomaticRestoreIsCancelledByAnAnsweringEtcd) {
   RestoreView v = FiveNodes();
   v.pending = RestoreView::Pending{"r1", true};

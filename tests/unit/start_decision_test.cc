@@ -102,5 +102,15 @@ TEST(StartDecisionTest, J1_TheWalShowsALeaderNobodySaw) {
   EXPECT_FALSE(EverJoined(false, 5, 5));
 }
 
+TEST(StartDecisionTest, D1_AMembersDataGoneUnderEtcdStopsIt) {
+  using D = DataDirState;
+  EXPECT_TRUE(DataLostUnderEtcd(true, true, false, D::kEmpty)) << "started on data, now empty";
+  EXPECT_TRUE(DataLostUnderEtcd(true, true, false, D::kPartial));
+  EXPECT_TRUE(DataLostUnderEtcd(true, false, true, D::kEmpty)) << "a join that had its WAL";
+  EXPECT_FALSE(DataLostUnderEtcd(true, false, false, D::kEmpty)) << "a join still starting";
+  EXPECT_FALSE(DataLostUnderEtcd(true, true, true, D::kMember));
+  EXPECT_FALSE(DataLostUnderEtcd(false, true, true, D::kEmpty)) << "not wanted";
+}
+
 }  // namespace
 }  // namespace steward
