@@ -15,6 +15,14 @@
 // Shutdown(): resign, stop the threads and the peer API, then stop etcd.
 //
 // The agent is also the NodeHandler behind the peer API: the leader's orders land here.
+//
+// Where things are:
+//   agent.cc          wiring, Start/Shutdown, the three loops
+//   start.cc          how a node starts etcd on its own (DecideStart on GatherStartView,
+//                     start_view.h), the data dir's state and markers
+//   orders.cc         the leader's orders (join, stop, wipe, unfence) and the reported state
+//   node_restore.cc   how a node carries out a restore order
+//   agent_main.cc     main(): flags, config, logging, signals
 #pragma once
 
 #include <atomic>

@@ -59,6 +59,16 @@ std::string SnapshotKey(const std::string& cluster, const std::string& name) {
 std::string MetaKey(const std::string& cluster, const std::string& name) {
   return absl::StrCat(BackupsPrefix(cluster), name, "/meta.json");
 }
+std::string RestoreIntentKey(const std::string& cluster) {
+  return cluster + "/control/restore.json";
+}
+std::string RevisionRecordKey(const std::string& cluster) {
+  return cluster + "/control/revision.json";
+}
+std::string MembersRecordKey(const std::string& cluster) {
+  return cluster + "/control/members.json";
+}
+
 std::string CreatedMarkerKey(const std::string& cluster) {
   return cluster + "/control/created.json";
 }
@@ -75,9 +85,7 @@ bool BackupTimeInFuture(const BackupMeta& m, int64_t now, int64_t tolerance_s) {
   return m.unix_time > now + tolerance_s;
 }
 
-std::string EtcdGenerationKey(const std::string& cluster) {
-  return absl::StrCat("/steward/", cluster, "/generation");
-}
+
 
 nlohmann::json MetaToJson(const BackupMeta& m) {
   // IDs as hex strings: uint64 values do not survive JSON tools that use doubles.

@@ -41,9 +41,6 @@ struct BackupMeta {
 bool BackupNewer(const BackupMeta& a, const BackupMeta& b);
 // The taker's clock was ahead: the backup's time is more than `tolerance_s` past `now`.
 bool BackupTimeInFuture(const BackupMeta& m, int64_t now, int64_t tolerance_s = 300);
-// The etcd key (under the cluster's reserved prefix) holding the generation; the restore
-// coordinator writes it into the restored cluster before anyone else may use it.
-std::string EtcdGenerationKey(const std::string& cluster);
 
 std::string BackupName(std::chrono::system_clock::time_point t, int64_t revision);
 // Parses a backup name; nullopt if it is not one.
@@ -53,6 +50,11 @@ std::string BackupsPrefix(const std::string& cluster);  // "<cluster>/backups/"
 std::string SnapshotKey(const std::string& cluster, const std::string& name);
 std::string MetaKey(const std::string& cluster, const std::string& name);
 std::string CreatedMarkerKey(const std::string& cluster);
+// The control records (docs/backup-layout.md): the restore intent, the highest revision seen,
+// the last known voting members.
+std::string RestoreIntentKey(const std::string& cluster);   // <cluster>/control/restore.json
+std::string RevisionRecordKey(const std::string& cluster);  // <cluster>/control/revision.json
+std::string MembersRecordKey(const std::string& cluster);   // <cluster>/control/members.json
 
 nlohmann::json MetaToJson(const BackupMeta& m);
 absl::StatusOr<BackupMeta> MetaFromJson(const std::string& text);

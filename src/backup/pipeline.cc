@@ -1,5 +1,7 @@
 #include "backup/pipeline.h"
 
+#include "etcd/keys.h"
+
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <unistd.h>

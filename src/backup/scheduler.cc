@@ -11,9 +11,7 @@ namespace steward {
 
 using Clock = std::chrono::system_clock;
 
-std::string BackupStatusKey(const Config& c) {
-  return absl::StrCat("/steward/", c.cluster.name, "/backup-status");
-}
+
 
 absl::StatusOr<BackupMeta> BackupAndPrune(const Config& config, BackupStore& store,
                                           EtcdApi& etcd, const std::string& taken_by) {

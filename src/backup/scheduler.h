@@ -16,10 +16,10 @@
 #include "common/backoff.h"
 #include "config/config.h"
 #include "etcd/api.h"
+#include "etcd/keys.h"
 
 namespace steward {
 
-std::string BackupStatusKey(const Config& c);  // "/steward/<cluster>/backup-status"
 
 // Takes one backup now from a healthy member and applies retention. For stewardctl too.
 absl::StatusOr<BackupMeta> BackupAndPrune(const Config& config, BackupStore& store,

@@ -16,11 +16,6 @@ namespace steward {
 using SteadyTime = std::chrono::steady_clock::time_point;
 using std::chrono::milliseconds;
 
-std::string ReservedPrefix(const Config& c) { return absl::StrCat("/steward/", c.cluster.name, "/"); }
-std::string LeaderKey(const Config& c) { return ReservedPrefix(c) + "leader"; }
-std::string EpochKey(const Config& c) { return ReservedPrefix(c) + "epoch"; }
-std::string SpecKey(const Config& c) { return ReservedPrefix(c) + "spec"; }
-std::string StatusKey(const Config& c) { return ReservedPrefix(c) + "status"; }
 
 namespace {
 constexpr milliseconds kObserveTimeout{1000};
@@ -250,7 +245,7 @@ void Reconciler::CheckStoreIdentity() {
   // marker while the cluster lives (an NFS share no longer mounted, leaving the empty mount
   // point; another bucket) is recognised as the wrong store, not marked afresh.
   const std::string key = CreatedMarkerKey(config_.cluster.name);
-  const std::string marked_key = ReservedPrefix(config_) + "store-marked";
+  const std::string marked_key = StoreMarkedKey(config_.cluster.name);
   auto marker = store_->Get(key);
   auto marked = etcd_->Get(marked_key);
   if (!marked.ok()) return;  // ask again next pass

@@ -24,19 +24,13 @@
 #include "common/status.h"
 #include "config/config.h"
 #include "etcd/api.h"
+#include "etcd/keys.h"
 #include "peer/api.h"
 #include "reconcile/env.h"
 #include "reconcile/plan.h"
 
 namespace steward {
 
-// Keys under the cluster's reserved prefix in etcd.
-std::string ReservedPrefix(const Config& c);  // "/steward/<cluster>/"
-std::string LeaderKey(const Config& c);
-// The leaders' epoch counter (see Leadership).
-std::string EpochKey(const Config& c);
-std::string SpecKey(const Config& c);
-std::string StatusKey(const Config& c);
 
 class Reconciler {
  public:

@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "backup/layout.h"
+#include "etcd/keys.h"
 #include "backup/pipeline.h"
 #include "common/rules.h"
 #include "common/status.h"
@@ -15,10 +16,6 @@
 namespace steward {
 
 using std::chrono::milliseconds;
-
-std::string RestoreIntentKey(const std::string& cluster) {
-  return cluster + "/control/restore.json";
-}
 
 absl::StatusOr<std::optional<RestoreIntent>> ReadRestoreIntent(BackupStore& store,
                                                                const std::string& cluster) {
@@ -79,10 +76,6 @@ absl::StatusOr<int64_t> NextGeneration(BackupStore& store, const std::string& cl
   return highest + 1;
 }
 
-std::string RevisionRecordKey(const std::string& cluster) {
-  return cluster + "/control/revision.json";
-}
-
 absl::StatusOr<int64_t> ReadHighestRevision(BackupStore& store, const std::string& cluster) {
   auto text = store.Get(RevisionRecordKey(cluster));
   if (absl::IsNotFound(text.status())) return int64_t{0};
@@ -121,10 +114,6 @@ RestoreIntent NewRestoreIntent(const Config& config, const std::string& backup,
     r.initial_cluster.emplace_back(n.name, config.PeerUrl(n));
   }
   return r;
-}
-
-std::string MembersRecordKey(const std::string& cluster) {
-  return cluster + "/control/members.json";
 }
 
 absl::StatusOr<std::optional<std::vector<std::string>>> ReadLastVoters(

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "backup/layout.h"
 #include "backup/store.h"
 #include "common/status.h"
 #include "config/config.h"
@@ -58,7 +59,6 @@ struct RestoreIntent {
   int64_t created_at = 0;
 };
 
-std::string RestoreIntentKey(const std::string& cluster);
 absl::StatusOr<std::optional<RestoreIntent>> ReadRestoreIntent(BackupStore& store,
                                                                const std::string& cluster);
 absl::Status WriteRestoreIntent(BackupStore& store, const std::string& cluster,
@@ -72,7 +72,6 @@ RestoreIntent NewRestoreIntent(const Config& config, const std::string& backup,
 // The highest revision the cluster was seen to serve, kept in the store by the leader:
 //   <cluster>/control/revision.json  {"revision": R, "updated_at": <unix seconds>}
 // 0 when nothing is recorded.
-std::string RevisionRecordKey(const std::string& cluster);
 absl::StatusOr<int64_t> ReadHighestRevision(BackupStore& store, const std::string& cluster);
 absl::Status WriteHighestRevision(BackupStore& store, const std::string& cluster, int64_t revision,
                                   int64_t now_unix);
@@ -90,7 +89,6 @@ absl::StatusOr<int64_t> NextGeneration(BackupStore& store, const std::string& cl
 // membership changes and by the restore coordinator when a restore is done:
 //   <cluster>/control/members.json  {"voters": [...], "updated_at": <unix seconds>}
 // nullopt when nothing is recorded yet.
-std::string MembersRecordKey(const std::string& cluster);
 absl::StatusOr<std::optional<std::vector<std::string>>> ReadLastVoters(BackupStore& store,
                                                                       const std::string& cluster);
 absl::Status WriteLastVoters(BackupStore& store, const std::string& cluster,

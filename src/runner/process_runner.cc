@@ -1,5 +1,7 @@
 #include "runner/process_runner.h"
 
+#include <pthread.h>
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -76,7 +78,10 @@ bool ProcessRunner::IsEtcdFor(pid_t pid, const std::string& binary, const std::s
 
 ProcessRunner::ProcessRunner(Options options)
     : options_(std::move(options)), backoff_(options_.backoff_min, options_.backoff_max) {
-  supervisor_ = std::thread([this] { SuperviseLoop(); });
+  supervisor_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "st-runner");
+    SuperviseLoop();
+  });
 }
 
 ProcessRunner::~ProcessRunner() {

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "agent/start_view.h"
 #include "backup/layout.h"
+#include "etcd/keys.h"
 #include "backup/pipeline.h"
 #include "common/rules.h"
 #include "etcd/member_id.h"
@@ -766,7 +767,7 @@ void World::Violation(const std::string& what) {
                       m.learner ? "(learner)" : "", m.started ? "" : "(unstarted)");
     }
     Trace(absl::StrCat("cluster ", HexId(id), " leader ", HexId(c.leader), " members:", members));
-    if (auto it = c.kv.find("/steward/sim/status"); it != c.kv.end()) {
+    if (auto it = c.kv.find(StatusKey(std::string("sim"))); it != c.kv.end()) {
       Trace(absl::StrCat("cluster ", HexId(id), " status: ", it->second.value));
     }
   }

@@ -1,0 +1,44 @@
+// Every key etcd-steward keeps in etcd, under the cluster's reserved prefix
+// "/steward/<cluster>/" (the store's own names are in backup/layout.h). Applications must not
+// write under it. Pure.
+#pragma once
+
+#include <string>
+
+#include "config/config.h"
+
+namespace steward {
+
+inline std::string ReservedPrefix(const std::string& cluster) {
+  return "/steward/" + cluster + "/";
+}
+// The steward leader's lease-backed election key; its value is the leader's node name.
+inline std::string LeaderKey(const std::string& cluster) { return ReservedPrefix(cluster) + "leader"; }
+// The leaders' epoch counter, raised with the leader key in one transaction: the leader's term.
+inline std::string EpochKey(const std::string& cluster) { return ReservedPrefix(cluster) + "epoch"; }
+// The desired spec written by `stewardctl configure-cluster` ({"size": N}).
+inline std::string SpecKey(const std::string& cluster) { return ReservedPrefix(cluster) + "spec"; }
+// The leader's last decision, for `stewardctl status`.
+inline std::string StatusKey(const std::string& cluster) { return ReservedPrefix(cluster) + "status"; }
+// The backup scheduler's last result.
+inline std::string BackupStatusKey(const std::string& cluster) {
+  return ReservedPrefix(cluster) + "backup-status";
+}
+// How many restores lie behind this cluster; written by the restore coordinator while fenced.
+inline std::string EtcdGenerationKey(const std::string& cluster) {
+  return ReservedPrefix(cluster) + "generation";
+}
+// Set once the leader marked the backup store as this cluster's (a store that loses its marker
+// while this key exists is the wrong store).
+inline std::string StoreMarkedKey(const std::string& cluster) {
+  return ReservedPrefix(cluster) + "store-marked";
+}
+
+inline std::string ReservedPrefix(const Config& c) { return ReservedPrefix(c.cluster.name); }
+inline std::string LeaderKey(const Config& c) { return LeaderKey(c.cluster.name); }
+inline std::string EpochKey(const Config& c) { return EpochKey(c.cluster.name); }
+inline std::string SpecKey(const Config& c) { return SpecKey(c.cluster.name); }
+inline std::string StatusKey(const Config& c) { return StatusKey(c.cluster.name); }
+inline std::string BackupStatusKey(const Config& c) { return BackupStatusKey(c.cluster.name); }
+
+}  // namespace steward
