@@ -20,58 +20,17 @@ namespace steward {
 namespace {
 namespace fs = std::filesystem;
 
-absl::Status Errno(const std::string& what) {
-  int err = errno;
-  std::string msg = absl::StrCat(what, ": ", std::strerror(err));
-  if (err == ENOENT) return absl::NotFoundError(msg);
-  if (err == EACCES || err == EPERM || err == EROFS) return absl::PermissionDeniedError(msg);
-  return absl::UnavailableError(msg);
-}
+absl::Status Errno(const std::string& what) { return ErrnoStatus(errno, what); }
 
-void FsyncDir(const fs::path& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
-}
-
+// An object being written: an AtomicFile, renamed into place on Commit().
 class FileWriter : public ObjectWriter {
  public:
-  FileWriter(fs::path target, fs::path tmp, int fd)
-      : target_(std::move(target)), tmp_(std::move(tmp)), fd_(fd) {}
-  ~FileWriter() override {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(tmp_.c_str());
-  }
-  absl::Status Write(std::string_view chunk) override {
-    size_t off = 0;
-    while (off < chunk.size()) {
-      ssize_t n = ::write(fd_, chunk.data() + off, chunk.size() - off);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        return Errno(absl::StrCat("writing ", tmp_.string()));
-      }
-      off += static_cast<size_t>(n);
-    }
-    return absl::OkStatus();
-  }
-  absl::Status Commit() override {
-    if (::fsync(fd_) != 0) return Errno(absl::StrCat("fsync ", tmp_.string()));
-    ::close(fd_);
-    fd_ = -1;
-    if (::rename(tmp_.c_str(), target_.c_str()) != 0) {
-      return Errno(absl::StrCat("renaming to ", target_.string()));
-    }
-    committed_ = true;
-    FsyncDir(target_.parent_path());
-    return absl::OkStatus();
-  }
+  explicit FileWriter(AtomicFile file) : file_(std::move(file)) {}
+  absl::Status Write(std::string_view chunk) override { return file_.Write(chunk); }
+  absl::Status Commit() override { return file_.Commit(); }
 
  private:
-  fs::path target_, tmp_;
-  int fd_;
-  bool committed_ = false;
+  AtomicFile file_;
 };
 
 class FileStore : public BackupStore {
@@ -86,15 +45,11 @@ class FileStore : public BackupStore {
     if (absl::Status s = MakeDirs(target.parent_path().string(), 0755); !s.ok()) {
       return absl::UnavailableError(absl::StrCat("backup store ", Describe(), ": ", s.message()));
     }
-    // A unique temp name: concurrent writers of one key (agents and stewardctl on a shared NFS
-    // store) must not interleave their bytes; the last rename wins whole.
-    static std::atomic<uint64_t> counter{0};
-    fs::path tmp = target.parent_path() /
-                   absl::StrCat(".", target.filename().string(), ".", getpid(), ".",
-                                counter.fetch_add(1), ".", std::random_device{}(), ".tmp");
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
-    if (fd < 0) return Errno(absl::StrCat("creating ", tmp.string()));
-    return std::unique_ptr<ObjectWriter>(new FileWriter(target, tmp, fd));
+    // A unique temp name (AtomicFile): concurrent writers of one key (agents and stewardctl on
+    // a shared NFS store) must not interleave their bytes; the last rename wins whole.
+    auto file = AtomicFile::Create(target.string(), 0640);
+    if (!file.ok()) return file.status();
+    return std::unique_ptr<ObjectWriter>(new FileWriter(std::move(*file)));
   }
 
   absl::Status Put(const std::string& key, const std::string& content) override {

@@ -136,7 +136,9 @@ void BackupScheduler::Publish() {
     j["last_error"] = last_error_;
     j["last_error_at"] = secs(last_error_at_);
   }
-  (void)etcd_->Put(BackupStatusKey(config_), j.dump());
+  if (absl::Status s = etcd_->Put(BackupStatusKey(config_), j.dump()); !s.ok()) {
+    spdlog::warn("publishing the backup status: {}", s.message());  // status only; next time
+  }
 }
 
 }  // namespace steward

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <utility>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -15,55 +16,110 @@
 namespace steward {
 namespace fs = std::filesystem;
 
-namespace {
-absl::Status ErrnoError(const std::string& what, int err) {
-  return absl::InternalError(absl::StrCat(what, ": ", std::strerror(err)));
+absl::Status ErrnoStatus(int err, const std::string& what) {
+  std::string msg = absl::StrCat(what, ": ", std::strerror(err));
+  switch (err) {
+    case ENOENT: return absl::NotFoundError(msg);
+    case EACCES:
+    case EPERM:
+    case EROFS: return absl::PermissionDeniedError(msg);
+    case EEXIST: return absl::AlreadyExistsError(msg);
+    case ENOSPC:
+    case EDQUOT: return absl::ResourceExhaustedError(msg);
+    default: return absl::UnavailableError(msg);
+  }
 }
+
+namespace {
+
+void FsyncDir(const fs::path& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    ::fsync(fd);  // best effort: the rename itself is already atomic
+    ::close(fd);
+  }
+}
+
+fs::path DirOf(const fs::path& p) { return p.has_parent_path() ? p.parent_path() : fs::path("."); }
+
 }  // namespace
 
-absl::Status WriteFileAtomic(const std::string& path, const std::string& content, int mode) {
-  fs::path target(path);
-  fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  fs::path tmp = dir / absl::StrCat(".", target.filename().string(), ".tmp.", getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-  if (fd < 0) return ErrnoError(absl::StrCat("creating ", tmp.string()), errno);
+absl::StatusOr<AtomicFile> AtomicFile::Create(const std::string& target, int mode) {
+  const fs::path t(target);
+  std::string tmpl = (DirOf(t) / absl::StrCat(".", t.filename().string(), ".tmp.XXXXXX")).string();
+  int fd = ::mkostemp(tmpl.data(), O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("creating a temp file for ", target));
+  AtomicFile file(target, tmpl, fd);  // from here on the temp file is removed on failure
+  if (::fchmod(fd, static_cast<mode_t>(mode)) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("chmod ", tmpl));
+  }
+  return file;
+}
+
+AtomicFile::AtomicFile(AtomicFile&& o) noexcept
+    : target_(std::move(o.target_)),
+      tmp_(std::exchange(o.tmp_, std::string())),
+      fd_(std::exchange(o.fd_, -1)) {}
+
+AtomicFile::~AtomicFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!tmp_.empty()) ::unlink(tmp_.c_str());
+}
+
+absl::Status AtomicFile::Write(std::string_view chunk) {
   size_t off = 0;
-  while (off < content.size()) {
-    ssize_t n = ::write(fd, content.data() + off, content.size() - off);
+  while (off < chunk.size()) {
+    ssize_t n = ::write(fd_, chunk.data() + off, chunk.size() - off);
     if (n < 0) {
       if (errno == EINTR) continue;
-      int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return ErrnoError(absl::StrCat("writing ", tmp.string()), err);
+      return ErrnoStatus(errno, absl::StrCat("writing ", tmp_));
     }
     off += static_cast<size_t>(n);
   }
-  if (::fsync(fd) != 0) {
-    int err = errno;
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return ErrnoError(absl::StrCat("fsync ", tmp.string()), err);
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), target.c_str()) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    return ErrnoError(absl::StrCat("renaming to ", path), err);
-  }
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
   return absl::OkStatus();
+}
+
+absl::Status AtomicFile::Commit(bool replace) {
+  if (::fsync(fd_) != 0) return ErrnoStatus(errno, absl::StrCat("fsync ", tmp_));
+  int fd = std::exchange(fd_, -1);
+  if (::close(fd) != 0) return ErrnoStatus(errno, absl::StrCat("closing ", tmp_));
+  if (replace) {
+    if (::rename(tmp_.c_str(), target_.c_str()) != 0) {
+      return ErrnoStatus(errno, absl::StrCat("renaming ", tmp_, " to ", target_));
+    }
+  } else if (::renameat2(AT_FDCWD, tmp_.c_str(), AT_FDCWD, target_.c_str(), RENAME_NOREPLACE) !=
+             0) {
+    int err = errno;
+    // Some filesystems lack RENAME_NOREPLACE; link() has the same no-replace semantics.
+    if (err == EINVAL || err == ENOSYS || err == ENOTSUP) {
+      if (::link(tmp_.c_str(), target_.c_str()) == 0) {
+        ::unlink(tmp_.c_str());
+        tmp_.clear();
+        FsyncDir(DirOf(target_));
+        return absl::OkStatus();
+      }
+      err = errno;
+    }
+    if (err == EEXIST) return absl::AlreadyExistsError(absl::StrCat(target_, " already exists"));
+    return ErrnoStatus(err, absl::StrCat("renaming ", tmp_, " to ", target_));
+  }
+  tmp_.clear();
+  FsyncDir(DirOf(target_));
+  return absl::OkStatus();
+}
+
+absl::Status WriteFileAtomic(const std::string& path, const std::string& content, int mode) {
+  auto file = AtomicFile::Create(path, mode);
+  if (!file.ok()) return file.status();
+  if (absl::Status s = file->Write(content); !s.ok()) return s;
+  return file->Commit();
 }
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     if (errno == ENOENT) return absl::NotFoundError(absl::StrCat(path, " does not exist"));
-    return ErrnoError(absl::StrCat("opening ", path), errno);
+    return ErrnoStatus(errno, absl::StrCat("opening ", path));
   }
   std::stringstream ss;
   ss << in.rdbuf();
@@ -78,7 +134,7 @@ absl::Status MakeDirs(const std::string& path, int mode) {
     cur /= part;
     if (cur.empty() || fs::exists(cur, ec)) continue;
     if (::mkdir(cur.c_str(), static_cast<mode_t>(mode)) != 0 && errno != EEXIST) {
-      return ErrnoError(absl::StrCat("creating directory ", cur.string()), errno);
+      return ErrnoStatus(errno, absl::StrCat("creating directory ", cur.string()));
     }
   }
   if (!fs::is_directory(p, ec)) {

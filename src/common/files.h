@@ -2,14 +2,46 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
 namespace steward {
 
-// Writes `content` to `path` via a temp file in the same directory (a dot-file), fsyncs it,
-// renames it over `path` and fsyncs the directory. On failure `path` is untouched.
+// errno as a Status, the code chosen by what the caller does next: NotFound (ENOENT),
+// PermissionDenied (EACCES, EPERM, EROFS: an operator must fix it), AlreadyExists (EEXIST),
+// ResourceExhausted (ENOSPC, EDQUOT), Unavailable otherwise (worth retrying). The message is
+// "<what>: <strerror>". The only errno mapping in this tree.
+absl::Status ErrnoStatus(int err, const std::string& what);
+
+// A file that appears whole or not at all: the bytes go to a unique dot-file beside the target
+// (created 0600, given `mode` before any byte is written, so a secret is never readable by
+// others), which Commit() fsyncs, renames into place and makes durable (the directory is
+// fsynced). Destroyed before Commit(), it leaves nothing behind. The only atomic-write helper
+// in this tree: WriteFileAtomic, the file store and the PKI's key pairs all use it.
+class AtomicFile {
+ public:
+  static absl::StatusOr<AtomicFile> Create(const std::string& target, int mode);
+  AtomicFile(AtomicFile&& o) noexcept;
+  AtomicFile& operator=(AtomicFile&&) = delete;
+  ~AtomicFile();
+
+  absl::Status Write(std::string_view chunk);
+  // With replace=false an existing target is never replaced (AlreadyExists), even one created
+  // concurrently.
+  absl::Status Commit(bool replace = true);
+  const std::string& target() const { return target_; }
+
+ private:
+  AtomicFile(std::string target, std::string tmp, int fd)
+      : target_(std::move(target)), tmp_(std::move(tmp)), fd_(fd) {}
+  std::string target_;
+  std::string tmp_;  // empty once committed or moved from
+  int fd_ = -1;
+};
+
+// Writes `content` to `path` through an AtomicFile. On failure `path` is untouched.
 absl::Status WriteFileAtomic(const std::string& path, const std::string& content, int mode = 0644);
 
 // Reads a whole (small) file. NotFound if it does not exist.

@@ -163,7 +163,10 @@ bool Leadership::Confirm() {
 void Leadership::Resign() {
   std::lock_guard<std::mutex> lock(mu_);
   if (lease_ != 0) {
-    (void)client_->LeaseRevoke(lease_);
+    // Best effort: if it fails, the lease expires within its TTL and the key with it.
+    if (absl::Status s = client_->LeaseRevoke(lease_); !s.ok()) {
+      spdlog::warn("resigning: revoking the leader lease: {}", s.message());
+    }
     if (leading_) spdlog::info("resigned leadership (term {})", term_);
   }
   lease_ = 0;

@@ -46,9 +46,6 @@ absl::Status OpenSslError(const std::string& what) {
   return absl::InternalError(absl::StrCat(what, ": ", absl::StrJoin(reasons, "; ")));
 }
 
-absl::Status ErrnoStatus(int err, const std::string& what) {
-  return absl::ErrnoToStatus(err, what);  // appends ": <strerror>"
-}
 
 std::string FormatTime(time_t t) {
   struct tm tm;
@@ -166,82 +163,16 @@ absl::StatusOr<EvpPkeyPtr> LoadKey(const std::string& path, const std::string& w
   return key;
 }
 
-// A file being written: content lands in a dot-prefixed temp file next to the target, created
-// 0600 by mkostemp (so a secret is never readable by others) and then given `mode`. Commit()
-// renames it into place; destruction before that removes the temp file.
-class PendingFile {
- public:
-  static absl::StatusOr<PendingFile> Write(const std::string& target, const std::string& content,
-                                           mode_t mode) {
-    const fs::path t(target);
-    const fs::path dir = t.has_parent_path() ? t.parent_path() : fs::path(".");
-    std::string tmpl = (dir / absl::StrCat(".", t.filename().string(), ".tmp.XXXXXX")).string();
-    int fd = ::mkostemp(tmpl.data(), O_CLOEXEC);
-    if (fd < 0) return ErrnoStatus(errno, absl::StrCat("creating a temp file for ", target));
-    PendingFile file(target, tmpl);  // from here on the temp file is removed on failure
-    absl::Status s = WriteAll(fd, content, tmpl, mode);
-    if (::close(fd) != 0 && s.ok()) s = ErrnoStatus(errno, absl::StrCat("closing ", tmpl));
-    if (!s.ok()) return s;
-    return file;
-  }
+// A key or certificate file written whole or not at all, committed by the caller.
+using PendingFile = AtomicFile;
 
-  PendingFile(PendingFile&& o) noexcept
-      : target_(std::move(o.target_)), tmp_(std::exchange(o.tmp_, std::string())) {}
-  PendingFile& operator=(PendingFile&&) = delete;
-  ~PendingFile() {
-    if (!tmp_.empty()) ::unlink(tmp_.c_str());
-  }
-
-  // Renames the temp file to the target. With replace=false an existing target is never
-  // replaced (AlreadyExists), even one created concurrently.
-  absl::Status Commit(bool replace) {
-    if (replace) {
-      if (::rename(tmp_.c_str(), target_.c_str()) != 0) {
-        return ErrnoStatus(errno, absl::StrCat("renaming ", tmp_, " to ", target_));
-      }
-    } else if (::renameat2(AT_FDCWD, tmp_.c_str(), AT_FDCWD, target_.c_str(), RENAME_NOREPLACE) !=
-               0) {
-      int err = errno;
-      // Some filesystems lack RENAME_NOREPLACE; link() has the same no-replace semantics.
-      if (err == EINVAL || err == ENOSYS || err == ENOTSUP) {
-        if (::link(tmp_.c_str(), target_.c_str()) == 0) {
-          ::unlink(tmp_.c_str());
-          tmp_.clear();
-          return absl::OkStatus();
-        }
-        err = errno;
-      }
-      if (err == EEXIST) return absl::AlreadyExistsError(absl::StrCat(target_, " already exists"));
-      return ErrnoStatus(err, absl::StrCat("renaming ", tmp_, " to ", target_));
-    }
-    tmp_.clear();
-    return absl::OkStatus();
-  }
-
- private:
-  PendingFile(std::string target, std::string tmp)
-      : target_(std::move(target)), tmp_(std::move(tmp)) {}
-
-  static absl::Status WriteAll(int fd, const std::string& content, const std::string& tmp,
-                               mode_t mode) {
-    // Set before any byte is written; mkostemp's 0600 is already the strictest mode we use.
-    if (::fchmod(fd, mode) != 0) return ErrnoStatus(errno, absl::StrCat("chmod ", tmp));
-    size_t off = 0;
-    while (off < content.size()) {
-      ssize_t n = ::write(fd, content.data() + off, content.size() - off);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        return ErrnoStatus(errno, absl::StrCat("writing ", tmp));
-      }
-      off += static_cast<size_t>(n);
-    }
-    if (::fsync(fd) != 0) return ErrnoStatus(errno, absl::StrCat("fsync ", tmp));
-    return absl::OkStatus();
-  }
-
-  std::string target_;
-  std::string tmp_;  // empty once committed or moved from
-};
+absl::StatusOr<PendingFile> WritePending(const std::string& target, const std::string& content,
+                                         int mode) {
+  auto file = AtomicFile::Create(target, mode);
+  if (!file.ok()) return file.status();
+  if (absl::Status s = file->Write(content); !s.ok()) return s;
+  return std::move(*file);
+}
 
 // Makes the renames into `file`'s directory durable.
 absl::Status FsyncParentDir(const std::string& file) {
@@ -292,10 +223,10 @@ absl::StatusOr<std::pair<PendingFile, PendingFile>> WritePair(X509* cert, EVP_PK
   if (!cert_pem.ok()) return cert_pem.status();
   auto key_pem = KeyPem(key);
   if (!key_pem.ok()) return key_pem.status();
-  auto key_file = PendingFile::Write(key_path, *key_pem, 0600);
+  auto key_file = WritePending(key_path, *key_pem, 0600);
   OPENSSL_cleanse(key_pem->data(), key_pem->size());
   if (!key_file.ok()) return key_file.status();
-  auto cert_file = PendingFile::Write(cert_path, *cert_pem, 0644);
+  auto cert_file = WritePending(cert_path, *cert_pem, 0644);
   if (!cert_file.ok()) return cert_file.status();
   return std::make_pair(std::move(*key_file), std::move(*cert_file));
 }

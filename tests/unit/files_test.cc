@@ -1,0 +1,78 @@
+// The one atomic-write helper and the one errno mapping (common/files.h).
+#include "common/files.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+
+#include "gtest/gtest.h"
+
+namespace steward {
+namespace {
+
+namespace fs = std::filesystem;
+
+class FilesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("files_test_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  size_t Entries() const {
+    return static_cast<size_t>(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()));
+  }
+  fs::path dir_;
+};
+
+TEST_F(FilesTest, AnUncommittedFileLeavesNothingBehind) {
+  {
+    auto f = AtomicFile::Create((dir_ / "x").string(), 0644);
+    ASSERT_TRUE(f.ok()) << f.status();
+    ASSERT_TRUE(f->Write("half").ok());
+  }
+  EXPECT_EQ(Entries(), 0u);
+}
+
+TEST_F(FilesTest, CommitPlacesTheWholeFileWithItsMode) {
+  auto f = AtomicFile::Create((dir_ / "key").string(), 0600);
+  ASSERT_TRUE(f.ok()) << f.status();
+  ASSERT_TRUE(f->Write("secret ").ok());
+  ASSERT_TRUE(f->Write("bytes").ok());
+  ASSERT_TRUE(f->Commit().ok());
+  auto text = ReadFile((dir_ / "key").string());
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(*text, "secret bytes");
+  struct stat st {};
+  ASSERT_EQ(::stat((dir_ / "key").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(Entries(), 1u) << "no temp file left";
+}
+
+TEST_F(FilesTest, NoReplaceNeverOverwrites) {
+  ASSERT_TRUE(WriteFileAtomic((dir_ / "f").string(), "first").ok());
+  auto f = AtomicFile::Create((dir_ / "f").string(), 0644);
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(f->Write("second").ok());
+  EXPECT_TRUE(absl::IsAlreadyExists(f->Commit(/*replace=*/false)));
+  EXPECT_EQ(*ReadFile((dir_ / "f").string()), "first");
+  ASSERT_TRUE(WriteFileAtomic((dir_ / "f").string(), "third").ok());
+  EXPECT_EQ(*ReadFile((dir_ / "f").string()), "third");
+}
+
+TEST_F(FilesTest, ErrnoIsMappedByWhatTheCallerDoesNext) {
+  EXPECT_TRUE(absl::IsNotFound(ErrnoStatus(ENOENT, "x")));
+  EXPECT_TRUE(absl::IsPermissionDenied(ErrnoStatus(EACCES, "x")));
+  EXPECT_TRUE(absl::IsPermissionDenied(ErrnoStatus(EROFS, "x")));
+  EXPECT_TRUE(absl::IsAlreadyExists(ErrnoStatus(EEXIST, "x")));
+  EXPECT_TRUE(absl::IsResourceExhausted(ErrnoStatus(ENOSPC, "x")));
+  EXPECT_TRUE(absl::IsUnavailable(ErrnoStatus(EIO, "x")));
+  EXPECT_EQ(ErrnoStatus(ENOENT, "opening f").message(), "opening f: No such file or directory");
+  EXPECT_TRUE(absl::IsNotFound(AtomicFile::Create((dir_ / "no" / "dir").string(), 0644).status()));
+}
+
+}  // namespace
+}  // namespace steward
