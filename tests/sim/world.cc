@@ -756,9 +756,8 @@ void World::Violation(const std::string& what) {
                                  HexId(d.cluster), " member ", HexId(d.member),
                                  d.fenced ? " fenced" : "", " restore ", d.restore_id,
                                  d.EverJoined() ? " joined" : ""));
-    if (n->reconciler && n->leadership && n->leadership->leading()) {
-      Trace(n->index, "leads; its reconciler says: " + n->reconciler->status());
-    }
+    // (Not the agents' objects: a violation can be found while one of them is inside a call,
+    // holding its lock. The leader's last status line is in the cluster's status key below.)
   }
   for (const auto& [id, c] : clusters_) {
     std::string members;
