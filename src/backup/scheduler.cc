@@ -9,7 +9,7 @@
 
 namespace steward {
 
-using Clock = std::chrono::system_clock;
+using WallClock = std::chrono::system_clock;
 
 
 
@@ -33,7 +33,7 @@ absl::StatusOr<BackupMeta> BackupAndPrune(const Config& config, BackupStore& sto
       items.push_back(item);
     }
     int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
-                      Clock::now().time_since_epoch()).count();
+                      WallClock::now().time_since_epoch()).count();
     for (const auto& b : *listed) {
       if (b.meta && BackupTimeInFuture(*b.meta, now)) {
         spdlog::warn("backup {} is dated {}s in the future: its taker's clock was ahead; it is "
@@ -58,10 +58,12 @@ absl::StatusOr<BackupMeta> BackupAndPrune(const Config& config, BackupStore& sto
   return meta;
 }
 
-BackupScheduler::BackupScheduler(const Config& config, BackupStore* store, EtcdApi* etcd)
+BackupScheduler::BackupScheduler(const Config& config, BackupStore* store, EtcdApi* etcd,
+                                 Clock* clock)
     : config_(config),
       store_(store),
       etcd_(etcd),
+      clock_(clock),
       backoff_(std::chrono::seconds(5), std::chrono::minutes(5)) {}
 
 void BackupScheduler::LoadFromStore() {
@@ -80,8 +82,8 @@ void BackupScheduler::LoadFromStore() {
     if (!b.meta) continue;
     if (b.meta->cluster_id == cluster_id) {
       // A backup dated in the future (its taker's clock was ahead) must not hold off the next.
-      last_success_ = std::min(Clock::time_point(std::chrono::seconds(b.meta->unix_time)),
-                               Clock::now());
+      last_success_ = std::min(WallClock::time_point(std::chrono::seconds(b.meta->unix_time)),
+                               clock_->WallNow());
       last_name_ = b.name;
     }
     break;  // only the newest complete backup matters
@@ -91,24 +93,25 @@ void BackupScheduler::LoadFromStore() {
 void BackupScheduler::MaybePeriodic() {
   if (store_ == nullptr) return;
   LoadFromStore();
-  if (last_success_ && Clock::now() - *last_success_ < config_.backup.interval) return;
+  if (last_success_ && clock_->WallNow() - *last_success_ < config_.backup.interval) return;
   Run(last_success_ ? "scheduled" : "no backup of this cluster yet");
 }
 
 void BackupScheduler::BeforeChange(const std::string& why) {
   if (store_ == nullptr) return;
   LoadFromStore();
-  if (last_success_ && Clock::now() - *last_success_ < config_.backup.before_change_min_interval) {
+  if (last_success_ &&
+      clock_->WallNow() - *last_success_ < config_.backup.before_change_min_interval) {
     return;
   }
   Run(absl::StrCat("before ", why));
 }
 
 void BackupScheduler::Run(const std::string& why) {
-  if (std::chrono::steady_clock::now() < next_try_) return;
+  if (clock_->Now() < next_try_) return;
   auto meta = BackupAndPrune(config_, *store_, *etcd_, config_.node.name);
   if (meta.ok()) {
-    last_success_ = Clock::now();
+    last_success_ = clock_->WallNow();
     last_name_ = meta->name;
     last_error_.clear();
     backoff_.Reset();
@@ -117,9 +120,9 @@ void BackupScheduler::Run(const std::string& why) {
                  meta->revision, meta->db_size, meta->compressed_size, store_->Describe());
   } else {
     last_error_ = Msg(meta.status());
-    last_error_at_ = Clock::now();
+    last_error_at_ = clock_->WallNow();
     auto delay = backoff_.Next();
-    next_try_ = std::chrono::steady_clock::now() + delay;
+    next_try_ = clock_->Now() + delay;
     spdlog::error("backup ({}) failed, retrying in {}s: {}", why,
                   std::chrono::duration_cast<std::chrono::seconds>(delay).count(), last_error_);
   }
@@ -127,7 +130,7 @@ void BackupScheduler::Run(const std::string& why) {
 }
 
 void BackupScheduler::Publish() {
-  auto secs = [](Clock::time_point t) {
+  auto secs = [](WallClock::time_point t) {
     return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
   };
   nlohmann::json j = {{"store", store_->Describe()}, {"last_success", last_name_}};

@@ -14,6 +14,7 @@
 #include "backup/layout.h"
 #include "backup/store.h"
 #include "common/backoff.h"
+#include "common/clock.h"
 #include "config/config.h"
 #include "etcd/api.h"
 #include "etcd/keys.h"
@@ -27,7 +28,9 @@ absl::StatusOr<BackupMeta> BackupAndPrune(const Config& config, BackupStore& sto
 
 class BackupScheduler {
  public:
-  BackupScheduler(const Config& config, BackupStore* store, EtcdApi* etcd);
+  // `clock`: when backups are due (Clock::Real() in production).
+  BackupScheduler(const Config& config, BackupStore* store, EtcdApi* etcd,
+                  Clock* clock = Clock::Real());
 
   // A new leader learns from the store when the last backup was taken, and backs up at once if
   // there is none of this cluster (e.g. right after a restore, whose cluster ID is new).
@@ -49,6 +52,7 @@ class BackupScheduler {
   const Config& config_;
   BackupStore* store_;
   EtcdApi* etcd_;
+  Clock* clock_;
   std::optional<std::chrono::system_clock::time_point> last_success_;
   std::string last_name_;
   std::string last_error_;
