@@ -65,21 +65,26 @@ TEST(Simulation, WithoutFaultsTheClusterFormsAndStaysHealthy) {
   EXPECT_EQ(r.writes_lost_to_faults + r.writes_lost_to_restores, 0);
 }
 
-// Mutation: with `rules` off, some seed among the first `seeds` must break an invariant.
-::testing::AssertionResult FindsLossWithRulesOff(std::set<std::string> rules, int nodes, int seeds,
-                                                 int steps) {
+// Mutation: with `base` (its rules off), some seed among the first `seeds` must break an
+// invariant.
+::testing::AssertionResult FindsLoss(Options base, int seeds) {
   for (int seed = 1; seed <= seeds; ++seed) {
-    Options o;
-    o.seed = static_cast<uint64_t>(seed);
-    o.steps = steps;
-    o.nodes = nodes;
-    o.disabled_rules = rules;
-    Result r = RunSimulation(o);
+    base.seed = static_cast<uint64_t>(seed);
+    Result r = RunSimulation(base);
     if (!r.ok) {
       return ::testing::AssertionSuccess() << "seed " << seed << ": " << r.violation;
     }
   }
   return ::testing::AssertionFailure() << "no violation in " << seeds << " seeds";
+}
+
+::testing::AssertionResult FindsLossWithRulesOff(std::set<std::string> rules, int nodes, int seeds,
+                                                 int steps) {
+  Options o;
+  o.steps = steps;
+  o.nodes = nodes;
+  o.disabled_rules = std::move(rules);
+  return FindsLoss(o, seeds);
 }
 
 TEST(SimulationMutations, WithoutTheLastVotersRuleAMinorityRestoresOverALiveCluster) {
@@ -104,28 +109,19 @@ TEST(SimulationMutations, WithoutTheWalRuleALeaderNobodySawIsForgotten) {
   // could have seen it died before writing its "joined" marker; a re-imaged peer then
   // bootstrapped again under its old identity. The WAL's commit index now counts as joined
   // (J1). Scripted here, so it does not depend on a random history.
+  Options o;
+  o.steps = 1500;
+  o.faults = false;
+  o.lose_first_leader = true;
   for (uint64_t seed = 1; seed <= 20; ++seed) {
-    Options o;
     o.seed = seed;
-    o.steps = 1500;
-    o.faults = false;
-    o.lose_first_leader = true;
     Result safe = RunSimulation(o);
     EXPECT_TRUE(safe.ok) << Explain(safe, seed);
     EXPECT_EQ(safe.faults["lose-first-leader"], 1);
   }
-  EXPECT_TRUE([] {
-    for (uint64_t seed = 1; seed <= 20; ++seed) {
-      Options o;
-      o.seed = seed;
-      o.steps = 1500;
-      o.faults = false;
-      o.lose_first_leader = true;
-      o.disabled_rules = {"J1"};
-      if (!RunSimulation(o).ok) return true;
-    }
-    return false;
-  }()) << "with J1 off, the re-imaged node must bootstrap over the cluster that had a leader";
+  o.disabled_rules = {"J1"};
+  EXPECT_TRUE(FindsLoss(o, 20))
+      << "with J1 off, the re-imaged node must bootstrap over the cluster that had a leader";
 }
 
 TEST(SimulationMutations, WithoutTheJoinedAndPeersRulesALostMemberBootstrapsAgain) {
@@ -169,18 +165,13 @@ TEST(SimulationMutations, CancellingARestoreAfterItsOrdersStrandsTheRestoredMemb
   // the members that did restore (silent then) stay fenced for good. Rare in random histories:
   // three nodes, more faults. (If a change to the simulation moves the first failing seed past
   // the budget, widen it: the search is cheap.)
-  bool found = false;
-  for (uint64_t seed = 1; seed <= 200 && !found; ++seed) {
-    Options o;
-    o.seed = seed;
-    o.steps = 2000;
-    o.nodes = 3;
-    o.fault_rate = 0.05;
-    o.crash_point_rate = 0.01;
-    o.disabled_rules = {"R6"};
-    found = !RunSimulation(o).ok;
-  }
-  EXPECT_TRUE(found);
+  Options o;
+  o.steps = 2000;
+  o.nodes = 3;
+  o.fault_rate = 0.05;
+  o.crash_point_rate = 0.01;
+  o.disabled_rules = {"R6"};
+  EXPECT_TRUE(FindsLoss(o, 200));
 }
 
 TEST(Simulation, ASettledRestoreIsNeverRunAgainOverNewerWrites) {
