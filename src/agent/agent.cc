@@ -28,6 +28,15 @@ Agent::Agent(Config config) : config_(std::move(config)) {
   o.stop_timeout = config_.etcd.stop_timeout;
   o.backoff_min = config_.etcd.restart_backoff_min;
   o.backoff_max = config_.etcd.restart_backoff_max;
+  // D1 in the runner too: it restarts etcd on its own after an exit, maybe while the control
+  // loop is busy (a restore pass), and must never restart it on a data dir that vanished.
+  o.may_restart = [this](std::string* why) {
+    if (!DataLostUnderEtcd(true, started_on_data_, member_data_seen_, DataState())) return true;
+    *why = absl::StrCat("the data dir ", config_.EtcdDataDir(),
+                        " of the member no longer holds its data; the leader replaces the member");
+    member_data_seen_ = false;
+    return false;
+  };
   runner_ = std::make_unique<ProcessRunner>(o);
   terms_ = std::make_unique<TermGuard>(config_.node.data_dir + "/leader-term");
 }
@@ -86,7 +95,12 @@ absl::Status Agent::Wire() {
   return absl::OkStatus();
 }
 
-Agent::~Agent() { Shutdown(false); }
+Agent::~Agent() {
+  Shutdown(false);
+  // The runner's supervisor thread calls back into this agent (may_restart): join it while the
+  // members it reads still exist.
+  runner_.reset();
+}
 
 absl::Status Agent::Start() {
   if (absl::Status s = MakeDirs(config_.node.data_dir, 0700); !s.ok()) {

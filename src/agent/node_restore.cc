@@ -26,9 +26,8 @@ absl::Status Agent::Restore(const peer::RestoreRequest& req) {
   std::lock_guard<std::mutex> lock(order_mu_);
   // Applied already — unless this member lost its data since (the marker outlives a wiped data
   // dir): then it restores again, from the same backup, like the others did.
-  if (AppliedRestoreId() == req.restore_id() && (!req.member() || HasMemberData())) {
-    return absl::OkStatus();
-  }
+  const bool repeat = AppliedRestoreId() == req.restore_id();
+  if (repeat && (!req.member() || HasMemberData())) return absl::OkStatus();
   auto fail = [this](absl::Status s) {
     restore_error_ = Msg(s);
     return s;
@@ -69,7 +68,12 @@ absl::Status Agent::Restore(const peer::RestoreRequest& req) {
     return fail(s);
   }
   std::string aside;
-  if (absl::Status s = SetDataAside("etcd-before-restore-" + req.restore_id(), &aside); !s.ok()) {
+  if (repeat) {
+    // What is left is a partial dir of this same restore: removed/ keeps the data from before
+    // it, which must never be put back (it is the lost cluster's).
+    fs::remove_all(config_.EtcdDataDir(), ec);
+  } else if (absl::Status s = SetDataAside("etcd-before-restore-" + req.restore_id(), &aside);
+             !s.ok()) {
     held_ = false;
     return fail(s);
   }

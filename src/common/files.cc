@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <utility>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -44,13 +45,32 @@ fs::path DirOf(const fs::path& p) { return p.has_parent_path() ? p.parent_path()
 
 }  // namespace
 
-absl::StatusOr<AtomicFile> AtomicFile::Create(const std::string& target, int mode) {
+// The process umask, read without changing it (umask(2) can only be read by setting it, which
+// would race with other threads creating files). 022 if /proc does not say.
+static mode_t ProcessUmask() {
+  static const mode_t mask = [] {
+    auto status = ReadFile("/proc/self/status");
+    if (status.ok()) {
+      size_t at = status->find("Umask:");
+      if (at != std::string::npos) {
+        return static_cast<mode_t>(std::strtoul(status->c_str() + at + 6, nullptr, 8));
+      }
+    }
+    return static_cast<mode_t>(022);
+  }();
+  return mask;
+}
+
+absl::StatusOr<AtomicFile> AtomicFile::Create(const std::string& target, int mode,
+                                              bool exact_mode) {
   const fs::path t(target);
   std::string tmpl = (DirOf(t) / absl::StrCat(".", t.filename().string(), ".tmp.XXXXXX")).string();
   int fd = ::mkostemp(tmpl.data(), O_CLOEXEC);
   if (fd < 0) return ErrnoStatus(errno, absl::StrCat("creating a temp file for ", target));
   AtomicFile file(target, tmpl, fd);  // from here on the temp file is removed on failure
-  if (::fchmod(fd, static_cast<mode_t>(mode)) != 0) {
+  const mode_t m = exact_mode ? static_cast<mode_t>(mode)
+                              : static_cast<mode_t>(mode) & ~ProcessUmask();
+  if (::fchmod(fd, m) != 0) {
     return ErrnoStatus(errno, absl::StrCat("chmod ", tmpl));
   }
   return file;

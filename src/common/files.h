@@ -16,13 +16,14 @@ namespace steward {
 absl::Status ErrnoStatus(int err, const std::string& what);
 
 // A file that appears whole or not at all: the bytes go to a unique dot-file beside the target
-// (created 0600, given `mode` before any byte is written, so a secret is never readable by
-// others), which Commit() fsyncs, renames into place and makes durable (the directory is
-// fsynced). Destroyed before Commit(), it leaves nothing behind. The only atomic-write helper
+// (created 0600, given `mode` less the process umask — or exactly `mode` with `exact_mode` —
+// before any byte is written, so a secret is never readable by others), which Commit() fsyncs,
+// renames into place and makes durable (the directory is fsynced). Destroyed before Commit(), it leaves nothing behind. The only atomic-write helper
 // in this tree: WriteFileAtomic, the file store and the PKI's key pairs all use it.
 class AtomicFile {
  public:
-  static absl::StatusOr<AtomicFile> Create(const std::string& target, int mode);
+  static absl::StatusOr<AtomicFile> Create(const std::string& target, int mode,
+                                           bool exact_mode = false);
   AtomicFile(AtomicFile&& o) noexcept;
   AtomicFile& operator=(AtomicFile&&) = delete;
   ~AtomicFile();

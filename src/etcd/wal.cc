@@ -107,7 +107,8 @@ bool ForEachRecord(const std::filesystem::path& segment, size_t max_records, Fn 
   return true;
 }
 
-constexpr int64_t kStateType = 2;
+// walpb.Record types: metadata 1, entry 2, state 3 (a raftpb.HardState), crc 4, snapshot 5.
+constexpr int64_t kStateType = 3;
 
 }  // namespace
 

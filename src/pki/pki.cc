@@ -168,7 +168,7 @@ using PendingFile = AtomicFile;
 
 absl::StatusOr<PendingFile> WritePending(const std::string& target, const std::string& content,
                                          int mode) {
-  auto file = AtomicFile::Create(target, mode);
+  auto file = AtomicFile::Create(target, mode, /*exact_mode=*/true);
   if (!file.ok()) return file.status();
   if (absl::Status s = file->Write(content); !s.ok()) return s;
   return std::move(*file);

@@ -156,6 +156,7 @@ absl::StatusOr<ClusterObservation> Reconciler::Observe() {
 bool Reconciler::Pass(uint64_t leader_term) {
   if (leader_term != last_leader_term_) {
     last_leader_term_ = leader_term;
+    recorded_voters_.clear();  // another leader may have written the record meanwhile
     if (backups_ != nullptr) backups_->OnNewLeadership();
   }
   if (restore_pending_ && restore_pending_()) {
@@ -206,15 +207,15 @@ bool Reconciler::Pass(uint64_t leader_term) {
   if (backups_ != nullptr && step.kind != StepKind::kJoin && store_mismatch_.empty()) {
     backups_->BeforeChange(StepKindName(step.kind));
   }
+  if (confirm_leader_ && !confirm_leader_()) {
+    spdlog::warn("not acting ({}): no longer the leader", StepKindName(step.kind));
+    return false;
+  }
   if (std::string why; !RecordVotersBefore(step, *obs, &why)) {
     Step wait;
     wait.kind = StepKind::kWait;
     wait.reason = absl::StrCat(step.reason, "; but ", why);
     Publish(wait, term, "");
-    return false;
-  }
-  if (confirm_leader_ && !confirm_leader_()) {
-    spdlog::warn("not acting ({}): no longer the leader", StepKindName(step.kind));
     return false;
   }
   if (step.reason != last_decision_) {
@@ -308,7 +309,18 @@ bool Reconciler::RecordVotersBefore(const Step& step, const ClusterObservation& 
     *why = "a voting member cannot be named yet; membership changes wait";
     return false;
   }
-  if (target == recorded_voters_) return true;
+  // Compared with the record itself, not with what this agent last wrote: another leader may
+  // have written since.
+  auto stored = ReadLastVoters(*store_, config_.cluster.name);
+  if (!stored.ok()) {
+    *why = absl::StrCat("cannot read the voting members' record in the backup store (",
+                        stored.status().message(), "); membership changes wait");
+    return false;
+  }
+  if (stored->has_value() && **stored == target) {
+    recorded_voters_ = target;
+    return true;
+  }
   if (absl::Status s = WriteLastVoters(*store_, config_.cluster.name, target,
                                        env_.clock->UnixSeconds());
       !s.ok()) {

@@ -275,12 +275,12 @@ absl::Status RestoreCoordinator::Sync(RestoreIntent& intent) {
 }
 
 absl::Status RestoreCoordinator::Record(RestoreIntent& intent, const char* what,
-                                        const std::function<void(RestoreIntent&)>& change) {
+                                        const std::function<absl::Status(RestoreIntent&)>& change) {
   // A coordinator that was paused (or slow) must not write its stale copy over what another
   // one recorded since: re-read, merge, then write. (The store has no compare-and-swap; the
   // window left is one read and one write, and the promises fence out older terms' orders.)
   if (absl::Status s = Sync(intent); !s.ok()) return s;
-  change(intent);
+  if (absl::Status s = change(intent); !s.ok()) return s;  // nothing written
   if (absl::Status s = WriteRestoreIntent(*store_, config_.cluster.name, intent); !s.ok()) {
     return Annotate(s, absl::StrCat("recording that ", what));
   }
@@ -288,16 +288,18 @@ absl::Status RestoreCoordinator::Record(RestoreIntent& intent, const char* what,
 }
 
 absl::Status RestoreCoordinator::Cancel(RestoreIntent intent, const std::string& why) {
-  if (absl::Status s = Sync(intent); !s.ok()) return s;
-  if (intent.ordered && !RuleOff("R6")) {
-    return absl::AbortedError(absl::StrCat("restore ", intent.id,
-                                           " is not cancelled: its orders went out (R6)"));
-  }
-  spdlog::warn("restore {}: cancelled: {}", intent.id, why);
-  return Record(intent, "the restore is cancelled", [&why](RestoreIntent& r) {
+  // The R6 check runs on the intent as re-read right before the write.
+  absl::Status s = Record(intent, "the restore is cancelled", [&why](RestoreIntent& r) {
+    if (r.ordered && !RuleOff("R6")) {
+      return absl::AbortedError(absl::StrCat("restore ", r.id,
+                                             " is not cancelled: its orders went out (R6)"));
+    }
     r.cancelled = true;
     r.cancel_reason = why;
+    return absl::OkStatus();
   });
+  if (s.ok()) spdlog::warn("restore {}: cancelled: {}", intent.id, why);
+  return s;
 }
 
 std::unique_ptr<EtcdApi> RestoreCoordinator::MembersClient(
@@ -479,7 +481,10 @@ absl::Status RestoreCoordinator::Execute(RestoreIntent intent) {
     // coordinator? From the first order on, a node may restore while nobody hears about it:
     // record that first, so no later coordinator cancels a restore some node applied (R6).
     if (absl::Status s = Record(intent, "restore orders go out",
-                                [](RestoreIntent& r) { r.ordered = true; });
+                                [](RestoreIntent& r) {
+                                  r.ordered = true;
+                                  return absl::OkStatus();
+                                });
         !s.ok()) {
       return s;
     }
@@ -542,7 +547,10 @@ absl::Status RestoreCoordinator::Execute(RestoreIntent intent) {
       if (!intent.settled) {
         if (absl::Status s = Settle(intent, *fenced); !s.ok()) return s;
         if (absl::Status s = Record(intent, "the restore is settled",
-                                    [](RestoreIntent& r) { r.settled = true; });
+                                    [](RestoreIntent& r) {
+                                      r.settled = true;
+                                      return absl::OkStatus();
+                                    });
             !s.ok()) {
           return s;
         }
@@ -584,7 +592,10 @@ absl::Status RestoreCoordinator::Execute(RestoreIntent intent) {
       // again would drop what was written after it. Close the intent; the next pass decides
       // afresh (from the newest backup, and only if total loss is proven again).
       if (absl::Status s = Record(intent, "the restore is closed",
-                                  [](RestoreIntent& r) { r.done = true; });
+                                  [](RestoreIntent& r) {
+                                  r.done = true;
+                                  return absl::OkStatus();
+                                });
           !s.ok()) {
         return s;
       }
@@ -599,17 +610,24 @@ absl::Status RestoreCoordinator::Execute(RestoreIntent intent) {
   for (const auto& [name, url] : intent.initial_cluster) {
     if (std::find(missing.begin(), missing.end(), name) == missing.end()) restored.push_back(name);
   }
-  if (absl::Status s = Record(intent, "the restore is done",
-                              [](RestoreIntent& r) { r.done = true; });
-      !s.ok()) {
-    return s;
-  }
   // The restored cluster's voting members are the intent's initial cluster, restored or not.
+  // Recorded before the restore is done: until then the leader changes no membership, and a
+  // later total loss must be proven against these members, not the lost cluster's.
   std::vector<std::string> voters;
   for (const auto& [name, url] : intent.initial_cluster) voters.push_back(name);
-  if (absl::Status s = WriteLastVoters(*store_, config_.cluster.name, voters, env_.clock->UnixSeconds());
+  std::sort(voters.begin(), voters.end());
+  if (absl::Status s =
+          WriteLastVoters(*store_, config_.cluster.name, voters, env_.clock->UnixSeconds());
       !s.ok()) {
-    spdlog::warn("restore {}: recording the membership: {}", intent.id, s.message());
+    return Annotate(s, "recording the restored cluster's voting members");
+  }
+  if (absl::Status s = Record(intent, "the restore is done",
+                              [](RestoreIntent& r) {
+                                r.done = true;
+                                return absl::OkStatus();
+                              });
+      !s.ok()) {
+    return s;
   }
   if (missing.empty()) {
     spdlog::info("restore {}: every member ({}) restored backup {}", intent.id,

@@ -124,9 +124,10 @@ class RestoreCoordinator {
   // Re-reads the stored intent: Aborted if it is another restore, or done or cancelled; else
   // merges what other coordinators recorded (ordered, settled) into `intent`.
   absl::Status Sync(RestoreIntent& intent);
-  // Sync, then `change`, then write: the only way Execute records progress.
+  // Sync, then `change` (an error from it aborts, nothing written), then write: the only way
+  // progress is recorded.
   absl::Status Record(RestoreIntent& intent, const char* what,
-                      const std::function<void(RestoreIntent&)>& change);
+                      const std::function<absl::Status(RestoreIntent&)>& change);
   // Before the restored cluster is declared done: revoke every lease the backup brought back
   // (no lock or leader key of the lost cluster survives) and record the new generation.
   absl::Status Settle(const RestoreIntent& intent, EtcdApi& fenced);

@@ -119,6 +119,7 @@ void ProcessRunner::Run(std::vector<std::string> flags) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     flags_ = std::move(flags);
+    exited_since_run_ = false;
     if (!wanted_) {
       wanted_ = true;
       next_start_ = Clock::now();
@@ -235,6 +236,7 @@ void ProcessRunner::SuperviseLoop() {
         pid_t old = pid_;
         pid_ = 0;
         if (wanted_) {
+          exited_since_run_ = true;
           auto delay = backoff_.Next();
           next_start_ = Clock::now() + delay;
           ++restarts_;
@@ -245,7 +247,15 @@ void ProcessRunner::SuperviseLoop() {
       }
       continue;
     }
-    if (wanted_ && Clock::now() >= next_start_) StartLocked();
+    if (wanted_ && Clock::now() >= next_start_) {
+      std::string why;
+      if (exited_since_run_ && options_.may_restart && !options_.may_restart(&why)) {
+        wanted_ = false;
+        spdlog::error("not restarting etcd: {}", why);
+        continue;
+      }
+      StartLocked();
+    }
   }
 }
 

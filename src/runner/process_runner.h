@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -28,6 +29,10 @@ class ProcessRunner : public Runner {
     std::chrono::milliseconds backoff_max{30000};
     // A run that lasted this long resets the backoff.
     std::chrono::milliseconds stable_after{60000};
+    // Asked before each restart after an exit (not before the first start): false stops
+    // supervising (wanted() becomes false), with `why` logged. Runs on the supervisor thread
+    // under the runner's lock: it must not call the runner.
+    std::function<bool(std::string* why)> may_restart;
   };
 
   explicit ProcessRunner(Options options);
@@ -56,6 +61,7 @@ class ProcessRunner : public Runner {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool wanted_ ABSL_GUARDED_BY(mu_) = false;
+  bool exited_since_run_ ABSL_GUARDED_BY(mu_) = false;  // etcd exited since the last Run()
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::string> flags_ ABSL_GUARDED_BY(mu_);
   pid_t pid_ ABSL_GUARDED_BY(mu_) = 0;

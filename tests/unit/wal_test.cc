@@ -39,7 +39,11 @@ std::string Metadata(uint64_t member, uint64_t cluster) {
   return Frame(1, VarintField(1, member) + VarintField(2, cluster));
 }
 std::string HardState(uint64_t term, uint64_t commit) {
-  return Frame(2, VarintField(1, term) + VarintField(2, 1) + VarintField(3, commit));
+  return Frame(3, VarintField(1, term) + VarintField(2, 1) + VarintField(3, commit));
+}
+// A raftpb.Entry record (type 2): term = 2, index = 3. Its index is not a commit.
+std::string Entry(uint64_t term, uint64_t index) {
+  return Frame(2, VarintField(2, term) + VarintField(3, index));
 }
 
 class WalTest : public ::testing::Test {
@@ -63,7 +67,10 @@ TEST_F(WalTest, NoWalIsNotFound) {
 }
 
 TEST_F(WalTest, AFreshBootstrapCommitsOnlyTheInitialMembers) {
-  Segment("0000000000000000-0000000000000000.wal", Metadata(0xaa, 0xcc) + HardState(1, 3));
+  // A leader's first entry (index 4) appended but not committed: still only the bootstrap.
+  Segment("0000000000000000-0000000000000000.wal",
+          Metadata(0xaa, 0xcc) + Entry(1, 1) + Entry(1, 2) + Entry(1, 3) + HardState(1, 3) +
+              Entry(2, 4));
   auto id = ReadWalIdentity(dir_.string());
   ASSERT_TRUE(id.ok()) << id.status();
   EXPECT_EQ(id->member_id, 0xaau);
