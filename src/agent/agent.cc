@@ -84,8 +84,13 @@ absl::Status Agent::Wire() {
   }
   if (store_) {
     backups_ = std::make_unique<BackupScheduler>(config_, store_.get(), cluster_client_.get());
+    ControlEnv env = RealControlEnv(config_, client_creds);
+    env.stopping = [this] {
+      std::lock_guard<std::mutex> lock(mu_);
+      return stopping_;
+    };
     restorer_ = std::make_unique<RestoreCoordinator>(config_, store_.get(), cluster_client_.get(),
-                                                     RealControlEnv(config_, client_creds));
+                                                     std::move(env));
   }
   reconciler_ = std::make_unique<Reconciler>(
       config_, cluster_client_.get(), store_.get(), backups_.get(),

@@ -35,6 +35,9 @@ struct ControlEnv {
   bool parallel = true;
   // A random 16-bit nonce (restore IDs).
   std::function<uint32_t()> nonce;
+  // The agent is shutting down: long waits end early (their step is retried by the next
+  // agent or pass). Null: never.
+  std::function<bool()> stopping;
 };
 
 // gRPC handles with `credentials` (null: plain text) and the real clock.

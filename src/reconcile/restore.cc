@@ -317,6 +317,7 @@ bool RestoreCoordinator::WaitForLeader(EtcdApi& etcd, std::chrono::seconds bound
   // Polled often: clients wait for this (fenced), and the restore is timed by its users.
   const auto deadline = env_.clock->Now() + bound;
   while (env_.clock->Now() < deadline) {
+    if (env_.stopping && env_.stopping()) return false;
     for (const auto& url : etcd.endpoints()) {
       auto st = etcd.Status(url, milliseconds(500));
       if (st.ok() && st->leader != 0) return true;
