@@ -274,6 +274,18 @@ absl::Status RestoreCoordinator::Sync(RestoreIntent& intent) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// A Record() change that raises one of the intent's monotone flags.
+std::function<absl::Status(RestoreIntent&)> Set(bool RestoreIntent::*flag) {
+  return [flag](RestoreIntent& r) {
+    r.*flag = true;
+    return absl::OkStatus();
+  };
+}
+
+}  // namespace
+
 absl::Status RestoreCoordinator::Record(RestoreIntent& intent, const char* what,
                                         const std::function<absl::Status(RestoreIntent&)>& change) {
   // A coordinator that was paused (or slow) must not write its stale copy over what another
@@ -481,11 +493,7 @@ absl::Status RestoreCoordinator::Execute(RestoreIntent intent) {
     // Right before the orders: is this still the intent, and not settled by another
     // coordinator? From the first order on, a node may restore while nobody hears about it:
     // record that first, so no later coordinator cancels a restore some node applied (R6).
-    if (absl::Status s = Record(intent, "restore orders go out",
-                                [](RestoreIntent& r) {
-                                  r.ordered = true;
-                                  return absl::OkStatus();
-                                });
+    if (absl::Status s = Record(intent, "restore orders go out", Set(&RestoreIntent::ordered));
         !s.ok()) {
       return s;
     }
@@ -547,11 +555,7 @@ absl::Status RestoreCoordinator::Execute(RestoreIntent intent) {
       if (absl::Status s = Sync(intent); !s.ok()) return s;
       if (!intent.settled) {
         if (absl::Status s = Settle(intent, *fenced); !s.ok()) return s;
-        if (absl::Status s = Record(intent, "the restore is settled",
-                                    [](RestoreIntent& r) {
-                                      r.settled = true;
-                                      return absl::OkStatus();
-                                    });
+        if (absl::Status s = Record(intent, "the restore is settled", Set(&RestoreIntent::settled));
             !s.ok()) {
           return s;
         }
@@ -592,11 +596,7 @@ absl::Status RestoreCoordinator::Execute(RestoreIntent intent) {
       // The restored cluster ran and was lost as a whole since: restoring this intent's backup
       // again would drop what was written after it. Close the intent; the next pass decides
       // afresh (from the newest backup, and only if total loss is proven again).
-      if (absl::Status s = Record(intent, "the restore is closed",
-                                  [](RestoreIntent& r) {
-                                  r.done = true;
-                                  return absl::OkStatus();
-                                });
+      if (absl::Status s = Record(intent, "the restore is closed", Set(&RestoreIntent::done));
           !s.ok()) {
         return s;
       }
@@ -622,11 +622,7 @@ absl::Status RestoreCoordinator::Execute(RestoreIntent intent) {
       !s.ok()) {
     return Annotate(s, "recording the restored cluster's voting members");
   }
-  if (absl::Status s = Record(intent, "the restore is done",
-                              [](RestoreIntent& r) {
-                                r.done = true;
-                                return absl::OkStatus();
-                              });
+  if (absl::Status s = Record(intent, "the restore is done", Set(&RestoreIntent::done));
       !s.ok()) {
     return s;
   }
