@@ -4,7 +4,6 @@
 #include <pthread.h>
 #include <unistd.h>
 
-#include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "common/files.h"
@@ -16,10 +15,11 @@
 #include "spdlog/spdlog.h"
 
 namespace steward {
-namespace fs = std::filesystem;
 using std::chrono::milliseconds;
 
 Agent::Agent(Config config) : config_(std::move(config)) {
+  disk_ = std::make_unique<FsNodeDisk>(config_.node.data_dir, config_.EtcdDataDir(),
+                                       [this] { return stopping_flag_.load(); });
   ProcessRunner::Options o;
   o.binary = config_.etcd.binary;
   o.data_dir = config_.EtcdDataDir();
@@ -30,15 +30,13 @@ Agent::Agent(Config config) : config_(std::move(config)) {
   o.backoff_max = config_.etcd.restart_backoff_max;
   // D1 in the runner too: it restarts etcd on its own after an exit, maybe while the control
   // loop is busy (a restore pass), and must never restart it on a data dir that vanished.
-  o.may_restart = [this](std::string* why) {
-    if (!DataLostUnderEtcd(true, started_on_data_, member_data_seen_, DataState())) return true;
-    *why = absl::StrCat("the data dir ", config_.EtcdDataDir(),
-                        " of the member no longer holds its data; the leader replaces the member");
-    member_data_seen_ = false;
-    return false;
-  };
+  // (node_ exists before the runner is first asked to run etcd.)
+  o.may_restart = [this](std::string* why) { return node_ == nullptr || node_->MayRestart(why); };
   runner_ = std::make_unique<ProcessRunner>(o);
-  terms_ = std::make_unique<TermGuard>(config_.node.data_dir + "/leader-term");
+  NodeDisk* disk = disk_.get();
+  terms_ = std::make_unique<TermGuard>(
+      [disk] { return disk->Read(Marker::kLeaderTerm); },
+      [disk](const std::string& text) { return disk->Write(Marker::kLeaderTerm, text); });
 }
 
 absl::Status Agent::Wire() {
@@ -71,9 +69,6 @@ absl::Status Agent::Wire() {
     if (n.name == config_.node.name) continue;
     initial_agents_[n.name] = std::make_unique<PeerClient>(config_.AgentAddress(n), client_creds);
   }
-  server_ = std::make_unique<PeerServer>(
-      config_.AgentAddress(config_.self()), this, terms_.get(), server_creds,
-      config_.tls.enabled() ? std::optional<std::string>(config_.cluster.name) : std::nullopt);
   leadership_ = std::make_unique<Leadership>(
       cluster_client_.get(), LeaderKey(config_), EpochKey(config_), config_.node.name,
       std::chrono::duration_cast<std::chrono::seconds>(config_.cluster.leader_lease_ttl));
@@ -82,20 +77,30 @@ absl::Status Agent::Wire() {
   } else {
     return Annotate(store.status(), "backup.store");
   }
+  LocalNodeEnv node_env;
+  node_env.disk = disk_.get();
+  node_env.runner = runner_.get();
+  node_env.peers = peers_client_.get();
+  node_env.local = local_client_.get();
+  for (auto& [name, client] : initial_agents_) node_env.initial_agents[name] = client.get();
+  node_env.store = store_.get();
+  node_env.clock = Clock::Real();
+  node_env.parallel = true;
+  node_ = std::make_unique<LocalNode>(config_, std::move(node_env));
+  server_ = std::make_unique<PeerServer>(
+      config_.AgentAddress(config_.self()), node_.get(), terms_.get(), server_creds,
+      config_.tls.enabled() ? std::optional<std::string>(config_.cluster.name) : std::nullopt);
   if (store_) {
     backups_ = std::make_unique<BackupScheduler>(config_, store_.get(), cluster_client_.get());
-    ControlEnv env = RealControlEnv(config_, client_creds);
-    env.stopping = [this] {
-      std::lock_guard<std::mutex> lock(mu_);
-      return stopping_;
-    };
+    ControlEnv env = RealControlEnv(config_, client_creds, canceller_);
+    env.stopping = [this] { return Stopping(); };
     restorer_ = std::make_unique<RestoreCoordinator>(config_, store_.get(), cluster_client_.get(),
                                                      std::move(env));
   }
   reconciler_ = std::make_unique<Reconciler>(
       config_, cluster_client_.get(), store_.get(), backups_.get(),
       [this] { return restorer_ != nullptr && restorer_->RestorePending(); },
-      [this] { return leadership_->Confirm(); }, RealControlEnv(config_, client_creds),
+      [this] { return leadership_->Confirm(); }, RealControlEnv(config_, client_creds, canceller_),
       [this](uint64_t floor) { return leadership_->Raise(floor); });
   return absl::OkStatus();
 }
@@ -132,10 +137,7 @@ absl::Status Agent::Start() {
     spdlog::warn("no backup.store configured: this cluster is not backed up");
   }
   if (absl::Status s = server_->Start(); !s.ok()) return s;
-  if (auto pid = runner_->Adopt()) {
-    // Keep the member serving; only record how to start it should it exit.
-    RunEtcd(LaunchForData(), /*on_data=*/true);
-  }
+  if (runner_->Adopt()) node_->AdoptRunning();
   // Named, so a stack dump or `top -H` says which loop is which.
   control_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "st-control");
@@ -152,11 +154,18 @@ absl::Status Agent::Start() {
   return absl::OkStatus();
 }
 
+bool Agent::Stopping() { return stopping_flag_.load(); }
+
 void Agent::Shutdown(bool stop_etcd) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
   }
+  // Nothing long is waited out: a restore tool is killed (the disk's `cancelled`), orders in
+  // flight to other agents are cancelled, and waits for a restored cluster end (env.stopping).
+  // Each leaves its step to be retried by the next pass or agent.
+  stopping_flag_ = true;
+  canceller_->Cancel();
   cv_.notify_all();
   if (reconcile_thread_.joinable()) reconcile_thread_.join();
   if (leadership_thread_.joinable()) leadership_thread_.join();
@@ -175,10 +184,6 @@ bool Agent::SleepFor(milliseconds d) {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait_for(lock, d, [this] { return stopping_; });
   return !stopping_;
-}
-
-void Agent::Note(const std::string& msg) {
-  repeats_.Say(msg, [](const std::string& m) { spdlog::info("{}", m); });
 }
 
 void Agent::ControlLoop() {
@@ -208,45 +213,7 @@ void Agent::ControlLoop() {
                        std::min<std::chrono::milliseconds>(std::chrono::minutes(1),
                                                            config_.tls.cert_lifetime / 20);
     }
-    if (!runner_->wanted() && !held_) {
-      std::lock_guard<std::mutex> lock(order_mu_);
-      member_data_seen_ = false;
-      if (!runner_->wanted() && !held_) MaybeStartEtcd();
-    }
-    if (runner_->wanted() && DataState() == DataDirState::kMember) member_data_seen_ = true;
-    if (DataLostUnderEtcd(runner_->wanted(), started_on_data_, member_data_seen_, DataState())) {
-      std::lock_guard<std::mutex> lock(order_mu_);
-      if (DataLostUnderEtcd(runner_->wanted(), started_on_data_, member_data_seen_,
-                            DataState())) {
-        spdlog::error("the data dir {} of the running member is gone; stopping etcd rather than "
-                      "restarting it on an empty dir under the old identity; the leader "
-                      "replaces the member", config_.EtcdDataDir());
-        if (absl::Status s = runner_->Stop(); !s.ok()) {
-          spdlog::error("stopping etcd: {}", s.message());
-        }
-        member_data_seen_ = false;
-      }
-    }
-    // "Joined" means the member has been part of a cluster with a leader, not merely started:
-    // the bootstrap rule tells a bootstrap in progress from a cluster that existed by it.
-    if (!EverJoined() && runner_->pid() && HasMemberData()) {
-      auto st = local_client_->Status(config_.ClientUrl(config_.self()), milliseconds(300));
-      if (st.ok() && st->leader != 0) MarkJoined();
-    }
-    // A fresh bootstrap that etcd refused (a peer says this member was bootstrapped before)
-    // leaves a partial data dir, and restarting it with the same flags would fail forever:
-    // stop, set the partial dir aside, and decide again (the cluster may now be answering).
-    if (Bootstrapping() && runner_->wanted() && runner_->restarts() > 0 &&
-        DataState() == DataDirState::kPartial) {
-      std::lock_guard<std::mutex> lock(order_mu_);
-      spdlog::warn("etcd refused the initial bootstrap (see {}); deciding again",
-                   config_.EtcdLogPath());
-      if (runner_->Stop().ok() && SetPartialDataAside()) {
-        std::error_code ec;
-        fs::remove(config_.node.data_dir + "/initial-bootstrap", ec);
-      }
-    }
-    if (!FencedRestoreId().empty()) MaybeUnfenceSelf();
+    node_->ControlPass();
     // Restores (after total loss, or on command) are coordinated without etcd.
     if (restorer_ && std::chrono::steady_clock::now() >= next_restore_pass) {
       restorer_->Pass();
@@ -255,7 +222,7 @@ void Agent::ControlLoop() {
       // majority answers, without polling the store this often for good.
       const bool fresh = std::chrono::steady_clock::now() - started < std::chrono::seconds(30);
       next_restore_pass = std::chrono::steady_clock::now() +
-                          milliseconds(fresh && !HasMemberData() ? 250 : 1000);
+                          milliseconds(fresh && !node_->HasMemberData() ? 250 : 1000);
     }
   } while (SleepFor(milliseconds(250)));
 }

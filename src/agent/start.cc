@@ -1,86 +1,109 @@
 // How a node starts its etcd on its own: the start decision (DecideStart on GatherStartView,
-// reconcile/start_decision.h), what the data dir holds, the markers beside it, and starting
-// the runner.
-#include <filesystem>
-
+// reconcile/start_decision.h), the markers it keeps, and the node's control pass.
 #include "absl/strings/str_cat.h"
-#include "agent/agent.h"
-#include "common/files.h"
-#include "etcd/flags.h"
-#include "etcd/wal.h"
+#include "agent/local_node.h"
+#include "reconcile/restore.h"
 #include "spdlog/spdlog.h"
 
 namespace steward {
-namespace fs = std::filesystem;
 using std::chrono::milliseconds;
 
-void Agent::RunEtcd(const EtcdLaunch& launch, bool on_data) {
+LocalNode::LocalNode(const Config& config, LocalNodeEnv env)
+    : config_(config), env_(std::move(env)), disk_(*env_.disk), runner_(*env_.runner) {}
+
+void LocalNode::Note(const std::string& msg) {
+  std::lock_guard<std::mutex> lock(note_mu_);
+  repeats_.Say(msg, env_.clock->Now(), [](const std::string& m) { spdlog::info("{}", m); });
+}
+
+bool LocalNode::RunEtcd(const EtcdLaunch& launch, bool on_data) {
+  // Re-checked right before it acts: etcd given the launch for member data on an empty dir
+  // would bootstrap the initial cluster anew (its flags say "new"), under this node's old
+  // identity. The data may have gone since the decision (a wipe while fenced, an operator).
+  if (on_data && !HasMemberData()) {
+    spdlog::error("not starting etcd on {}: it no longer holds the member's data; the leader "
+                  "replaces the member", disk_.DataDir());
+    if (absl::Status s = runner_.Stop(); !s.ok()) spdlog::error("stopping etcd: {}", s.message());
+    return false;
+  }
   started_on_data_ = on_data;
   member_data_seen_ = false;
-  runner_->Run(RenderEtcdFlags(launch));
+  runner_.Run(RenderEtcdFlags(launch));
+  return true;
 }
 
-bool Agent::HasMemberData() const { return DataState() == DataDirState::kMember; }
+bool LocalNode::HasMemberData() { return disk_.State() == DataDirState::kMember; }
 
-DataDirState Agent::DataState() const {
-  std::error_code ec;
-  const fs::path member = fs::path(config_.EtcdDataDir()) / "member";
-  if (!fs::exists(member, ec)) return DataDirState::kEmpty;
-  // etcd opens its backend (member/snap/db) before it creates the WAL; a WAL segment is what
-  // shows that raft state, and so anything acknowledged, was ever written here.
-  for (const auto& e : fs::directory_iterator(member / "wal", ec)) {
-    if (e.path().extension() == ".wal") return DataDirState::kMember;
-  }
-  return DataDirState::kPartial;
-}
-
-bool Agent::SetPartialDataAside() {
-  if (DataState() != DataDirState::kPartial) return true;
-  // Its own place, replacing only an earlier partial dir: removed/ keeps the last copy of real
-  // member data (a wiped member, the data a restore replaced), which this must not push out.
-  const fs::path dest = fs::path(config_.node.data_dir) / "partial-aside";
-  std::error_code ec;
-  fs::remove_all(dest, ec);
-  fs::rename(config_.EtcdDataDir(), dest, ec);
-  if (ec) {
-    spdlog::error("setting aside a partial data dir: {}", ec.message());
+bool LocalNode::SetPartialDataAside() {
+  if (disk_.State() != DataDirState::kPartial) return true;
+  std::string dest;
+  if (absl::Status s = disk_.SetPartialAside(&dest); !s.ok()) {
+    spdlog::error("{}", s.message());
     return false;
   }
   spdlog::warn("data dir {} held no WAL (a start or join that failed before etcd wrote one): "
                "moved to {}; this node now counts as empty",
-               config_.EtcdDataDir(), dest.string());
+               disk_.DataDir(), dest);
   return true;
 }
 
-bool Agent::EverJoined() const {
-  if (fs::exists(config_.node.data_dir + "/joined")) return true;
+bool LocalNode::EverJoined() {
+  if (disk_.Has(Marker::kJoined)) return true;
   // The marker is written once the agent sees a leader, but a leader may have come and gone
   // unseen (the agent died first): the WAL's commit index tells. Past the initial members'
   // configuration entries, a majority accepted a leader's entries; returning empty under this
   // identity could then lose them. (Read only until the marker exists.)
-  if (DataState() != DataDirState::kMember) return false;
-  auto commit = ReadWalCommit(config_.EtcdDataDir());
+  if (disk_.State() != DataDirState::kMember) return false;
+  auto commit = disk_.WalCommit();
   if (!commit.ok() || !steward::EverJoined(false, *commit, config_.cluster.size)) return false;
   spdlog::info("the WAL shows a leader committed entries (commit index {}): this member has "
                "been part of a running cluster", *commit);
-  if (absl::Status s = WriteFileAtomic(config_.node.data_dir + "/joined", "1\n"); !s.ok()) {
-    spdlog::warn("writing the joined marker: {}", s.message());
+  if (absl::Status s = disk_.Write(Marker::kJoined, "1"); !s.ok()) {
+    spdlog::warn("{}", s.message());
   }
   return true;
 }
 
-bool Agent::Bootstrapping() const {
-  return !EverJoined() && fs::exists(config_.node.data_dir + "/initial-bootstrap");
+bool LocalNode::Bootstrapping() {
+  return !EverJoined() && disk_.Has(Marker::kInitialBootstrap);
 }
 
-void Agent::MarkJoined() {
+void LocalNode::MarkJoined() {
   if (EverJoined()) return;
-  if (absl::Status s = WriteFileAtomic(config_.node.data_dir + "/joined", "1\n"); !s.ok()) {
-    spdlog::warn("writing the joined marker: {}", s.message());
+  if (absl::Status s = disk_.Write(Marker::kJoined, "1"); !s.ok()) {
+    spdlog::warn("{}", s.message());
   }
 }
 
-void Agent::MaybeStartEtcd() {
+std::string LocalNode::FencedRestoreId() { return disk_.Read(Marker::kFenced); }
+
+EtcdLaunch LocalNode::LaunchForData() {
+  EtcdLaunch l = BootstrapLaunch(config_);
+  l.data_dir = disk_.DataDir();
+  if (!FencedRestoreId().empty()) l.client_url = config_.FenceUrl(config_.self());
+  return l;
+}
+
+void LocalNode::AdoptRunning() {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Keep the member serving; only record how to start it should it exit.
+  RunEtcd(LaunchForData(), /*on_data=*/true);
+}
+
+bool LocalNode::MayRestart(std::string* why) {
+  if (!DataLostUnderEtcd(true, started_on_data_, member_data_seen_, disk_.State())) return true;
+  *why = absl::StrCat("the data dir ", disk_.DataDir(),
+                      " of the member no longer holds its data; the leader replaces the member");
+  member_data_seen_ = false;
+  return false;
+}
+
+StartView LocalNode::ObserveStart() {
+  return GatherStartView(config_, StartFacts{disk_.State(), EverJoined()}, *env_.peers,
+                         env_.initial_agents, env_.store, env_.parallel);
+}
+
+void LocalNode::MaybeStartEtcd() {
   StartDecision d = DecideStart(ObserveStart());
   switch (d.action) {
     case StartAction::kWait:
@@ -90,34 +113,80 @@ void Agent::MaybeStartEtcd() {
       SetPartialDataAside();  // logs; the next pass decides on the empty dir
       return;
     case StartAction::kStartOnData:
-      spdlog::info("data dir {} holds a member; starting etcd{}", config_.EtcdDataDir(),
+      spdlog::info("data dir {} holds a member; starting etcd{}", disk_.DataDir(),
                    FencedRestoreId().empty() ? "" : " (fenced: a restore is not settled yet)");
       RunEtcd(LaunchForData(), /*on_data=*/true);
       return;
     case StartAction::kBootstrap:
       break;
   }
-  if (absl::Status s = WriteFileAtomic(config_.node.data_dir + "/initial-bootstrap", "1\n");
-      !s.ok()) {
+  if (absl::Status s = disk_.Write(Marker::kInitialBootstrap, "1"); !s.ok()) {
     Note(absl::StrCat("not bootstrapping: recording it failed: ", s.message()));
     return;
   }
   spdlog::info("{}: starting etcd as a member of the initial cluster ({} members)", d.reason,
                config_.cluster.size);
-  RunEtcd(BootstrapLaunch(config_), /*on_data=*/false);
-}
-
-StartView Agent::ObserveStart() {
-  std::map<std::string, PeerApi*> initial;
-  for (auto& [name, client] : initial_agents_) initial[name] = client.get();
-  return GatherStartView(config_, StartFacts{DataState(), EverJoined()}, *peers_client_, initial,
-                         store_.get(), /*parallel=*/true);
-}
-
-EtcdLaunch Agent::LaunchForData() const {
   EtcdLaunch l = BootstrapLaunch(config_);
-  if (!FencedRestoreId().empty()) l.client_url = config_.FenceUrl(config_.self());
-  return l;
+  l.data_dir = disk_.DataDir();
+  RunEtcd(l, /*on_data=*/false);
+}
+
+void LocalNode::ControlPass() {
+  if (!runner_.wanted() && !held_) {
+    std::lock_guard<std::mutex> lock(mu_);
+    member_data_seen_ = false;
+    if (!runner_.wanted() && !held_) MaybeStartEtcd();
+  }
+  if (runner_.wanted() && disk_.State() == DataDirState::kMember) member_data_seen_ = true;
+  if (DataLostUnderEtcd(runner_.wanted(), started_on_data_, member_data_seen_, disk_.State())) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (DataLostUnderEtcd(runner_.wanted(), started_on_data_, member_data_seen_,
+                          disk_.State())) {
+      spdlog::error("the data dir {} of the running member is gone; stopping etcd rather than "
+                    "restarting it on an empty dir under the old identity; the leader "
+                    "replaces the member", disk_.DataDir());
+      if (absl::Status s = runner_.Stop(); !s.ok()) {
+        spdlog::error("stopping etcd: {}", s.message());
+      }
+      member_data_seen_ = false;
+    }
+  }
+  // "Joined" means the member has been part of a cluster with a leader, not merely started:
+  // the bootstrap rule tells a bootstrap in progress from a cluster that existed by it.
+  if (!EverJoined() && runner_.pid() && HasMemberData()) {
+    auto st = env_.local->Status(config_.ClientUrl(config_.self()), milliseconds(300));
+    if (st.ok() && st->leader != 0) MarkJoined();
+  }
+  // A fresh bootstrap that etcd refused (a peer says this member was bootstrapped before)
+  // leaves a partial data dir, and restarting it with the same flags would fail forever:
+  // stop, set the partial dir aside, and decide again (the cluster may now be answering).
+  if (Bootstrapping() && runner_.wanted() && runner_.restarts() > 0 &&
+      disk_.State() == DataDirState::kPartial) {
+    std::lock_guard<std::mutex> lock(mu_);
+    spdlog::warn("etcd refused the initial bootstrap (see {}); deciding again",
+                 config_.EtcdLogPath());
+    if (absl::Status s = runner_.Stop(); !s.ok()) {
+      spdlog::error("stopping etcd: {}", s.message());
+    } else if (SetPartialDataAside()) {
+      if (absl::Status r = disk_.Remove(Marker::kInitialBootstrap); !r.ok()) {
+        spdlog::warn("{}", r.message());
+      }
+    }
+  }
+  if (!FencedRestoreId().empty()) MaybeUnfenceSelf();
+}
+
+void LocalNode::MaybeUnfenceSelf() {
+  if (env_.store == nullptr) return;
+  auto intent = ReadRestoreIntent(*env_.store, config_.cluster.name);
+  if (!intent.ok() || !intent->has_value()) return;
+  const RestoreIntent& r = **intent;
+  if (!r.settled && !r.done) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (FencedRestoreId() != r.id) return;
+  if (absl::Status s = UnfenceLocked(r.id); !s.ok()) {
+    Note(absl::StrCat("cannot drop the fence of restore ", r.id, ": ", s.message()));
+  }
 }
 
 }  // namespace steward

@@ -34,7 +34,11 @@ class RepeatFilter {
  public:
   template <typename Log>
   void Say(const std::string& msg, Log log) {
-    auto now = std::chrono::steady_clock::now();
+    Say(msg, std::chrono::steady_clock::now(), log);
+  }
+  // The same on a given clock's time (the simulation's virtual time).
+  template <typename Log>
+  void Say(const std::string& msg, std::chrono::steady_clock::time_point now, Log log) {
     if (msg != last_ || now - last_at_ > std::chrono::minutes(1)) {
       log(msg);
       last_ = msg;

@@ -18,7 +18,8 @@ namespace steward {
 
 absl::StatusOr<ProcessResult> RunProcess(const std::vector<std::string>& argv,
                                          const std::vector<std::string>& env,
-                                         std::chrono::milliseconds timeout) {
+                                         std::chrono::milliseconds timeout,
+                                         const std::function<bool()>& cancelled) {
   char tmpl[] = "/tmp/steward-proc-XXXXXX";
   int out_fd = ::mkstemp(tmpl);
   if (out_fd < 0) return absl::InternalError(absl::StrCat("mkstemp: ", std::strerror(errno)));
@@ -55,7 +56,7 @@ absl::StatusOr<ProcessResult> RunProcess(const std::vector<std::string>& argv,
     return absl::FailedPreconditionError(absl::StrCat("cannot run ", argv[0], ": ", std::strerror(rc)));
   }
   ProcessResult r;
-  bool timed_out = false;
+  bool timed_out = false, was_cancelled = false;
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {
     int status = 0;
@@ -64,10 +65,11 @@ absl::StatusOr<ProcessResult> RunProcess(const std::vector<std::string>& argv,
       r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
       break;
     }
-    if (std::chrono::steady_clock::now() >= deadline) {
+    was_cancelled = cancelled && cancelled();
+    if (was_cancelled || std::chrono::steady_clock::now() >= deadline) {
       ::kill(pid, SIGKILL);
       ::waitpid(pid, &status, 0);
-      timed_out = true;
+      timed_out = !was_cancelled;
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -77,6 +79,7 @@ absl::StatusOr<ProcessResult> RunProcess(const std::vector<std::string>& argv,
   r.output.resize(static_cast<size_t>(size - from));
   if (::pread(out_fd, r.output.data(), r.output.size(), from) < 0) r.output.clear();
   ::close(out_fd);
+  if (was_cancelled) return absl::CancelledError(absl::StrCat(argv[0], " was cancelled"));
   if (timed_out) {
     return absl::DeadlineExceededError(absl::StrCat(argv[0], " did not finish within ",
                                                     timeout.count(), "ms: ", r.output));

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -16,8 +17,11 @@ struct ProcessResult {
 
 // Runs argv (argv[0] an absolute path) with extra `env` entries ("K=V"), killing it (by its
 // pid) after `timeout`. DeadlineExceeded on timeout; the output is returned either way.
+// `cancelled`, if set, is asked every 20 ms: once it says true the program is killed and the
+// result is Cancelled (a shutting-down agent does not wait for a long restore).
 absl::StatusOr<ProcessResult> RunProcess(const std::vector<std::string>& argv,
                                          const std::vector<std::string>& env,
-                                         std::chrono::milliseconds timeout);
+                                         std::chrono::milliseconds timeout,
+                                         const std::function<bool()>& cancelled = nullptr);
 
 }  // namespace steward

@@ -10,9 +10,33 @@ void Deadline(grpc::ClientContext& ctx, std::chrono::milliseconds t) {
 }
 }  // namespace
 
+void CallCanceller::Cancel() {
+  std::lock_guard<std::mutex> lock(mu_);
+  cancelled_ = true;
+  for (grpc::ClientContext* ctx : calls_) ctx->TryCancel();
+}
+
+bool CallCanceller::cancelled() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cancelled_;
+}
+
+bool CallCanceller::Register(grpc::ClientContext* ctx) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (cancelled_) return false;
+  calls_.insert(ctx);
+  return true;
+}
+
+void CallCanceller::Unregister(grpc::ClientContext* ctx) {
+  std::lock_guard<std::mutex> lock(mu_);
+  calls_.erase(ctx);
+}
+
 PeerClient::PeerClient(const std::string& address,
-                       std::shared_ptr<grpc::ChannelCredentials> credentials)
-    : address_(address) {
+                       std::shared_ptr<grpc::ChannelCredentials> credentials,
+                       std::shared_ptr<CallCanceller> canceller)
+    : address_(address), canceller_(std::move(canceller)) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
@@ -37,8 +61,14 @@ absl::Status PeerClient::Order(const char* what, const Req& req, std::chrono::mi
                                Call call) {
   grpc::ClientContext ctx;
   Deadline(ctx, t);
+  const std::string context = absl::StrCat("agent ", address_, ": ", what);
+  if (canceller_ && !canceller_->Register(&ctx)) {
+    return absl::CancelledError(context + ": the agent is shutting down");
+  }
   peer::OrderReply r;
-  return FromGrpc((stub_.get()->*call)(&ctx, req, &r), absl::StrCat("agent ", address_, ": ", what));
+  grpc::Status s = (stub_.get()->*call)(&ctx, req, &r);
+  if (canceller_) canceller_->Unregister(&ctx);
+  return FromGrpc(s, context);
 }
 
 absl::Status PeerClient::Join(const peer::StartRequest& req, std::chrono::milliseconds t) {

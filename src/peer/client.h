@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -13,10 +15,29 @@
 
 namespace steward {
 
+// Cancels in-flight calls at once: a shutting-down agent does not wait out an order's deadline
+// (a restore order may wait minutes). Once cancelled, every later call fails at once too.
+// Thread-safe.
+class CallCanceller {
+ public:
+  void Cancel();
+  bool cancelled() const;
+  // False (and nothing registered) if already cancelled.
+  bool Register(grpc::ClientContext* ctx);
+  void Unregister(grpc::ClientContext* ctx);
+
+ private:
+  mutable std::mutex mu_;
+  bool cancelled_ = false;
+  std::set<grpc::ClientContext*> calls_;
+};
+
 class PeerClient : public PeerApi {
  public:
-  // `address` is host:port; null credentials mean plain text.
-  PeerClient(const std::string& address, std::shared_ptr<grpc::ChannelCredentials> credentials);
+  // `address` is host:port; null credentials mean plain text. `canceller` (optional) can
+  // cancel this client's calls.
+  PeerClient(const std::string& address, std::shared_ptr<grpc::ChannelCredentials> credentials,
+             std::shared_ptr<CallCanceller> canceller = nullptr);
 
   absl::StatusOr<peer::NodeState> GetState(std::chrono::milliseconds timeout) override;
   absl::Status Join(const peer::StartRequest& req, std::chrono::milliseconds timeout) override;
@@ -34,6 +55,7 @@ class PeerClient : public PeerApi {
 
   std::string address_;
   std::unique_ptr<peer::Peer::Stub> stub_;
+  std::shared_ptr<CallCanceller> canceller_;
 };
 
 }  // namespace steward

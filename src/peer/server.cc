@@ -16,12 +16,20 @@ grpc::Status ToGrpc(const absl::Status& s) {
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
 }
 
-TermGuard::TermGuard(std::string path) : path_(std::move(path)) {
+TermGuard::TermGuard(std::string path)
+    : TermGuard(
+          [path] {
+            auto text = ReadFile(path);
+            return text.ok() ? *text : std::string();
+          },
+          [path](const std::string& text) { return WriteFileAtomic(path, text + "\n"); }) {}
+
+TermGuard::TermGuard(const std::function<std::string()>& load,
+                     std::function<absl::Status(const std::string&)> save)
+    : save_(std::move(save)) {
   // "<term> <leader>\n" (older agents wrote only the term).
-  auto text = ReadFile(path_);
-  if (!text.ok()) return;
   std::vector<std::string> parts =
-      absl::StrSplit(absl::StripAsciiWhitespace(*text), ' ', absl::SkipEmpty());
+      absl::StrSplit(absl::StripAsciiWhitespace(load()), ' ', absl::SkipEmpty());
   uint64_t v = 0;
   if (!parts.empty() && absl::SimpleAtoi(parts[0], &v)) newest_ = v;
   if (parts.size() > 1) newest_leader_ = parts[1];
@@ -30,7 +38,7 @@ TermGuard::TermGuard(std::string path) : path_(std::move(path)) {
 absl::Status TermGuard::Record(uint64_t term, const std::string& leader) {
   if (term < newest_ || (term == newest_ && leader == newest_leader_)) return absl::OkStatus();
   // Persist before admitting: an agent restarted after a promise must still refuse older terms.
-  if (absl::Status s = WriteFileAtomic(path_, absl::StrCat(term, " ", leader, "\n")); !s.ok()) {
+  if (absl::Status s = save_(absl::StrCat(term, " ", leader)); !s.ok()) {
     return Annotate(s, "persisting the leader term");
   }
   newest_ = term;

@@ -8,6 +8,7 @@
 // Thread-safe: gRPC calls the handler from its own threads; handlers must be thread-safe.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -38,7 +39,11 @@ class TermGuard {
   static constexpr uint64_t kMaxTerm = steward::kMaxTerm;
   static constexpr uint64_t kMaxTermJump = steward::kMaxTermJump;
 
+  // Persisted in the file at `path`.
   explicit TermGuard(std::string path);
+  // Persisted through `load` (the saved text, "" if none) and `save` (the simulation's disk).
+  TermGuard(const std::function<std::string()>& load,
+            std::function<absl::Status(const std::string&)> save);
   // OK and records `term` if term > newest, or term == newest from the same leader;
   // FailedPrecondition otherwise (rules A2-A6).
   absl::Status Admit(uint64_t term, const std::string& leader);
@@ -54,7 +59,7 @@ class TermGuard {
   absl::Status AdmitLocked(OrderView view);
   absl::Status Record(uint64_t term, const std::string& leader);
 
-  const std::string path_;
+  std::function<absl::Status(const std::string&)> save_;
   mutable std::mutex mu_;
   uint64_t newest_ = 0;
   std::string newest_leader_;

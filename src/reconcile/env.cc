@@ -8,11 +8,13 @@
 namespace steward {
 
 ControlEnv RealControlEnv(const Config& config,
-                          std::shared_ptr<grpc::ChannelCredentials> credentials) {
+                          std::shared_ptr<grpc::ChannelCredentials> credentials,
+                          std::shared_ptr<CallCanceller> canceller) {
   ControlEnv env;
   env.clock = Clock::Real();
-  env.dial_agent = [config, credentials](const NodeSpec& n) -> std::unique_ptr<PeerApi> {
-    return std::make_unique<PeerClient>(config.AgentAddress(n), credentials);
+  env.dial_agent = [config, credentials,
+                    canceller](const NodeSpec& n) -> std::unique_ptr<PeerApi> {
+    return std::make_unique<PeerClient>(config.AgentAddress(n), credentials, canceller);
   };
   env.dial_etcd = [credentials](const std::vector<std::string>& urls,
                                 std::chrono::milliseconds timeout) -> std::unique_ptr<EtcdApi> {

@@ -40,9 +40,13 @@ struct ControlEnv {
   std::function<bool()> stopping;
 };
 
-// gRPC handles with `credentials` (null: plain text) and the real clock.
+class CallCanceller;
+
+// gRPC handles with `credentials` (null: plain text) and the real clock. `canceller`
+// (optional) cancels the agent handles' in-flight orders at shutdown.
 ControlEnv RealControlEnv(const Config& config,
-                          std::shared_ptr<grpc::ChannelCredentials> credentials);
+                          std::shared_ptr<grpc::ChannelCredentials> credentials,
+                          std::shared_ptr<CallCanceller> canceller = nullptr);
 
 // Runs each call and returns the results in order: concurrently when `parallel`.
 template <typename T>

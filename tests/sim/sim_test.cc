@@ -65,10 +65,10 @@ TEST(Simulation, WithoutFaultsTheClusterFormsAndStaysHealthy) {
   EXPECT_EQ(r.writes_lost_to_faults + r.writes_lost_to_restores, 0);
 }
 
-// Mutation: with `base` (its rules off), some seed among the first `seeds` must break an
-// invariant.
-::testing::AssertionResult FindsLoss(Options base, int seeds) {
-  for (int seed = 1; seed <= seeds; ++seed) {
+// Mutation: with `base` (its rules off), some seed among `seeds` seeds from `first` on must
+// break an invariant.
+::testing::AssertionResult FindsLoss(Options base, int seeds, int first = 1) {
+  for (int seed = first; seed < first + seeds; ++seed) {
     base.seed = static_cast<uint64_t>(seed);
     Result r = RunSimulation(base);
     if (!r.ok) {
@@ -163,15 +163,15 @@ TEST(Simulation, ACoordinatorDyingMidRestoreDoesNotStrandTheRestoredMembers) {
 TEST(SimulationMutations, CancellingARestoreAfterItsOrdersStrandsTheRestoredMembers) {
   // R6 off: a coordinator that sees no answering node with the restore applied cancels it, and
   // the members that did restore (silent then) stay fenced for good. Rare in random histories:
-  // three nodes, more faults. (If a change to the simulation moves the first failing seed past
-  // the budget, widen it: the search is cheap.)
+  // more faults. (If a change to the simulation moves the first failing seed past the budget,
+  // widen it or search other rates with `steward_sim --rules-off R6 --seeds 1000 ...`.)
   Options o;
   o.steps = 2000;
-  o.nodes = 3;
+  o.nodes = 4;
   o.fault_rate = 0.05;
   o.crash_point_rate = 0.01;
   o.disabled_rules = {"R6"};
-  EXPECT_TRUE(FindsLoss(o, 200));
+  EXPECT_TRUE(FindsLoss(o, 100));
 }
 
 TEST(Simulation, ASettledRestoreIsNeverRunAgainOverNewerWrites) {
@@ -208,8 +208,28 @@ TEST(SimulationMutations, WithAStaleVotersRecordAMinorityRestores) {
   // Found by this simulation (5 nodes, seed 18): the leader replaced voters while the store
   // was down, so the membership record still named the old voters; a majority of those
   // answered empty and a restore ran while the real voters held their data. Voter changes now
-  // wait until the record lists every voter there will be (V1).
-  EXPECT_TRUE(FindsLossWithRulesOff({"V1"}, 5, 150, 3000));
+  // wait until the record lists every voter there will be (V1). Rare since the simulation runs
+  // the agent's own node code: the first of 1,000 seeds that finds it with V1 off is 490
+  // (`steward_sim --rules-off V1 --nodes 5 --seeds 1000`), pinned here; with V1 on it is
+  // clean (the fast tier's seeds, and `make sim`).
+  Options o;
+  o.steps = 3000;
+  o.nodes = 5;
+  o.disabled_rules = {"V1"};
+  EXPECT_TRUE(FindsLoss(o, 1, 490));
+}
+
+TEST(Simulation, DroppingAFenceNeverStartsEtcdOnAnEmptyDataDir) {
+  // Found once the simulation ran the agent's own node code (LocalNode over the NodeDisk seam)
+  // instead of a model of it (4 nodes, seed 5): a restored member's data dir was wiped while
+  // it was still fenced; when the restore settled, dropping the fence restarted etcd with the
+  // launch for member data — on an empty dir, where etcd bootstraps the initial cluster anew.
+  // A launch on member data is now re-checked against the disk right before it runs.
+  Options o;
+  o.seed = 5;
+  o.steps = 3000;
+  Result r = RunSimulation(o);
+  EXPECT_TRUE(r.ok) << Explain(r, 5);
 }
 
 TEST(SimulationMutations, RestartingEtcdOnAVanishedDataDirStrandsTheMember) {

@@ -7,7 +7,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "agent/local_node.h"
+#include "agent/node_disk.h"
 #include "agent/start_view.h"
+#include "peer/server.h"
 #include "backup/layout.h"
 #include "etcd/keys.h"
 #include "backup/pipeline.h"
@@ -70,12 +74,40 @@ struct Disk {
   uint64_t wal_commit = 0;
   bool EverJoined() const { return steward::EverJoined(joined, wal_commit, 3); }
   std::string restore_id;
-  bool fenced = false;
-  uint64_t newest_term = 0;
-  std::string newest_leader;
+  std::string fenced;  // the "fenced" marker: the restore whose fenced start etcd is in
+  std::string leader_term;  // the "leader-term" marker (TermGuard's "<term> <leader>")
+  // The data set aside last (removed/<label>; one copy, as FsNodeDisk keeps), and a restore's
+  // staged data dir.
+  std::shared_ptr<Disk> removed;
+  std::string removed_label;
+  std::shared_ptr<Disk> staged;
 };
 
-enum class Want { kNone, kOnData, kJoin, kBootstrap };
+// etcd's data dir only (the markers beside it stay).
+void ClearData(Disk& d) {
+  d.state = DataDirState::kEmpty;
+  d.cluster = d.member = 0;
+  d.rev = 0;
+  d.seen.clear();
+  d.wal_commit = 0;
+}
+void CopyData(const Disk& from, Disk& to) {
+  to.state = from.state;
+  to.cluster = from.cluster;
+  to.member = from.member;
+  to.rev = from.rev;
+  to.seen = from.seen;
+  to.wal_commit = from.wal_commit;
+}
+
+// "--name=value" flags as the runner gets them (RenderEtcdFlags).
+std::string Flag(const std::vector<std::string>& flags, const std::string& name) {
+  const std::string prefix = "--" + name + "=";
+  for (const auto& f : flags) {
+    if (f.rfind(prefix, 0) == 0) return f.substr(prefix.size());
+  }
+  return "";
+}
 
 struct BackupData {
   int64_t revision = 0;
@@ -165,6 +197,8 @@ class SimStore : public BackupStore {
 
 class SimEtcd;
 class SimPeer;
+class SimDisk;
+class SimRunner;
 
 struct Node {
   int index = 0;
@@ -175,16 +209,22 @@ struct Node {
   Ms restart_at = -1;  // a crashed node comes back then
   Ms paused_until = 0;
   bool etcd_up = false;
-  Want want = Want::kNone;
-  bool member_data_seen = false;  // DataLostUnderEtcd
-  bool held = false;  // the leader stopped etcd
-  peer::StartRequest join;
+  bool in_code = false;  // its Tick is on the stack
+  bool serving_fence = false;  // etcd listens on the fence URL, not the client URL
+  // The runner: what the agent asked for (ProcessRunner's state, which dies with the agent).
+  bool runner_wanted = false;
+  std::vector<std::string> etcd_flags;
+  int restarts = 0;
   Disk disk;
   Ms skew = 0;
-  std::string last_start_reason;
   std::unique_ptr<SimClock> clock;
-  std::unique_ptr<SimEtcd> cluster_client, peers_client;
+  std::unique_ptr<SimDisk> disk_seam;
+  std::unique_ptr<SimRunner> runner;
+  std::unique_ptr<SimEtcd> cluster_client, peers_client, local_client;
   std::map<std::string, std::unique_ptr<SimPeer>> initial_agents;
+  // The agent's node side, the very code the agent runs (agent/local_node.h).
+  std::unique_ptr<TermGuard> terms;
+  std::unique_ptr<LocalNode> local;
   std::unique_ptr<Leadership> leadership;
   std::unique_ptr<RestoreCoordinator> restorer;
   std::unique_ptr<Reconciler> reconciler;
@@ -210,7 +250,10 @@ class World {
   }
   bool Paused(int n) const { return nodes_[n]->paused_until > now_; }
   bool AgentAnswers(int caller, int n) const {
-    return nodes_[n]->agent_up && !Paused(n) && Reach(caller, n);
+    // A node whose code is on the stack (stopped inside a call) holds its locks: an order to
+    // it would wait, and here times out.
+    return nodes_[n]->agent_up && !Paused(n) && Reach(caller, n) &&
+           (n == caller || !nodes_[n]->in_code);
   }
   // The node whose etcd serves on `url` for `caller`, or -1.
   int Answering(int caller, const std::string& url);
@@ -232,13 +275,16 @@ class World {
     return nullptr;
   }
   int NodeOfMember(const Cluster& c, uint64_t id) const;
-  peer::NodeState StateOf(int n);
   absl::Status Admit(int n, const peer::OrderHeader& h, const char* what, bool promise);
-  absl::Status OrderJoin(int n, const peer::StartRequest& req);
-  absl::Status OrderStop(int n);
-  absl::Status OrderWipe(int n, const peer::OrderHeader& h);
-  absl::Status OrderRestore(int n, const peer::RestoreRequest& req);
-  absl::Status OrderUnfence(int n, const peer::UnfenceRequest& req);
+  // What etcd does when the runner starts it with `flags` (on member data: start on it; on an
+  // empty dir: bootstrap or join as the flags say).
+  void StartEtcd(int n);
+  // Ground truth for the disk seam: etcd's data of node `n` is about to be set aside or
+  // deleted; a restore's snapshot restore is about to build cluster data; a fence is dropped.
+  void BeforeDataGoes(int n, const std::string& why);
+  absl::Status RestoreCluster(int n, const std::string& backup, const SnapshotRestore& r,
+                              Disk* staged);
+  void CheckNoRestoredLease(int n);
   std::mt19937_64& rng() { return rng_; }
   SimStore& store() { return store_; }
   Result& result() { return result_; }
@@ -253,9 +299,8 @@ class World {
   void Kill(int n, bool etcd_too);
   void Tick(int n);
   void TickBody(int n);
-  void StartEtcdAsWanted(int n);
-  void Bootstrap(int n);
-  void TryJoin(int n);
+  void Bootstrap(int n, const std::vector<std::string>& flags);
+  void TryJoin(int n, const std::vector<std::string>& flags);
   void Write();
   void TakeBackup();
   void Fault();
@@ -266,9 +311,6 @@ class World {
   // Clusters whose voters' disks still hold a majority of them.
   std::vector<uint64_t> ClustersAbleToReachQuorum() const;
   void CheckWrites(bool after_fault);
-  // A member leaving the fence serves clients: no lease (lock, leader key) of the lost cluster
-  // may still be alive in it.
-  void CheckNoRestoredLease(int n);
   void Prune();
 
   Options o_;
@@ -295,7 +337,8 @@ class World {
   bool in_pause_ = false;
   bool trap_sprung_ = false, trap_done_ = false;  // Options::lose_first_leader
  public:
-  int current_ = -1;  // the node whose code runs (for its log lines in the trace)
+  int current_ = -1;  // the node whose code runs (only it can crash or pause mid-call)
+  int speaker_ = -1;  // the node whose log lines these are (an order's handler: the target)
  private:
   Result result_;
 };
@@ -641,44 +684,60 @@ class SimEtcd : public EtcdApi {
   std::vector<std::string> urls_;
 };
 
+// The peers' API: a call reaches a node's agent only if it runs, is not paused and the link
+// works; the order then goes through the node's real TermGuard and LocalNode.
 class SimPeer : public PeerApi {
  public:
   SimPeer(World* w, int caller, int target) : w_(w), caller_(caller), target_(target) {}
   absl::StatusOr<peer::NodeState> GetState(milliseconds) override {
     if (auto s = Reach(); !s.ok()) return s;
-    return w_->StateOf(target_);
+    Speaker speaker(w_, target_);
+    Node& n = *w_->nodes()[target_];
+    w_->Refresh();
+    peer::NodeState st = n.local->State();
+    st.set_highest_term(n.terms->newest());
+    st.set_highest_term_leader(n.terms->newest_leader());
+    return st;
   }
   absl::Status Join(const peer::StartRequest& req, milliseconds) override {
-    if (auto s = Reach(); !s.ok()) return s;
-    if (auto s = w_->Admit(target_, req.header(), "join", false); !s.ok()) return s;
-    return Done(w_->OrderJoin(target_, req));
+    return Order(req.header(), "join", [&](LocalNode& l) { return l.Join(req); });
   }
   absl::Status StopEtcd(const peer::OrderHeader& h, milliseconds) override {
-    if (auto s = Reach(); !s.ok()) return s;
-    if (auto s = w_->Admit(target_, h, "stop", false); !s.ok()) return s;
-    return Done(w_->OrderStop(target_));
+    return Order(h, "stop", [&](LocalNode& l) { return l.StopEtcd(); });
   }
   absl::Status Wipe(const peer::OrderHeader& h, milliseconds) override {
-    if (auto s = Reach(); !s.ok()) return s;
-    if (auto s = w_->Admit(target_, h, "wipe", false); !s.ok()) return s;
-    return Done(w_->OrderWipe(target_, h));
+    return Order(h, "wipe", [&](LocalNode& l) { return l.Wipe(h); });
   }
   absl::Status Promise(const peer::OrderHeader& h, milliseconds) override {
     if (auto s = Reach(); !s.ok()) return s;
     return Done(w_->Admit(target_, h, "promise", true));
   }
   absl::Status Restore(const peer::RestoreRequest& req, milliseconds) override {
-    if (auto s = Reach(); !s.ok()) return s;
-    if (auto s = w_->Admit(target_, req.header(), "restore", false); !s.ok()) return s;
-    return Done(w_->OrderRestore(target_, req));
+    return Order(req.header(), "restore", [&](LocalNode& l) { return l.Restore(req); });
   }
   absl::Status Unfence(const peer::UnfenceRequest& req, milliseconds) override {
-    if (auto s = Reach(); !s.ok()) return s;
-    if (auto s = w_->Admit(target_, req.header(), "unfence", false); !s.ok()) return s;
-    return Done(w_->OrderUnfence(target_, req));
+    return Order(req.header(), "unfence", [&](LocalNode& l) { return l.Unfence(req); });
   }
 
  private:
+  // The target's log lines while its handler runs.
+  struct Speaker {
+    Speaker(World* w, int n) : w(w), before(w->speaker_) { w->speaker_ = n; }
+    ~Speaker() { w->speaker_ = before; }
+    World* w;
+    int before;
+  };
+  template <typename Fn>
+  absl::Status Order(const peer::OrderHeader& h, const char* what, Fn fn) {
+    if (auto s = Reach(); !s.ok()) return s;
+    if (auto s = w_->Admit(target_, h, what, false); !s.ok()) return s;
+    absl::Status result;
+    {
+      Speaker speaker(w_, target_);
+      result = fn(*w_->nodes()[target_]->local);
+    }
+    return Done(result);
+  }
   absl::Status Reach() {
     w_->CallPoint(caller_);
     if (!w_->AgentAnswers(caller_, target_)) {
@@ -694,6 +753,172 @@ class SimPeer : public PeerApi {
   }
   World* w_;
   int caller_, target_;
+};
+
+// The node's disk over the world's model of it; the world checks its ground truth as data
+// goes (BeforeDataGoes) and as a restore builds a cluster (RestoreCluster).
+class SimDisk : public NodeDisk {
+ public:
+  SimDisk(World* w, int node) : w_(w), node_(node) {}
+  Disk& d() { return w_->nodes()[node_]->disk; }
+  std::string DataDir() const override {
+    return w_->nodes()[node_]->config.EtcdDataDir();
+  }
+  DataDirState State() override { return d().state; }
+  absl::StatusOr<WalIdentity> Identity() override {
+    if (d().state != DataDirState::kMember) return absl::NotFoundError("no WAL");
+    return WalIdentity{d().member, d().cluster};
+  }
+  absl::StatusOr<uint64_t> WalCommit() override {
+    if (d().state != DataDirState::kMember) return absl::NotFoundError("no WAL");
+    return d().wal_commit;
+  }
+  absl::Status SetAside(const std::string& label, std::string* moved_to) override {
+    moved_to->clear();
+    if (d().state == DataDirState::kEmpty) return absl::OkStatus();
+    const std::string dest = "/sim/removed/" + label;
+    if (d().removed && d().removed_label == label) {
+      // A retried order: the first attempt's copy stays.
+      w_->BeforeDataGoes(node_, "deletes what is left of its data dir");
+      ClearData(d());
+      *moved_to = dest;
+      return absl::OkStatus();
+    }
+    w_->BeforeDataGoes(node_, "sets its data aside to " + label);
+    d().removed = std::make_shared<Disk>();
+    CopyData(d(), *d().removed);
+    d().removed_label = label;
+    ClearData(d());
+    *moved_to = dest;
+    return absl::OkStatus();
+  }
+  absl::Status SetPartialAside(std::string* moved_to) override {
+    if (d().state == DataDirState::kPartial) ClearData(d());
+    *moved_to = "/sim/partial-aside";
+    return absl::OkStatus();
+  }
+  absl::Status PutBack(const std::string&) override {
+    if (!d().removed) return absl::NotFoundError("nothing set aside");
+    CopyData(*d().removed, d());
+    w_->Refresh();
+    return absl::OkStatus();
+  }
+  absl::Status RemoveData() override {
+    if (d().state != DataDirState::kEmpty) w_->BeforeDataGoes(node_, "deletes its data dir");
+    ClearData(d());
+    return absl::OkStatus();
+  }
+  bool Has(Marker m) override { return !Read(m).empty(); }
+  std::string Read(Marker m) override {
+    switch (m) {
+      case Marker::kJoined: return d().joined ? "1" : "";
+      case Marker::kInitialBootstrap: return d().bootstrapping ? "1" : "";
+      case Marker::kFenced: return d().fenced;
+      case Marker::kRestoreId: return d().restore_id;
+      case Marker::kLeaderTerm: return d().leader_term;
+    }
+    return "";
+  }
+  absl::Status Write(Marker m, const std::string& content) override {
+    switch (m) {
+      case Marker::kJoined: d().joined = true; break;
+      case Marker::kInitialBootstrap: d().bootstrapping = true; break;
+      case Marker::kFenced: d().fenced = content; break;
+      case Marker::kRestoreId: d().restore_id = content; break;
+      case Marker::kLeaderTerm: d().leader_term = content; break;
+    }
+    return absl::OkStatus();
+  }
+  absl::Status Remove(Marker m) override {
+    switch (m) {
+      case Marker::kJoined: d().joined = false; break;
+      case Marker::kInitialBootstrap: d().bootstrapping = false; break;
+      case Marker::kFenced:
+        // The node's etcd will serve clients: no lease of the lost cluster may live on.
+        if (!d().fenced.empty()) w_->CheckNoRestoredLease(node_);
+        d().fenced.clear();
+        break;
+      case Marker::kRestoreId: d().restore_id.clear(); break;
+      case Marker::kLeaderTerm: d().leader_term.clear(); break;
+    }
+    return absl::OkStatus();
+  }
+  absl::Status StageBackup(BackupStore& store, const std::string& cluster,
+                           const BackupMeta& meta) override {
+    d().staged.reset();
+    auto bytes = store.Get(SnapshotKey(cluster, meta.name));
+    if (!bytes.ok()) return bytes.status();
+    if (bytes->size() != meta.compressed_size) return absl::DataLossError("size mismatch");
+    staged_backup_ = meta.name;
+    return absl::OkStatus();
+  }
+  absl::Status RestoreStaged(const SnapshotRestore& r) override {
+    if (staged_backup_.empty()) return absl::FailedPreconditionError("nothing staged");
+    auto staged = std::make_shared<Disk>();
+    if (auto s = w_->RestoreCluster(node_, staged_backup_, r, staged.get()); !s.ok()) return s;
+    d().staged = staged;
+    return absl::OkStatus();
+  }
+  absl::Status InstallStaged() override {
+    if (d().state != DataDirState::kEmpty) return absl::FailedPreconditionError("data dir exists");
+    if (!d().staged) return absl::FailedPreconditionError("nothing restored");
+    CopyData(*d().staged, d());
+    d().staged.reset();
+    return absl::OkStatus();
+  }
+  void ClearStaging() override { staged_backup_.clear(); }
+
+ private:
+  World* w_;
+  int node_;
+  std::string staged_backup_;
+};
+
+// The runner: etcd as the agent asked for it. Its supervision (restarting an etcd that exited,
+// after asking LocalNode::MayRestart) runs when the world ticks the node.
+class SimRunner : public Runner {
+ public:
+  SimRunner(World* w, int node) : w_(w), node_(node) {}
+  Node& n() { return *w_->nodes()[node_]; }
+  std::optional<pid_t> Adopt() override {
+    return n().etcd_up ? std::optional<pid_t>(1000 + node_) : std::nullopt;
+  }
+  void Run(std::vector<std::string> flags) override {
+    n().runner_wanted = true;
+    n().etcd_flags = std::move(flags);
+    n().restarts = 0;
+    if (!n().etcd_up) w_->StartEtcd(node_);
+  }
+  absl::Status Stop() override {
+    n().runner_wanted = false;
+    if (n().etcd_up) {
+      n().etcd_up = false;
+      w_->Refresh();
+    }
+    return absl::OkStatus();
+  }
+  absl::Status Stop(milliseconds) override { return Stop(); }
+  bool wanted() const override { return w_->nodes()[node_]->runner_wanted; }
+  std::optional<pid_t> pid() const override {
+    return w_->nodes()[node_]->etcd_up ? std::optional<pid_t>(1000 + node_) : std::nullopt;
+  }
+  int restarts() const override { return w_->nodes()[node_]->restarts; }
+  // ProcessRunner's supervisor: an etcd that exited is started again, unless D1 says no.
+  void Supervise() {
+    if (!n().runner_wanted || n().etcd_up || w_->Paused(node_)) return;
+    std::string why;
+    if (!n().local->MayRestart(&why)) {
+      n().runner_wanted = false;
+      spdlog::error("not restarting etcd: {}", why);
+      return;
+    }
+    ++n().restarts;
+    w_->StartEtcd(node_);
+  }
+
+ private:
+  World* w_;
+  int node_;
 };
 
 // ---- the world ----
@@ -732,6 +957,9 @@ World::~World() {
     n->reconciler.reset();
     n->restorer.reset();
     n->leadership.reset();
+    n->local.reset();
+    n->terms.reset();
+    n->runner.reset();
   }
 }
 
@@ -745,16 +973,16 @@ void World::Violation(const std::string& what) {
   result_.ok = false;
   result_.violation = absl::StrFormat("t=%.3fs: %s", now_ / 1000.0, what);
   Trace("VIOLATION: " + what);
-  static const char* kWant[] = {"none", "on-data", "join", "bootstrap"};
   static const char* kData[] = {"empty", "partial", "member"};
   for (const auto& n : nodes_) {
     const Disk& d = n->disk;
     Trace(n->index, absl::StrCat("state: agent ", n->agent_up ? "up" : "down", ", etcd ",
-                                 n->etcd_up ? "up" : "down", ", wants ",
-                                 kWant[static_cast<int>(n->want)], n->held ? " (held)" : "",
+                                 n->etcd_up ? (n->serving_fence ? "up (fenced port)" : "up") : "down",
+                                 n->runner_wanted ? ", runner: wanted " : ", runner: not wanted ",
+                                 Flag(n->etcd_flags, "initial-cluster-state"),
                                  ", data ", kData[static_cast<int>(d.state)], " cluster ",
                                  HexId(d.cluster), " member ", HexId(d.member),
-                                 d.fenced ? " fenced" : "", " restore ", d.restore_id,
+                                 d.fenced.empty() ? "" : " fenced " + d.fenced, " restore ", d.restore_id,
                                  d.EverJoined() ? " joined" : ""));
     // (Not the agents' objects: a violation can be found while one of them is inside a call,
     // holding its lock. The leader's last status line is in the cluster's status key below.)
@@ -790,9 +1018,10 @@ void World::CallPoint(int caller) {
     n.paused_until = until;
     ++result_.faults["pause-mid-call"];
     Trace(caller, "PAUSED in the middle of a call");
-    while (now_ < until && result_.ok) {
+    while (result_.ok) {
       now_ += 50 + static_cast<Ms>(rng_() % 250);
       dirty_ = true;
+      if (now_ >= until) break;  // it resumes before anyone else sees it running again
       Scheduled();
       const int other = static_cast<int>(rng_() % nodes_.size());
       if (rng_() % 5 == 0) {
@@ -830,7 +1059,7 @@ int World::Answering(int caller, const std::string& url) {
     const bool fence = n->config.FenceUrl(n->spec) == url;
     if (!client && !fence) continue;
     if (!n->etcd_up || Paused(n->index) || !Reach(caller, n->index)) return -1;
-    if (n->disk.state != DataDirState::kMember || n->disk.fenced != fence) return -1;
+    if (n->disk.state != DataDirState::kMember || n->serving_fence != fence) return -1;
     return n->index;
   }
   return -1;
@@ -925,97 +1154,24 @@ void World::Refresh() {
   }
 }
 
-peer::NodeState World::StateOf(int i) {
+absl::Status World::Admit(int i, const peer::OrderHeader& h, const char* what, bool promise) {
   Node& n = *nodes_[i];
-  Refresh();
-  peer::NodeState s;
-  s.set_node_name(n.spec.name);
-  s.set_etcd_running(n.etcd_up || n.want != Want::kNone);
-  s.set_has_data(n.disk.state == DataDirState::kMember);
-  if (s.has_data()) {
-    s.set_member_id(n.disk.member);
-    s.set_cluster_id(n.disk.cluster);
-  }
-  s.set_fenced(n.disk.fenced);
-  s.set_can_bump_revision(true);
-  s.set_restore_id(n.disk.restore_id);
-  // The leader asks every pass: "joined" is marked as soon as a leader is seen.
-  if (s.has_data() && !n.disk.joined && !n.disk.fenced && InQuorum(i)) n.disk.joined = true;
-  if (n.disk.EverJoined()) n.disk.joined = true;  // EverJoined() writes the marker
-  s.set_ever_joined(n.disk.EverJoined());
-  s.set_bootstrapping(n.disk.bootstrapping && !n.disk.EverJoined());
-  if (InQuorum(i)) s.set_raft_index(static_cast<uint64_t>(ClusterOf(i)->rev));
-  s.set_highest_term(n.disk.newest_term);
-  s.set_highest_term_leader(n.disk.newest_leader);
+  absl::Status s = promise ? n.terms->Promise(h.term(), h.leader()) : [&] {
+    OrderView v;
+    v.what = what;
+    v.term = h.term();
+    v.leader = h.leader();
+    return n.terms->Admit(v);
+  }();
+  if (!s.ok()) Trace(i, absl::StrCat("refuses ", what, " from ", h.leader(), " term ", h.term(), ": ", s.message()));
   return s;
 }
 
-absl::Status World::Admit(int i, const peer::OrderHeader& h, const char* what, bool promise) {
-  Disk& d = nodes_[i]->disk;
-  OrderView v;
-  v.what = what;
-  v.is_promise = promise;
-  v.term = h.term();
-  v.leader = h.leader();
-  v.newest_term = d.newest_term;
-  v.newest_leader = d.newest_leader;
-  Admission a = AdmitOrder(v);
-  if (!a.status.ok()) {
-    Trace(i, absl::StrCat("refuses ", what, " from ", h.leader(), " term ", h.term(), " (", a.rule, ")"));
-    return a.status;
-  }
-  if (h.term() > d.newest_term || (h.term() == d.newest_term && h.leader() != d.newest_leader)) {
-    d.newest_term = h.term();
-    d.newest_leader = h.leader();
-  }
-  return absl::OkStatus();
-}
-
-absl::Status World::OrderJoin(int i, const peer::StartRequest& req) {
+void World::BeforeDataGoes(int i, const std::string& why) {
   Node& n = *nodes_[i];
-  if (n.disk.state == DataDirState::kPartial && n.want == Want::kNone) n.disk.state = DataDirState::kEmpty;
-  if (n.disk.state == DataDirState::kMember) {
-    return absl::AlreadyExistsError("the data dir already holds a member; wipe it first");
-  }
-  if (n.want != Want::kNone) return absl::OkStatus();
-  Trace(i, absl::StrCat("join order from ", req.header().leader()));
-  n.held = false;
-  n.join = req;
-  n.want = Want::kJoin;
-  TryJoin(i);
-  return absl::OkStatus();
-}
-
-absl::Status World::OrderStop(int i) {
-  Node& n = *nodes_[i];
-  n.held = true;
-  n.want = Want::kNone;
-  n.etcd_up = false;
-  dirty_ = true;
-  Trace(i, "stop order");
-  return absl::OkStatus();
-}
-
-absl::Status World::OrderWipe(int i, const peer::OrderHeader& h) {
-  Node& n = *nodes_[i];
-  WipeView v;
-  v.has_member_data = n.disk.state == DataDirState::kMember;
-  if (v.has_member_data) v.member_id = n.disk.member;
-  if (v.has_member_data) {
-    auto members = n.peers_client->LinearizableMemberList(&v.list_cluster_id);
-    v.list_ok = members.ok();
-    if (members.ok()) {
-      for (const auto& m : *members) v.member_ids.push_back(m.id);
-    } else {
-      v.list_error = std::string(members.status().message());
-    }
-  }
-  v.leader_cluster_id = h.cluster_id();
-  WipeDecision d = DecideWipe(v);
-  if (d.action != WipeAction::kSetAside) {
-    if (d.action == WipeAction::kRefuse) Trace(i, absl::StrCat("refuses wipe (", d.rule, ")"));
-    return d.status;
-  }
+  Trace(i, absl::StrCat(why, " (member ", HexId(n.disk.member), " of cluster ", HexId(n.disk.cluster), ")"));
+  if (n.disk.state != DataDirState::kMember) return;
+  ++result_.wipes;
   // Ground truth: a member of a live cluster (one whose voters still hold a majority of their
   // data) is never wiped while it is in the member list. A minority survivor of a cluster that
   // a justified restore replaced is set aside like its restore order would have.
@@ -1025,52 +1181,35 @@ absl::Status World::OrderWipe(int i, const peer::OrderHeader& h) {
     Violation(absl::StrCat("node ", n.spec.name, " wiped member ", HexId(n.disk.member),
                            " while it is still in cluster ", HexId(c->id), "'s member list"));
   }
-  Trace(i, absl::StrCat("wipes its data (member ", HexId(n.disk.member), ") on the order of ",
-                        h.leader(), " (", d.rule, ")"));
-  ++result_.wipes;
-  n.etcd_up = false;
-  n.want = Want::kNone;
-  n.disk.state = DataDirState::kEmpty;
-  n.disk.wal_commit = 0;
-  n.disk.cluster = n.disk.member = 0;
-  n.disk.rev = 0;
-  n.disk.seen.clear();
-  n.disk.fenced = false;
   dirty_ = true;
-  return absl::OkStatus();
 }
 
-absl::Status World::OrderRestore(int i, const peer::RestoreRequest& req) {
+absl::Status World::RestoreCluster(int i, const std::string& backup, const SnapshotRestore& r,
+                                   Disk* staged) {
   Node& n = *nodes_[i];
-  if (n.disk.restore_id == req.restore_id() &&
-      (!req.member() || n.disk.state == DataDirState::kMember)) {
-    return absl::OkStatus();
-  }
-  // The node fetches and checks the backup before it touches its data.
-  auto meta_text = store_.Get(MetaKey("sim", req.backup()));
-  if (!meta_text.ok()) return meta_text.status();
-  auto data = backups_.find(req.backup());
+  auto data = backups_.find(backup);
   if (data == backups_.end()) return absl::DataLossError("no such backup");
   // The restored cluster: the same on every node of the intent.
   uint64_t cid = 0x5eed;
   std::vector<Member> members;
-  for (const auto& m : req.initial_cluster()) {
+  for (const auto& [name, url] : r.initial_cluster) {
     Member mm;
-    mm.id = InitialMemberId({m.peer_url()}, req.token());
-    mm.name = m.name();
-    mm.peer_url = m.peer_url();
+    mm.id = InitialMemberId({url}, r.token);
+    mm.name = name;
+    mm.peer_url = url;
     mm.started = true;
     members.push_back(mm);
     cid = Mix(cid, mm.id);
   }
+  const std::string restore_id = r.token;  // the restore's token names it
   // Checked whenever the restored cluster comes into being: the first order, and any order
   // that would bring it back after it was lost.
-  if (!restores_seen_.count(req.restore_id()) || !clusters_.count(cid)) {
-    if (!restores_seen_.count(req.restore_id())) ++result_.restores;
-    restores_seen_.insert(req.restore_id());
+  if (!restores_seen_.count(restore_id) || !clusters_.count(cid)) {
+    if (!restores_seen_.count(restore_id)) ++result_.restores;
+    restores_seen_.insert(restore_id);
     // Ground truth: a restore is justified only when no cluster can reach quorum any more.
     for (uint64_t c : ClustersAbleToReachQuorum()) {
-      Violation(absl::StrCat("restore ", req.restore_id(), " of ", req.backup(),
+      Violation(absl::StrCat("restore ", restore_id, " of ", backup,
                              " started while cluster ", HexId(c),
                              " still holds a majority of its voters' data"));
     }
@@ -1086,14 +1225,14 @@ absl::Status World::OrderRestore(int i, const peer::RestoreRequest& req) {
     result_.writes_lost_to_restores += lost;
     // Ground truth: the newest backup is the one taken last (backups are taken only of the
     // live cluster), whatever the takers' clocks said.
-    if (!last_backup_.empty() && req.backup() != last_backup_ &&
+    if (!last_backup_.empty() && backup != last_backup_ &&
         data->second.revision < backups_[last_backup_].revision) {
-      Violation(absl::StrCat("restore ", req.restore_id(), " chose backup ", req.backup(),
+      Violation(absl::StrCat("restore ", restore_id, " chose backup ", backup,
                              " (revision ", data->second.revision, ") over the newest, ",
                              last_backup_, " (revision ", backups_[last_backup_].revision, ")"));
     }
-    Trace(i, absl::StrCat("first to restore ", req.backup(), " (restore ", req.restore_id(),
-                          "): ", lost, " acknowledged writes newer than the backup are given up"));
+    Trace(i, absl::StrCat("first to restore ", backup, " (", restore_id, "): ", lost,
+                          " acknowledged writes newer than the backup are given up"));
   }
   if (!clusters_.count(cid)) {
     Cluster c;
@@ -1101,52 +1240,41 @@ absl::Status World::OrderRestore(int i, const peer::RestoreRequest& req) {
     c.members = members;
     c.writes = data->second.writes;
     c.kv = data->second.kv;
-    c.rev = data->second.revision + static_cast<int64_t>(req.bump_revision());
+    c.rev = data->second.revision + static_cast<int64_t>(r.bump_revision);
     for (const auto& [lease, ttl] : data->second.lease_ttls) c.leases[lease] = {now_ + ttl, ttl};
     c.next_lease = 0x100000 + static_cast<int64_t>(rng_() % 1000);
-    c.origin = "restore " + req.restore_id();
+    c.origin = "restore " + restore_id;
     for (const auto& [lease, ttl] : data->second.lease_ttls) restored_leases_[cid].insert(lease);
     clusters_[cid] = c;
     Trace(i, absl::StrCat("restored cluster ", HexId(cid), " at revision ", c.rev));
   }
-  Trace(i, absl::StrCat("restores ", req.backup(), req.member() ? " as a member" : " (not a member)",
-                        req.fenced() ? ", fenced" : ""));
-  n.etcd_up = false;
-  n.held = false;
-  n.disk.state = DataDirState::kEmpty;
-  n.disk.wal_commit = 0;
-  n.disk.cluster = n.disk.member = 0;
-  n.disk.rev = 0;
-  n.disk.seen.clear();
-  n.disk.fenced = false;
-  n.want = Want::kNone;
-  n.disk.restore_id = req.restore_id();
-  if (req.member()) {
-    n.disk.state = DataDirState::kMember;
-    n.disk.cluster = cid;
-    n.disk.member = InitialMemberId({n.config.PeerUrl(n.spec)}, req.token());
-    n.disk.rev = clusters_[cid].rev;
-    n.disk.seen = members;
-    n.disk.fenced = req.fenced();
-    n.want = Want::kOnData;
-    n.etcd_up = true;
-  }
+  staged->state = DataDirState::kMember;
+  staged->cluster = cid;
+  staged->member = InitialMemberId({n.config.PeerUrl(n.spec)}, r.token);
+  staged->rev = clusters_[cid].rev;
+  staged->seen = members;
+  staged->wal_commit = members.size();
   dirty_ = true;
   return absl::OkStatus();
 }
 
-absl::Status World::OrderUnfence(int i, const peer::UnfenceRequest& req) {
+void World::StartEtcd(int i) {
   Node& n = *nodes_[i];
-  if (n.disk.restore_id != req.restore_id()) {
-    return absl::FailedPreconditionError("not fenced for that restore");
+  if (n.etcd_up || Paused(i)) return;
+  const std::vector<std::string>& flags = n.etcd_flags;
+  if (n.disk.state == DataDirState::kMember) {
+    // etcd starts on its data; the cluster flags are ignored.
+    n.etcd_up = true;
+    n.serving_fence = Flag(flags, "listen-client-urls") == n.config.FenceUrl(n.spec);
+    dirty_ = true;
+    return;
   }
-  if (n.disk.fenced) {
-    Trace(i, "unfenced");
-    CheckNoRestoredLease(i);
+  n.serving_fence = false;
+  if (Flag(flags, "initial-cluster-state") == "new") {
+    Bootstrap(i, flags);
+  } else {
+    TryJoin(i, flags);
   }
-  n.disk.fenced = false;
-  dirty_ = true;
-  return absl::OkStatus();
 }
 
 void World::Boot(int i) {
@@ -1154,21 +1282,42 @@ void World::Boot(int i) {
   n.reconciler.reset();
   n.restorer.reset();
   n.leadership.reset();
+  n.local.reset();
   n.agent_up = true;
   n.restart_at = -1;
-  n.held = false;
-  // A restarted agent adopts an etcd that still runs; otherwise it decides afresh.
-  n.want = n.etcd_up ? Want::kOnData : Want::kNone;
+  n.runner_wanted = false;
+  n.restarts = 0;
   std::vector<std::string> others;
   for (const auto& m : nodes_) {
     if (m->index != i) others.push_back(m->config.ClientUrl(m->spec));
   }
   n.peers_client = std::make_unique<SimEtcd>(this, i, others);
   n.cluster_client = std::make_unique<SimEtcd>(this, i, n.config.AllClientUrls());
+  n.local_client = std::make_unique<SimEtcd>(
+      this, i, std::vector<std::string>{n.config.ClientUrl(n.spec), n.config.FenceUrl(n.spec)});
   n.initial_agents.clear();
   for (int k = 0; k < n.config.cluster.size; ++k) {
     if (k != i) n.initial_agents[nodes_[k]->spec.name] = std::make_unique<SimPeer>(this, i, k);
   }
+  // The node side, as the agent wires it (Agent::Wire), over the simulated seams.
+  if (!n.disk_seam) n.disk_seam = std::make_unique<SimDisk>(this, i);
+  n.runner = std::make_unique<SimRunner>(this, i);
+  SimDisk* disk = n.disk_seam.get();
+  n.terms = std::make_unique<TermGuard>(
+      [disk] { return disk->Read(Marker::kLeaderTerm); },
+      [disk](const std::string& text) { return disk->Write(Marker::kLeaderTerm, text); });
+  LocalNodeEnv le;
+  le.disk = disk;
+  le.runner = n.runner.get();
+  le.peers = n.peers_client.get();
+  le.local = n.local_client.get();
+  for (auto& [name, p] : n.initial_agents) le.initial_agents[name] = p.get();
+  le.store = &store_;
+  le.clock = n.clock.get();
+  le.parallel = false;
+  n.local = std::make_unique<LocalNode>(n.config, std::move(le));
+  // A restarted agent adopts an etcd that still runs; otherwise it decides afresh.
+  if (n.runner->Adopt()) n.local->AdoptRunning();
   ControlEnv env;
   env.clock = n.clock.get();
   env.parallel = false;
@@ -1202,25 +1351,27 @@ void World::Kill(int i, bool etcd_too) {
   n.reconciler.reset();
   n.restorer.reset();
   n.leadership.reset();
-  if (etcd_too) {
-    n.etcd_up = false;
-    n.want = Want::kNone;
-  }
+  n.local.reset();
+  n.terms.reset();
+  n.runner.reset();
+  n.runner_wanted = false;  // nobody restarts etcd while the agent is down
+  if (etcd_too) n.etcd_up = false;
   n.restart_at = now_ + 1000 + static_cast<Ms>(rng_() % 20000);
   dirty_ = true;
 }
 
-void World::Bootstrap(int i) {
+void World::Bootstrap(int i, const std::vector<std::string>& flags) {
   Node& n = *nodes_[i];
-  const std::string token = n.config.ClusterToken();
+  // etcd bootstraps the cluster its flags name (on an empty data dir).
+  const std::string token = Flag(flags, "initial-cluster-token");
   uint64_t cid = 0x5eed;
   std::vector<Member> members;
-  for (int k = 0; k < n.config.cluster.size; ++k) {
-    const Node& m = *nodes_[k];
+  for (absl::string_view entry : absl::StrSplit(Flag(flags, "initial-cluster"), ',')) {
+    std::pair<std::string, std::string> kv = absl::StrSplit(entry, absl::MaxSplits('=', 1));
     Member mm;
-    mm.id = InitialMemberId({m.config.PeerUrl(m.spec)}, token);
-    mm.name = m.spec.name;  // initial members carry their names from the start
-    mm.peer_url = m.config.PeerUrl(m.spec);
+    mm.id = InitialMemberId({kv.second}, token);
+    mm.name = kv.first;  // initial members carry their names from the start
+    mm.peer_url = kv.second;
     members.push_back(mm);
     cid = Mix(cid, mm.id);
   }
@@ -1251,17 +1402,18 @@ void World::Bootstrap(int i) {
   n.disk.cluster = cid;
   n.disk.member = InitialMemberId({n.config.PeerUrl(n.spec)}, token);
   n.disk.rev = 0;
-  n.disk.wal_commit = 3;  // the initial members' configuration entries
+  n.disk.wal_commit = members.size();  // the initial members' configuration entries
   n.disk.seen = it->second.members;
   n.etcd_up = true;
   dirty_ = true;
 }
 
-void World::TryJoin(int i) {
+void World::TryJoin(int i, const std::vector<std::string>& flags) {
   Node& n = *nodes_[i];
   const std::string mine = n.config.PeerUrl(n.spec);
-  for (const auto& m : n.join.initial_cluster()) {
-    int k = NodeByPeerUrl(m.peer_url());
+  for (absl::string_view entry : absl::StrSplit(Flag(flags, "initial-cluster"), ',')) {
+    std::pair<std::string, std::string> kv = absl::StrSplit(entry, absl::MaxSplits('=', 1));
+    int k = NodeByPeerUrl(kv.second);
     if (k < 0 || k == i || Answering(i, nodes_[k]->config.ClientUrl(nodes_[k]->spec)) < 0) continue;
     if (!InQuorum(k)) continue;
     Cluster* c = ClusterOf(k);
@@ -1284,45 +1436,19 @@ void World::TryJoin(int i) {
   if (rng_() % 8 == 0) n.disk.state = DataDirState::kPartial;
 }
 
-void World::StartEtcdAsWanted(int i) {
-  Node& n = *nodes_[i];
-  if (n.etcd_up || Paused(i)) return;
-  switch (n.want) {
-    case Want::kNone:
-      return;
-    case Want::kOnData:
-      if (n.disk.state == DataDirState::kMember) {
-        n.etcd_up = true;
-        dirty_ = true;
-      }
-      return;
-    case Want::kJoin:
-      if (n.disk.state == DataDirState::kMember) {
-        n.etcd_up = true;
-        dirty_ = true;
-      } else {
-        TryJoin(i);
-      }
-      return;
-    case Want::kBootstrap:
-      if (n.disk.state == DataDirState::kMember) {
-        n.etcd_up = true;
-        dirty_ = true;
-      }
-      return;
-  }
-}
-
 void World::Tick(int i) {
   Node& n = *nodes_[i];
   if (!n.agent_up || Paused(i)) return;
   const int outer = current_;
   current_ = i;
+  n.in_code = true;
   try {
     TickBody(i);
     current_ = outer;
+    n.in_code = false;
   } catch (const CrashPoint& c) {
     current_ = outer;
+    n.in_code = false;
     Trace(c.node, "CRASH in the middle of a call (agent and etcd)");
     ++result_.faults["crash-mid-call"];
     Kill(c.node, true);
@@ -1332,62 +1458,10 @@ void World::Tick(int i) {
 void World::TickBody(int i) {
   Node& n = *nodes_[i];
   Refresh();
-  if (n.want == Want::kNone) n.member_data_seen = false;
-  if (n.want != Want::kNone && n.disk.state == DataDirState::kMember) n.member_data_seen = true;
-  if (DataLostUnderEtcd(n.want != Want::kNone, n.want == Want::kOnData, n.member_data_seen,
-                        n.disk.state)) {
-    Trace(i, "its member's data dir is gone under etcd: stops etcd (D1)");
-    n.want = Want::kNone;
-    n.etcd_up = false;
-    n.member_data_seen = false;
-    dirty_ = true;
-  }
-  StartEtcdAsWanted(i);
-  if (n.want == Want::kNone && !n.held) {
-    std::map<std::string, PeerApi*> initial;
-    for (auto& [name, p] : n.initial_agents) initial[name] = p.get();
-    if (n.disk.EverJoined()) n.disk.joined = true;
-    StartFacts facts{n.disk.state, n.disk.EverJoined()};
-    StartView view = GatherStartView(n.config, facts, *n.peers_client, initial, &store_, false);
-    StartDecision d = DecideStart(view);
-    if (d.reason != n.last_start_reason) {
-      Trace(i, absl::StrCat("start decision: ", StartActionName(d.action), ": ", d.reason));
-      n.last_start_reason = d.reason;
-    }
-    switch (d.action) {
-      case StartAction::kWait:
-        break;
-      case StartAction::kSetPartialAside:
-        n.disk.state = DataDirState::kEmpty;
-        break;
-      case StartAction::kStartOnData:
-        n.want = Want::kOnData;
-        n.etcd_up = true;
-        dirty_ = true;
-        break;
-      case StartAction::kBootstrap:
-        n.disk.bootstrapping = true;
-        n.want = Want::kBootstrap;
-        Bootstrap(i);
-        break;
-    }
-  }
+  // The runner's supervisor, then the agent's control thread: the very code the agent runs.
+  n.runner->Supervise();
+  n.local->ControlPass();
   Refresh();
-  if (n.etcd_up && !n.disk.joined && !n.disk.fenced && InQuorum(i)) {
-    CallPoint(i);  // the agent asks its etcd for a leader before it writes the marker
-    n.disk.joined = true;
-  }
-  if (n.disk.fenced) {
-    // MaybeUnfenceSelf: the store says the restore is settled.
-    auto intent = ReadRestoreIntent(store_, "sim");
-    if (intent.ok() && intent->has_value() && (*intent)->id == n.disk.restore_id &&
-        ((*intent)->settled || (*intent)->done)) {
-      Trace(i, "unfences itself (the restore is settled)");
-      CheckNoRestoredLease(i);
-      n.disk.fenced = false;
-      dirty_ = true;
-    }
-  }
   if (now_ >= n.next_restore_pass) {
     n.restorer->Pass();
     n.next_restore_pass = now_ + 1000;
@@ -1403,7 +1477,7 @@ void World::Write() {
   // A client writes through any client URL; it is acknowledged once committed.
   Refresh();
   for (const auto& n : nodes_) {
-    if (n->disk.fenced || !InQuorum(n->index)) continue;
+    if (n->serving_fence || !InQuorum(n->index)) continue;
     Cluster* c = ClusterOf(n->index);
     ++c->rev;
     c->writes.emplace_back(c->rev, ++next_write_);
@@ -1418,7 +1492,7 @@ void World::TakeBackup() {
   // The leader's scheduler, as a model: a snapshot of a member on the quorum side.
   Refresh();
   for (const auto& n : nodes_) {
-    if (n->disk.fenced || !InQuorum(n->index)) continue;
+    if (n->serving_fence || !InQuorum(n->index)) continue;
     Cluster* c = ClusterOf(n->index);
     BackupMeta m;
     m.cluster = "sim";
@@ -1597,11 +1671,7 @@ void World::Fault() {
       kind = "wipe-data";
       node.etcd_up = false;
       node.disk.state = DataDirState::kEmpty;
-      node.disk.wal_commit = 0;
-      node.disk.cluster = node.disk.member = 0;
-      node.disk.rev = 0;
-      node.disk.seen.clear();
-      node.disk.fenced = false;
+      ClearData(node.disk);  // etcd's data dir only: the markers beside it stay
       break;
     case 8:
       kind = "partial-data";
@@ -1693,7 +1763,7 @@ bool World::Healthy(std::string* why) {
       }
       ++voters;
       int n = NodeOfMember(c, m.id);
-      if (n >= 0 && InQuorum(n) && !nodes_[n]->disk.fenced) ++up;
+      if (n >= 0 && InQuorum(n) && !nodes_[n]->serving_fence) ++up;
     }
     if (voters == 3 && up == 3 && learners == 0) {
       *why = absl::StrCat("cluster ", HexId(id), " healthy with 3 voters");
@@ -1803,8 +1873,9 @@ class TraceSink : public spdlog::sinks::base_sink<spdlog::details::null_mutex> {
  protected:
   void sink_it_(const spdlog::details::log_msg& msg) override {
     std::string text(msg.payload.data(), msg.payload.size());
-    if (w_->current_ >= 0) {
-      w_->Trace(w_->current_, "log: " + text);
+    const int who = w_->speaker_ >= 0 ? w_->speaker_ : w_->current_;
+    if (who >= 0) {
+      w_->Trace(who, "log: " + text);
     } else {
       w_->Trace("log: " + text);
     }

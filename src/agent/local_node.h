@@ -1,0 +1,117 @@
+// This node's side of the agent: how it starts its etcd on its own, how it carries out the
+// leader's orders (join, stop, wipe, restore, unfence) and what state it reports.
+//
+// It reaches the world only through seams — the node's disk (NodeDisk), the runner, the
+// other nodes' and its own etcd (EtcdApi), the other initial agents (PeerApi), the backup
+// store and a clock — so the deterministic simulation (tests/sim/) runs this very code.
+// The Agent (agent.h) wires it to the real ones and drives it from its control thread and
+// the peer server's threads.
+//
+// Where things are:
+//   start.cc          the start decision (DecideStart on GatherStartView) and the control pass
+//   orders.cc         the leader's orders (join, stop, wipe, unfence) and the reported state
+//   node_restore.cc   how a node carries out a restore order
+//
+// Thread-safe: orders and the control pass are serialized by one lock.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "absl/status/status.h"
+#include "agent/node_disk.h"
+#include "agent/start_view.h"
+#include "backup/store.h"
+#include "common/clock.h"
+#include "common/status.h"
+#include "config/config.h"
+#include "etcd/api.h"
+#include "etcd/flags.h"
+#include "peer/api.h"
+#include "peer/server.h"
+#include "reconcile/start_decision.h"
+#include "runner/runner.h"
+
+namespace steward {
+
+struct LocalNodeEnv {
+  NodeDisk* disk = nullptr;
+  Runner* runner = nullptr;
+  EtcdApi* peers = nullptr;  // the other nodes' client URLs
+  EtcdApi* local = nullptr;  // this node's etcd (asked on its client or fence URL)
+  // The other initial nodes' agents (the first cluster.size nodes), for the bootstrap rule.
+  std::map<std::string, PeerApi*> initial_agents;
+  BackupStore* store = nullptr;  // null without backup.store
+  Clock* clock = nullptr;
+  bool parallel = true;  // ask the initial agents concurrently
+};
+
+class LocalNode : public NodeHandler {
+ public:
+  // `env`'s seams must outlive this object.
+  LocalNode(const Config& config, LocalNodeEnv env);
+
+  // NodeHandler: the leader's orders (admitted by the peer server's TermGuard).
+  peer::NodeState State() override;
+  absl::Status Join(const peer::StartRequest& req) override;
+  absl::Status StopEtcd() override;
+  absl::Status Wipe(const peer::OrderHeader& header) override;
+  absl::Status Restore(const peer::RestoreRequest& req) override;
+  absl::Status Unfence(const peer::UnfenceRequest& req) override;
+
+  // One pass of the node's control loop:
+  //   - while etcd is not wanted and not held stopped by the leader, decide whether this node
+  //     may start it on its own (DecideStart) and do so;
+  //   - stop etcd whose member data vanished under it (D1);
+  //   - mark "joined" once its etcd sees a leader;
+  //   - recover from an initial bootstrap that etcd refused;
+  //   - drop a fence whose restore the store says is settled.
+  void ControlPass();
+  // An etcd found running when the agent started: keep it, and know how to restart it.
+  void AdoptRunning();
+  // D1, for the runner before it restarts an etcd that exited: false (with `why`) when the
+  // member's data dir no longer holds its data.
+  bool MayRestart(std::string* why);
+  bool HasMemberData();
+
+ private:
+  // Starts (or keeps) etcd with `launch`; `on_data`: on the member data in place (not a join
+  // or a bootstrap, which start on an empty dir). False (etcd stopped) if `on_data` and the
+  // data dir no longer holds a member.
+  bool RunEtcd(const EtcdLaunch& launch, bool on_data);
+  void MaybeStartEtcd();
+  StartView ObserveStart();
+  // Moves a partial data dir aside (never a member's). False if that failed.
+  bool SetPartialDataAside();
+  bool EverJoined();
+  bool Bootstrapping();  // the initial-bootstrap marker, and never joined
+  void MarkJoined();
+  // The restore whose fenced start this node's etcd is in ("" if none).
+  std::string FencedRestoreId();
+  // How etcd runs on this node's data: BootstrapLaunch, on the fence port while fenced.
+  EtcdLaunch LaunchForData();
+  // REQUIRES: mu_ held. Drops the fence and restarts etcd on its client URL.
+  absl::Status UnfenceLocked(const std::string& restore_id);
+  void MaybeUnfenceSelf();
+  // Logs `msg` at info, but the same message at most once a minute.
+  void Note(const std::string& msg);
+
+  const Config& config_;
+  const LocalNodeEnv env_;
+  NodeDisk& disk_;
+  Runner& runner_;
+
+  std::mutex mu_;  // serializes orders and the control pass's own start decision
+  std::string restore_error_;  // guarded by mu_
+  std::atomic<bool> held_{false};  // the leader stopped etcd; do not restart it on our own
+  // For DataLostUnderEtcd: etcd was last started on member data (not a join or a bootstrap),
+  // and the data dir held member data since it was started.
+  std::atomic<bool> started_on_data_{false};
+  std::atomic<bool> member_data_seen_{false};
+  std::mutex note_mu_;
+  RepeatFilter repeats_;
+};
+
+}  // namespace steward
