@@ -102,7 +102,9 @@ absl::Status LocalNode::Restore(const peer::RestoreRequest& req) {
     return fail(fence);
   }
   if (absl::Status s = disk_.InstallStaged(); !s.ok()) {
-    if (req.fenced()) (void)disk_.Remove(Marker::kFenced);  // put_back restores the old state
+    if (req.fenced()) {  // the old data goes back, unfenced as it was
+      if (absl::Status r = disk_.Remove(Marker::kFenced); !r.ok()) spdlog::error("{}", r.message());
+    }
     put_back();
     return fail(s);
   }

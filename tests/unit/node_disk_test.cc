@@ -118,5 +118,42 @@ TEST_F(FsNodeDiskTest, AShutdownCancelsARunningRestoreTool) {
   EXPECT_LT(took, std::chrono::seconds(30));
 }
 
+// A store that streams an endless object, as a slow download of a large backup looks.
+class EndlessStore : public BackupStore {
+ public:
+  std::string Describe() const override { return "endless"; }
+  absl::StatusOr<std::unique_ptr<ObjectWriter>> Create(const std::string&) override {
+    return absl::UnimplementedError("");
+  }
+  absl::Status Put(const std::string&, const std::string&) override {
+    return absl::UnimplementedError("");
+  }
+  absl::StatusOr<std::string> Get(const std::string&) override {
+    return absl::UnimplementedError("");
+  }
+  absl::Status Read(const std::string&,
+                    const std::function<absl::Status(std::string_view)>& sink) override {
+    for (int i = 0; i < 100000; ++i) {  // bounded: 100,000 chunks, 1 ms apart
+      if (absl::Status s = sink(std::string_view("\0\0\0\0", 4)); !s.ok()) return s;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::vector<ObjectInfo>> List(const std::string&) override {
+    return absl::UnimplementedError("");
+  }
+  absl::Status Delete(const std::string&) override { return absl::UnimplementedError(""); }
+};
+
+TEST_F(FsNodeDiskTest, AShutdownEndsABackupDownload) {
+  EndlessStore store;
+  BackupMeta meta;
+  meta.name = "b1";
+  cancelled_ = true;
+  absl::Status s = disk_.StageBackup(store, "c", meta);
+  EXPECT_TRUE(absl::IsCancelled(s)) << s;
+  EXPECT_FALSE(fs::exists(dir_ / "restore/snapshot.db"));
+}
+
 }  // namespace
 }  // namespace steward
