@@ -8,7 +8,7 @@ PKGS=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libcurl4-openssl-dev libssl-dev libyaml-cpp-dev nlohmann-json3-dev
   libspdlog-dev libfmt-dev libcli11-dev libzstd-dev libcpp-httplib-dev
-  libabsl-dev libgtest-dev libgmock-dev
+  libabsl-dev libgtest-dev libgmock-dev libsystemd-dev
   etcd-server etcd-client
 )
 
@@ -25,10 +25,18 @@ export DEBIAN_FRONTEND=noninteractive
 
 if [ ${#missing[@]} -gt 0 ]; then
   echo "install-deps: installing ${missing[*]}" >&2
+  # Debian's etcd-server package enables and starts its own etcd (127.0.0.1:2379, data in
+  # /var/lib/etcd): on a real node, a second etcd unrelated to the cluster steward runs. Mask
+  # its unit before the package is installed, so it never starts (a mask is a link to
+  # /dev/null under /etc/systemd/system; it works with or without systemd running).
+  if [[ " ${missing[*]} " == *" etcd-server "* ]] && [ -d /etc/systemd/system ] &&
+     [ ! -e /etc/systemd/system/etcd.service ]; then
+    echo "install-deps: masking Debian's etcd.service (steward runs etcd itself)" >&2
+    $SUDO ln -s /dev/null /etc/systemd/system/etcd.service
+  fi
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-  # The Debian etcd-server package starts a system etcd on 127.0.0.1:2379; we never use it and
-  # it must not hold ports or disk, so stop it if systemd started it (no-op in containers).
+  # And stop it if it was started anyway (an older install; a no-op in containers).
   if command -v systemctl >/dev/null 2>&1; then
     $SUDO systemctl disable --now etcd >/dev/null 2>&1 || true
   fi

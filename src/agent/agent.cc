@@ -6,6 +6,8 @@
 
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/subprocess.h"
 #include "common/files.h"
 #include "common/status.h"
 #include "backup/open.h"
@@ -122,6 +124,11 @@ absl::Status Agent::Start() {
   // TLS files are checked (or issued) before etcd or the agent API start.
   if (absl::Status s = PrepareNodeTls(config_); !s.ok()) {
     return absl::FailedPreconditionError(absl::StrCat("tls: ", s.message()));
+  }
+  if (auto dropped = DroppedEtcdVariables(); !dropped.empty()) {
+    spdlog::warn("not passed to etcd or etcdctl: {} (etcd is configured by the flags the agent "
+                 "renders from its config; etcd >= 3.4 exits when a variable and a flag both "
+                 "set a value)", absl::StrJoin(dropped, ", "));
   }
   if (!config_.tls.enabled()) {
     spdlog::warn("TLS is OFF (tls.mode: off): etcd and the agent API accept anyone who can "

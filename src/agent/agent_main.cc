@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 
 #include "CLI/CLI.hpp"
@@ -10,10 +11,27 @@
 #include "agent/agent.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
+#include "systemd/sd-daemon.h"
 
 namespace steward {
 namespace fs = std::filesystem;
 using std::chrono::milliseconds;
+
+namespace {
+// The path this binary was started from. After an upgrade replaced the file, /proc/self/exe
+// names the old, deleted inode (" (deleted)"): the path without that suffix is the new one.
+std::string InstalledBinary() {
+  std::error_code ec;
+  std::string self = fs::read_symlink("/proc/self/exe", ec).string();
+  if (ec || self.empty()) return "/proc/self/exe";
+  const std::string deleted = " (deleted)";
+  if (self.size() > deleted.size() &&
+      self.compare(self.size() - deleted.size(), deleted.size(), deleted) == 0) {
+    self.resize(self.size() - deleted.size());
+  }
+  return self;
+}
+}  // namespace
 
 int AgentMain(int argc, char** argv) {
   CLI::App app{"steward: runs and supervises this node's etcd"};
@@ -59,18 +77,27 @@ int AgentMain(int argc, char** argv) {
     std::cerr << "steward: " << s.message() << "\n";
     return 2;
   }
+  // Under systemd (Type=notify): the peer API serves and the loops run. A no-op elsewhere.
+  sd_notifyf(0, "READY=1\nMAINPID=%lu\nSTATUS=agent %s running; etcd supervised",
+             static_cast<unsigned long>(::getpid()), STEWARD_VERSION);
   int sig = 0;
   sigwait(&set, &sig);
   if (sig == SIGHUP) {
-    // Reload: restart the agent in place; etcd keeps serving and the new agent adopts it.
+    // Reload (`systemctl reload steward`, and certificate renewal): restart the agent in place
+    // from the binary now installed at its path — the upgrade path; etcd keeps serving and the
+    // new agent adopts it, so an upgrade of the agent never restarts etcd.
     spdlog::info("SIGHUP: restarting the agent (etcd keeps running)");
+    sd_notify(0, "RELOADING=1\nSTATUS=restarting the agent; etcd keeps running");
     agent.Shutdown(false);
     spdlog::default_logger()->flush();
-    ::execv("/proc/self/exe", argv);
-    std::cerr << "steward: re-exec failed: " << std::strerror(errno) << "\n";
+    const std::string self = InstalledBinary();
+    ::execv(self.c_str(), argv);
+    ::execv("/proc/self/exe", argv);  // the file is gone: run this same binary again
+    std::cerr << "steward: re-exec of " << self << " failed: " << std::strerror(errno) << "\n";
     return 1;
   }
   spdlog::info("signal {} received; stopping", sig);
+  sd_notify(0, "STOPPING=1\nSTATUS=stopping the agent and etcd");
   agent.Shutdown(true);
   return 0;
 }

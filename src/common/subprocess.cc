@@ -16,6 +16,33 @@ extern char** environ;
 
 namespace steward {
 
+namespace {
+bool Dropped(const char* e) {
+  return std::strncmp(e, "AWS_", 4) == 0 || std::strncmp(e, "ETCD_", 5) == 0 ||
+         std::strncmp(e, "ETCDCTL_", 8) == 0;
+}
+}  // namespace
+
+std::vector<std::string> ChildEnvironment(const std::vector<std::string>& extra) {
+  std::vector<std::string> envs;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (!Dropped(*e)) envs.emplace_back(*e);
+  }
+  envs.insert(envs.end(), extra.begin(), extra.end());
+  return envs;
+}
+
+std::vector<std::string> DroppedEtcdVariables() {
+  std::vector<std::string> names;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, "AWS_", 4) != 0 && Dropped(*e)) {
+      const char* eq = std::strchr(*e, '=');
+      names.emplace_back(*e, eq ? static_cast<size_t>(eq - *e) : std::strlen(*e));
+    }
+  }
+  return names;
+}
+
 absl::StatusOr<ProcessResult> RunProcess(const std::vector<std::string>& argv,
                                          const std::vector<std::string>& env,
                                          std::chrono::milliseconds timeout,
@@ -24,11 +51,7 @@ absl::StatusOr<ProcessResult> RunProcess(const std::vector<std::string>& argv,
   int out_fd = ::mkstemp(tmpl);
   if (out_fd < 0) return absl::InternalError(absl::StrCat("mkstemp: ", std::strerror(errno)));
   ::unlink(tmpl);
-  std::vector<std::string> envs;
-  for (char** e = environ; *e != nullptr; ++e) {
-    if (std::strncmp(*e, "AWS_", 4) != 0) envs.emplace_back(*e);  // no cloud credentials
-  }
-  envs.insert(envs.end(), env.begin(), env.end());
+  std::vector<std::string> envs = ChildEnvironment(env);
   std::vector<char*> envp, args;
   for (auto& e : envs) envp.push_back(e.data());
   envp.push_back(nullptr);

@@ -15,6 +15,15 @@ struct ProcessResult {
   std::string output;  // stdout and stderr together, truncated to the last 64 KiB
 };
 
+// The environment a child (etcd, etcdctl, etcdutl) gets: the agent's, minus cloud
+// credentials (AWS_*: the backup store's, never etcd's) and minus etcd's and etcdctl's own
+// variables (ETCD_*, ETCDCTL_*), then `extra` ("K=V"). etcd >= 3.4 exits when a variable and a
+// flag set the same thing (an ETCD_NAME set for another purpose would crash-loop it), and the
+// agent renders every flag it means etcd to have.
+std::vector<std::string> ChildEnvironment(const std::vector<std::string>& extra = {});
+// The names of the agent's own ETCD_* / ETCDCTL_* variables that ChildEnvironment drops.
+std::vector<std::string> DroppedEtcdVariables();
+
 // Runs argv (argv[0] an absolute path) with extra `env` entries ("K=V"), killing it (by its
 // pid) after `timeout`. DeadlineExceeded on timeout; the output is returned either way.
 // `cancelled`, if set, is asked every 20 ms: once it says true the program is killed and the

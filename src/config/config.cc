@@ -110,11 +110,34 @@ const std::set<std::string>& ManagedFlags() {
       "--listen-peer-urls", "--initial-advertise-peer-urls", "--initial-cluster",
       "--initial-cluster-state", "--initial-cluster-token", "--cert-file", "--key-file",
       "--trusted-ca-file", "--client-cert-auth", "--peer-cert-file", "--peer-key-file",
-      "--peer-trusted-ca-file", "--peer-client-cert-auth",
+      "--peer-trusted-ca-file", "--peer-client-cert-auth", "--auto-tls", "--peer-auto-tls",
       // The agent reads the WAL under <data-dir>/member/wal to tell a member from an empty or
       // partial data dir: a WAL elsewhere would make a live member look empty.
       "--wal-dir"};
   return kFlags;
+}
+
+// Flags that would let etcd act behind the agent's back; empty if `arg` (flag `flag`) is fine.
+std::string UnsafeFlag(const std::string& flag, const std::string& arg) {
+  if (flag == "--config-file") {
+    return "--config-file would configure etcd behind the agent's flags; put the settings in "
+           "etcd.extra_args";
+  }
+  if (flag == "--force-new-cluster") {
+    return "--force-new-cluster discards the cluster's membership; use stewardctl "
+           "restore-backup to recover a cluster";
+  }
+  if (flag.rfind("--discovery", 0) == 0) {
+    return flag + ": the agents form and grow the cluster themselves (discovery would fight them)";
+  }
+  if (flag == "--strict-reconfig-check") {
+    const std::string v = arg.size() > flag.size() ? arg.substr(flag.size() + 1) : "true";
+    if (v != "true") {
+      return "--strict-reconfig-check must stay on: it is what refuses a membership change "
+             "that would lose quorum";
+    }
+  }
+  return "";
 }
 
 // Can `dir` be created (or does it exist as a writable directory)? Changes nothing.
@@ -441,6 +464,7 @@ Config Parse(const YAML::Node& root) {
         if (ManagedFlags().count(flag)) {
           Fail(key, absl::StrCat(flag, " is set by steward from the config and cannot be overridden"));
         }
+        if (std::string why = UnsafeFlag(flag, arg); !why.empty()) Fail(key, why);
         c.etcd.extra_args.push_back(arg);
       }
     }

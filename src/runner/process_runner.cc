@@ -1,5 +1,7 @@
 #include "runner/process_runner.h"
 
+#include "common/subprocess.h"
+
 #include <pthread.h>
 
 #include <fcntl.h>
@@ -152,11 +154,11 @@ void ProcessRunner::StartLocked() {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  // etcd gets the agent's environment minus cloud credentials (the backup store's, never its).
+  // etcd gets the agent's environment minus cloud credentials and etcd's own variables
+  // (ChildEnvironment): its flags are all it is meant to be configured by.
+  std::vector<std::string> env = ChildEnvironment();
   std::vector<char*> envp;
-  for (char** e = environ; *e != nullptr; ++e) {
-    if (std::strncmp(*e, "AWS_", 4) != 0) envp.push_back(*e);
-  }
+  for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
 
   int log_fd = ::open(options_.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);

@@ -15,7 +15,9 @@ namespace {
 using namespace std::chrono_literals;
 
 // Each test has its own subnet so ctest can run them in parallel.
-enum Subnet { kForm = 21, kEtcdKill = 22, kAgentKill = 23, kStaggered = 24, kCtl = 25 };
+enum Subnet {
+  kForm = 21, kEtcdKill = 22, kAgentKill = 23, kStaggered = 24, kCtl = 25, kEtcdEnv = 26
+};
 
 TEST(ClusterTest, ThreeAgentsFormAClusterAndAPutRoundTrips) {
   TestCluster c(kForm, 3, 3);
@@ -34,6 +36,31 @@ TEST(ClusterTest, ThreeAgentsFormAClusterAndAPutRoundTrips) {
   ASSERT_TRUE(got->has_value());
   EXPECT_EQ(**got, "world");
   for (int i = 0; i < 3; ++i) EXPECT_EQ(c.EtcdProcessCount(i), 1);
+}
+
+// Issue 11: etcd >= 3.4 exits when a variable and a flag set the same value, so an ETCD_NAME
+// set on the node for another purpose crash-looped etcd under the agent. etcd's variables no
+// longer reach it (nor etcdctl); the agent says which it dropped.
+TEST(ClusterTest, EtcdVariablesInTheAgentsEnvironmentNeverReachEtcd) {
+  TestCluster c(kEtcdEnv, 3, 3);
+  ASSERT_EQ(setenv("ETCD_NAME", "not-this-node", 1), 0);
+  ASSERT_EQ(setenv("ETCD_INITIAL_CLUSTER_STATE", "existing", 1), 0);
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  unsetenv("ETCD_NAME");
+  unsetenv("ETCD_INITIAL_CLUSTER_STATE");
+  ASSERT_TRUE(c.WaitHealthy(3, 60s)) << c.Logs();
+  for (int i = 0; i < 3; ++i) {
+    auto pid = c.EtcdPid(i);
+    ASSERT_TRUE(pid.has_value());
+    std::ifstream in("/proc/" + std::to_string(*pid) + "/environ", std::ios::binary);
+    std::string env((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ASSERT_FALSE(env.empty()) << "cannot read etcd's environment";
+    EXPECT_EQ(env.find("ETCD_NAME="), std::string::npos);
+    EXPECT_EQ(env.find("ETCD_INITIAL_CLUSTER_STATE="), std::string::npos);
+  }
+  std::ifstream log(c.Root() + "/agent-n1.log");
+  std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("not passed to etcd or etcdctl: ETCD_"), std::string::npos) << text;
 }
 
 TEST(ClusterTest, KilledEtcdIsRestartedAndRejoins) {

@@ -174,10 +174,12 @@ std::vector<std::string> TestCluster::ClientUrls() const {
   return out;
 }
 
-void TestCluster::StartAgent(int i) {
+void TestCluster::StartAgent(int i) { StartAgentFrom(i, STEWARD_BIN); }
+
+void TestCluster::StartAgentFrom(int i, const std::string& binary) {
   Proc& p = agents_[static_cast<size_t>(i)];
   p.log = absl::StrCat(root_, "/agent-n", i + 1, ".log");
-  p.pid = Spawn({STEWARD_BIN, "--config", ConfigPath(i)}, p.log);
+  p.pid = Spawn({binary, "--config", ConfigPath(i)}, p.log);
 }
 
 void TestCluster::SignalAgent(int i, int sig) {

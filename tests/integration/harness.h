@@ -51,6 +51,9 @@ class TestCluster {
   std::vector<std::string> ClientUrls() const;
 
   void StartAgent(int i);
+  // The same from another copy of the binary (an upgrade test).
+  void StartAgentFrom(int i, const std::string& binary);
+  pid_t AgentPid(int i) const { return agents_[static_cast<size_t>(i)].pid; }
   // Sends `sig` to the agent; for SIGTERM/SIGINT waits (bounded) for it to exit.
   void SignalAgent(int i, int sig);
   bool AgentRunning(int i);

@@ -260,6 +260,19 @@ TEST_F(ConfigTest, WalDirAndSingleDashManagedFlagsAreRefused) {
               {"etcd.extra_args[0]", "--wal-dir"});
   ExpectError("extra_args: []", "extra_args: [\"-data-dir=/elsewhere\"]",
               {"etcd.extra_args[0]", "--data-dir"});
+  // Flags that would let etcd act behind the agent's back (issue 11).
+  ExpectError("extra_args: []", "extra_args: [\"--config-file=/etc/etcd.yaml\"]",
+              {"etcd.extra_args[0]", "--config-file"});
+  ExpectError("extra_args: []", "extra_args: [\"-force-new-cluster\"]",
+              {"etcd.extra_args[0]", "--force-new-cluster discards"});
+  ExpectError("extra_args: []", "extra_args: [\"--discovery-srv=example.com\"]",
+              {"etcd.extra_args[0]", "--discovery-srv"});
+  ExpectError("extra_args: []", "extra_args: [\"--strict-reconfig-check=false\"]",
+              {"etcd.extra_args[0]", "quorum"});
+  ExpectError("extra_args: []", "extra_args: [\"--client-cert-auth=false\"]",
+              {"etcd.extra_args[0]", "--client-cert-auth is set by steward"});
+  ExpectError("extra_args: []", "extra_args: [\"--peer-auto-tls\"]",
+              {"etcd.extra_args[0]", "--peer-auto-tls"});
 }
 
 }  // namespace
