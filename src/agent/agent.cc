@@ -4,6 +4,9 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <set>
+
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -14,10 +17,42 @@
 #include "etcd/flags.h"
 #include "pki/node_certs.h"
 #include "runner/process_runner.h"
+#include "runner/static_pod_runner.h"
 #include "spdlog/spdlog.h"
 
 namespace steward {
 using std::chrono::milliseconds;
+
+namespace {
+// The static-pod runner's fixed part of the Pod: everything but etcd's flags.
+StaticPodRunner::Options StaticPodOptions(const Config& c,
+                                          std::function<bool(std::string*)> may_restart) {
+  StaticPodRunner::Options o;
+  o.manifest_dir = c.runner.manifest_dir;
+  o.data_dir = c.EtcdDataDir();
+  o.stop_timeout = c.etcd.stop_timeout;
+  o.may_restart = std::move(may_restart);
+  o.pod.node = c.node.name;
+  o.pod.image = c.runner.image;
+  o.pod.node_dir = c.node.data_dir;
+  o.pod.probe_host = c.self().host;
+  o.pod.probe_port = c.cluster.ports.client;
+  o.pod.termination_grace_seconds = static_cast<int>(
+      std::chrono::duration_cast<std::chrono::seconds>(c.etcd.stop_timeout).count()) + 1;
+  o.pod.base_spec = c.runner.pod_spec;
+  if (c.tls.enabled()) {
+    // TLS files outside the node dir (tls.mode: files) are mounted read-only.
+    const TlsPaths t = c.Tls();
+    std::set<std::string> dirs;
+    for (const std::string& f : {t.ca, t.server_cert, t.server_key, t.peer_cert, t.peer_key}) {
+      const std::string dir = std::filesystem::path(f).parent_path().string();
+      if (dir.rfind(c.node.data_dir, 0) != 0) dirs.insert(dir);
+    }
+    o.pod.read_only_dirs.assign(dirs.begin(), dirs.end());
+  }
+  return o;
+}
+}  // namespace
 
 Agent::Agent(Config config) : config_(std::move(config)) {
   disk_ = std::make_unique<FsNodeDisk>(config_.node.data_dir, config_.EtcdDataDir(),
@@ -34,7 +69,11 @@ Agent::Agent(Config config) : config_(std::move(config)) {
   // loop is busy (a restore pass), and must never restart it on a data dir that vanished.
   // (node_ exists before the runner is first asked to run etcd.)
   o.may_restart = [this](std::string* why) { return node_ == nullptr || node_->MayRestart(why); };
-  runner_ = std::make_unique<ProcessRunner>(o);
+  if (config_.runner.kind == "static-pod") {
+    runner_ = std::make_unique<StaticPodRunner>(StaticPodOptions(config_, o.may_restart));
+  } else {
+    runner_ = std::make_unique<ProcessRunner>(o);
+  }
   NodeDisk* disk = disk_.get();
   terms_ = std::make_unique<TermGuard>(
       [disk] { return disk->Read(Marker::kLeaderTerm); },

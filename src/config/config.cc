@@ -8,6 +8,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 
@@ -138,6 +140,47 @@ std::string UnsafeFlag(const std::string& flag, const std::string& arg) {
     }
   }
   return "";
+}
+
+void ParseRunner(const YAML::Node& r, Config* c) {
+  if (!r || r.IsNull()) return;
+  if (!r.IsMap()) Fail("runner", "must be a mapping");
+  CheckKeys(r, "runner", {"kind", "manifest_dir", "image", "pod_spec_file"});
+  RunnerConfig& rc = c->runner;
+  rc.kind = GetString(r, "runner", "kind", false, rc.kind);
+  if (rc.kind != "process" && rc.kind != "static-pod") {
+    Fail("runner.kind", absl::StrCat("\"", rc.kind, "\" is not one of process, static-pod"));
+  }
+  rc.manifest_dir = GetString(r, "runner", "manifest_dir", false, rc.manifest_dir);
+  rc.image = GetString(r, "runner", "image", false, "");
+  rc.pod_spec_file = GetString(r, "runner", "pod_spec_file", false, "");
+  if (rc.kind != "static-pod") {
+    if (!rc.image.empty() || !rc.pod_spec_file.empty()) {
+      Fail(rc.image.empty() ? "runner.pod_spec_file" : "runner.image",
+           "is only used with runner.kind: static-pod");
+    }
+    return;
+  }
+  if (rc.image.empty()) Fail("runner.image", "is required with runner.kind: static-pod");
+  std::error_code ec;
+  if (!std::filesystem::is_directory(rc.manifest_dir, ec)) {
+    Fail("runner.manifest_dir", absl::StrCat("\"", rc.manifest_dir,
+                                             "\" is not a directory (the kubelet's staticPodPath)"));
+  }
+  if (!rc.pod_spec_file.empty()) {
+    std::ifstream in(rc.pod_spec_file);
+    if (!in) Fail("runner.pod_spec_file", absl::StrCat("cannot read \"", rc.pod_spec_file, "\""));
+    rc.pod_spec.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    YAML::Node base;
+    try {
+      base = YAML::Load(rc.pod_spec);
+    } catch (const YAML::Exception& e) {
+      Fail("runner.pod_spec_file", absl::StrCat("is not YAML: ", e.what()));
+    }
+    if (!base.IsMap() || (base["kind"] && base["kind"].as<std::string>("") != "Pod")) {
+      Fail("runner.pod_spec_file", "must hold one Pod (kind: Pod)");
+    }
+  }
 }
 
 // Can `dir` be created (or does it exist as a writable directory)? Changes nothing.
@@ -317,7 +360,7 @@ void ParseTls(const YAML::Node& t, Config* c) {
 Config Parse(const YAML::Node& root) {
   Config c;
   if (!root || root.IsNull()) Fail("cluster", "is required (the file is empty)");
-  CheckKeys(root, "", {"cluster", "node", "etcd", "backup", "tls"});
+  CheckKeys(root, "", {"cluster", "node", "etcd", "runner", "backup", "tls"});
 
   // cluster
   const YAML::Node cl = root["cluster"];
@@ -480,7 +523,9 @@ Config Parse(const YAML::Node& root) {
       Fail("etcd.restart_backoff_max", "must not be less than etcd.restart_backoff_min");
     }
   }
-  CheckBinary("etcd.binary", c.etcd.binary);
+  ParseRunner(root["runner"], &c);
+  // A static pod runs the image's etcd: the host needs none.
+  if (c.runner.kind == "process") CheckBinary("etcd.binary", c.etcd.binary);
   if (c.etcd.etcdutl.empty() && ::access("/usr/bin/etcdutl", X_OK) == 0) {
     c.etcd.etcdutl = "/usr/bin/etcdutl";
   }

@@ -63,6 +63,18 @@ struct EtcdConfig {
   std::chrono::milliseconds restart_backoff_max{30000};  // cap on restart delay
 };
 
+// How etcd is run. "process" (the default): a child of the agent. "static-pod": a kubelet
+// static pod — the agent writes a Pod manifest into manifest_dir and the kubelet runs it; the
+// agent judges etcd by its data dir and URLs, not by a child pid.
+struct RunnerConfig {
+  std::string kind = "process";  // process, static-pod
+  std::string manifest_dir = "/etc/kubernetes/manifests";  // static-pod: must exist
+  std::string image;          // static-pod: required (an etcd image with `etcd` on its PATH)
+  std::string pod_spec_file;  // static-pod: optional base Pod spec (YAML) merged into
+  // The base spec's text, read and checked when the config is loaded.
+  std::string pod_spec;
+};
+
 struct RetentionConfig {
   std::chrono::milliseconds keep_all_for{3600000};          // keep every backup this young
   std::chrono::milliseconds hourly_for{24LL * 3600000};     // then one an hour for this long
@@ -117,6 +129,7 @@ struct Config {
   ClusterConfig cluster;
   NodeConfig node;
   EtcdConfig etcd;
+  RunnerConfig runner;
   BackupConfig backup;
   TlsConfig tls;
   std::string source;  // the file it was loaded from, for messages

@@ -78,6 +78,23 @@ bool ProcessRunner::IsEtcdFor(pid_t pid, const std::string& binary, const std::s
   return false;
 }
 
+std::optional<pid_t> ProcessRunner::FindEtcdFor(const std::string& data_dir) {
+  const std::string want = Canonical(data_dir);
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    pid_t pid = 0;
+    if (!absl::SimpleAtoi(e.path().filename().string(), &pid) || pid <= 0) continue;
+    char state = ProcState(pid);
+    if (state == 0 || state == 'Z' || state == 'X') continue;
+    auto argv = ProcCmdline(pid);
+    if (argv.empty() || std::filesystem::path(argv[0]).filename() != "etcd") continue;
+    for (const auto& a : argv) {
+      if (a.rfind("--data-dir=", 0) == 0 && Canonical(a.substr(11)) == want) return pid;
+    }
+  }
+  return std::nullopt;
+}
+
 ProcessRunner::ProcessRunner(Options options)
     : options_(std::move(options)), backoff_(options_.backoff_min, options_.backoff_max) {
   supervisor_ = std::thread([this] {

@@ -49,6 +49,9 @@ class ProcessRunner : public Runner {
 
   // True if `pid` is alive and is `binary` running with --data-dir=`data_dir`. Exposed for tests.
   static bool IsEtcdFor(pid_t pid, const std::string& binary, const std::string& data_dir);
+  // Any live process named etcd (argv[0]'s file name) running with --data-dir=`data_dir`:
+  // however it was started (a kubelet's container on this host included).
+  static std::optional<pid_t> FindEtcdFor(const std::string& data_dir);
 
  private:
   void SuperviseLoop();

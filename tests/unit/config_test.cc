@@ -254,6 +254,21 @@ TEST_F(ConfigTest, AnS3SecretInAFileOthersCanReadIsRefused) {
   EXPECT_TRUE(LoadConfig(path).ok());
 }
 
+TEST_F(ConfigTest, RunnerSettingsAreCheckedAndNamed) {
+  ExpectError("extra_args: []", "extra_args: []\nrunner:\n  kind: vm",
+              {"runner.kind", "\"vm\" is not one of process, static-pod"});
+  ExpectError("extra_args: []", "extra_args: []\nrunner:\n  kind: static-pod\n  manifest_dir: /tmp",
+              {"runner.image", "is required"});
+  ExpectError("extra_args: []",
+              "extra_args: []\nrunner:\n  kind: static-pod\n  image: etcd:3.4\n  manifest_dir: /nonexistent/manifests",
+              {"runner.manifest_dir", "is not a directory"});
+  ExpectError("extra_args: []", "extra_args: []\nrunner:\n  image: etcd:3.4",
+              {"runner.image", "only used with runner.kind: static-pod"});
+  ExpectError("extra_args: []",
+              "extra_args: []\nrunner:\n  kind: static-pod\n  image: etcd:3.4\n  manifest_dir: /tmp\n  pod_spec_file: /nonexistent.yaml",
+              {"runner.pod_spec_file", "cannot read"});
+}
+
 // A WAL outside <data-dir>/member/wal would make a live member look empty (and partial).
 TEST_F(ConfigTest, WalDirAndSingleDashManagedFlagsAreRefused) {
   ExpectError("extra_args: []", "extra_args: [\"--wal-dir=/elsewhere\"]",

@@ -1,0 +1,151 @@
+#include "runner/static_pod_runner.h"
+
+#include <pthread.h>
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "common/files.h"
+#include "common/status.h"
+#include "runner/process_runner.h"
+#include "spdlog/spdlog.h"
+
+namespace steward {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+StaticPodRunner::StaticPodRunner(Options options) : options_(std::move(options)) {
+  watcher_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "st-staticpod");
+    Watch();
+  });
+}
+
+StaticPodRunner::~StaticPodRunner() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    shutdown_ = true;
+  }
+  cv_.notify_all();
+  watcher_.join();
+}
+
+std::string StaticPodRunner::ManifestPath() const {
+  return (fs::path(options_.manifest_dir) / StaticPodFileName(options_.pod.node)).string();
+}
+
+std::optional<pid_t> StaticPodRunner::Adopt() {
+  std::error_code ec;
+  if (!fs::exists(ManifestPath(), ec)) return std::nullopt;
+  auto pid = ProcessRunner::FindEtcdFor(options_.data_dir);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!pid) {
+    // A manifest an earlier agent left, whose etcd is not running: the start decision decides
+    // afresh rather than letting the kubelet start it unsupervised.
+    if (absl::Status s = RemoveManifestLocked(); !s.ok()) spdlog::warn("{}", s.message());
+    return std::nullopt;
+  }
+  wanted_ = true;
+  was_up_ = true;
+  spdlog::info("adopted the static pod {} (etcd pid {} on {})", ManifestPath(), *pid,
+               options_.data_dir);
+  return pid;
+}
+
+void StaticPodRunner::Run(std::vector<std::string> flags) {
+  StaticPodInput in = options_.pod;
+  in.flags = std::move(flags);
+  auto text = RenderStaticPod(in);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!text.ok()) {
+    spdlog::error("cannot render the static pod: {}", text.status().message());
+    return;
+  }
+  wanted_ = true;
+  down_since_ = Clock::now();
+  // An unchanged manifest is not rewritten: the kubelet restarts a pod whose manifest changed.
+  auto current = ReadFile(ManifestPath());
+  if (current.ok() && *current == *text) return;
+  // WriteFileAtomic writes a dot-file beside it and renames it into place.
+  if (absl::Status s = WriteFileAtomic(ManifestPath(), *text, 0600); !s.ok()) {
+    spdlog::error("writing the static pod manifest: {}", s.message());
+    return;
+  }
+  spdlog::info("wrote the static pod manifest {}", ManifestPath());
+  cv_.notify_all();
+}
+
+absl::Status StaticPodRunner::RemoveManifestLocked() {
+  std::error_code ec;
+  fs::remove(ManifestPath(), ec);
+  if (ec) return ErrnoStatus(ec.value(), "removing " + ManifestPath());
+  return absl::OkStatus();
+}
+
+absl::Status StaticPodRunner::Stop() { return Stop(options_.stop_timeout); }
+
+absl::Status StaticPodRunner::Stop(std::chrono::milliseconds grace) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    wanted_ = false;
+    if (absl::Status s = RemoveManifestLocked(); !s.ok()) return s;
+  }
+  // The kubelet notices a removed manifest within its sync period (seconds), then gives the
+  // container its termination grace period.
+  const auto deadline = Clock::now() + grace + std::chrono::seconds(30);
+  while (Clock::now() < deadline) {
+    if (!ProcessRunner::FindEtcdFor(options_.data_dir)) return absl::OkStatus();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return absl::UnavailableError(absl::StrCat(
+      "etcd on ", options_.data_dir, " still runs after its static pod manifest was removed "
+      "(is the kubelet running?)"));
+}
+
+bool StaticPodRunner::wanted() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return wanted_;
+}
+
+std::optional<pid_t> StaticPodRunner::pid() const {
+  return ProcessRunner::FindEtcdFor(options_.data_dir);
+}
+
+int StaticPodRunner::restarts() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return restarts_;
+}
+
+void StaticPodRunner::Watch() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!shutdown_) {
+    cv_.wait_for(lock, options_.poll, [this] { return shutdown_; });
+    if (shutdown_ || !wanted_) {
+      was_up_ = false;
+      continue;
+    }
+    lock.unlock();
+    const bool up = ProcessRunner::FindEtcdFor(options_.data_dir).has_value();
+    lock.lock();
+    if (!wanted_) continue;
+    if (up) {
+      was_up_ = true;
+      continue;
+    }
+    const bool exited = was_up_;
+    const bool stuck = Clock::now() - down_since_ >= options_.down_counts_as_restart;
+    if (!exited && !stuck) continue;
+    was_up_ = false;
+    down_since_ = Clock::now();
+    ++restarts_;
+    std::string why;
+    if (options_.may_restart && !options_.may_restart(&why)) {
+      wanted_ = false;
+      if (absl::Status s = RemoveManifestLocked(); !s.ok()) spdlog::error("{}", s.message());
+      spdlog::error("etcd exited; removed its static pod so the kubelet does not restart it: {}",
+                    why);
+    }
+  }
+}
+
+}  // namespace steward
