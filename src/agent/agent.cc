@@ -164,7 +164,9 @@ absl::Status Agent::Start() {
   if (absl::Status s = PrepareNodeTls(config_); !s.ok()) {
     return absl::FailedPreconditionError(absl::StrCat("tls: ", s.message()));
   }
-  if (auto dropped = DroppedEtcdVariables(); !dropped.empty()) {
+  // (Configured by etcd's variables, the agent has read them: nothing to say.)
+  if (auto dropped = DroppedEtcdVariables();
+      !dropped.empty() && config_.source != "environment") {
     spdlog::warn("not passed to etcd or etcdctl: {} (etcd is configured by the flags the agent "
                  "renders from its config; etcd >= 3.4 exits when a variable and a flag both "
                  "set a value)", absl::StrJoin(dropped, ", "));

@@ -5,10 +5,15 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <map>
 
-#include "CLI/CLI.hpp"
+extern char** environ;
+
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_join.h"
 #include "agent/agent.h"
+#include "common/status.h"
+#include "config/dropin.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 #include "systemd/sd-daemon.h"
@@ -33,26 +38,77 @@ std::string InstalledBinary() {
 }
 }  // namespace
 
+// Where the node's config comes from: --config FILE; etcd-wrapper's flags (alone, or checked
+// against --config); or, with neither, etcd's own ETCD_* variables (config/dropin.h).
+absl::StatusOr<Config> ConfigFor(const std::string& config_path,
+                                 const std::vector<std::string>& wrapper_flags,
+                                 std::vector<std::string>* warnings) {
+  EtcdStyle style;
+  std::string source;
+  if (!wrapper_flags.empty()) {
+    auto parsed = EtcdStyleFromWrapperFlags(wrapper_flags);
+    if (!parsed.ok()) return parsed.status();
+    style = std::move(*parsed);
+    source = "flags";
+  } else if (config_path.empty()) {
+    std::map<std::string, std::string> env;
+    for (char** e = environ; *e != nullptr; ++e) {
+      std::string kv(*e);
+      const size_t eq = kv.find('=');
+      if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+    if (!env.count("ETCD_NAME") || !env.count("ETCD_INITIAL_CLUSTER")) {
+      return absl::InvalidArgumentError(
+          "give --config FILE, etcd-wrapper's flags, or etcd's ETCD_NAME and "
+          "ETCD_INITIAL_CLUSTER variables (docs/drop-in.md)");
+    }
+    style = EtcdStyleFromEnvironment(env);
+    source = "environment";
+  } else {
+    return LoadConfig(config_path);
+  }
+  warnings->insert(warnings->end(), style.warnings.begin(), style.warnings.end());
+  auto yaml = ConfigYamlFromEtcdStyle(style, warnings);
+  if (!yaml.ok()) return yaml.status();
+  auto dropin = ParseConfig(*yaml, source);
+  if (!dropin.ok()) return Annotate(dropin.status(), "the config built from the " + source);
+  if (config_path.empty()) return dropin;
+  auto file = LoadConfig(config_path);
+  if (!file.ok()) return file.status();
+  if (auto c = Contradictions(*dropin, *file); !c.empty()) {
+    return absl::InvalidArgumentError(absl::StrJoin(c, "; "));
+  }
+  return file;
+}
+
 int AgentMain(int argc, char** argv) {
-  CLI::App app{"steward: runs and supervises this node's etcd"};
+  // --config, --version and --help are steward's; any other flag is one of etcd-wrapper's
+  // (config/dropin.h), parsed there.
   std::string config_path;
-  bool version = false;
-  app.add_option("--config", config_path, "the node's YAML config file");
-  app.add_flag("--version", version, "print the version and exit");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
+  std::vector<std::string> wrapper_flags;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--version") {
+      std::cout << "steward " << STEWARD_VERSION << "\n";
+      return 0;
+    }
+    if (a == "--help" || a == "-h") {
+      std::cout << "usage: steward --config FILE\n"
+                   "       steward --name N --initial-cluster ... (etcd-wrapper's flags)\n"
+                   "       steward            (with etcd's ETCD_NAME, ETCD_INITIAL_CLUSTER, ...)\n"
+                   "runs and supervises this node's etcd; see README.md and docs/drop-in.md\n";
+      return 0;
+    }
+    if (a == "--config" && i + 1 < argc) {
+      config_path = argv[++i];
+    } else if (a.rfind("--config=", 0) == 0) {
+      config_path = a.substr(9);
+    } else {
+      wrapper_flags.push_back(a);
+    }
   }
-  if (version) {
-    std::cout << "steward " << STEWARD_VERSION << "\n";
-    return 0;
-  }
-  if (config_path.empty()) {
-    std::cerr << "steward: --config FILE is required\n";
-    return 2;
-  }
-  auto config = LoadConfig(config_path);
+  std::vector<std::string> warnings;
+  auto config = ConfigFor(config_path, wrapper_flags, &warnings);
   if (!config.ok()) {
     std::cerr << "steward: config error: " << config.status().message() << "\n";
     return 2;
@@ -61,6 +117,7 @@ int AgentMain(int argc, char** argv) {
   logger->set_pattern(absl::StrCat("%Y-%m-%dT%H:%M:%S.%e [%^%l%$] [", config->node.name, "] %v"));
   spdlog::set_default_logger(logger);
   spdlog::set_level(spdlog::level::from_str(config->node.log_level));
+  for (const auto& w : warnings) spdlog::warn("{}", w);
 
   // Signals are taken synchronously by this thread; every thread started after this inherits
   // the blocked mask.

@@ -182,6 +182,22 @@ void TestCluster::StartAgentFrom(int i, const std::string& binary) {
   p.pid = Spawn({binary, "--config", ConfigPath(i)}, p.log);
 }
 
+void TestCluster::StartAgentWith(int i, const std::vector<std::string>& args,
+                                 const std::vector<std::string>& env) {
+  Proc& p = agents_[static_cast<size_t>(i)];
+  p.log = absl::StrCat(root_, "/agent-n", i + 1, ".log");
+  std::vector<std::string> argv = {STEWARD_BIN};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<std::string> names;
+  for (const auto& kv : env) {
+    const size_t eq = kv.find('=');
+    names.push_back(kv.substr(0, eq));
+    setenv(names.back().c_str(), kv.substr(eq + 1).c_str(), 1);
+  }
+  p.pid = Spawn(argv, p.log);
+  for (const auto& n : names) unsetenv(n.c_str());
+}
+
 void TestCluster::SignalAgent(int i, int sig) {
   Proc& p = agents_[static_cast<size_t>(i)];
   if (p.pid <= 0) return;

@@ -54,6 +54,10 @@ class TestCluster {
   // The same from another copy of the binary (an upgrade test).
   void StartAgentFrom(int i, const std::string& binary);
   pid_t AgentPid(int i) const { return agents_[static_cast<size_t>(i)].pid; }
+  // The agent with `args` instead of --config, and `env` ("K=V") added to its environment
+  // (the drop-in tests).
+  void StartAgentWith(int i, const std::vector<std::string>& args,
+                      const std::vector<std::string>& env);
   // Sends `sig` to the agent; for SIGTERM/SIGINT waits (bounded) for it to exit.
   void SignalAgent(int i, int sig);
   bool AgentRunning(int i);
