@@ -28,7 +28,7 @@ cluster:
     - {name: n1, host: 127.0.0.11}
     - {name: n2, host: 127.0.0.12}
     - {name: n3, host: 127.0.0.13}
-  ports: {client: 2379, peer: 2380, agent: 2381, admin: 2382}
+  ports: {client: 2379, peer: 2380, agent: 2390, admin: 2391}
 node:
   name: ${nodes[$i]}
   data_dir: $ROOT/${nodes[$i]}

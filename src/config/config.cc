@@ -13,6 +13,7 @@
 #include <map>
 #include <set>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -328,15 +329,31 @@ void ParseTls(const YAML::Node& t, Config* c) {
                 "or write tls.mode: off to run without TLS");
   }
   const std::string p = "tls";
-  CheckKeys(t, p, {"mode", "ca_cert", "ca_key", "cert_lifetime", "cert_file", "key_file",
-                   "peer_cert_file", "peer_key_file", "trusted_ca_file", "client_cert_file",
-                   "client_key_file"});
+  CheckKeys(t, p, {"mode", "ca_cert", "ca_key", "cert_lifetime", "extra_sans", "cert_file",
+                   "key_file", "peer_cert_file", "peer_key_file", "trusted_ca_file",
+                   "client_cert_file", "client_key_file"});
   tc.mode = GetString(t, p, "mode", false, tc.mode);
   if (tc.mode != "issued" && tc.mode != "files" && tc.mode != "off") {
     Fail("tls.mode", absl::StrCat("\"", tc.mode, "\" is not one of issued, files, off"));
   }
   tc.cert_lifetime = GetDuration(t, p, "cert_lifetime", tc.cert_lifetime);
   if (tc.cert_lifetime < std::chrono::minutes(1)) Fail("tls.cert_lifetime", "must be at least 1m");
+  if (const YAML::Node sans = t["extra_sans"]; sans && !sans.IsNull()) {
+    if (!sans.IsSequence()) Fail("tls.extra_sans", "must be a list of DNS names or IP addresses");
+    for (size_t i = 0; i < sans.size(); ++i) {
+      const std::string key = absl::StrCat("tls.extra_sans[", i, "]");
+      if (!sans[i].IsScalar() || sans[i].Scalar().empty()) Fail(key, "must be a DNS name or an IP address");
+      const std::string v = sans[i].Scalar();
+      for (char ch : v) {
+        if (!(absl::ascii_isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '-' ||
+              ch == ':' || ch == '*')) {
+          Fail(key, absl::StrCat("\"", v, "\" is not a DNS name or an IP address"));
+        }
+      }
+      tc.extra_sans.push_back(v);
+    }
+    if (tc.mode != "issued") Fail("tls.extra_sans", "is only used with tls.mode: issued");
+  }
   if (tc.mode == "issued") {
     tc.ca_cert = GetString(t, p, "ca_cert", true);
     tc.ca_key = GetString(t, p, "ca_key", true);

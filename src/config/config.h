@@ -22,11 +22,11 @@ struct NodeSpec {
 struct Ports {
   int client = 2379;  // etcd client URL
   int peer = 2380;    // etcd peer URL
-  int agent = 2381;   // steward's agent-to-agent API
-  int admin = 2382;   // steward's /healthz /metrics
+  int agent = 2390;   // steward's agent-to-agent API
+  int admin = 2391;   // steward's /healthz /metrics
   // etcd's client URL while a restored cluster is fenced: only the agents use it, until the
   // leases that came with the backup are revoked (see RestoreCoordinator).
-  int fence = 2383;
+  int fence = 2392;
 };
 
 struct ClusterConfig {
@@ -108,6 +108,10 @@ struct TlsConfig {
   std::string ca_cert;          // issued: required
   std::string ca_key;           // issued: required; must not be readable by group or others
   std::chrono::milliseconds cert_lifetime{365LL * 86400000};
+  // issued: more subjectAltNames for the server certificates (etcd's client and peer URLs,
+  // the agent API): DNS names or IP addresses clients dial, e.g. a load balancer in front of
+  // etcd for a Kubernetes API server.
+  std::vector<std::string> extra_sans;
   // files mode
   std::string cert_file, key_file;            // etcd server (client URL) and agent API
   std::string peer_cert_file, peer_key_file;  // etcd peer URL

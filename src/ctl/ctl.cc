@@ -511,6 +511,13 @@ int CtlMain(int argc, char** argv) {
   pki->require_subcommand(1);
   pki_init->add_option("--dir", pki_dir, "directory for ca.crt, ca.key, admin.crt, admin.key")
       ->required();
+  std::string client_name;
+  CLI::App* pki_issue = pki->add_subcommand(
+      "issue", "issue a client certificate from the CA (e.g. a Kubernetes API server's)");
+  pki_issue->add_option("--dir", pki_dir, "the directory of `pki init` (ca.crt, ca.key)")
+      ->required();
+  pki_issue->add_option("--client", client_name, "the certificate's name (CN; NAME.crt, NAME.key)")
+      ->required();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -518,6 +525,7 @@ int CtlMain(int argc, char** argv) {
     return rc == 0 ? 0 : 2;
   }
   if (pki_init->parsed()) return RunPkiInit(pki_dir);
+  if (pki_issue->parsed()) return RunPkiIssueClient(pki_dir, client_name, std::cout, std::cerr);
   if (status->parsed()) return RunStatus(common);
   if (configure->parsed()) return RunConfigureCluster(common, size);
   if (get->parsed()) return RunGet(common);

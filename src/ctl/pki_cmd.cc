@@ -1,5 +1,7 @@
 #include "ctl/pki_cmd.h"
 
+#include <algorithm>
+
 #include <chrono>
 #include <ctime>
 #include <filesystem>
@@ -114,5 +116,43 @@ int RunPkiInit(const std::string& dir_arg, std::ostream& out, std::ostream& err)
 }
 
 int RunPkiInit(const std::string& dir) { return RunPkiInit(dir, std::cout, std::cerr); }
+
+int RunPkiIssueClient(const std::string& dir, const std::string& name, std::ostream& out,
+                      std::ostream& err) {
+  const bool valid = !name.empty() && name.size() <= 64 &&
+                     std::all_of(name.begin(), name.end(), [](char c) {
+                       return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                              (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
+                     });
+  if (!valid || name == "ca" || name == "admin") {
+    err << "stewardctl pki issue: --client \"" << name
+        << "\" must be 1-64 letters, digits, '-', '_' or '.', and not ca or admin\n";
+    return 2;
+  }
+  const std::string ca_cert = (fs::path(dir) / "ca.crt").string();
+  const std::string ca_key = (fs::path(dir) / "ca.key").string();
+  const std::string cert = (fs::path(dir) / (name + ".crt")).string();
+  const std::string key = (fs::path(dir) / (name + ".key")).string();
+  std::error_code ec;
+  if (fs::exists(cert, ec)) {
+    err << "stewardctl pki issue: refusing to overwrite " << cert << "\n";
+    return 1;
+  }
+  CertRequest req;
+  req.common_name = name;
+  req.client_auth = true;
+  req.lifetime = kAdminLifetime;
+  if (auto s = IssueCert(ca_cert, ca_key, req, cert, key); !s.ok()) {
+    err << "stewardctl pki issue: " << s.message() << "\n";
+    return 1;
+  }
+  std::string valid_until = "?";
+  if (auto info = ReadCert(cert); info.ok()) valid_until = DateOf(info->not_after);
+  out << "issued the client certificate " << ShellQuote(cert) << " and its key "
+      << ShellQuote(key) << " (CN " << name << ", valid until " << valid_until << ")\n"
+      << "for a Kubernetes API server: --etcd-cafile " << ShellQuote(ca_cert)
+      << " --etcd-certfile " << ShellQuote(cert) << " --etcd-keyfile " << ShellQuote(key) << "\n";
+  return 0;
+}
 
 }  // namespace steward

@@ -19,4 +19,11 @@ int RunPkiInit(const std::string& dir, std::ostream& out, std::ostream& err);
 // As above, printing to stdout and stderr.
 int RunPkiInit(const std::string& dir);
 
+// Issues a client certificate `name`.crt / `name`.key in `dir`, signed by the CA there (ca.crt,
+// ca.key from `pki init`): CN `name`, clientAuth only, one year, no steward role — for an
+// application of the cluster such as a Kubernetes API server (its --etcd-certfile). Refuses to
+// overwrite an existing `name`.crt. Returns 0, or 1 (2 for a bad name) with a message on `err`.
+int RunPkiIssueClient(const std::string& dir, const std::string& name, std::ostream& out,
+                      std::ostream& err);
+
 }  // namespace steward

@@ -45,6 +45,12 @@ CertRequest RequestFor(const Config& c, const Role& r) {
   } else {
     req.dns_names.push_back(self.host);
   }
+  if (r.server) {
+    for (const std::string& san : c.tls.extra_sans) {
+      auto& list = IsIp(san) ? req.ip_addresses : req.dns_names;
+      if (std::find(list.begin(), list.end(), san) == list.end()) list.push_back(san);
+    }
+  }
   // etcd dials its own and its peers' URLs with the same certificate: serve and be a client.
   req.server_auth = r.server;
   req.client_auth = true;
@@ -63,6 +69,11 @@ bool Current(const Config& c, const TlsPaths& p, const Role& r,
   const std::string role = AgentRoleUri(c.cluster.name, c.self().name);
   if (std::find(info->uris.begin(), info->uris.end(), role) == info->uris.end()) return false;
   if (!r.server) return fs::exists(r.key);
+  // tls.extra_sans changed: issue again with them.
+  for (const std::string& san : c.tls.extra_sans) {
+    const auto& have = IsIp(san) ? info->ip_addresses : info->dns_names;
+    if (std::find(have.begin(), have.end(), san) == have.end()) return false;
+  }
   return CheckCertFiles(r.cert, r.key, p.ca, c.self().host, now).ok();
 }
 

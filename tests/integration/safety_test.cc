@@ -252,7 +252,7 @@ TEST(SafetyTest, OnlyThisClustersAgentsMayGiveOrders) {
     EXPECT_TRUE(creds.ok());
     return *creds;
   };
-  const std::string agent = absl::StrCat(c.Host(0), ":2381");
+  const std::string agent = absl::StrCat(c.Host(0), ":2390");
   auto admin = TlsChannelCredentials(c.CaCert(), c.AdminCert(), c.AdminKey());
   ASSERT_TRUE(admin.ok());
   const std::vector<std::pair<std::string, std::shared_ptr<grpc::ChannelCredentials>>> callers = {
@@ -410,7 +410,7 @@ TEST(SafetyTest, AWipeIsRefusedOnAMemberListFromAnotherCluster) {
   const std::string tls = c.DataDir(1) + "/tls/";
   auto agent_creds = TlsChannelCredentials(c.CaCert(), tls + "client.crt", tls + "client.key");
   ASSERT_TRUE(agent_creds.ok()) << agent_creds.status();
-  PeerClient n1(absl::StrCat(c.Host(0), ":2381"), *agent_creds);
+  PeerClient n1(absl::StrCat(c.Host(0), ":2390"), *agent_creds);
   auto state = n1.GetState(3000ms);
   ASSERT_TRUE(state.ok()) << state.status();
   peer::OrderHeader h;

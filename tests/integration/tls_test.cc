@@ -135,9 +135,9 @@ TEST(TlsTest, ClientsWithoutOrWithForeignCertificatesAreRefusedEverywhere) {
   auto none = NoClientCert(c.CaCert());
 
   const std::string client_url = c.ClientUrl(0);
-  const std::string agent = absl::StrCat(c.Host(0), ":2381");
+  const std::string agent = absl::StrCat(c.Host(0), ":2390");
   const std::pair<std::string, int> endpoints[] = {
-      {"etcd client URL", 2379}, {"etcd peer URL", 2380}, {"agent API", 2381}};
+      {"etcd client URL", 2379}, {"etcd peer URL", 2380}, {"agent API", 2390}};
   for (const auto& [name, port] : endpoints) {
     ExpectTlsRejection(TlsError(c.Host(0), port, c.CaCert(), "", ""),
                        name + " with no client certificate");

@@ -254,6 +254,15 @@ TEST_F(ConfigTest, AnS3SecretInAFileOthersCanReadIsRefused) {
   EXPECT_TRUE(LoadConfig(path).ok());
 }
 
+TEST_F(ConfigTest, ExtraSansAreCheckedAndNamed) {
+  ExpectError("mode: off", "mode: off\n  extra_sans: [etcd.example.com]",
+              {"tls.extra_sans", "only used with tls.mode: issued"});
+  ExpectError("mode: off", "mode: off\n  extra_sans: [\"bad name\"]",
+              {"tls.extra_sans[0]", "is not a DNS name or an IP address"});
+  ExpectError("mode: off", "mode: off\n  extra_sans: etcd.example.com",
+              {"tls.extra_sans", "must be a list"});
+}
+
 TEST_F(ConfigTest, RunnerSettingsAreCheckedAndNamed) {
   ExpectError("extra_args: []", "extra_args: []\nrunner:\n  kind: vm",
               {"runner.kind", "\"vm\" is not one of process, static-pod"});

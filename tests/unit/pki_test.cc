@@ -1,5 +1,6 @@
 // The PKI library (CA, issuing, file checks, renewal) and `stewardctl pki init`, against real
 // OpenSSL. TLS is exercised by an in-memory handshake (a BIO pair): no ports, no processes.
+#include "pki/node_certs.h"
 #include "pki/pki.h"
 
 #include <gmock/gmock.h>
@@ -528,6 +529,62 @@ TEST_F(PkiTest, PkiInitCreatesCaAndAdminCertAndPrintsConfig) {
   EXPECT_THAT(err2.str(), HasSubstr("refusing to overwrite the CA in " + p));
   EXPECT_EQ(out2.str(), "");
   EXPECT_EQ(Slurp(pki / "ca.key"), ca_key);
+}
+
+// Issue 11: a Kubernetes API server's etcd client certificate from the cluster's CA.
+TEST_F(PkiTest, PkiIssueClientWritesAClientOnlyCertificateAndNeverOverwrites) {
+  const fs::path pki = dir_ / "k8s";
+  std::ostringstream out, err;
+  ASSERT_EQ(RunPkiInit(pki.string(), out, err), 0) << err.str();
+  std::ostringstream out2, err2;
+  ASSERT_EQ(RunPkiIssueClient(pki.string(), "kube-apiserver-etcd-client", out2, err2), 0)
+      << err2.str();
+  EXPECT_THAT(out2.str(), HasSubstr("--etcd-certfile " + (pki / "kube-apiserver-etcd-client.crt").string()));
+  auto info = ReadCert((pki / "kube-apiserver-etcd-client.crt").string());
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->subject, "CN=kube-apiserver-etcd-client");
+  EXPECT_TRUE(info->uris.empty()) << "no steward role: an application, not an operator or agent";
+  EXPECT_EQ(ModeOf(pki / "kube-apiserver-etcd-client.key"), 0600u);
+  auto cert = LoadCert((pki / "kube-apiserver-etcd-client.crt").string());
+  ASSERT_TRUE(cert.ok());
+  EXPECT_EQ(X509_get_extended_key_usage(cert->get()), static_cast<uint32_t>(XKU_SSL_CLIENT));
+  const std::string before = Slurp(pki / "kube-apiserver-etcd-client.crt");
+  std::ostringstream out3, err3;
+  EXPECT_EQ(RunPkiIssueClient(pki.string(), "kube-apiserver-etcd-client", out3, err3), 1);
+  EXPECT_THAT(err3.str(), HasSubstr("refusing to overwrite"));
+  EXPECT_EQ(Slurp(pki / "kube-apiserver-etcd-client.crt"), before);
+  std::ostringstream out4, err4;
+  EXPECT_EQ(RunPkiIssueClient(pki.string(), "../evil", out4, err4), 2);
+  EXPECT_EQ(RunPkiIssueClient(pki.string(), "ca", out4, err4), 2);
+}
+
+// tls.extra_sans: the names a Kubernetes API server (or a load balancer) dials etcd by are in
+// the server certificates, and a changed list is issued again.
+TEST_F(PkiTest, ExtraSansAreInTheNodesServerCertificates) {
+  Config c;
+  c.cluster.name = "k8s";
+  c.cluster.size = 1;
+  c.cluster.nodes = {{"n1", "127.0.0.11"}};
+  c.node.name = "n1";
+  c.node.data_dir = (dir_ / "node").string();
+  c.tls.mode = "issued";
+  c.tls.ca_cert = ca_cert_;
+  c.tls.ca_key = ca_key_;
+  c.tls.extra_sans = {"etcd.example.com", "10.9.9.9"};
+  ASSERT_TRUE(PrepareNodeTls(c).ok());
+  auto server = ReadCert(c.Tls().server_cert);
+  ASSERT_TRUE(server.ok());
+  EXPECT_THAT(server->dns_names, ::testing::Contains("etcd.example.com"));
+  EXPECT_THAT(server->ip_addresses, ::testing::Contains("10.9.9.9"));
+  EXPECT_THAT(server->ip_addresses, ::testing::Contains("127.0.0.11"));
+  auto client = ReadCert(c.Tls().client_cert);
+  ASSERT_TRUE(client.ok());
+  EXPECT_THAT(client->dns_names, ::testing::Not(::testing::Contains("etcd.example.com")));
+  c.tls.extra_sans.push_back("etcd-lb.example.com");
+  ASSERT_TRUE(PrepareNodeTls(c).ok());
+  server = ReadCert(c.Tls().server_cert);
+  ASSERT_TRUE(server.ok());
+  EXPECT_THAT(server->dns_names, ::testing::Contains("etcd-lb.example.com"));
 }
 
 TEST_F(PkiTest, PkiInitPrintsAnAbsoluteDir) {
