@@ -1,0 +1,42 @@
+# bash completion for stewardctl (installed to share/bash-completion/completions/stewardctl).
+_stewardctl() {
+  local cur prev words cword
+  _init_completion 2>/dev/null || {
+    cur="${COMP_WORDS[COMP_CWORD]}"
+    prev="${COMP_WORDS[COMP_CWORD-1]}"
+    words=("${COMP_WORDS[@]}")
+    cword=$COMP_CWORD
+  }
+  local commands="status configure-cluster get backup list-backups restore-backup pki"
+  local common="--config --endpoints --timeout-ms --cacert --cert --key -o --output --help"
+  case "$prev" in
+    --config|--dir|--cacert|--cert|--key)
+      COMPREPLY=($(compgen -f -- "$cur"))
+      return ;;
+    -o|--output)
+      COMPREPLY=($(compgen -W "table json" -- "$cur"))
+      return ;;
+  esac
+  local cmd="" sub="" i
+  for ((i = 1; i < cword; i++)); do
+    case "${words[i]}" in
+      -*) ;;
+      *) if [ -z "$cmd" ]; then cmd="${words[i]}"; elif [ -z "$sub" ]; then sub="${words[i]}"; fi ;;
+    esac
+  done
+  case "$cmd" in
+    "") COMPREPLY=($(compgen -W "$commands --help" -- "$cur")) ;;
+    configure-cluster) COMPREPLY=($(compgen -W "$common --size" -- "$cur")) ;;
+    restore-backup) COMPREPLY=($(compgen -W "$common --yes --force --wait" -- "$cur")) ;;
+    pki)
+      if [ -z "$sub" ]; then
+        COMPREPLY=($(compgen -W "init issue" -- "$cur"))
+      elif [ "$sub" = issue ]; then
+        COMPREPLY=($(compgen -W "--dir --client" -- "$cur"))
+      else
+        COMPREPLY=($(compgen -W "--dir" -- "$cur"))
+      fi ;;
+    *) COMPREPLY=($(compgen -W "$common" -- "$cur")) ;;
+  esac
+}
+complete -F _stewardctl stewardctl

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# `cmake --install` into a temporary prefix puts everything where README.md says, and what it
+# installs works: the binaries run, the unit verifies with the installed path, the completion
+# script parses, the man pages render.
+set -euo pipefail
+build="$1"
+prefix="$(mktemp -d /tmp/steward-install-XXXXXX)"
+trap 'rm -rf "$prefix"' EXIT
+cmake --install "$build" --prefix "$prefix" >/dev/null
+fail() { echo "install_test: $*" >&2; exit 1; }
+for f in bin/steward bin/stewardctl lib/systemd/system/steward.service \
+         share/doc/etcd-steward/README.md share/doc/etcd-steward/examples/node.yaml \
+         share/doc/etcd-steward/docs/drop-in.md share/bash-completion/completions/stewardctl \
+         share/man/man1/steward.1 share/man/man1/stewardctl.1; do
+  [ -s "$prefix/$f" ] || fail "missing or empty: $f"
+done
+"$prefix/bin/steward" --version | grep -q "^steward " || fail "steward --version"
+"$prefix/bin/stewardctl" --help | grep -q "restore-backup" || fail "stewardctl --help"
+bash -n "$prefix/share/bash-completion/completions/stewardctl" || fail "completion script"
+# The completion offers the subcommands.
+out=$(bash -c "source '$prefix/share/bash-completion/completions/stewardctl';
+  COMP_WORDS=(stewardctl res); COMP_CWORD=1; _stewardctl; echo \"\${COMPREPLY[*]}\"")
+[ "$out" = "restore-backup" ] || fail "completion of 'res' gave '$out'"
+grep -q "restore.\{0,2\}-backup" "$prefix/share/man/man1/stewardctl.1" || fail "stewardctl.1 lacks the subcommands"
+if command -v systemd-analyze >/dev/null 2>&1; then
+  touch "$prefix/node.yaml"
+  sed "s|ExecStart=/usr/local/bin/steward --config /etc/steward/node.yaml|ExecStart=$prefix/bin/steward --config $prefix/node.yaml|" \
+    "$prefix/lib/systemd/system/steward.service" > "$prefix/steward.service"
+  systemd-analyze verify "$prefix/steward.service" || fail "the installed unit does not verify"
+fi
+echo "install_test: ok ($prefix)"
