@@ -1,6 +1,6 @@
 // The static-pod runner (runner.kind: static-pod) with a stand-in kubelet (fake_kubelet.h):
-// a three-node cluster forms, is backed up, and heals a member whose data dir was wiped —
-// all through manifests the agents write and remove. Real agents and etcd on 127.0.85.x.
+// a three-node cluster forms, is backed up, heals a member whose data dir was wiped, and is
+// restored from its backup — all through manifests the agents write and remove. Real agents and etcd on 127.0.85.x.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -17,7 +17,7 @@ namespace fs = std::filesystem;
 
 enum Subnet { kStaticPod = 85 };
 
-TEST(StaticPodTest, AClusterFormsIsBackedUpAndHealsThroughStaticPods) {
+TEST(StaticPodTest, AClusterFormsIsBackedUpHealsAndIsRestoredThroughStaticPods) {
   TestCluster c(kStaticPod, 3, 3, kFastLeader,
                 std::string("runner:\n  kind: static-pod\n  image: registry.example/etcd:3.4.23\n"
                             "  manifest_dir: ROOT/manifests\n") +
@@ -35,10 +35,10 @@ TEST(StaticPodTest, AClusterFormsIsBackedUpAndHealsThroughStaticPods) {
   }
   Put(c, "/static-pod/before", "1");
 
-  RunResult backup = c.Ctl({"backup"});
-  EXPECT_EQ(backup.exit_code, 0) << backup.output;
+  const std::string name = TakeBackup(c);
+  ASSERT_FALSE(name.empty());
   RunResult list = c.Ctl({"list-backups"});
-  EXPECT_NE(list.output.find("1 backup(s)"), std::string::npos) << list.output;
+  EXPECT_NE(list.output.find(name), std::string::npos) << list.output;
 
   // n2's data dir is wiped under its running etcd, which then dies: the agent removes its
   // manifest rather than let the kubelet restart etcd on the empty dir (D1), and the leader
@@ -59,6 +59,23 @@ TEST(StaticPodTest, AClusterFormsIsBackedUpAndHealsThroughStaticPods) {
   }, 30s);
   ASSERT_TRUE(got.ok()) << got.status();
   ASSERT_TRUE(got->has_value()) << "the healed member holds the data written before";
+
+  // A restore of the whole cluster through the manifests: stop (remove), restore, start fenced
+  // (a manifest on the fence port), unfence (rewritten on the client port).
+  Put(c, "/static-pod/after", "1");
+  RunResult r = c.Ctl({"restore-backup", name, "--yes", "--wait", "120"}, true, 150s);
+  ASSERT_EQ(r.exit_code, 0) << r.output << c.Logs();
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
+  EtcdClient n1 = c.Client(c.ClientUrl(0));
+  ASSERT_TRUE(WaitFor([&] {
+    auto before = n1.Get("/static-pod/before");
+    auto after = n1.Get("/static-pod/after");
+    return before.ok() && before->has_value() && after.ok() && !after->has_value();
+  }, 30s)) << "the restored cluster holds what the backup held, and nothing newer\n" << c.Logs();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(fs::exists(c.Root() + "/manifests/etcd-steward-n" + std::to_string(i + 1) + ".yaml"),
+              true);
+  }
   if (getenv("STEWARD_TEST_LOGS")) std::cerr << c.Logs();
   for (int i = 0; i < 3; ++i) c.SignalAgent(i, SIGTERM);
   // A stopped agent stops its etcd: the manifest is gone.
