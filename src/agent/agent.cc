@@ -69,9 +69,15 @@ Agent::Agent(Config config) : config_(std::move(config)) {
   // loop is busy (a restore pass), and must never restart it on a data dir that vanished.
   // (node_ exists before the runner is first asked to run etcd.)
   o.may_restart = [this](std::string* why) { return node_ == nullptr || node_->MayRestart(why); };
+  // A node that switched versions (a rolling upgrade) runs that version from then on.
+  const std::string version = disk_->Read(Marker::kEtcdVersion);
+  const auto chosen = config_.etcd.versions.find(version);
   if (config_.runner.kind == "static-pod") {
-    runner_ = std::make_unique<StaticPodRunner>(StaticPodOptions(config_, o.may_restart));
+    StaticPodRunner::Options so = StaticPodOptions(config_, o.may_restart);
+    if (chosen != config_.etcd.versions.end()) so.pod.image = chosen->second;
+    runner_ = std::make_unique<StaticPodRunner>(so);
   } else {
+    if (chosen != config_.etcd.versions.end()) o.binary = chosen->second;
     runner_ = std::make_unique<ProcessRunner>(o);
   }
   NodeDisk* disk = disk_.get();
@@ -176,6 +182,13 @@ absl::Status Agent::Start() {
                  "reach them");
   } else {
     spdlog::info("TLS: mode {}, client and peer certificate authentication on", config_.tls.mode);
+  }
+  if (const std::string v = disk_->Read(Marker::kEtcdVersion);
+      !v.empty() && !config_.etcd.versions.count(v)) {
+    // Starting the default binary instead could be a downgrade etcd does not support.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this node last switched etcd to version ", v, " (", config_.node.data_dir,
+        "/etcd-version), and etcd.versions no longer lists it: add it back"));
   }
   if (absl::Status s = Wire(); !s.ok()) return absl::FailedPreconditionError(Msg(s));
   if (store_) {

@@ -60,6 +60,9 @@ class LocalNode : public NodeHandler {
   absl::Status Wipe(const peer::OrderHeader& header) override;
   absl::Status Restore(const peer::RestoreRequest& req) override;
   absl::Status Unfence(const peer::UnfenceRequest& req) override;
+  // Restarts etcd on its data with the binary etcd.versions names for the version, and
+  // records the version (the etcd-version marker) so the node keeps running it.
+  absl::Status SwitchVersion(const peer::SwitchVersionRequest& req) override;
 
   // One pass of the node's control loop:
   //   - while etcd is not wanted and not held stopped by the leader, decide whether this node

@@ -25,6 +25,8 @@ const char* MarkerName(Marker m) {
       return "restore-id";
     case Marker::kLeaderTerm:
       return "leader-term";
+    case Marker::kEtcdVersion:
+      return "etcd-version";
   }
   return "?";
 }

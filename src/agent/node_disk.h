@@ -30,6 +30,7 @@ enum class Marker {
   kFenced,            // "fenced": <restore id> whose fenced start etcd is in
   kRestoreId,         // "restore-id": the restore this node carried out last
   kLeaderTerm,        // "leader-term": "<term> <leader>", the newest term admitted (TermGuard)
+  kEtcdVersion,       // "etcd-version": the etcd.versions entry this node switched to last
 };
 const char* MarkerName(Marker m);
 

@@ -155,6 +155,32 @@ absl::Status LocalNode::UnfenceLocked(const std::string& restore_id) {
   return absl::OkStatus();
 }
 
+absl::Status LocalNode::SwitchVersion(const peer::SwitchVersionRequest& req) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = config_.etcd.versions.find(req.version());
+  if (it == config_.etcd.versions.end()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "etcd.versions on node ", config_.node.name, " has no binary for etcd ", req.version()));
+  }
+  if (!HasMemberData()) {
+    return absl::FailedPreconditionError("no member data here to run on another version");
+  }
+  // Recorded first: an agent that restarts from here on runs the new version, never the old
+  // one on data the new one may have touched.
+  if (absl::Status s = disk_.Write(Marker::kEtcdVersion, req.version()); !s.ok()) return s;
+  held_ = true;
+  if (absl::Status s = runner_.Stop(); !s.ok()) {
+    held_ = false;
+    return s;
+  }
+  runner_.SetBinary(it->second);
+  held_ = false;
+  spdlog::info("switching etcd to version {} ({}) on the order of {} (term {})", req.version(),
+               it->second, req.header().leader(), req.header().term());
+  RunEtcd(LaunchForData(), /*on_data=*/true);
+  return absl::OkStatus();
+}
+
 absl::Status LocalNode::Unfence(const peer::UnfenceRequest& req) {
   std::lock_guard<std::mutex> lock(mu_);
   return UnfenceLocked(req.restore_id());

@@ -14,7 +14,9 @@
 #include <set>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/duration.h"
@@ -507,7 +509,25 @@ Config Parse(const YAML::Node& root) {
   if (const YAML::Node ec = root["etcd"]; ec && !ec.IsNull()) {
     CheckKeys(ec, "etcd",
               {"binary", "etcdctl", "etcdutl", "extra_args", "stop_timeout",
-               "restart_backoff_min", "restart_backoff_max"});
+               "restart_backoff_min", "restart_backoff_max", "versions"});
+    if (const YAML::Node vs = ec["versions"]; vs && !vs.IsNull()) {
+      if (!vs.IsMap()) Fail("etcd.versions", "must map versions to binaries, e.g. 3.5.16: /opt/etcd-3.5.16/etcd");
+      for (const auto& kv : vs) {
+        const std::string version = kv.first.as<std::string>("");
+        const std::string key = absl::StrCat("etcd.versions.", version);
+        const std::vector<std::string> parts = absl::StrSplit(version, '.');
+        bool ok = parts.size() == 3;
+        for (const auto& p : parts) {
+          int x = 0;
+          ok = ok && absl::SimpleAtoi(p, &x) && x >= 0;
+        }
+        if (!ok) Fail(key, "the key must be an etcd version like 3.5.16");
+        if (!kv.second.IsScalar() || kv.second.Scalar().empty()) {
+          Fail(key, "must be the path of that version's etcd binary (or its image)");
+        }
+        c.etcd.versions[version] = kv.second.Scalar();
+      }
+    }
     c.etcd.binary = GetString(ec, "etcd", "binary", false, c.etcd.binary);
     c.etcd.etcdctl = GetString(ec, "etcd", "etcdctl", false, c.etcd.etcdctl);
     c.etcd.etcdutl = GetString(ec, "etcd", "etcdutl", false, "");
@@ -542,7 +562,12 @@ Config Parse(const YAML::Node& root) {
   }
   ParseRunner(root["runner"], &c);
   // A static pod runs the image's etcd: the host needs none.
-  if (c.runner.kind == "process") CheckBinary("etcd.binary", c.etcd.binary);
+  if (c.runner.kind == "process") {
+    CheckBinary("etcd.binary", c.etcd.binary);
+    for (const auto& [version, binary] : c.etcd.versions) {
+      CheckBinary(absl::StrCat("etcd.versions.", version), binary);
+    }
+  }
   if (c.etcd.etcdutl.empty() && ::access("/usr/bin/etcdutl", X_OK) == 0) {
     c.etcd.etcdutl = "/usr/bin/etcdutl";
   }

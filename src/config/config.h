@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,10 @@ struct EtcdConfig {
   // revision (warned).
   std::string etcdutl;
   std::vector<std::string> extra_args;  // passed to etcd after the flags steward manages
+  // Rolling upgrades: etcd version ("3.5.16") -> its binary (or, with runner.kind static-pod,
+  // its image). The same on every node. `stewardctl configure-cluster --etcd-version V` asks
+  // for V; a node runs the version it last switched to (its etcd-version marker).
+  std::map<std::string, std::string> versions;
   std::chrono::milliseconds stop_timeout{10000};      // SIGTERM -> SIGKILL grace
   std::chrono::milliseconds restart_backoff_min{500};   // first restart delay
   std::chrono::milliseconds restart_backoff_max{30000};  // cap on restart delay

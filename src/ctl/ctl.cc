@@ -156,9 +156,13 @@ int RunStatus(const Common& c) {
   return view.healthy ? 0 : 1;
 }
 
-int RunConfigureCluster(const Common& c, int size) {
+int RunConfigureCluster(const Common& c, int size, const std::string& version) {
   if (c.config_path.empty()) {
     std::cerr << "stewardctl: configure-cluster needs --config FILE (any node's)\n";
+    return 2;
+  }
+  if (size == 0 && version.empty()) {
+    std::cerr << "stewardctl: configure-cluster needs --size N or --etcd-version V\n";
     return 2;
   }
   auto config = LoadConfig(c.config_path);
@@ -167,29 +171,53 @@ int RunConfigureCluster(const Common& c, int size) {
     return 2;
   }
   const int nodes = static_cast<int>(config->cluster.nodes.size());
-  if (size < 1 || size > nodes) {
+  if (size != 0 && (size < 1 || size > nodes)) {
     std::cerr << "stewardctl: --size must be between 1 and the number of nodes (" << nodes
               << "), got " << size << "\n";
     return 2;
   }
-  if (size % 2 == 0) {
+  if (!version.empty() && !config->etcd.versions.count(version)) {
+    std::cerr << "stewardctl: --etcd-version " << version << " has no binary in etcd.versions (";
+    bool first = true;
+    for (const auto& [v, b] : config->etcd.versions) {
+      std::cerr << (first ? "" : ", ") << v;
+      first = false;
+    }
+    std::cerr << (first ? "none" : "") << ")\n";
+    return 2;
+  }
+  if (size % 2 == 0 && size != 0) {
     std::cerr << "warning: an even size tolerates no more failures than size " << size - 1
               << " and needs a larger quorum (" << size / 2 + 1 << ")\n";
   }
   EtcdClient::Options o = ClientOptions(c);
   EtcdClient client(config->AllClientUrls(), o);
-  int previous = config->cluster.size;
-  if (auto spec = client.Get(SpecKey(*config)); spec.ok() && spec->has_value()) {
-    auto j = nlohmann::json::parse(**spec, nullptr, false);
-    if (!j.is_discarded()) previous = j.value("size", previous);
+  nlohmann::json spec = {{"size", config->cluster.size}};
+  if (auto stored = client.Get(SpecKey(*config)); stored.ok() && stored->has_value()) {
+    auto j = nlohmann::json::parse(**stored, nullptr, false);
+    if (!j.is_discarded() && j.is_object()) spec = j;
+  } else if (!stored.ok()) {
+    std::cerr << "stewardctl: reading the spec: " << stored.status().message() << "\n";
+    return 1;
   }
-  nlohmann::json spec = {{"size", size}};
+  const int previous = spec.value("size", config->cluster.size);
+  const std::string previous_version = spec.value("version", std::string());
+  if (size != 0) spec["size"] = size;
+  if (!version.empty()) spec["version"] = version;
   if (absl::Status s = client.Put(SpecKey(*config), spec.dump()); !s.ok()) {
     std::cerr << "stewardctl: storing the spec: " << s.message() << "\n";
     return 1;
   }
-  std::cout << "desired size: " << size << " (was " << previous
-            << "); the leader adds or removes one member at a time\n";
+  if (size != 0) {
+    std::cout << "desired size: " << size << " (was " << previous
+              << "); the leader adds or removes one member at a time\n";
+  }
+  if (!version.empty()) {
+    std::cout << "desired etcd version: " << version << " (was "
+              << (previous_version.empty() ? "unset" : previous_version)
+              << "); the leader takes a backup, then switches one member at a time, followers "
+                 "first, each once the cluster is healthy (stewardctl status shows the mix)\n";
+  }
   return 0;
 }
 
@@ -480,9 +508,14 @@ int CtlMain(int argc, char** argv) {
   status->add_option("-o,--output", common.output, "table or json")
       ->check(CLI::IsMember({"table", "json"}));
   int size = 0;
-  CLI::App* configure = app.add_subcommand("configure-cluster", "set the desired cluster size");
+  std::string etcd_version;
+  CLI::App* configure = app.add_subcommand(
+      "configure-cluster", "set the desired cluster size or etcd version (a rolling upgrade)");
   add_common(configure);
-  configure->add_option("--size", size, "desired number of voting members")->required();
+  configure->add_option("--size", size, "desired number of voting members");
+  configure->add_option("--etcd-version", etcd_version,
+                        "desired etcd version (one of etcd.versions): members switch one at a "
+                        "time, followers first, one minor version per round");
   CLI::App* get = app.add_subcommand("get", "show the desired spec, the leader and what it does");
   add_common(get);
   get->add_option("-o,--output", common.output, "table or json")
@@ -527,7 +560,7 @@ int CtlMain(int argc, char** argv) {
   if (pki_init->parsed()) return RunPkiInit(pki_dir);
   if (pki_issue->parsed()) return RunPkiIssueClient(pki_dir, client_name, std::cout, std::cerr);
   if (status->parsed()) return RunStatus(common);
-  if (configure->parsed()) return RunConfigureCluster(common, size);
+  if (configure->parsed()) return RunConfigureCluster(common, size, etcd_version);
   if (get->parsed()) return RunGet(common);
   if (backup->parsed()) return RunBackup(common);
   if (list->parsed()) return RunListBackups(common);

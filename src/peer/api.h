@@ -26,6 +26,8 @@ class PeerApi {
                                std::chrono::milliseconds timeout) = 0;
   virtual absl::Status Unfence(const peer::UnfenceRequest& req,
                                std::chrono::milliseconds timeout) = 0;
+  virtual absl::Status SwitchVersion(const peer::SwitchVersionRequest& req,
+                                     std::chrono::milliseconds timeout) = 0;
 };
 
 }  // namespace steward

@@ -89,5 +89,9 @@ absl::Status PeerClient::Restore(const peer::RestoreRequest& req, std::chrono::m
 absl::Status PeerClient::Unfence(const peer::UnfenceRequest& req, std::chrono::milliseconds t) {
   return Order("Unfence", req, t, &peer::Peer::Stub::Unfence);
 }
+absl::Status PeerClient::SwitchVersion(const peer::SwitchVersionRequest& req,
+                                       std::chrono::milliseconds t) {
+  return Order("SwitchVersion", req, t, &peer::Peer::Stub::SwitchVersion);
+}
 
 }  // namespace steward

@@ -46,6 +46,8 @@ class PeerClient : public PeerApi {
   absl::Status Promise(const peer::OrderHeader& h, std::chrono::milliseconds timeout) override;
   absl::Status Restore(const peer::RestoreRequest& req, std::chrono::milliseconds timeout) override;
   absl::Status Unfence(const peer::UnfenceRequest& req, std::chrono::milliseconds timeout) override;
+  absl::Status SwitchVersion(const peer::SwitchVersionRequest& req,
+                             std::chrono::milliseconds timeout) override;
 
   const std::string& address() const { return address_; }
 

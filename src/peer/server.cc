@@ -126,6 +126,11 @@ class PeerServer::Service final : public peer::Peer::Service {
                        peer::OrderReply*) override {
     return Order(ctx, "unfence", req->header(), [&] { return handler_->Unfence(*req); });
   }
+  grpc::Status SwitchVersion(grpc::ServerContext* ctx, const peer::SwitchVersionRequest* req,
+                             peer::OrderReply*) override {
+    return Order(ctx, "switch-version", req->header(),
+                 [&] { return handler_->SwitchVersion(*req); });
+  }
 
  private:
   // What AdmitOrder needs about the caller. With TLS, the caller must be an agent of this

@@ -30,6 +30,7 @@ class NodeHandler {
   virtual absl::Status Wipe(const peer::OrderHeader& header) = 0;
   virtual absl::Status Restore(const peer::RestoreRequest& req) = 0;
   virtual absl::Status Unfence(const peer::UnfenceRequest& req) = 0;
+  virtual absl::Status SwitchVersion(const peer::SwitchVersionRequest& req) = 0;
 };
 
 // The newest leader term seen, persisted before it is admitted; the rules are AdmitOrder's

@@ -3,7 +3,9 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 
 namespace steward {
 
@@ -16,6 +18,7 @@ const char* StepKindName(StepKind k) {
     case StepKind::kJoin: return "join";
     case StepKind::kPromote: return "promote";
     case StepKind::kWipe: return "wipe";
+    case StepKind::kSwitchVersion: return "switch-version";
   }
   return "?";
 }
@@ -78,6 +81,8 @@ class Planner {
                                        "replace it, and its node has not come back empty"));
       }
     }
+    Step upgrade = PlanUpgrade(o_);
+    if (upgrade.kind != StepKind::kNone) return upgrade;
     return Make(StepKind::kNone, absl::StrCat("cluster at size ", voters_, ", all members healthy"));
   }
 
@@ -297,5 +302,104 @@ class Planner {
 }  // namespace
 
 Step PlanNextStep(const ClusterObservation& obs) { return Planner(obs).Plan(); }
+
+std::optional<std::vector<int>> ParseVersion(const std::string& v) {
+  std::vector<int> parts;
+  for (absl::string_view p : absl::StrSplit(v, '.')) {
+    int x = 0;
+    if (!absl::SimpleAtoi(p, &x) || x < 0) return std::nullopt;
+    parts.push_back(x);
+  }
+  if (parts.size() != 3) return std::nullopt;
+  return parts;
+}
+
+Step PlanUpgrade(const ClusterObservation& o) {
+  const std::string& desired = o.desired_version;
+  if (desired.empty()) return Make(StepKind::kNone, "no desired etcd version");
+  auto want = ParseVersion(desired);
+  if (!want) return Make(StepKind::kWait, absl::StrCat("desired etcd version \"", desired, "\" is not a version"));
+  // U1: everyone is there.
+  bool all = true;
+  for (const auto& m : o.members) all = all && m.version == desired;
+  if (all) return Make(StepKind::kNone, absl::StrCat("every member runs etcd ", desired));
+  auto available = [&](const std::string& v) {
+    return std::find(o.available_versions.begin(), o.available_versions.end(), v) !=
+           o.available_versions.end();
+  };
+  // U2
+  if (!available(desired)) {
+    return Make(StepKind::kWait, absl::StrCat("etcd ", desired, " is desired, but etcd.versions "
+                                              "has no binary for it"));
+  }
+  // U3, and the cluster's version: the lowest minor any member runs.
+  std::vector<int> lowest;
+  for (const auto& m : o.members) {
+    auto v = ParseVersion(m.version);
+    if (!v) {
+      return Make(StepKind::kWait, absl::StrCat("the etcd version of member ", Label(m),
+                                                " is not known yet"));
+    }
+    if (lowest.empty() || (*v)[0] < lowest[0] || ((*v)[0] == lowest[0] && (*v)[1] < lowest[1])) {
+      lowest = *v;
+    }
+  }
+  // U4
+  if ((*want)[0] < lowest[0] || ((*want)[0] == lowest[0] && (*want)[1] < lowest[1])) {
+    return Make(StepKind::kWait,
+                absl::StrCat("etcd ", desired, " is older than the cluster's version ", lowest[0],
+                             ".", lowest[1], ": etcd does not support downgrades (restore a "
+                             "backup taken on that version instead)"));
+  }
+  if ((*want)[0] != lowest[0]) {
+    return Make(StepKind::kWait, absl::StrCat("etcd ", desired, ": a change of major version "
+                                              "is not a rolling upgrade"));
+  }
+  // U5: the next minor above the cluster's, up to the desired one.
+  std::string target = desired;
+  if ((*want)[1] > lowest[1] + 1) {
+    const int minor = lowest[1] + 1;
+    target.clear();
+    std::vector<int> best;
+    for (const auto& v : o.available_versions) {
+      auto p = ParseVersion(v);
+      if (p && (*p)[0] == lowest[0] && (*p)[1] == minor && (best.empty() || *p > best)) {
+        best = *p;
+        target = v;
+      }
+    }
+    if (target.empty()) {
+      return Make(StepKind::kWait,
+                  absl::StrCat("etcd ", desired, " is ", (*want)[1] - lowest[1],
+                               " minor versions above the cluster's ", lowest[0], ".", lowest[1],
+                               "; upgrades go one minor version at a time, and etcd.versions has "
+                               "no ", lowest[0], ".", minor, " binary"));
+    }
+  }
+  // U6: a follower not yet at the target; the etcd leader last.
+  const MemberView* pick = nullptr;
+  for (const auto& m : o.members) {
+    if (m.version == target) continue;
+    if (pick == nullptr || (pick->is_etcd_leader && !m.is_etcd_leader)) pick = &m;
+  }
+  if (pick == nullptr) return Make(StepKind::kNone, "every member runs etcd " + target);
+  const NodeView* node = nullptr;
+  for (const auto& n : o.nodes) {
+    if (n.peer_url == pick->peer_url) node = &n;
+  }
+  if (node == nullptr || !node->agent_up) {
+    return Make(StepKind::kWait, absl::StrCat("member ", Label(*pick), " runs etcd ",
+                                              pick->version, ", and its agent does not answer"));
+  }
+  Step s = Make(StepKind::kSwitchVersion,
+                absl::StrCat("rolling upgrade to etcd ", desired,
+                             target == desired ? "" : absl::StrCat(" (this round: ", target, ")"),
+                             ": member ", Label(*pick), " from ", pick->version,
+                             pick->is_etcd_leader ? " (the etcd leader, last)" : ""));
+  s.node = node->name;
+  s.member_id = pick->id;
+  s.version = target;
+  return s;
+}
 
 }  // namespace steward

@@ -43,6 +43,7 @@ struct MemberView {
   bool is_etcd_leader = false;
   // How long it has been unhealthy, as the leader has watched it (0 if healthy).
   std::chrono::milliseconds unhealthy_for{0};
+  std::string version;    // the etcd version its Status reported ("" if unknown)
 };
 
 struct ClusterObservation {
@@ -56,6 +57,10 @@ struct ClusterObservation {
   uint64_t leader_raft_index = 0;
   // How long the current learner (if any) has existed, as the leader has watched it.
   std::chrono::milliseconds learner_age{0};
+  // Rolling upgrades: the spec's desired etcd version ("" none), and the versions every node
+  // has a binary (or image) for (etcd.versions, the same on every node).
+  std::string desired_version;
+  std::vector<std::string> available_versions;
 };
 
 enum class StepKind {
@@ -66,6 +71,7 @@ enum class StepKind {
   kJoin,          // order node to start as an existing member (member_id is its learner)
   kPromote,       // member_id
   kWipe,          // order node to stop etcd and set its data aside (its member is gone)
+  kSwitchVersion, // order node to restart etcd on the same data with `version` (an upgrade)
 };
 
 const char* StepKindName(StepKind k);
@@ -77,11 +83,30 @@ struct Step {
   std::string reason;  // for logs and status: why this step (or why waiting)
   // For kJoin: name -> peer URL of every member, this node included, for --initial-cluster.
   std::vector<std::pair<std::string, std::string>> initial_cluster;
+  std::string version;  // for kSwitchVersion
 };
 
 // Quorum of `voters` voting members.
 inline int Quorum(int voters) { return voters / 2 + 1; }
 
 Step PlanNextStep(const ClusterObservation& obs);
+
+// Rolling upgrades, asked by PlanNextStep once the cluster is healthy at its size (so every
+// voter is healthy and there is no learner). Rules, each with a table test:
+//   U1 no desired version, or every member runs it: nothing.
+//   U2 the desired version has no binary in etcd.versions: wait, saying so.
+//   U3 a member's version is unknown: wait.
+//   U4 never below the cluster's version (the lowest minor any member runs): etcd does not
+//      support downgrades; wait, saying so. (A member back to the version the others run is
+//      not a downgrade of the cluster.)
+//   U5 one minor version at a time: the target is the next minor above the cluster's lowest,
+//      up to the desired one, and needs a binary; every member reaches it before any goes
+//      further (3.3 -> 3.5 goes through 3.4).
+//   U6 followers first, the etcd leader last; one member per step (the next waits until the
+//      switched member is healthy again, which PlanNextStep requires).
+Step PlanUpgrade(const ClusterObservation& obs);
+
+// "3.4.23" -> {3, 4, 23}; nullopt if it is not a version.
+std::optional<std::vector<int>> ParseVersion(const std::string& v);
 
 }  // namespace steward

@@ -52,12 +52,16 @@ absl::StatusOr<ClusterObservation> Reconciler::Observe() {
   obs.replace_after = config_.cluster.replace_after;
   obs.learner_timeout = config_.cluster.learner_timeout;
   obs.desired_size = config_.cluster.size;
+  for (const auto& [version, binary] : config_.etcd.versions) obs.available_versions.push_back(version);
   auto spec = etcd_->Get(SpecKey(config_));
   if (!spec.ok()) return Annotate(spec.status(), "reading the cluster spec");
   if (spec->has_value()) {
     auto j = nlohmann::json::parse(**spec, nullptr, false);
     if (!j.is_discarded() && j.contains("size") && j["size"].is_number_integer()) {
       obs.desired_size = j["size"].get<int>();
+      if (j.contains("version") && j["version"].is_string()) {
+        obs.desired_version = j["version"].get<std::string>();
+      }
     } else {
       spdlog::warn("ignoring malformed spec at {}: {}", SpecKey(config_), **spec);
     }
@@ -128,6 +132,7 @@ absl::StatusOr<ClusterObservation> Reconciler::Observe() {
     if (st.ok()) {
       max_revision_ = std::max(max_revision_, st->revision);
       v.raft_index = st->raft_index;
+      v.version = st->version;
       // An alarm is reported by every member alike: it is not a reason to replace one.
       v.healthy = FailureErrors(*st).empty() && st->leader != 0;
       if (st->leader != 0) etcd_leader = st->leader;
@@ -419,6 +424,13 @@ absl::Status Reconciler::Act(const Step& step, uint64_t term) {
       return etcd_->MemberPromote(step.member_id);
     case StepKind::kWipe:
       return Agent(step.node).Wipe(header, kWipeTimeout);
+    case StepKind::kSwitchVersion: {
+      peer::SwitchVersionRequest req;
+      *req.mutable_header() = header;
+      req.set_version(step.version);
+      // A graceful stop (etcd.stop_timeout) and a start.
+      return Agent(step.node).SwitchVersion(req, kWipeTimeout + config_.etcd.stop_timeout);
+    }
     case StepKind::kNone:
     case StepKind::kWait:
       return absl::OkStatus();

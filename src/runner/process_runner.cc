@@ -95,8 +95,15 @@ std::optional<pid_t> ProcessRunner::FindEtcdFor(const std::string& data_dir) {
   return std::nullopt;
 }
 
+void ProcessRunner::SetBinary(const std::string& binary) {
+  std::lock_guard<std::mutex> lock(mu_);
+  binary_ = binary;
+}
+
 ProcessRunner::ProcessRunner(Options options)
-    : options_(std::move(options)), backoff_(options_.backoff_min, options_.backoff_max) {
+    : options_(std::move(options)),
+      binary_(options_.binary),
+      backoff_(options_.backoff_min, options_.backoff_max) {
   supervisor_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "st-runner");
     SuperviseLoop();
@@ -121,7 +128,12 @@ std::optional<pid_t> ProcessRunner::Adopt() {
     return std::nullopt;
   }
   // A pid file alone is not proof: the pid may have been reused by another program.
-  if (!IsEtcdFor(pid, options_.binary, options_.data_dir)) {
+  std::string binary;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    binary = binary_;
+  }
+  if (!IsEtcdFor(pid, binary, options_.data_dir)) {
     spdlog::info("pid file {} names pid {}, which is not our etcd; not adopting",
                  options_.pid_path, pid);
     return std::nullopt;
@@ -166,7 +178,7 @@ int ProcessRunner::restarts() const {
 void ProcessRunner::StartLocked() {
   // Everything the child needs is prepared before fork(): after it, only async-signal-safe calls.
   std::vector<std::string> args;
-  args.push_back(options_.binary);
+  args.push_back(binary_);
   args.insert(args.end(), flags_.begin(), flags_.end());
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
@@ -237,7 +249,7 @@ bool ProcessRunner::ExitedLocked(std::string* how) {
     }
     return true;
   }
-  if (IsEtcdFor(pid_, options_.binary, options_.data_dir)) return false;
+  if (IsEtcdFor(pid_, binary_, options_.data_dir)) return false;
   *how = "(adopted) is gone";
   return true;
 }

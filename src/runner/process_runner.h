@@ -46,6 +46,7 @@ class ProcessRunner : public Runner {
   bool wanted() const override;
   std::optional<pid_t> pid() const override;
   int restarts() const override;
+  void SetBinary(const std::string& binary) override;
 
   // True if `pid` is alive and is `binary` running with --data-dir=`data_dir`. Exposed for tests.
   static bool IsEtcdFor(pid_t pid, const std::string& binary, const std::string& data_dir);
@@ -67,6 +68,7 @@ class ProcessRunner : public Runner {
   bool exited_since_run_ ABSL_GUARDED_BY(mu_) = false;  // etcd exited since the last Run()
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::string> flags_ ABSL_GUARDED_BY(mu_);
+  std::string binary_ ABSL_GUARDED_BY(mu_);  // options_.binary until SetBinary()
   pid_t pid_ ABSL_GUARDED_BY(mu_) = 0;
   bool is_child_ ABSL_GUARDED_BY(mu_) = false;  // false for an adopted process
   std::chrono::steady_clock::time_point started_at_ ABSL_GUARDED_BY(mu_);

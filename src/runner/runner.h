@@ -40,6 +40,9 @@ class Runner {
   virtual std::optional<pid_t> pid() const = 0;
   // How many times etcd was started by this runner after exiting on its own.
   virtual int restarts() const = 0;
+  // The etcd binary (process runner) or image (static-pod runner) for the next start: a
+  // rolling upgrade's step stops etcd, calls this, and runs it again.
+  virtual void SetBinary(const std::string& binary_or_image) = 0;
 };
 
 }  // namespace steward

@@ -14,7 +14,8 @@ namespace steward {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-StaticPodRunner::StaticPodRunner(Options options) : options_(std::move(options)) {
+StaticPodRunner::StaticPodRunner(Options options)
+    : options_(std::move(options)), image_(options_.pod.image) {
   watcher_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "st-staticpod");
     Watch();
@@ -52,11 +53,17 @@ std::optional<pid_t> StaticPodRunner::Adopt() {
   return pid;
 }
 
+void StaticPodRunner::SetBinary(const std::string& image) {
+  std::lock_guard<std::mutex> lock(mu_);
+  image_ = image;
+}
+
 void StaticPodRunner::Run(std::vector<std::string> flags) {
+  std::lock_guard<std::mutex> lock(mu_);
   StaticPodInput in = options_.pod;
+  in.image = image_;
   in.flags = std::move(flags);
   auto text = RenderStaticPod(in);
-  std::lock_guard<std::mutex> lock(mu_);
   if (!text.ok()) {
     spdlog::error("cannot render the static pod: {}", text.status().message());
     return;

@@ -49,6 +49,7 @@ class StaticPodRunner : public Runner {
   bool wanted() const override;
   std::optional<pid_t> pid() const override;
   int restarts() const override;
+  void SetBinary(const std::string& image) override;
 
   std::string ManifestPath() const;
 
@@ -59,6 +60,7 @@ class StaticPodRunner : public Runner {
   const Options options_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
+  std::string image_;  // options_.pod.image until SetBinary()
   bool wanted_ = false;
   bool shutdown_ = false;
   bool was_up_ = false;

@@ -718,6 +718,10 @@ class SimPeer : public PeerApi {
   absl::Status Unfence(const peer::UnfenceRequest& req, milliseconds) override {
     return Order(req.header(), "unfence", [&](LocalNode& l) { return l.Unfence(req); });
   }
+  absl::Status SwitchVersion(const peer::SwitchVersionRequest& req, milliseconds) override {
+    // (The simulation has no etcd versions: etcd.versions is empty, so no upgrade is planned.)
+    return Order(req.header(), "switch-version", [&](LocalNode& l) { return l.SwitchVersion(req); });
+  }
 
  private:
   // The target's log lines while its handler runs.
@@ -903,6 +907,7 @@ class SimRunner : public Runner {
     return w_->nodes()[node_]->etcd_up ? std::optional<pid_t>(1000 + node_) : std::nullopt;
   }
   int restarts() const override { return w_->nodes()[node_]->restarts; }
+  void SetBinary(const std::string&) override {}
   // ProcessRunner's supervisor: an etcd that exited is started again, unless D1 says no.
   void Supervise() {
     if (!n().runner_wanted || n().etcd_up || w_->Paused(node_)) return;

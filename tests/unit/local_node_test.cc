@@ -110,6 +110,8 @@ class FakeRunner : public Runner {
     return running ? std::optional<pid_t>(42) : std::nullopt;
   }
   int restarts() const override { return 0; }
+  void SetBinary(const std::string& b) override { binary = b; }
+  std::string binary = "/usr/bin/etcd";
   std::string Flag(const std::string& name) const {
     for (const auto& f : flags) {
       if (f.rfind("--" + name + "=", 0) == 0) return f.substr(name.size() + 3);

@@ -24,6 +24,9 @@ class SlowRestoreHandler : public NodeHandler {
   absl::Status StopEtcd() override { return absl::OkStatus(); }
   absl::Status Wipe(const peer::OrderHeader&) override { return absl::OkStatus(); }
   absl::Status Unfence(const peer::UnfenceRequest&) override { return absl::OkStatus(); }
+  absl::Status SwitchVersion(const peer::SwitchVersionRequest&) override {
+    return absl::OkStatus();
+  }
   absl::Status Restore(const peer::RestoreRequest&) override {
     std::unique_lock<std::mutex> lock(mu);
     started = true;
