@@ -78,6 +78,34 @@ fi
 
 # With --test: what the test suite needs beyond the build (the S3 protocol server, from npm).
 if [ "${1:-}" = "--test" ]; then
+  # etcd 3.3 (Debian bullseye), for the rolling upgrade tests (3.3 -> 3.4 -> 3.5): fetched the
+  # same private way into .deps/etcd-3.3/.
+  ETCD33="$here/.deps/etcd-3.3"
+  if [ ! -x "$ETCD33/usr/bin/etcd" ]; then
+    echo "install-deps: fetching etcd 3.3 (Debian bullseye) into $ETCD33" >&2
+    apt_root="$here/.deps/apt-bullseye"
+    mkdir -p "$apt_root/lists/partial" "$apt_root/cache/archives/partial" "$apt_root/debs"
+    uri=$(grep -hoE '^(URIs:|deb( \[[^]]*\])?) +https?://[^ ]+' /etc/apt/sources.list.d/*.sources \
+            /etc/apt/sources.list 2>/dev/null | grep -oE 'https?://[^ ]+' | grep -v security \
+            | head -n1 || true)
+    uri=${uri:-http://deb.debian.org/debian}
+    echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $uri bullseye main" \
+      > "$apt_root/sources.list"
+    apt_opts=(-o Dir::Etc::sourcelist="$apt_root/sources.list" -o Dir::Etc::sourceparts=-
+              -o Dir::State::Lists="$apt_root/lists" -o Dir::Cache="$apt_root/cache"
+              -o APT::Sandbox::User=root)
+    apt-get "${apt_opts[@]}" update -qq
+    rm -f "$apt_root/debs"/etcd-server_*.deb
+    (cd "$apt_root/debs" && apt-get "${apt_opts[@]}" download etcd-server/bullseye >/dev/null)
+    debs=("$apt_root/debs"/etcd-server_3.3.*.deb)
+    rm -rf "$ETCD33.tmp" && mkdir -p "$ETCD33.tmp"
+    dpkg-deb -x "${debs[0]}" "$ETCD33.tmp"
+    "$ETCD33.tmp/usr/bin/etcd" --version | grep -q "etcd Version: 3.3" || {
+      echo "install-deps: ${debs[0]} holds no etcd 3.3" >&2
+      exit 1
+    }
+    rm -rf "$ETCD33" && mv "$ETCD33.tmp" "$ETCD33"
+  fi
   if ! command -v npm >/dev/null 2>&1; then
     echo "install-deps: installing nodejs and npm" >&2
     $SUDO apt-get update -qq

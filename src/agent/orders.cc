@@ -23,6 +23,7 @@ peer::NodeState LocalNode::State() {
   s.set_ever_joined(EverJoined());
   s.set_bootstrapping(Bootstrapping());
   s.set_restore_id(disk_.Read(Marker::kRestoreId));
+  s.set_switched_version(disk_.Read(Marker::kEtcdVersion));
   {
     std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
     if (lock.owns_lock()) s.set_restore_error(restore_error_);

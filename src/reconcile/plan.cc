@@ -70,6 +70,7 @@ class Planner {
     if (stale) return *stale;
     for (const auto& m : o_.members) {
       if (!m.is_learner && !m.healthy && m.started) {
+        if (auto back = PlanVersionRecovery(o_, m)) return *back;
         // Nothing to do yet, but not "all healthy": say what is awaited.
         return Make(StepKind::kWait,
                     m.unhealthy_for < o_.replace_after
@@ -312,6 +313,39 @@ std::optional<std::vector<int>> ParseVersion(const std::string& v) {
   }
   if (parts.size() != 3) return std::nullopt;
   return parts;
+}
+
+std::optional<Step> PlanVersionRecovery(const ClusterObservation& o, const MemberView& down) {
+  const std::string& desired = o.desired_version;
+  auto want = ParseVersion(desired);
+  if (!want || std::find(o.available_versions.begin(), o.available_versions.end(), desired) ==
+                   o.available_versions.end()) {
+    return std::nullopt;
+  }
+  const NodeView* node = nullptr;
+  for (const auto& n : o.nodes) {
+    if (n.peer_url == down.peer_url) node = &n;
+  }
+  if (node == nullptr || !node->agent_up || !node->has_data || node->switched_version.empty() ||
+      node->switched_version == desired) {
+    return std::nullopt;
+  }
+  // U4 against the members that run: never below the cluster's version.
+  for (const auto& m : o.members) {
+    if (!m.healthy) continue;
+    auto v = ParseVersion(m.version);
+    if (v && ((*want)[0] < (*v)[0] || ((*want)[0] == (*v)[0] && (*want)[1] < (*v)[1]))) {
+      return std::nullopt;
+    }
+  }
+  Step s = Make(StepKind::kSwitchVersion,
+                absl::StrCat("member ", Label(down), " has been down since it was switched to "
+                             "etcd ", node->switched_version, "; back to ", desired,
+                             " as the spec now says"));
+  s.node = node->name;
+  s.member_id = down.id;
+  s.version = desired;
+  return s;
 }
 
 Step PlanUpgrade(const ClusterObservation& o) {

@@ -29,6 +29,8 @@ struct NodeView {
   uint64_t local_member_id = 0;  // the member ID of that data, 0 if unknown
   // The member ID etcd gives this node as a member of the initial cluster (from the token).
   uint64_t initial_member_id = 0;
+  // The etcd version a rolling upgrade switched this node to last ("" never).
+  std::string switched_version;
 };
 
 // One entry of etcd's member list, with what its Status call said.
@@ -104,7 +106,12 @@ Step PlanNextStep(const ClusterObservation& obs);
 //      further (3.3 -> 3.5 goes through 3.4).
 //   U6 followers first, the etcd leader last; one member per step (the next waits until the
 //      switched member is healthy again, which PlanNextStep requires).
+//   U7 (asked by PlanNextStep for an unhealthy member) a member down since it was switched to
+//      a version other than the desired one goes to the desired one at once — the way back
+//      from a version that does not start. It is down already: quorum is not touched. Not
+//      below the healthy members' version (U4).
 Step PlanUpgrade(const ClusterObservation& obs);
+std::optional<Step> PlanVersionRecovery(const ClusterObservation& obs, const MemberView& down);
 
 // "3.4.23" -> {3, 4, 23}; nullopt if it is not a version.
 std::optional<std::vector<int>> ParseVersion(const std::string& v);

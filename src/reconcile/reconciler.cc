@@ -93,6 +93,7 @@ absl::StatusOr<ClusterObservation> Reconciler::Observe() {
       v.etcd_running = st->etcd_running();
       v.has_data = st->has_data();
       v.local_member_id = st->member_id();
+      v.switched_version = st->switched_version();
       if (st->highest_term() > agents_max_term_) {
         agents_max_term_ = st->highest_term();
         agents_max_term_leader_ = st->highest_term_leader();

@@ -108,5 +108,24 @@ TEST(PlanUpgradeTest, AnUpgradeStepComesOnlyFromAHealthyClusterAtItsSize) {
   EXPECT_EQ(s.kind, StepKind::kWait) << s.reason;
 }
 
+TEST(PlanUpgradeTest, U7_AMemberDownOnAVersionThatFailedGoesBackWhenTheSpecSaysSo) {
+  ClusterObservation o = Cluster({"", "3.4.23", "3.4.23"}, "3.4.23", {"3.4.23", "3.5.99"});
+  o.members[0].healthy = false;
+  o.members[0].unhealthy_for = std::chrono::seconds(30);
+  o.nodes[0].switched_version = "3.5.99";
+  Step s = PlanNextStep(o);
+  EXPECT_EQ(s.kind, StepKind::kSwitchVersion) << s.reason;
+  EXPECT_EQ(s.node, "n1");
+  EXPECT_EQ(s.version, "3.4.23");
+  // While the spec still asks for the failed version, the roll waits (it does not go on).
+  o.desired_version = "3.5.99";
+  s = PlanNextStep(o);
+  EXPECT_EQ(s.kind, StepKind::kWait) << s.reason;
+  // Never below what the running members run.
+  o.desired_version = "3.3.25";
+  o.available_versions.push_back("3.3.25");
+  EXPECT_EQ(PlanNextStep(o).kind, StepKind::kWait);
+}
+
 }  // namespace
 }  // namespace steward
