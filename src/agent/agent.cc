@@ -133,6 +133,7 @@ absl::Status Agent::Wire() {
   node_env.store = store_.get();
   node_env.clock = Clock::Real();
   node_env.parallel = true;
+  node_env.etcd_version = [this] { return RunningEtcdVersion(); };
   node_ = std::make_unique<LocalNode>(config_, std::move(node_env));
   server_ = std::make_unique<PeerServer>(
       config_.AgentAddress(config_.self()), node_.get(), terms_.get(), server_creds,
@@ -216,6 +217,19 @@ absl::Status Agent::Start() {
 }
 
 bool Agent::Stopping() { return stopping_flag_.load(); }
+
+std::string Agent::RunningEtcdVersion() {
+  // The version a rolling upgrade switched this node to; else what the configured binary says.
+  if (std::string v = disk_->Read(Marker::kEtcdVersion); !v.empty()) return v;
+  if (config_.runner.kind != "process") return "";
+  auto r = RunProcess({config_.etcd.binary, "--version"}, {}, std::chrono::seconds(10));
+  if (!r.ok() || r->exit_code != 0) return "";
+  const std::string tag = "etcd Version: ";
+  const size_t at = r->output.find(tag);
+  if (at == std::string::npos) return "";
+  const size_t from = at + tag.size();
+  return r->output.substr(from, r->output.find('\n', from) - from);
+}
 
 void Agent::Shutdown(bool stop_etcd) {
   {

@@ -61,6 +61,8 @@ class Agent {
   // Builds the clients and servers (after the TLS files exist).
   absl::Status Wire();
   bool Stopping();
+  // The etcd version this node runs ("" if it cannot be told).
+  std::string RunningEtcdVersion();
   void ControlLoop();
   void LeadershipLoop();
   void ReconcileLoop();

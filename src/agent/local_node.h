@@ -16,6 +16,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -46,6 +47,9 @@ struct LocalNodeEnv {
   BackupStore* store = nullptr;  // null without backup.store
   Clock* clock = nullptr;
   bool parallel = true;  // ask the initial agents concurrently
+  // The etcd version this node runs ("3.4.23"; "" if unknown): a restore refuses a backup
+  // taken from a newer minor version, and uses etcdutl from 3.5 on.
+  std::function<std::string()> etcd_version;
 };
 
 class LocalNode : public NodeHandler {

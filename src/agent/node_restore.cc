@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/local_node.h"
 #include "backup/layout.h"
+#include "reconcile/plan.h"
 #include "spdlog/spdlog.h"
 
 namespace steward {
@@ -30,12 +31,25 @@ absl::Status LocalNode::Restore(const peer::RestoreRequest& req) {
         "this restore raises the revision, and etcd.etcdutl is not set on this node"));
   }
   const std::string cluster = config_.cluster.name;
+  bool use_etcdutl = false;  // the node runs etcd >= 3.5, whose restore tool is etcdutl
   if (req.member()) {
     // Fetch and verify before anything is stopped: a bad backup leaves the node as it was.
     auto text = env_.store->Get(MetaKey(cluster, req.backup()));
     if (!text.ok()) return fail(Annotate(text.status(), "reading meta.json of " + req.backup()));
     auto meta = MetaFromJson(*text);
     if (!meta.ok()) return fail(meta.status());
+    // etcd does not support downgrades: data from a newer minor version is not restored onto
+    // an older one.
+    const std::string mine = env_.etcd_version ? env_.etcd_version() : "";
+    auto from = ParseVersion(meta->etcd_version);
+    auto to = ParseVersion(mine);
+    if (from && to && ((*from)[0] > (*to)[0] || ((*from)[0] == (*to)[0] && (*from)[1] > (*to)[1]))) {
+      return fail(absl::FailedPreconditionError(absl::StrCat(
+          "backup ", req.backup(), " was taken from etcd ", meta->etcd_version, "; this node runs ",
+          mine, ", an older version, and etcd does not support downgrades: switch the nodes to ",
+          (*from)[0], ".", (*from)[1], " first (etcd.versions, configure-cluster --etcd-version)")));
+    }
+    use_etcdutl = to && ((*to)[0] > 3 || ((*to)[0] == 3 && (*to)[1] >= 5));
     if (absl::Status s = disk_.StageBackup(*env_.store, cluster, *meta); !s.ok()) return fail(s);
   }
   held_ = true;
@@ -83,7 +97,10 @@ absl::Status LocalNode::Restore(const peer::RestoreRequest& req) {
   }
   // etcdutl (etcd >= 3.5) can raise the revision past every one the lost cluster served, so
   // revisions are never reused; etcd 3.4's etcdctl cannot.
-  r.tool = req.bump_revision() > 0 ? config_.etcd.etcdutl : config_.etcd.etcdctl;
+  // etcd 3.5 moved `snapshot restore` to etcdutl (3.6 removed it from etcdctl).
+  r.tool = (req.bump_revision() > 0 || (use_etcdutl && !config_.etcd.etcdutl.empty()))
+               ? config_.etcd.etcdutl
+               : config_.etcd.etcdctl;
   r.name = config_.node.name;
   r.peer_url = config_.PeerUrl(config_.self());
   r.token = req.token();

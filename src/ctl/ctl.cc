@@ -15,6 +15,7 @@
 #include "backup/pipeline.h"
 #include "backup/scheduler.h"
 #include "ctl/pki_cmd.h"
+#include "reconcile/plan.h"
 #include "ctl/status.h"
 #include "pki/node_certs.h"
 #include "reconcile/reconciler.h"
@@ -391,6 +392,21 @@ int RunRestoreBackup(const Common& c, const std::string& name, bool yes, bool fo
   }
   EtcdClient::Options o = ClientOptions(c);
   EtcdClient client(config.AllClientUrls(), o);
+  // etcd does not support downgrades: a backup from a newer minor version than a member runs
+  // is refused before anything is stopped. (Each node checks again before it restores.)
+  if (auto from = ParseVersion(meta->etcd_version)) {
+    for (const std::string& url : config.AllClientUrls()) {
+      auto st = client.Status(url, std::chrono::milliseconds(2000));
+      auto to = st.ok() ? ParseVersion(st->version) : std::nullopt;
+      if (to && ((*from)[0] > (*to)[0] || ((*from)[0] == (*to)[0] && (*from)[1] > (*to)[1]))) {
+        std::cerr << "stewardctl: refusing to restore: backup " << name << " was taken from etcd "
+                  << meta->etcd_version << ", and the member at " << url << " runs "
+                  << st->version << ", an older version (etcd does not support downgrades); "
+                  << "upgrade the cluster first (configure-cluster --etcd-version)\n";
+        return 1;
+      }
+    }
+  }
   // No retention here: it must not prune the very backup being restored.
   absl::StatusOr<BackupMeta> fresh = absl::UnavailableError("no healthy member");
   if (auto source = PickBackupSource(client); source.ok()) {

@@ -75,10 +75,12 @@ class FakeDisk : public NodeDisk {
     staged = stage_result.ok();
     return stage_result;
   }
-  absl::Status RestoreStaged(const SnapshotRestore&) override {
+  absl::Status RestoreStaged(const SnapshotRestore& r) override {
+    last_tool = r.tool;
     restored = restore_result.ok();
     return restore_result;
   }
+  std::string last_tool;
   absl::Status InstallStaged() override {
     if (data.state != DataDirState::kEmpty) return absl::FailedPreconditionError("exists");
     data.state = DataDirState::kMember;
@@ -227,6 +229,7 @@ class LocalNodeTest : public ::testing::Test {
     env.store = &store_;
     env.clock = Clock::Real();
     env.parallel = false;
+    env.etcd_version = [this] { return version_; };
     node_ = std::make_unique<LocalNode>(config_, env);
   }
 
@@ -246,6 +249,7 @@ class LocalNodeTest : public ::testing::Test {
   }
 
   Config config_;
+  std::string version_;
   FakeDisk disk_;
   FakeRunner runner_;
   FakeEtcd peers_, local_;
@@ -333,6 +337,33 @@ TEST_F(LocalNodeTest, ARestoreWhoseBackupFailsToStageLeavesTheNodeAsItWas) {
   EXPECT_EQ(runner_.stops, 0);
   EXPECT_TRUE(disk_.aside.empty());
   EXPECT_EQ(node_->State().restore_error(), "zstd frame checksum mismatch");
+}
+
+// Issue 12: etcd does not support downgrades, so a backup from a newer minor version is not
+// restored onto an older etcd; refused before anything is touched.
+TEST_F(LocalNodeTest, ABackupFromANewerEtcdIsRefusedBeforeAnythingIsTouched) {
+  version_ = "3.4.23";
+  disk_.data.state = DataDirState::kMember;
+  disk_.data.id = {0x11, 0x22};
+  runner_.Run({"--x=1"});
+  BackupMeta meta = Meta("b1");
+  meta.etcd_version = "3.5.16";
+  ASSERT_TRUE(store_.Put(MetaKey("c", "b1"), MetaToJson(meta).dump()).ok());
+  peer::RestoreRequest req;
+  req.set_restore_id("r1");
+  req.set_backup("b1");
+  req.set_member(true);
+  absl::Status s = node_->Restore(req);
+  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+  EXPECT_NE(s.message().find("does not support downgrades"), std::string::npos) << s;
+  EXPECT_FALSE(disk_.staged);
+  EXPECT_EQ(runner_.stops, 0);
+  EXPECT_EQ(disk_.data.state, DataDirState::kMember);
+  // The same backup onto etcd 3.5 is restored (with etcdutl, 3.5's restore tool).
+  version_ = "3.5.16";
+  config_.etcd.etcdutl = "/usr/bin/etcdutl";
+  EXPECT_TRUE(node_->Restore(req).ok());
+  EXPECT_EQ(disk_.last_tool, "/usr/bin/etcdutl");
 }
 
 TEST_F(LocalNodeTest, ARestoreWhoseToolFailsPutsTheOldDataBack) {
