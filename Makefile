@@ -36,7 +36,7 @@ sim: build
 
 bench: build
 	cmake --build $(BUILD) --target snapshot_probe -j $(JOBS)
-	./bench/bootstrap && ./bench/replace && ./bench/backup && ./bench/restore
+	./bench/bootstrap && ./bench/replace && ./bench/backup && ./bench/restore && ./bench/upgrade
 
 clean:
 	rm -rf $(BUILD)
