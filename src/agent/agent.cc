@@ -221,7 +221,13 @@ bool Agent::Stopping() { return stopping_flag_.load(); }
 std::string Agent::RunningEtcdVersion() {
   // The version a rolling upgrade switched this node to; else what the configured binary says.
   if (std::string v = disk_->Read(Marker::kEtcdVersion); !v.empty()) return v;
-  if (config_.runner.kind != "process") return "";
+  if (config_.runner.kind != "process") {
+    // A static pod runs an image: its version is the etcd.versions entry naming that image.
+    for (const auto& [version, image] : config_.etcd.versions) {
+      if (image == config_.runner.image) return version;
+    }
+    return "";
+  }
   auto r = RunProcess({config_.etcd.binary, "--version"}, {}, std::chrono::seconds(10));
   if (!r.ok() || r->exit_code != 0) return "";
   const std::string tag = "etcd Version: ";

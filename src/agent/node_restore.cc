@@ -43,6 +43,11 @@ absl::Status LocalNode::Restore(const peer::RestoreRequest& req) {
     const std::string mine = env_.etcd_version ? env_.etcd_version() : "";
     auto from = ParseVersion(meta->etcd_version);
     auto to = ParseVersion(mine);
+    if (!to) {
+      spdlog::warn("restore {}: the etcd version of this node is not known (a static pod's "
+                   "image not listed in etcd.versions?); backup {} from etcd {} is restored "
+                   "unchecked", req.restore_id(), req.backup(), meta->etcd_version);
+    }
     if (from && to && ((*from)[0] > (*to)[0] || ((*from)[0] == (*to)[0] && (*from)[1] > (*to)[1]))) {
       return fail(absl::FailedPreconditionError(absl::StrCat(
           "backup ", req.backup(), " was taken from etcd ", meta->etcd_version, "; this node runs ",

@@ -167,10 +167,15 @@ absl::Status LocalNode::SwitchVersion(const peer::SwitchVersionRequest& req) {
     return absl::FailedPreconditionError("no member data here to run on another version");
   }
   // Recorded first: an agent that restarts from here on runs the new version, never the old
-  // one on data the new one may have touched.
+  // one on data the new one may have touched. If etcd cannot be stopped, the old version keeps
+  // running, and the record goes back to say so.
+  const std::string before = disk_.Read(Marker::kEtcdVersion);
   if (absl::Status s = disk_.Write(Marker::kEtcdVersion, req.version()); !s.ok()) return s;
   held_ = true;
   if (absl::Status s = runner_.Stop(); !s.ok()) {
+    absl::Status undo = before.empty() ? disk_.Remove(Marker::kEtcdVersion)
+                                       : disk_.Write(Marker::kEtcdVersion, before);
+    if (!undo.ok()) spdlog::error("{}", undo.message());
     held_ = false;
     return s;
   }
@@ -178,7 +183,9 @@ absl::Status LocalNode::SwitchVersion(const peer::SwitchVersionRequest& req) {
   held_ = false;
   spdlog::info("switching etcd to version {} ({}) on the order of {} (term {})", req.version(),
                it->second, req.header().leader(), req.header().term());
-  RunEtcd(LaunchForData(), /*on_data=*/true);
+  if (!RunEtcd(LaunchForData(), /*on_data=*/true)) {
+    return absl::FailedPreconditionError("the member's data vanished; etcd stays stopped");
+  }
   return absl::OkStatus();
 }
 

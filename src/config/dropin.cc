@@ -210,7 +210,13 @@ absl::StatusOr<std::string> ConfigYamlFromEtcdStyle(const EtcdStyle& s,
                        return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' ||
                               c == '_' || c == '.';
                      });
-  if (!valid) cluster = "etcd";
+  if (!valid) {
+    warnings->push_back(absl::StrCat(
+        s.From("initial-cluster-token"), cluster.empty() ? " is not set" : " is not a valid "
+        "cluster name", ": the cluster is named \"etcd\"; clusters that share a backup store "
+        "need distinct names (set it)"));
+    cluster = "etcd";
+  }
 
   YAML::Emitter y;
   y << YAML::BeginMap;

@@ -330,14 +330,18 @@ std::optional<Step> PlanVersionRecovery(const ClusterObservation& o, const Membe
       node->switched_version == desired) {
     return std::nullopt;
   }
-  // U4 against the members that run: never below the cluster's version.
+  // Only back to the minor version the running members have: never below it (U4), and never
+  // above it — a member restarting in the middle of a round (switched to this round's target,
+  // not yet healthy) must not be jumped a further minor version ahead of the others.
+  bool any = false;
   for (const auto& m : o.members) {
     if (!m.healthy) continue;
     auto v = ParseVersion(m.version);
-    if (v && ((*want)[0] < (*v)[0] || ((*want)[0] == (*v)[0] && (*want)[1] < (*v)[1]))) {
-      return std::nullopt;
-    }
+    if (!v) return std::nullopt;
+    any = true;
+    if ((*want)[0] != (*v)[0] || (*want)[1] != (*v)[1]) return std::nullopt;
   }
+  if (!any) return std::nullopt;
   Step s = Make(StepKind::kSwitchVersion,
                 absl::StrCat("member ", Label(down), " has been down since it was switched to "
                              "etcd ", node->switched_version, "; back to ", desired,

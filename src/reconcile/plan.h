@@ -108,8 +108,9 @@ Step PlanNextStep(const ClusterObservation& obs);
 //      switched member is healthy again, which PlanNextStep requires).
 //   U7 (asked by PlanNextStep for an unhealthy member) a member down since it was switched to
 //      a version other than the desired one goes to the desired one at once — the way back
-//      from a version that does not start. It is down already: quorum is not touched. Not
-//      below the healthy members' version (U4).
+//      from a version that does not start. It is down already: quorum is not touched. Only
+//      to the minor version every healthy member runs (never a downgrade, never a jump ahead
+//      of the round).
 Step PlanUpgrade(const ClusterObservation& obs);
 std::optional<Step> PlanVersionRecovery(const ClusterObservation& obs, const MemberView& down);
 

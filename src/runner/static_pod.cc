@@ -106,6 +106,7 @@ absl::StatusOr<std::string> RenderStaticPod(const StaticPodInput& in) {
   for (size_t i = 0; i < in.read_only_dirs.size(); ++i) {
     add(absl::StrCat("steward-tls-", i), in.read_only_dirs[i], true, "Directory");
   }
+  if (!in.guard_dir.empty()) add("steward-wal-guard", in.guard_dir, true, "Directory");
   etcd["volumeMounts"] = mounts;
   spec["volumes"] = volumes;
   if (new_container) {

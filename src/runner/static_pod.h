@@ -23,6 +23,10 @@ struct StaticPodInput {
   int probe_port = 2379;
   int termination_grace_seconds = 10;  // etcd.stop_timeout
   std::string base_spec;  // optional base Pod (YAML), merged under what the agent owns
+  // If set, a directory the pod cannot start without (a hostPath of type Directory): etcd's
+  // WAL dir, for a launch on member data. A kubelet restarting the pod after the data vanished
+  // then leaves it pending instead of starting etcd on an empty dir (D1 for static pods).
+  std::string guard_dir;
 };
 
 // The manifest, YAML. The base spec's metadata labels and annotations, pod-level fields

@@ -39,15 +39,17 @@ std::optional<pid_t> StaticPodRunner::Adopt() {
   std::error_code ec;
   if (!fs::exists(ManifestPath(), ec)) return std::nullopt;
   auto pid = ProcessRunner::FindEtcdFor(options_.data_dir);
-  std::lock_guard<std::mutex> lock(mu_);
   if (!pid) {
     // A manifest an earlier agent left, whose etcd is not running: the start decision decides
-    // afresh rather than letting the kubelet start it unsupervised.
-    if (absl::Status s = RemoveManifestLocked(); !s.ok()) spdlog::warn("{}", s.message());
+    // afresh, once the pod is gone for good, rather than letting the kubelet start it
+    // unsupervised.
+    if (absl::Status s = Stop(); !s.ok()) spdlog::warn("{}", s.message());
     return std::nullopt;
   }
+  std::lock_guard<std::mutex> lock(mu_);
   wanted_ = true;
   was_up_ = true;
+  if (auto current = ReadFile(ManifestPath()); current.ok()) manifest_ = *current;
   spdlog::info("adopted the static pod {} (etcd pid {} on {})", ManifestPath(), *pid,
                options_.data_dir);
   return pid;
@@ -63,6 +65,10 @@ void StaticPodRunner::Run(std::vector<std::string> flags) {
   StaticPodInput in = options_.pod;
   in.image = image_;
   in.flags = std::move(flags);
+  // A launch on member data: the pod needs the WAL dir to start (see StaticPodInput).
+  const std::string wal = (fs::path(options_.data_dir) / "member" / "wal").string();
+  std::error_code ec;
+  if (fs::is_directory(wal, ec)) in.guard_dir = wal;
   auto text = RenderStaticPod(in);
   if (!text.ok()) {
     spdlog::error("cannot render the static pod: {}", text.status().message());
@@ -70,6 +76,7 @@ void StaticPodRunner::Run(std::vector<std::string> flags) {
   }
   wanted_ = true;
   down_since_ = Clock::now();
+  manifest_ = *text;
   // An unchanged manifest is not rewritten: the kubelet restarts a pod whose manifest changed.
   auto current = ReadFile(ManifestPath());
   if (current.ok() && *current == *text) return;
@@ -99,9 +106,18 @@ absl::Status StaticPodRunner::Stop(std::chrono::milliseconds grace) {
   }
   // The kubelet notices a removed manifest within its sync period (seconds), then gives the
   // container its termination grace period.
+  // Gone for good: absent for a while on end, so that a container between two restarts of a
+  // crash loop the kubelet has not yet stopped does not count as stopped.
   const auto deadline = Clock::now() + grace + std::chrono::seconds(30);
+  auto absent_since = Clock::time_point::max();
   while (Clock::now() < deadline) {
-    if (!ProcessRunner::FindEtcdFor(options_.data_dir)) return absl::OkStatus();
+    if (ProcessRunner::FindEtcdFor(options_.data_dir)) {
+      absent_since = Clock::time_point::max();
+    } else if (absent_since == Clock::time_point::max()) {
+      absent_since = Clock::now();
+    } else if (Clock::now() - absent_since >= options_.gone_for) {
+      return absl::OkStatus();
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   return absl::UnavailableError(absl::StrCat(
@@ -130,6 +146,13 @@ void StaticPodRunner::Watch() {
     if (shutdown_ || !wanted_) {
       was_up_ = false;
       continue;
+    }
+    // A manifest that a failed write left out, or that someone removed or changed, is written
+    // again: wanted means the manifest is there.
+    if (auto current = ReadFile(ManifestPath()); !current.ok() || *current != manifest_) {
+      if (absl::Status s = WriteFileAtomic(ManifestPath(), manifest_, 0600); !s.ok()) {
+        spdlog::error("writing the static pod manifest: {}", s.message());
+      }
     }
     lock.unlock();
     const bool up = ProcessRunner::FindEtcdFor(options_.data_dir).has_value();

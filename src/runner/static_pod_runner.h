@@ -36,6 +36,9 @@ class StaticPodRunner : public Runner {
     // in the kubelet's crash loop), so a refused bootstrap is noticed as under the process
     // runner.
     std::chrono::milliseconds down_counts_as_restart{10000};
+    // Stop(): etcd counts as gone once absent this long on end (longer than the kubelet takes
+    // to notice a removed manifest, so a crash loop's pause is not taken for a stop).
+    std::chrono::milliseconds gone_for{3000};
     std::function<bool(std::string* why)> may_restart;
   };
 
@@ -61,6 +64,7 @@ class StaticPodRunner : public Runner {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::string image_;  // options_.pod.image until SetBinary()
+  std::string manifest_;  // what Run() last rendered: the manifest while wanted
   bool wanted_ = false;
   bool shutdown_ = false;
   bool was_up_ = false;

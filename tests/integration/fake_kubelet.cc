@@ -91,6 +91,15 @@ void FakeKubelet::Start(const std::string& file, Pod& pod) {
     pod.grace_seconds = m["spec"]["terminationGracePeriodSeconds"].as<int>(30);
     const YAML::Node c = m["spec"]["containers"][0];
     if (c["image"].as<std::string>("").empty()) return;
+    // A hostPath of type Directory that does not exist: the kubelet leaves the pod pending.
+    for (const auto& v : m["spec"]["volumes"]) {
+      const YAML::Node hp = v["hostPath"];
+      if (hp && hp["type"].as<std::string>("") == "Directory" &&
+          !fs::is_directory(hp["path"].as<std::string>(""))) {
+        pod.restart_at = Clock::now() + std::chrono::seconds(1);
+        return;
+      }
+    }
     for (const auto& a : c["command"]) argv.push_back(a.as<std::string>());
   } catch (const YAML::Exception&) {
     return;  // the kubelet refuses a manifest it cannot read

@@ -60,6 +60,20 @@ TEST(StaticPodTest, TheManifestRunsEtcdOnTheHostNetworkWithItsFlagsAndDirs) {
   EXPECT_EQ(spec["volumes"][1]["hostPath"]["type"].as<std::string>(), "Directory");
 }
 
+// Found in review: a kubelet restarts a static pod by itself, without asking the agent's D1
+// check; a launch on member data needs the WAL dir to exist, or the pod stays pending.
+TEST(StaticPodTest, ALaunchOnMemberDataCannotStartWithoutItsWal) {
+  StaticPodInput in = Input();
+  in.guard_dir = "/var/lib/steward/n1/etcd/member/wal";
+  YAML::Node pod = Render(in);
+  bool guarded = false;
+  for (const auto& v : pod["spec"]["volumes"]) {
+    guarded |= v["hostPath"]["path"].as<std::string>() == in.guard_dir &&
+               v["hostPath"]["type"].as<std::string>() == "Directory";
+  }
+  EXPECT_TRUE(guarded);
+}
+
 TEST(StaticPodTest, TheSameInputGivesTheSameBytes) {
   // The kubelet restarts a pod whose manifest changed: an unchanged launch must not.
   EXPECT_EQ(*RenderStaticPod(Input()), *RenderStaticPod(Input()));

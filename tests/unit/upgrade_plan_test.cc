@@ -127,5 +127,15 @@ TEST(PlanUpgradeTest, U7_AMemberDownOnAVersionThatFailedGoesBackWhenTheSpecSaysS
   EXPECT_EQ(PlanNextStep(o).kind, StepKind::kWait);
 }
 
+// Found in review: in a 3.3 -> 3.5 roll, the member just switched to 3.4 is restarting (down)
+// when the next pass runs; U7 must not take it on to 3.5 while the others run 3.3.
+TEST(PlanUpgradeTest, U7_AMemberRestartingMidRoundIsNotJumpedAhead) {
+  ClusterObservation o = Cluster({"", "3.3.25", "3.3.25"}, "3.5.16", kAll);
+  o.members[0].healthy = false;
+  o.nodes[0].switched_version = "3.4.23";
+  Step s = PlanNextStep(o);
+  EXPECT_EQ(s.kind, StepKind::kWait) << s.reason;
+}
+
 }  // namespace
 }  // namespace steward
