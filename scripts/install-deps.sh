@@ -42,69 +42,60 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 
-# etcdutl from etcd 3.5 (Debian trixie), for `snapshot restore --bump-revision`: etcd 3.4 has no
-# such option, and etcd 3.4 runs on the data dir it writes (docs/architecture.md). Fetched with a
-# private apt configuration (the machine's own sources stay as they are) and unpacked into
-# .deps/etcd-3.5.16/ in this tree (the folder name stays, whatever 3.5.x trixie carries); the demo and the tests point etcd.etcdutl there.
 here="$(cd "$(dirname "$0")/.." && pwd)"
-ETCD35="$here/.deps/etcd-3.5.16"
-if [ ! -x "$ETCD35/usr/bin/etcdutl" ]; then
-  echo "install-deps: fetching etcdutl 3.5.16 (Debian trixie) into $ETCD35" >&2
-  apt_root="$here/.deps/apt-trixie"
+
+# fetch_etcd SUITE MINOR DEST: Debian SUITE's etcd-server (etcd MINOR.x) unpacked into DEST,
+# with a private apt configuration (the machine's own sources stay as they are): the same URI
+# the machine's Debian source uses, with the other suite; `apt-get download`; `dpkg-deb -x`.
+# The suite's version may move with point releases; DEST's name stays.
+fetch_etcd() {
+  local suite=$1 minor=$2 dest=$3
+  echo "install-deps: fetching etcd $minor (Debian $suite) into $dest" >&2
+  local apt_root="$here/.deps/apt-$suite"
   mkdir -p "$apt_root/lists/partial" "$apt_root/cache/archives/partial" "$apt_root/debs"
-  # The same URI the machine's Debian source uses, with the trixie suite.
+  local uri
   uri=$(grep -hoE '^(URIs:|deb( \[[^]]*\])?) +https?://[^ ]+' /etc/apt/sources.list.d/*.sources \
           /etc/apt/sources.list 2>/dev/null | grep -oE 'https?://[^ ]+' | grep -v security \
           | head -n1 || true)
   uri=${uri:-http://deb.debian.org/debian}
-  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $uri trixie main" \
+  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $uri $suite main" \
     > "$apt_root/sources.list"
-  apt_opts=(-o Dir::Etc::sourcelist="$apt_root/sources.list" -o Dir::Etc::sourceparts=-
-            -o Dir::State::Lists="$apt_root/lists" -o Dir::Cache="$apt_root/cache"
-            -o APT::Sandbox::User=root)
+  local apt_opts=(-o Dir::Etc::sourcelist="$apt_root/sources.list" -o Dir::Etc::sourceparts=-
+                  -o Dir::State::Lists="$apt_root/lists" -o Dir::Cache="$apt_root/cache"
+                  -o APT::Sandbox::User=root)
   apt-get "${apt_opts[@]}" update -qq
-  # trixie's etcd-server (3.5.x; its version may move with point releases).
   rm -f "$apt_root/debs"/etcd-server_*.deb
-  (cd "$apt_root/debs" && apt-get "${apt_opts[@]}" download etcd-server/trixie >/dev/null)
-  debs=("$apt_root/debs"/etcd-server_3.5.*.deb)
-  rm -rf "$ETCD35.tmp" && mkdir -p "$ETCD35.tmp"
-  dpkg-deb -x "${debs[0]}" "$ETCD35.tmp"
-  if ! "$ETCD35.tmp/usr/bin/etcdutl" snapshot restore --help 2>&1 | grep -q -- --bump-revision; then
-    echo "install-deps: ${debs[0]} has no etcdutl with --bump-revision" >&2
+  (cd "$apt_root/debs" && apt-get "${apt_opts[@]}" download "etcd-server/$suite" >/dev/null)
+  local debs=("$apt_root/debs"/etcd-server_"$minor".*.deb)
+  rm -rf "$dest.tmp" && mkdir -p "$dest.tmp"
+  dpkg-deb -x "${debs[0]}" "$dest.tmp"
+  "$dest.tmp/usr/bin/etcd" --version | grep -q "etcd Version: $minor" || {
+    echo "install-deps: ${debs[0]} holds no etcd $minor" >&2
+    exit 1
+  }
+  FETCHED="$dest.tmp"
+}
+
+# etcd 3.5 (Debian trixie), for its etcdutl (`snapshot restore --bump-revision`: etcd 3.4 has
+# no such option, and etcd 3.4 runs on the data dir it writes, docs/architecture.md) and for the
+# rolling upgrade tests. The demo and the tests point there.
+ETCD35="$here/.deps/etcd-3.5.16"
+if [ ! -x "$ETCD35/usr/bin/etcdutl" ]; then
+  fetch_etcd trixie 3.5 "$ETCD35"
+  if ! "$FETCHED/usr/bin/etcdutl" snapshot restore --help 2>&1 | grep -q -- --bump-revision; then
+    echo "install-deps: trixie's etcdutl has no --bump-revision" >&2
     exit 1
   fi
-  rm -rf "$ETCD35" && mv "$ETCD35.tmp" "$ETCD35"
+  rm -rf "$ETCD35" && mv "$FETCHED" "$ETCD35"
 fi
 
 # With --test: what the test suite needs beyond the build (the S3 protocol server, from npm).
 if [ "${1:-}" = "--test" ]; then
-  # etcd 3.3 (Debian bullseye), for the rolling upgrade tests (3.3 -> 3.4 -> 3.5): fetched the
-  # same private way into .deps/etcd-3.3/.
+  # etcd 3.3 (Debian bullseye), for the rolling upgrade tests (3.3 -> 3.4 -> 3.5).
   ETCD33="$here/.deps/etcd-3.3"
   if [ ! -x "$ETCD33/usr/bin/etcd" ]; then
-    echo "install-deps: fetching etcd 3.3 (Debian bullseye) into $ETCD33" >&2
-    apt_root="$here/.deps/apt-bullseye"
-    mkdir -p "$apt_root/lists/partial" "$apt_root/cache/archives/partial" "$apt_root/debs"
-    uri=$(grep -hoE '^(URIs:|deb( \[[^]]*\])?) +https?://[^ ]+' /etc/apt/sources.list.d/*.sources \
-            /etc/apt/sources.list 2>/dev/null | grep -oE 'https?://[^ ]+' | grep -v security \
-            | head -n1 || true)
-    uri=${uri:-http://deb.debian.org/debian}
-    echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $uri bullseye main" \
-      > "$apt_root/sources.list"
-    apt_opts=(-o Dir::Etc::sourcelist="$apt_root/sources.list" -o Dir::Etc::sourceparts=-
-              -o Dir::State::Lists="$apt_root/lists" -o Dir::Cache="$apt_root/cache"
-              -o APT::Sandbox::User=root)
-    apt-get "${apt_opts[@]}" update -qq
-    rm -f "$apt_root/debs"/etcd-server_*.deb
-    (cd "$apt_root/debs" && apt-get "${apt_opts[@]}" download etcd-server/bullseye >/dev/null)
-    debs=("$apt_root/debs"/etcd-server_3.3.*.deb)
-    rm -rf "$ETCD33.tmp" && mkdir -p "$ETCD33.tmp"
-    dpkg-deb -x "${debs[0]}" "$ETCD33.tmp"
-    "$ETCD33.tmp/usr/bin/etcd" --version | grep -q "etcd Version: 3.3" || {
-      echo "install-deps: ${debs[0]} holds no etcd 3.3" >&2
-      exit 1
-    }
-    rm -rf "$ETCD33" && mv "$ETCD33.tmp" "$ETCD33"
+    fetch_etcd bullseye 3.3 "$ETCD33"
+    rm -rf "$ETCD33" && mv "$FETCHED" "$ETCD33"
   fi
   if ! command -v npm >/dev/null 2>&1; then
     echo "install-deps: installing nodejs and npm" >&2
