@@ -108,6 +108,13 @@ if [ "${1:-}" = "--test" ]; then
     $SUDO apt-get update -qq
     $SUDO apt-get install -y -qq --no-install-recommends faketime
   fi
+  # systemd-analyze: the tests verify the systemd unit with it (Debian's systemd package; in a
+  # container it is only installed, not started).
+  if ! command -v systemd-analyze >/dev/null 2>&1; then
+    echo "install-deps: installing systemd (for systemd-analyze)" >&2
+    $SUDO apt-get update -qq
+    $SUDO apt-get install -y -qq --no-install-recommends systemd
+  fi
   if [ ! -x "$here/tests/s3rver/node_modules/.bin/s3rver" ]; then
     echo "install-deps: installing s3rver (npm) into tests/s3rver" >&2
     (cd "$here/tests/s3rver" && npm ci --no-audit --no-fund --loglevel=error)

@@ -22,10 +22,9 @@ out=$(bash -c "source '$prefix/share/bash-completion/completions/stewardctl';
   COMP_WORDS=(stewardctl res); COMP_CWORD=1; _stewardctl; echo \"\${COMPREPLY[*]}\"")
 [ "$out" = "restore-backup" ] || fail "completion of 'res' gave '$out'"
 grep -q "restore.\{0,2\}-backup" "$prefix/share/man/man1/stewardctl.1" || fail "stewardctl.1 lacks the subcommands"
-if command -v systemd-analyze >/dev/null 2>&1; then
-  touch "$prefix/node.yaml"
-  sed "s|ExecStart=/usr/local/bin/steward --config /etc/steward/node.yaml|ExecStart=$prefix/bin/steward --config $prefix/node.yaml|" \
-    "$prefix/lib/systemd/system/steward.service" > "$prefix/steward.service"
-  systemd-analyze verify "$prefix/steward.service" || fail "the installed unit does not verify"
-fi
+command -v systemd-analyze >/dev/null 2>&1 || fail "systemd-analyze is missing (install-deps --test installs it)"
+touch "$prefix/node.yaml"
+sed "s|ExecStart=/usr/local/bin/steward --config /etc/steward/node.yaml|ExecStart=$prefix/bin/steward --config $prefix/node.yaml|" \
+  "$prefix/lib/systemd/system/steward.service" > "$prefix/steward.service"
+systemd-analyze verify "$prefix/steward.service" || fail "the installed unit does not verify"
 echo "install_test: ok ($prefix)"

@@ -44,6 +44,7 @@ class Tmpfs {
 };
 
 TEST(TmpfsTest, ARamBackedNodeRestartedThreeTimesRejoinsEachTimeWithAllKeys) {
+  // CI runs as root (the README's test command installs with apt-get): there it always runs.
   if (::geteuid() != 0) GTEST_SKIP() << "mounting a tmpfs needs root";
   TestCluster c(kTmpfs, 3, 3, kFastLeader);
   Tmpfs ram(c.DataDir(2));

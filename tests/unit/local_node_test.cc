@@ -241,9 +241,15 @@ class LocalNodeTest : public ::testing::Test {
     return m;
   }
 
-  void Fence(const std::string& restore_id) {
+  // The data dir holds member 0x11 of cluster 0x22.
+  void HaveMember() {
     disk_.data.state = DataDirState::kMember;
     disk_.data.id = {0x11, 0x22};
+  }
+
+  // A restored member, fenced by `restore_id`.
+  void Fence(const std::string& restore_id) {
+    HaveMember();
     disk_.markers[Marker::kFenced] = restore_id;
     disk_.markers[Marker::kRestoreId] = restore_id;
   }
@@ -291,8 +297,7 @@ TEST_F(LocalNodeTest, AnUnfenceForAnotherRestoreIsRefused) {
 
 // W-rules through the node: a member still listed by the other members is not wiped.
 TEST_F(LocalNodeTest, AWipeOfAMemberTheClusterStillListsIsRefusedAndTouchesNothing) {
-  disk_.data.state = DataDirState::kMember;
-  disk_.data.id = {0x11, 0x22};
+  HaveMember();
   runner_.Run({"--x=1"});
   peers_.answers = true;
   peers_.cluster_id = 0x22;
@@ -307,8 +312,7 @@ TEST_F(LocalNodeTest, AWipeOfAMemberTheClusterStillListsIsRefusedAndTouchesNothi
 }
 
 TEST_F(LocalNodeTest, AWipeOfARemovedMemberSetsItsDataAside) {
-  disk_.data.state = DataDirState::kMember;
-  disk_.data.id = {0x11, 0x22};
+  HaveMember();
   peers_.answers = true;
   peers_.cluster_id = 0x22;
   peers_.members = {MemberInfo{0x33, "n2", {}, {}, false}};
@@ -321,8 +325,7 @@ TEST_F(LocalNodeTest, AWipeOfARemovedMemberSetsItsDataAside) {
 
 // A corrupt or missing backup is refused before anything is stopped or moved.
 TEST_F(LocalNodeTest, ARestoreWhoseBackupFailsToStageLeavesTheNodeAsItWas) {
-  disk_.data.state = DataDirState::kMember;
-  disk_.data.id = {0x11, 0x22};
+  HaveMember();
   runner_.Run({"--x=1"});
   BackupMeta meta = Meta("b1");
   ASSERT_TRUE(store_.Put(MetaKey("c", "b1"), MetaToJson(meta).dump()).ok());
@@ -343,8 +346,7 @@ TEST_F(LocalNodeTest, ARestoreWhoseBackupFailsToStageLeavesTheNodeAsItWas) {
 // restored onto an older etcd; refused before anything is touched.
 TEST_F(LocalNodeTest, ABackupFromANewerEtcdIsRefusedBeforeAnythingIsTouched) {
   version_ = "3.4.23";
-  disk_.data.state = DataDirState::kMember;
-  disk_.data.id = {0x11, 0x22};
+  HaveMember();
   runner_.Run({"--x=1"});
   BackupMeta meta = Meta("b1");
   meta.etcd_version = "3.5.16";
@@ -367,8 +369,7 @@ TEST_F(LocalNodeTest, ABackupFromANewerEtcdIsRefusedBeforeAnythingIsTouched) {
 }
 
 TEST_F(LocalNodeTest, ARestoreWhoseToolFailsPutsTheOldDataBack) {
-  disk_.data.state = DataDirState::kMember;
-  disk_.data.id = {0x11, 0x22};
+  HaveMember();
   BackupMeta meta = Meta("b1");
   ASSERT_TRUE(store_.Put(MetaKey("c", "b1"), MetaToJson(meta).dump()).ok());
   disk_.restore_result = absl::InternalError("etcdctl snapshot restore failed");
@@ -385,8 +386,7 @@ TEST_F(LocalNodeTest, ARestoreWhoseToolFailsPutsTheOldDataBack) {
 }
 
 TEST_F(LocalNodeTest, ARestoreInstallsTheDataFencedAndStartsEtcdOnTheFencePort) {
-  disk_.data.state = DataDirState::kMember;
-  disk_.data.id = {0x11, 0x22};
+  HaveMember();
   BackupMeta meta = Meta("b1");
   ASSERT_TRUE(store_.Put(MetaKey("c", "b1"), MetaToJson(meta).dump()).ok());
   peer::RestoreRequest req;
@@ -453,8 +453,7 @@ TEST_F(LocalNodeTest, AFormerMemberWithAnEmptyDataDirWaits) {
 }
 
 TEST_F(LocalNodeTest, MemberDataIsStartedOnWithTheJoinedMarkerWrittenOnceALeaderIsSeen) {
-  disk_.data.state = DataDirState::kMember;
-  disk_.data.id = {0x11, 0x22};
+  HaveMember();
   disk_.data.commit = 3;  // a bootstrap's entries only: not yet known to have had a leader
   node_->ControlPass();
   EXPECT_EQ(runner_.runs, 1);
