@@ -99,18 +99,24 @@ absl::Status Agent::Wire() {
     client_creds = *cc;
     server_creds = *sc;
   }
+  // The other members: the other nodes' etcd, and while adopting the adopted cluster's.
   std::vector<std::string> others;
-  for (const auto& n : config_.cluster.nodes) {
-    if (n.name != config_.node.name) others.push_back(config_.ClientUrl(n));
+  for (const auto& url : config_.ClusterClientUrls()) {
+    if (url != config_.ClientUrl(config_.self())) others.push_back(url);
   }
   EtcdClient::Options co;
   co.credentials = client_creds;
   co.timeout = milliseconds(1000);
+  if (config_.cluster.adopt.enabled()) {
+    auto per_endpoint = ClusterCredentials(config_, client_creds);
+    if (!per_endpoint.ok()) return per_endpoint.status();
+    co.credentials_for = *per_endpoint;
+  }
   peers_client_ = std::make_unique<EtcdClient>(others, co);
   local_client_ = std::make_unique<EtcdClient>(
       std::vector<std::string>{config_.ClientUrl(config_.self())}, co);
   co.timeout = milliseconds(2000);
-  cluster_client_ = std::make_unique<EtcdClient>(config_.AllClientUrls(), co);
+  cluster_client_ = std::make_unique<EtcdClient>(config_.ClusterClientUrls(), co);
   for (int i = 0; i < config_.cluster.size; ++i) {
     const NodeSpec& n = config_.cluster.nodes[static_cast<size_t>(i)];
     if (n.name == config_.node.name) continue;

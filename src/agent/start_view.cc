@@ -45,10 +45,11 @@ StartView GatherStartView(const Config& config, const StartFacts& facts, EtcdApi
   v.node = self.name;
   v.data = facts.data;
   v.ever_joined = facts.ever_joined;
+  v.adopting = config.cluster.adopt.enabled();
   for (int i = 0; i < config.cluster.size; ++i) {
     if (config.cluster.nodes[static_cast<size_t>(i)].name == self.name) v.initial = true;
   }
-  if (v.data != DataDirState::kEmpty || v.ever_joined || !v.initial) return v;
+  if (v.data != DataDirState::kEmpty || v.ever_joined || !v.initial || v.adopting) return v;
   // Does a cluster already run that knows this node? A bootstrapping etcd does not answer
   // client requests until it has a leader, so silence here means "no cluster yet".
   if (!peers.endpoints().empty()) {

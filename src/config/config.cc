@@ -376,6 +376,68 @@ void ParseTls(const YAML::Node& t, Config* c) {
   }
 }
 
+// cluster.adopt, after tls (an https endpoint needs credentials from one or the other).
+void ParseAdopt(const YAML::Node& a, Config* c) {
+  if (!a || a.IsNull()) return;
+  const std::string p = "cluster.adopt";
+  CheckKeys(a, p, {"endpoints", "ca_file", "cert_file", "key_file"});
+  AdoptConfig& ac = c->cluster.adopt;
+  const YAML::Node eps = a["endpoints"];
+  if (!eps || eps.IsNull() || !eps.IsSequence() || eps.size() == 0) {
+    Fail(p + ".endpoints", "must list the running cluster's client URLs (http(s)://host:port)");
+  }
+  std::set<std::string> ours;
+  for (const auto& n : c->cluster.nodes) {
+    ours.insert(absl::StrCat(n.host, ":", c->cluster.ports.client));
+    ours.insert(absl::StrCat(n.host, ":", c->cluster.ports.peer));
+  }
+  std::string scheme;
+  for (size_t i = 0; i < eps.size(); ++i) {
+    const std::string key = absl::StrCat(p, ".endpoints[", i, "]");
+    if (!eps[i].IsScalar()) Fail(key, "must be a URL such as http://10.0.0.5:2379");
+    const std::string url = eps[i].Scalar();
+    const size_t colon = url.find("://");
+    const std::string s = colon == std::string::npos ? "" : url.substr(0, colon);
+    if (s != "http" && s != "https") {
+      Fail(key, absl::StrCat("\"", url, "\" is not an http:// or https:// URL"));
+    }
+    const std::string hostport = url.substr(colon + 3);
+    const size_t port_at = hostport.rfind(':');
+    int port = 0;
+    if (port_at == std::string::npos || port_at == 0 ||
+        !absl::SimpleAtoi(hostport.substr(port_at + 1), &port) || port < 1 || port > 65535 ||
+        !ValidHost(hostport.substr(0, port_at))) {
+      Fail(key, absl::StrCat("\"", url, "\" needs a host and a port (http(s)://host:port)"));
+    }
+    if (!scheme.empty() && s != scheme) Fail(key, "mixes http and https with the other endpoints");
+    scheme = s;
+    if (ours.count(hostport)) {
+      Fail(key, absl::StrCat("\"", url, "\" is a configured node's own etcd URL; list the "
+                             "running cluster's members (on other hosts or ports)"));
+    }
+    ac.endpoints.push_back(url);
+  }
+  ac.ca_file = GetString(a, p, "ca_file", false, "");
+  ac.cert_file = GetString(a, p, "cert_file", false, "");
+  ac.key_file = GetString(a, p, "key_file", false, "");
+  if (ac.cert_file.empty() != ac.key_file.empty()) {
+    Fail(p + (ac.cert_file.empty() ? ".cert_file" : ".key_file"),
+         "cert_file and key_file go together");
+  }
+  if (!ac.cert_file.empty() && ac.ca_file.empty()) {
+    Fail(p + ".ca_file", "is required with cert_file (the CA that signed the endpoints' certificates)");
+  }
+  for (const auto& [k, f] : {std::pair<const char*, std::string>{"ca_file", ac.ca_file},
+                             {"cert_file", ac.cert_file}, {"key_file", ac.key_file}}) {
+    if (f.empty()) continue;
+    if (scheme != "https") Fail(p + "." + k, "is only used with https:// endpoints");
+    CheckReadable(p + "." + k, f);
+  }
+  if (scheme == "https" && ac.ca_file.empty() && !c->tls.enabled()) {
+    Fail(p + ".ca_file", "is required for https:// endpoints while tls.mode is off");
+  }
+}
+
 Config Parse(const YAML::Node& root) {
   Config c;
   if (!root || root.IsNull()) Fail("cluster", "is required (the file is empty)");
@@ -385,7 +447,7 @@ Config Parse(const YAML::Node& root) {
   const YAML::Node cl = root["cluster"];
   if (!cl) Fail("cluster", "is required");
   CheckKeys(cl, "cluster", {"name", "size", "nodes", "ports", "replace_after", "learner_timeout",
-                            "leader_lease_ttl", "reconcile_interval"});
+                            "leader_lease_ttl", "reconcile_interval", "adopt"});
   c.cluster.name = GetString(cl, "cluster", "name", true);
   if (!ValidName(c.cluster.name)) {
     Fail("cluster.name", "must be 1-63 characters of letters, digits, '-', '_' or '.'");
@@ -573,6 +635,7 @@ Config Parse(const YAML::Node& root) {
   }
   ParseBackup(root["backup"], &c);
   ParseTls(root["tls"], &c);
+  ParseAdopt(cl["adopt"], &c);
   CheckDataDir("node.data_dir", c.node.data_dir);
   return c;
 }
@@ -625,6 +688,11 @@ std::string Config::AgentAddress(const NodeSpec& n) const {
 std::vector<std::string> Config::AllClientUrls() const {
   std::vector<std::string> out;
   for (const auto& n : cluster.nodes) out.push_back(ClientUrl(n));
+  return out;
+}
+std::vector<std::string> Config::ClusterClientUrls() const {
+  std::vector<std::string> out = AllClientUrls();
+  out.insert(out.end(), cluster.adopt.endpoints.begin(), cluster.adopt.endpoints.end());
   return out;
 }
 std::string Config::ClusterToken() const { return absl::StrCat("steward-", cluster.name); }

@@ -30,6 +30,18 @@ struct Ports {
   int fence = 2392;
 };
 
+// Adopting a running cluster that no agent created: the agents join it (each node as a learner,
+// promoted once caught up) until cluster.size of them are voters, and never remove or stop the
+// members they do not manage (`stewardctl retire-unmanaged` removes them, one at a time).
+// While set, no node bootstraps and no restore starts by itself. docs/adopt.md.
+struct AdoptConfig {
+  std::vector<std::string> endpoints;  // client URLs of the running cluster's members
+  // TLS files to reach those endpoints when the agents' own do not (another CA); empty: an
+  // https endpoint is dialled with the agents' own client certificate, http in plain text.
+  std::string ca_file, cert_file, key_file;
+  bool enabled() const { return !endpoints.empty(); }
+};
+
 struct ClusterConfig {
   std::string name;              // required; part of etcd's initial cluster token
   int size = 0;                  // desired voting members; default min(3, nodes)
@@ -43,6 +55,7 @@ struct ClusterConfig {
   std::chrono::milliseconds leader_lease_ttl{5000};
   // Pause between reconcile passes that changed nothing.
   std::chrono::milliseconds reconcile_interval{500};
+  AdoptConfig adopt;
 };
 
 struct NodeConfig {
@@ -149,6 +162,8 @@ struct Config {
   std::string FenceUrl(const NodeSpec& n) const;  // etcd's client URL while fenced
   std::string AgentAddress(const NodeSpec& n) const;  // host:port of the agent API
   std::vector<std::string> AllClientUrls() const;
+  // Where the cluster is reached: the nodes' client URLs, then cluster.adopt.endpoints.
+  std::vector<std::string> ClusterClientUrls() const;
   // etcd's --initial-cluster-token for a first bootstrap of this cluster.
   std::string ClusterToken() const;
   // Where the agent keeps etcd's own data dir, its log and its pid file.

@@ -3,8 +3,10 @@
 #include <ctime>
 #include <iostream>
 #include <optional>
+#include <set>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "config/config.h"
 #include "ctl/status.h"
@@ -15,6 +17,7 @@
 #include "backup/pipeline.h"
 #include "backup/scheduler.h"
 #include "ctl/pki_cmd.h"
+#include "ctl/retire.h"
 #include "reconcile/plan.h"
 #include "ctl/status.h"
 #include "pki/node_certs.h"
@@ -39,13 +42,15 @@ EtcdClient::Options ClientOptions(const Common& c) {
   EtcdClient::Options o;
   o.timeout = std::chrono::milliseconds(c.timeout_ms);
   std::string ca = c.cacert, cert = c.cert, key = c.key;
-  if (ca.empty() && !c.config_path.empty()) {
-    if (auto config = LoadConfig(c.config_path); config.ok() && config->tls.enabled()) {
-      TlsPaths t = config->Tls();
-      ca = t.ca;
-      cert = t.client_cert;
-      key = t.client_key;
-    }
+  std::optional<Config> config;
+  if (!c.config_path.empty()) {
+    if (auto loaded = LoadConfig(c.config_path); loaded.ok()) config = std::move(*loaded);
+  }
+  if (ca.empty() && config && config->tls.enabled()) {
+    TlsPaths t = config->Tls();
+    ca = t.ca;
+    cert = t.client_cert;
+    key = t.client_key;
   }
   if (!ca.empty()) {
     auto creds = TlsChannelCredentials(ca, cert, key);
@@ -54,6 +59,14 @@ EtcdClient::Options ClientOptions(const Common& c) {
     } else {
       std::cerr << "stewardctl: TLS: " << creds.status().message()
                 << " (give --cacert/--cert/--key)\n";
+    }
+  }
+  // An adopted cluster's members are dialled as cluster.adopt says.
+  if (config && config->cluster.adopt.enabled()) {
+    if (auto f = ClusterCredentials(*config, o.credentials); f.ok()) {
+      o.credentials_for = *f;
+    } else {
+      std::cerr << "stewardctl: " << f.status().message() << "\n";
     }
   }
   return o;
@@ -77,7 +90,7 @@ int ResolveEndpoints(const Common& c, std::vector<std::string>* endpoints,
     std::cerr << "stewardctl: config error: " << config.status().message() << "\n";
     return 2;
   }
-  *endpoints = config->AllClientUrls();
+  *endpoints = config->ClusterClientUrls();
   for (const auto& n : config->cluster.nodes) nodes->push_back({n.name, config->PeerUrl(n)});
   return 0;
 }
@@ -192,7 +205,7 @@ int RunConfigureCluster(const Common& c, int size, const std::string& version) {
               << " and needs a larger quorum (" << size / 2 + 1 << ")\n";
   }
   EtcdClient::Options o = ClientOptions(c);
-  EtcdClient client(config->AllClientUrls(), o);
+  EtcdClient client(config->ClusterClientUrls(), o);
   nlohmann::json spec = {{"size", config->cluster.size}};
   if (auto stored = client.Get(SpecKey(*config)); stored.ok() && stored->has_value()) {
     auto j = nlohmann::json::parse(**stored, nullptr, false);
@@ -262,7 +275,7 @@ int RunBackup(const Common& c) {
   WithStore w = OpenFromConfig(c, "backup");
   if (w.rc != 0) return w.rc;
   EtcdClient::Options o = ClientOptions(c);
-  EtcdClient client(w.config->AllClientUrls(), o);
+  EtcdClient client(w.config->ClusterClientUrls(), o);
   auto meta = BackupAndPrune(*w.config, *w.store, client, "stewardctl");
   if (!meta.ok()) {
     std::cerr << "stewardctl: backup failed: " << meta.status().message() << "\n";
@@ -391,11 +404,11 @@ int RunRestoreBackup(const Common& c, const std::string& name, bool yes, bool fo
     return 1;
   }
   EtcdClient::Options o = ClientOptions(c);
-  EtcdClient client(config.AllClientUrls(), o);
+  EtcdClient client(config.ClusterClientUrls(), o);
   // etcd does not support downgrades: a backup from a newer minor version than a member runs
   // is refused before anything is stopped. (Each node checks again before it restores.)
   if (auto from = ParseVersion(meta->etcd_version)) {
-    for (const std::string& url : config.AllClientUrls()) {
+    for (const std::string& url : config.ClusterClientUrls()) {
       auto st = client.Status(url, std::chrono::milliseconds(2000));
       auto to = st.ok() ? ParseVersion(st->version) : std::nullopt;
       if (to && ((*from)[0] > (*to)[0] || ((*from)[0] == (*to)[0] && (*from)[1] > (*to)[1]))) {
@@ -453,7 +466,7 @@ int RunRestoreBackup(const Common& c, const std::string& name, bool yes, bool fo
   }
   std::cerr << "restore " << intent.id << " requested; the agents carry it out\n";
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(wait_seconds);
-  EtcdClient fresh_client(config.AllClientUrls(), o);
+  EtcdClient fresh_client(config.ClusterClientUrls(), o);
   while (std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     auto now = ReadRestoreIntent(*w.store, config.cluster.name);
@@ -470,6 +483,110 @@ int RunRestoreBackup(const Common& c, const std::string& name, bool yes, bool fo
   return 1;
 }
 
+// The members no agent manages, as the operator must shut them down.
+std::string DescribeMember(const MemberInfo& m) {
+  std::string out = absl::StrFormat("  %s (%x): peer %s", m.name.empty() ? "(unnamed)" : m.name,
+                                    m.id, m.peer_urls.empty() ? "?" : m.peer_urls.front());
+  if (!m.client_urls.empty()) out += ", client " + m.client_urls.front();
+  return out + "\n";
+}
+
+int RunRetireUnmanaged(const Common& c, bool yes, bool force) {
+  WithStore w = OpenFromConfig(c, "retire-unmanaged");
+  if (w.rc != 0) return w.rc;
+  const Config& config = *w.config;
+  EtcdClient::Options o = ClientOptions(c);
+  EtcdClient client(config.ClusterClientUrls(), o);
+  std::set<std::string> managed;
+  for (const auto& n : config.cluster.nodes) managed.insert(config.PeerUrl(n));
+  int size = config.cluster.size;
+  if (nlohmann::json j = StewardState(client, config); j.contains("spec")) {
+    size = j["spec"].value("size", size);
+  }
+  ClusterView view = CollectStatus(client, o.timeout);
+  RetireStep first = NextRetirement(view, managed, size);
+  if (first.kind == RetireStep::kDone) {
+    std::cout << "nothing to retire: every member is on a configured node\n";
+    return 0;
+  }
+  if (first.kind == RetireStep::kRefuse) {
+    std::cerr << "stewardctl: not retiring anything: " << first.reason << "\n";
+    return 1;
+  }
+  std::vector<MemberInfo> unmanaged;
+  for (const auto& r : view.members) {
+    bool mine = false;
+    for (const auto& u : r.member.peer_urls) mine = mine || managed.count(u) > 0;
+    if (!mine) unmanaged.push_back(r.member);
+  }
+  std::cout << "These members are on no configured node; they are removed from the cluster one "
+               "at a time, each removal checked against quorum (a backup is taken first):\n";
+  for (const auto& m : unmanaged) std::cout << DescribeMember(m);
+  if (!yes) {
+    std::cout << "Their etcd processes are not stopped by us. Continue? [y/N] " << std::flush;
+    std::string answer;
+    std::getline(std::cin, answer);
+    if (answer != "y" && answer != "yes") {
+      std::cout << "not retiring\n";
+      return 1;
+    }
+  }
+  if (auto meta = BackupAndPrune(config, *w.store, client, "stewardctl"); meta.ok()) {
+    std::cerr << "took a backup first: " << meta->name << "\n";
+  } else if (!force) {
+    std::cerr << "stewardctl: not retiring anything: the backup failed ("
+              << meta.status().message() << "); pass --force to go on without one\n";
+    return 1;
+  } else {
+    std::cerr << "warning: --force: no backup before retiring (" << meta.status().message()
+              << ")\n";
+  }
+  std::vector<MemberInfo> retired;
+  for (size_t round = 0; round <= unmanaged.size(); ++round) {
+    // Every step is decided again on a fresh view: the quorum check is never older than it.
+    ClusterView now = CollectStatus(client, o.timeout);
+    RetireStep step = NextRetirement(now, managed, size);
+    if (step.kind == RetireStep::kDone) break;
+    if (step.kind == RetireStep::kRefuse) {
+      std::cerr << "stewardctl: stopped after " << retired.size() << " removal(s): "
+                << step.reason << "\n";
+      return 1;
+    }
+    std::cerr << "removing " << step.name << ": " << step.reason << "\n";
+    if (absl::Status s = client.MemberRemove(step.member_id); !s.ok()) {
+      // A timed-out removal may still have been applied: the next view shows which.
+      std::cerr << "warning: removing " << step.name << ": " << s.message() << "\n";
+    }
+    // Bounded: the member list no longer has it and a quorum serves a linearizable read.
+    bool settled = false;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!settled && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      auto members = client.LinearizableMemberList();
+      if (!members.ok()) continue;
+      bool gone = true;
+      for (const auto& m : *members) gone = gone && m.id != step.member_id;
+      settled = gone && client.Get(SpecKey(config)).ok();
+    }
+    if (!settled) {
+      std::cerr << "stewardctl: after removing " << step.name << " the cluster has not served a "
+                << "linearizable read within 30s; stopping (see stewardctl status)\n";
+      return 1;
+    }
+    ClusterView after = CollectStatus(client, o.timeout);
+    std::cout << "removed " << step.name << "; quorum kept: " << after.healthy_voters
+              << " of " << after.voters << " voting members healthy\n";
+    for (const auto& m : unmanaged) {
+      if (m.id == step.member_id) retired.push_back(m);
+    }
+  }
+  std::cout << "retired " << retired.size() << " unmanaged member(s). Shut their etcd "
+            << "processes down yourself (etcd-steward never stops them), then remove "
+               "cluster.adopt from every node's config:\n";
+  for (const auto& m : retired) std::cout << DescribeMember(m);
+  return 0;
+}
+
 int RunGet(const Common& c) {
   if (c.config_path.empty()) {
     std::cerr << "stewardctl: get needs --config FILE (any node's)\n";
@@ -481,7 +598,7 @@ int RunGet(const Common& c) {
     return 2;
   }
   EtcdClient::Options o = ClientOptions(c);
-  EtcdClient client(config->AllClientUrls(), o);
+  EtcdClient client(config->ClusterClientUrls(), o);
   if (auto probe = client.Get(SpecKey(*config)); !probe.ok()) {
     std::cerr << "stewardctl: cannot read the cluster spec: " << probe.status().message() << "\n";
     return 1;
@@ -554,6 +671,13 @@ int CtlMain(int argc, char** argv) {
   restore->add_flag("--force", force,
                     "restore even when the safety backup of the current cluster fails");
   restore->add_option("--wait", wait_seconds, "seconds to wait for the cluster to be back");
+  CLI::App* retire = app.add_subcommand(
+      "retire-unmanaged",
+      "after adopting a cluster (cluster.adopt): remove the members no agent manages, one at a "
+      "time, keeping quorum (a backup first)");
+  add_common(retire);
+  retire->add_flag("--yes", yes, "do not ask for confirmation");
+  retire->add_flag("--force", force, "go on when the backup before the first removal fails");
   std::string pki_dir;
   CLI::App* pki = app.add_subcommand("pki", "certificates for TLS");
   CLI::App* pki_init = pki->add_subcommand("init", "create a CA and an admin client certificate");
@@ -581,6 +705,7 @@ int CtlMain(int argc, char** argv) {
   if (backup->parsed()) return RunBackup(common);
   if (list->parsed()) return RunListBackups(common);
   if (restore->parsed()) return RunRestoreBackup(common, restore_name, yes, force, wait_seconds);
+  if (retire->parsed()) return RunRetireUnmanaged(common, yes, force);
   return 2;
 }
 

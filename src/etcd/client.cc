@@ -54,7 +54,10 @@ EtcdClient::Stubs& EtcdClient::StubsFor(const std::string& endpoint) {
     args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
     // Distinct channels per client object: no subchannel sharing with other clients' state.
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    auto creds = options_.credentials ? options_.credentials : grpc::InsecureChannelCredentials();
+    std::shared_ptr<grpc::ChannelCredentials> creds;
+    if (options_.credentials_for) creds = options_.credentials_for(endpoint);
+    if (!creds) creds = options_.credentials;
+    if (!creds) creds = grpc::InsecureChannelCredentials();
     slot = std::make_unique<Stubs>();
     slot->channel = grpc::CreateCustomChannel(GrpcTarget(endpoint), creds, args);
     slot->kv = etcdserverpb::KV::NewStub(slot->channel);

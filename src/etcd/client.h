@@ -44,6 +44,10 @@ class EtcdClient : public EtcdApi {
     std::chrono::milliseconds timeout{5000};
     // Plain-text when null; TLS credentials plug in here.
     std::shared_ptr<grpc::ChannelCredentials> credentials;
+    // Per endpoint, when set (an adopted cluster's members may need other credentials than
+    // the agents' own); a null result falls back to `credentials`.
+    std::function<std::shared_ptr<grpc::ChannelCredentials>(const std::string& endpoint)>
+        credentials_for;
   };
 
   explicit EtcdClient(std::vector<std::string> endpoints);

@@ -156,14 +156,51 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> TlsChannelCredentials(
   grpc::SslCredentialsOptions o;
   auto a = ReadFile(ca);
   if (!a.ok()) return Annotate(a.status(), "CA certificate");
+  o.pem_root_certs = *a;
+  if (cert.empty() && key.empty()) return grpc::SslCredentials(o);  // no client certificate
   auto c = ReadFile(cert);
   if (!c.ok()) return Annotate(c.status(), "client certificate");
   auto k = ReadFile(key);
   if (!k.ok()) return Annotate(k.status(), "client key");
-  o.pem_root_certs = *a;
   o.pem_cert_chain = *c;
   o.pem_private_key = *k;
   return grpc::SslCredentials(o);
+}
+
+EndpointCredentials CredentialsFor(const Config& config, const std::string& endpoint) {
+  const AdoptConfig& a = config.cluster.adopt;
+  if (!a.enabled()) return EndpointCredentials::kOwn;
+  // The nodes' own etcd URLs (client and fence) carry the agents' TLS.
+  for (const auto& n : config.cluster.nodes) {
+    if (endpoint == config.ClientUrl(n) || endpoint == config.FenceUrl(n)) {
+      return EndpointCredentials::kOwn;
+    }
+  }
+  // Anything else is one of the adopted cluster's members: its URLs as the member list has them.
+  if (endpoint.rfind("http://", 0) == 0) return EndpointCredentials::kPlain;
+  if (!a.ca_file.empty()) return EndpointCredentials::kAdopt;
+  return EndpointCredentials::kOwn;
+}
+
+absl::StatusOr<std::function<std::shared_ptr<grpc::ChannelCredentials>(const std::string&)>>
+ClusterCredentials(const Config& config, std::shared_ptr<grpc::ChannelCredentials> own) {
+  std::shared_ptr<grpc::ChannelCredentials> adopt;
+  const AdoptConfig& a = config.cluster.adopt;
+  if (!a.ca_file.empty()) {
+    auto c = TlsChannelCredentials(a.ca_file, a.cert_file, a.key_file);
+    if (!c.ok()) return Annotate(c.status(), "cluster.adopt");
+    adopt = *c;
+  }
+  if (!own) own = grpc::InsecureChannelCredentials();
+  auto plain = grpc::InsecureChannelCredentials();
+  return [config, own, adopt, plain](const std::string& endpoint) {
+    switch (CredentialsFor(config, endpoint)) {
+      case EndpointCredentials::kAdopt: return adopt;
+      case EndpointCredentials::kPlain: return plain;
+      case EndpointCredentials::kOwn: break;
+    }
+    return own;
+  };
 }
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TlsServerCredentials(

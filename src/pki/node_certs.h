@@ -3,7 +3,9 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "config/config.h"
@@ -21,10 +23,19 @@ absl::Status PrepareNodeTls(const Config& config);
 // certificate files on every new TLS handshake, so renewed files apply without a restart.
 absl::StatusOr<bool> RenewNodeTls(const Config& config, std::chrono::system_clock::time_point now);
 
-// gRPC credentials from PEM files: a client that presents `cert` and trusts `ca`; a server that
+// gRPC credentials from PEM files: a client that presents `cert` (none when `cert` and `key`
+// are empty) and trusts `ca`; a server that
 // presents `cert` and requires clients to present a certificate signed by `ca`.
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> TlsChannelCredentials(
     const std::string& ca, const std::string& cert, const std::string& key);
+// Which credentials dial an etcd `endpoint`: the agents' own for the configured nodes' URLs;
+// while adopting (cluster.adopt), an adopted member's URL goes in plain text (http://), with
+// cluster.adopt's files when given, else with the agents' own.
+enum class EndpointCredentials { kOwn, kAdopt, kPlain };
+EndpointCredentials CredentialsFor(const Config& config, const std::string& endpoint);
+// The same as a function for EtcdClient::Options::credentials_for; `own` null means plain text.
+absl::StatusOr<std::function<std::shared_ptr<grpc::ChannelCredentials>(const std::string&)>>
+ClusterCredentials(const Config& config, std::shared_ptr<grpc::ChannelCredentials> own);
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TlsServerCredentials(
     const std::string& ca, const std::string& cert, const std::string& key);
 

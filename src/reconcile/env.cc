@@ -4,6 +4,7 @@
 
 #include "etcd/client.h"
 #include "peer/client.h"
+#include "pki/node_certs.h"
 
 namespace steward {
 
@@ -16,11 +17,18 @@ ControlEnv RealControlEnv(const Config& config,
                     canceller](const NodeSpec& n) -> std::unique_ptr<PeerApi> {
     return std::make_unique<PeerClient>(config.AgentAddress(n), credentials, canceller);
   };
-  env.dial_etcd = [credentials](const std::vector<std::string>& urls,
-                                std::chrono::milliseconds timeout) -> std::unique_ptr<EtcdApi> {
+  // An adopted cluster's members may need other credentials (checked when the agent wires up).
+  std::function<std::shared_ptr<grpc::ChannelCredentials>(const std::string&)> per_endpoint;
+  if (config.cluster.adopt.enabled()) {
+    if (auto f = ClusterCredentials(config, credentials); f.ok()) per_endpoint = *f;
+  }
+  env.dial_etcd = [credentials, per_endpoint](
+                      const std::vector<std::string>& urls,
+                      std::chrono::milliseconds timeout) -> std::unique_ptr<EtcdApi> {
     EtcdClient::Options o;
     o.timeout = timeout;
     o.credentials = credentials;
+    o.credentials_for = per_endpoint;
     return std::make_unique<EtcdClient>(urls, o);
   };
   env.parallel = true;

@@ -47,6 +47,7 @@ class Planner {
       if (m.is_learner) continue;
       ++voters_;
       if (m.healthy) ++healthy_voters_;
+      if (!Unmanaged(m)) ++managed_voters_;
     }
   }
 
@@ -59,6 +60,7 @@ class Planner {
                                "their agents, nothing is wiped"));
     }
     if (auto s = SetAsideForeignData()) return *s;
+    if (auto s = AdoptNameClash()) return *s;
     // A stale entry whose removal would lose quorum must not stop the steps that can make its
     // removal safe (growing the cluster): those still run; if they have nothing to do, wait.
     std::optional<Step> stale = RemoveStaleEntries();
@@ -70,6 +72,13 @@ class Planner {
     if (stale) return *stale;
     for (const auto& m : o_.members) {
       if (!m.is_learner && !m.healthy && m.started) {
+        if (Unmanaged(m)) {
+          return Make(StepKind::kWait,
+                      absl::StrCat("member ", Label(m), " is unhealthy (for ",
+                                   Secs(m.unhealthy_for), ") and no agent manages it "
+                                   "(cluster.adopt): its operator must bring it back, or "
+                                   "retire it with stewardctl retire-unmanaged"));
+        }
         if (auto back = PlanVersionRecovery(o_, m)) return *back;
         // Nothing to do yet, but not "all healthy": say what is awaited.
         return Make(StepKind::kWait,
@@ -84,10 +93,37 @@ class Planner {
     }
     Step upgrade = PlanUpgrade(o_);
     if (upgrade.kind != StepKind::kNone) return upgrade;
+    if (o_.adopting && managed_voters_ < voters_) {
+      return Make(StepKind::kNone,
+                  absl::StrCat(managed_voters_, " managed voting members of ", o_.desired_size,
+                               " wanted, and ", voters_ - managed_voters_,
+                               " unmanaged; all healthy (stewardctl retire-unmanaged removes "
+                               "the unmanaged ones)"));
+    }
     return Make(StepKind::kNone, absl::StrCat("cluster at size ", voters_, ", all members healthy"));
   }
 
  private:
+  // A1: while adopting, a member on no configured node is not ours.
+  bool Unmanaged(const MemberView& m) const { return o_.adopting && NodeForMember(m) == nullptr; }
+
+  // A3
+  std::optional<Step> AdoptNameClash() const {
+    if (!o_.adopting) return std::nullopt;
+    for (const auto& m : o_.members) {
+      if (!Unmanaged(m) || m.name.empty()) continue;
+      for (const auto& n : o_.nodes) {
+        if (n.name != m.name) continue;
+        return Make(StepKind::kWait,
+                    absl::StrCat("unmanaged member ", Label(m), " has the name of node ", n.name,
+                                 " (peer URL ", m.peer_url, ", not ", n.peer_url,
+                                 "): a node joining would list that name twice; rename the "
+                                 "node in cluster.nodes"));
+      }
+    }
+    return std::nullopt;
+  }
+
   const MemberView* MemberById(uint64_t id) const {
     for (const auto& m : o_.members) {
       if (m.id == id) return &m;
@@ -188,6 +224,12 @@ class Planner {
     }
     if (l == nullptr) return std::nullopt;
     const NodeView* n = NodeForMember(*l);
+    if (n == nullptr && o_.adopting) {  // A2
+      return Make(StepKind::kWait,
+                  absl::StrCat("learner ", Label(*l), " is on no configured node and no agent "
+                               "manages it (cluster.adopt); etcd allows one learner at a time, "
+                               "so no node is added until its operator promotes or removes it"));
+    }
     if (n == nullptr) return Remove(*l, "learner for a peer URL that is not a configured node");
     if (l->started && l->healthy) {
       // etcd promotes only a learner within 10% of the leader's index; ask when we are there.
@@ -237,6 +279,7 @@ class Planner {
   std::optional<Step> ReplaceDeadMembers() const {
     for (const auto& m : o_.members) {
       if (m.is_learner || m.healthy || m.unhealthy_for < o_.replace_after) continue;
+      if (Unmanaged(m)) continue;  // A1
       const NodeView* n = NodeForMember(m);
       const NodeView* spare = Spare(n ? n->name : "");
       if (spare == nullptr) continue;
@@ -249,33 +292,36 @@ class Planner {
   }
 
   std::optional<Step> Resize() const {
-    if (voters_ < o_.desired_size) {
+    // A1: adopting, the size counts the voters on configured nodes only.
+    const int counted = o_.adopting ? managed_voters_ : voters_;
+    if (counted < o_.desired_size) {
       for (const auto& m : o_.members) {
         if (!m.is_learner && !m.healthy) {
           return Make(StepKind::kWait,
-                      absl::StrCat(voters_, " of ", o_.desired_size, " voting members; member ",
+                      absl::StrCat(counted, " of ", o_.desired_size, " voting members; member ",
                                    Label(m), " is unhealthy and etcd refuses to add members "
                                              "until every voter is connected"));
         }
       }
       const NodeView* n = Spare("");
       if (n == nullptr) {
-        return Make(StepKind::kWait, absl::StrCat(voters_, " of ", o_.desired_size,
+        return Make(StepKind::kWait, absl::StrCat(counted, " of ", o_.desired_size,
                                                   " voting members; no spare node is ready"));
       }
       Step s = Make(StepKind::kAddLearner,
-                    absl::StrCat("adding node ", n->name, " as a learner: ", voters_, " of ",
-                                 o_.desired_size, " voting members"));
+                    absl::StrCat("adding node ", n->name, " as a learner: ", counted, " of ",
+                                 o_.desired_size, o_.adopting ? " managed" : "",
+                                 " voting members"));
       s.node = n->name;
       return s;
     }
-    if (voters_ > o_.desired_size) {
+    if (counted > o_.desired_size) {
       // Unhealthy first; then members on unconfigured or later nodes; never the etcd leader
       // while another member can go.
       const MemberView* victim = nullptr;
       int best = -1;
       for (const auto& m : o_.members) {
-        if (m.is_learner) continue;
+        if (m.is_learner || Unmanaged(m)) continue;
         int score = 0;
         if (!m.healthy) score += 1000;
         if (!m.is_etcd_leader) score += 500;
@@ -288,7 +334,7 @@ class Planner {
         }
       }
       if (victim != nullptr) {
-        return RemoveOrWait(*victim, absl::StrCat(voters_, " voting members, want ",
+        return RemoveOrWait(*victim, absl::StrCat(counted, " voting members, want ",
                                                   o_.desired_size));
       }
     }
@@ -298,6 +344,7 @@ class Planner {
   const ClusterObservation& o_;
   int voters_ = 0;
   int healthy_voters_ = 0;
+  int managed_voters_ = 0;
 };
 
 }  // namespace
@@ -365,6 +412,19 @@ Step PlanUpgrade(const ClusterObservation& o) {
     return std::find(o.available_versions.begin(), o.available_versions.end(), v) !=
            o.available_versions.end();
   };
+  // A member no agent manages (an adopted cluster's) cannot be switched: a roll that left the
+  // cluster half upgraded for good helps nobody. Retire those first.
+  for (const auto& m : o.members) {
+    bool managed = false;
+    for (const auto& n : o.nodes) managed = managed || n.peer_url == m.peer_url;
+    if (!managed) {
+      return Make(StepKind::kWait,
+                  absl::StrCat("etcd ", desired, " is desired, but member ", Label(m),
+                               " is on no configured node and no agent can upgrade it "
+                               "(retire the unmanaged members first: stewardctl "
+                               "retire-unmanaged)"));
+    }
+  }
   // U2
   if (!available(desired)) {
     return Make(StepKind::kWait, absl::StrCat("etcd ", desired, " is desired, but etcd.versions "

@@ -52,6 +52,7 @@ absl::StatusOr<ClusterObservation> Reconciler::Observe() {
   obs.replace_after = config_.cluster.replace_after;
   obs.learner_timeout = config_.cluster.learner_timeout;
   obs.desired_size = config_.cluster.size;
+  obs.adopting = config_.cluster.adopt.enabled();
   for (const auto& [version, binary] : config_.etcd.versions) obs.available_versions.push_back(version);
   auto spec = etcd_->Get(SpecKey(config_));
   if (!spec.ok()) return Annotate(spec.status(), "reading the cluster spec");

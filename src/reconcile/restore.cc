@@ -219,6 +219,7 @@ RestoreCoordinator::Observed RestoreCoordinator::Observe() {
   v.self = config_.node.name;
   for (const auto& n : config_.cluster.nodes) v.configured.push_back(n.name);
   v.auto_restore = config_.backup.auto_restore;
+  v.adopting = config_.cluster.adopt.enabled();
   o.states = States();
   for (const auto& [name, st] : o.states) {
     v.answered[name] = {st.has_data(), st.etcd_running(), st.restore_id()};

@@ -113,6 +113,12 @@ RestoreDecision DecideRestore(const RestoreView& v) {
   std::string why;
   if (!VotersProveLoss(v, &why)) return Make(RestoreAction::kWait, why);
   if (!MajorityAnswers(v, &why)) return Make(RestoreAction::kWait, why);
+  if (v.adopting && !RuleOff("A5")) {
+    return Make(RestoreAction::kWait,
+                "no member answers, but cluster.adopt is set: the members no agent manages may "
+                "still hold the cluster, so no restore starts by itself (`stewardctl "
+                "restore-backup NAME` restores on purpose)");
+  }
   if (!v.auto_restore) {
     return Make(RestoreAction::kWait,
                 "every member is lost; backup.auto_restore is off, so waiting for "

@@ -26,6 +26,10 @@ StartDecision DecideStart(const StartView& v) {
     case DataDirState::kEmpty:
       break;
   }
+  if (v.adopting && !RuleOff("A4")) {  // A4
+    return {A::kWait, absl::StrCat("cluster.adopt is set: node ", v.node, " never bootstraps; "
+                                   "it joins the adopted cluster when the leader adds it")};
+  }
   if (v.ever_joined && !RuleOff("S3")) {  // S3
     return {A::kWait, absl::StrCat("node ", v.node, " was a member before and its data dir is "
                                    "empty; waiting for the leader to add it back")};

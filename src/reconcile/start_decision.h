@@ -17,6 +17,9 @@
 //   S7 with a backup store: an unreadable store means wait; a store that shows the cluster
 //      existed means wait for a restore — never an empty cluster over data we failed to see;
 //   S8 otherwise: start as a member of the initial cluster.
+// And while adopting a running cluster (cluster.adopt), after S2:
+//   A4 an empty node never bootstraps: it waits for the leader to add it to the adopted cluster
+//      (the agents cannot tell "no cluster" from "the adopted members are unreachable").
 #pragma once
 
 #include <cstdint>
@@ -43,6 +46,7 @@ struct StartView {
   DataDirState data = DataDirState::kEmpty;
   bool ever_joined = false;  // the "joined" marker
   bool initial = false;      // among the first cluster.size nodes
+  bool adopting = false;     // cluster.adopt is set (A4)
   ClusterAnswer cluster = ClusterAnswer::kSilent;
   // S6, asked only while the cluster is silent.
   bool peers_allow = false;

@@ -299,5 +299,50 @@ TEST_F(ConfigTest, WalDirAndSingleDashManagedFlagsAreRefused) {
               {"etcd.extra_args[0]", "--peer-auto-tls"});
 }
 
+// cluster.adopt (issue 12): the running cluster's client URLs, checked and named.
+TEST_F(ConfigTest, AdoptEndpointsAreCheckedAndNamed) {
+  const std::string ports = "  ports: {client: 2379, peer: 2380, agent: 2381, admin: 2382}\n";
+  auto with = [&](const std::string& adopt) {
+    std::string text = Yaml();
+    text.replace(text.find(ports), ports.size(), ports + adopt);
+    return ParseConfig(text, "node.yaml");
+  };
+  auto good = with("  adopt:\n    endpoints: [http://127.0.0.21:2379, http://127.0.0.22:2379]\n");
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_EQ(good->cluster.adopt.endpoints.size(), 2u);
+  EXPECT_TRUE(good->cluster.adopt.enabled());
+  auto urls = good->ClusterClientUrls();
+  ASSERT_EQ(urls.size(), 5u);
+  EXPECT_EQ(urls.back(), "http://127.0.0.22:2379");
+  auto expect = [&](const std::string& adopt, const std::vector<std::string>& want) {
+    auto c = with(adopt);
+    ASSERT_FALSE(c.ok()) << adopt;
+    for (const auto& w : want) {
+      EXPECT_NE(c.status().message().find(w), std::string::npos)
+          << "error \"" << c.status().message() << "\" lacks \"" << w << "\"";
+    }
+  };
+  expect("  adopt: {endpoints: []}\n", {"cluster.adopt.endpoints", "must list"});
+  expect("  adopt: {endpoints: [127.0.0.21:2379]}\n",
+         {"cluster.adopt.endpoints[0]", "not an http:// or https:// URL"});
+  expect("  adopt: {endpoints: [http://127.0.0.21]}\n",
+         {"cluster.adopt.endpoints[0]", "needs a host and a port"});
+  expect("  adopt: {endpoints: [http://127.0.0.21:2379, https://127.0.0.22:2379]}\n",
+         {"cluster.adopt.endpoints[1]", "mixes http and https"});
+  expect("  adopt: {endpoints: [http://127.0.0.12:2379]}\n",
+         {"cluster.adopt.endpoints[0]", "configured node's own etcd URL"});
+  expect("  adopt: {endpoints: [https://127.0.0.21:2379]}\n",
+         {"cluster.adopt.ca_file", "required for https:// endpoints while tls.mode is off"});
+  expect("  adopt: {endpoints: [https://127.0.0.21:2379], ca_file: /nonexistent/ca.crt}\n",
+         {"cluster.adopt.ca_file", "does not exist"});
+  expect("  adopt: {endpoints: [http://127.0.0.21:2379], ca_file: /etc/hostname}\n",
+         {"cluster.adopt.ca_file", "only used with https://"});
+  expect("  adopt: {endpoints: [https://127.0.0.21:2379], ca_file: /etc/hostname, "
+         "cert_file: /etc/hostname}\n",
+         {"cluster.adopt.key_file", "go together"});
+  expect("  adopt: {endpoints: [http://127.0.0.21:2379], token: x}\n",
+         {"cluster.adopt.token", "unknown key"});
+}
+
 }  // namespace
 }  // namespace steward

@@ -117,6 +117,15 @@ TEST(RestoreDecisionTest, AutoRestoreOffWaitsForTheOperator) {
   EXPECT_NE(d.reason.find("restore-backup"), std::string::npos);
 }
 
+TEST(RestoreDecisionTest, A5_AdoptingNoRestoreStartsByItself) {
+  RestoreView v = FiveNodes();
+  ASSERT_EQ(DecideRestore(v).action, RestoreAction::kStart);
+  v.adopting = true;
+  RestoreDecision d = DecideRestore(v);
+  EXPECT_EQ(d.action, RestoreAction::kWait);
+  EXPECT_NE(d.reason.find("cluster.adopt"), std::string::npos) << d.reason;
+}
+
 // R5: a pending automatic restore written by a minority is cancelled when the members return.
 TEST(RestoreDecisionTest, R5_PendingAutomaticRestoreIsCancelledByLiveData) {
   RestoreView v = FiveNodes();

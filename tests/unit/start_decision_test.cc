@@ -23,6 +23,18 @@ TEST(StartDecisionTest, S8_AFreshInitialNodeBootstraps) {
   EXPECT_EQ(DecideStart(no_store).action, StartAction::kBootstrap);
 }
 
+TEST(StartDecisionTest, A4_AdoptingAnEmptyNodeNeverBootstrapsButStartsItsData) {
+  StartView v = Fresh();
+  v.adopting = true;
+  StartDecision d = DecideStart(v);
+  EXPECT_EQ(d.action, StartAction::kWait);
+  EXPECT_NE(d.reason.find("cluster.adopt"), std::string::npos) << d.reason;
+  v.cluster = ClusterAnswer::kInitialEntryUnstarted;
+  EXPECT_EQ(DecideStart(v).action, StartAction::kWait);
+  v.data = DataDirState::kMember;
+  EXPECT_EQ(DecideStart(v).action, StartAction::kStartOnData);
+}
+
 TEST(StartDecisionTest, S1_APartialDataDirIsSetAsideWhateverElseHolds) {
   StartView v = Fresh();
   v.data = DataDirState::kPartial;
