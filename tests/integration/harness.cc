@@ -39,9 +39,7 @@ bool WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds timeou
   }
 }
 
-namespace {
-
-pid_t Spawn(const std::vector<std::string>& argv, const std::string& out_path) {
+pid_t SpawnTo(const std::vector<std::string>& argv, const std::string& out_path) {
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
@@ -54,6 +52,12 @@ pid_t Spawn(const std::vector<std::string>& argv, const std::string& out_path) {
   int rc = posix_spawn(&pid, args[0], &fa, nullptr, args.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
   return rc == 0 ? pid : -1;
+}
+
+namespace {
+
+pid_t Spawn(const std::vector<std::string>& argv, const std::string& out_path) {
+  return SpawnTo(argv, out_path);
 }
 
 std::string Tail(const std::string& path, size_t lines) {

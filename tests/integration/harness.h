@@ -30,6 +30,9 @@ struct RunResult {
 };
 RunResult RunCommand(const std::vector<std::string>& argv, std::chrono::seconds timeout);
 
+// Starts `argv` with stdout and stderr appended to `out_path`; its PID, or -1.
+pid_t SpawnTo(const std::vector<std::string>& argv, const std::string& out_path);
+
 // Polls `cond` every 200ms until it is true or `timeout` passes. Returns its last value.
 bool WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds timeout);
 
