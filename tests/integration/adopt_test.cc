@@ -1,5 +1,6 @@
-// Adopting a cluster no agent created (issue 12): the test plays the old operator and starts
-// three plain etcd processes by hand (TLS from the same CA the agents are given), with data;
+// Adopting a cluster no agent created (issue 12): agents started before that cluster answers
+// wait and bootstrap nothing; the test plays the old operator and starts three plain etcd
+// processes by hand (TLS from the same CA the agents are given), with data;
 // three agents configured with cluster.adopt join them one learner at a time until they are
 // three managed voters; `stewardctl retire-unmanaged --yes` then removes the hand-made members
 // one at a time, checking quorum after each removal; every key survives and a writer that ran
@@ -38,7 +39,8 @@ std::string OldPeerUrl(int i) { return absl::StrCat("https://", OldHost(i), ":23
 // once it learns it was removed from the cluster).
 class HandMadeCluster {
  public:
-  explicit HandMadeCluster(const TestCluster& c) : dir_(c.Root() + "/old") {
+  explicit HandMadeCluster(const TestCluster& c) : dir_(c.Root() + "/old") {}
+  void Start(const TestCluster& c) {
     fs::create_directories(dir_);
     std::vector<std::string> initial;
     for (int i = 0; i < 3; ++i) initial.push_back(absl::StrCat("o", i + 1, "=", OldPeerUrl(i)));
@@ -120,7 +122,18 @@ TEST(AdoptTest, AgentsAdoptAHandMadeClusterAndRetireItsMembersKeepingEveryKey) {
       absl::StrCat("  adopt:\n    endpoints: [", OldClientUrl(0), ", ", OldClientUrl(1), ", ",
                    OldClientUrl(2), "]\n");
   TestCluster c(kAdopt, 3, 3, adopt + kFastLeader, kFileBackup);
+  // The agents come up first, while the cluster they are to adopt does not answer: none may
+  // take that for "no cluster yet" and bootstrap one (A4).
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  std::this_thread::sleep_for(5s);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_FALSE(c.EtcdPid(i).has_value()) << "node " << i << " started etcd";
+    EXPECT_FALSE(fs::exists(c.DataDir(i) + "/etcd/member")) << "node " << i;
+  }
+  EXPECT_NE(c.Logs().find("never bootstraps"), std::string::npos) << c.Logs();
+
   HandMadeCluster old(c);
+  old.Start(c);
   const std::vector<std::string> old_urls = {OldClientUrl(0), OldClientUrl(1), OldClientUrl(2)};
   // A fresh client per try: a channel that met a not-yet-serving etcd backs off for long.
   ASSERT_TRUE(WaitFor([&] { return c.Client(old_urls).Put("probe", "x").ok(); }, 30s))
@@ -131,7 +144,6 @@ TEST(AdoptTest, AgentsAdoptAHandMadeClusterAndRetireItsMembersKeepingEveryKey) {
     ASSERT_TRUE(old_client.Put(absl::StrCat("old/", i), absl::StrCat("v", i)).ok());
   }
 
-  for (int i = 0; i < 3; ++i) c.StartAgent(i);
   // A writer through every member's URL, old and new, for the whole adoption and retirement.
   std::atomic<bool> stop{false};
   std::map<std::string, std::string> acked;
