@@ -104,10 +104,10 @@ class Planner {
   }
 
  private:
-  // A1: while adopting, a member on no configured node is not ours.
+  // AD1: while adopting, a member on no configured node is not ours.
   bool Unmanaged(const MemberView& m) const { return o_.adopting && NodeForMember(m) == nullptr; }
 
-  // A3
+  // AD3
   std::optional<Step> AdoptNameClash() const {
     if (!o_.adopting) return std::nullopt;
     for (const auto& m : o_.members) {
@@ -224,7 +224,7 @@ class Planner {
     }
     if (l == nullptr) return std::nullopt;
     const NodeView* n = NodeForMember(*l);
-    if (n == nullptr && o_.adopting) {  // A2
+    if (n == nullptr && o_.adopting) {  // AD2
       return Make(StepKind::kWait,
                   absl::StrCat("learner ", Label(*l), " is on no configured node and no agent "
                                "manages it (cluster.adopt); etcd allows one learner at a time, "
@@ -279,7 +279,7 @@ class Planner {
   std::optional<Step> ReplaceDeadMembers() const {
     for (const auto& m : o_.members) {
       if (m.is_learner || m.healthy || m.unhealthy_for < o_.replace_after) continue;
-      if (Unmanaged(m)) continue;  // A1
+      if (Unmanaged(m)) continue;  // AD1
       const NodeView* n = NodeForMember(m);
       const NodeView* spare = Spare(n ? n->name : "");
       if (spare == nullptr) continue;
@@ -292,7 +292,7 @@ class Planner {
   }
 
   std::optional<Step> Resize() const {
-    // A1: adopting, the size counts the voters on configured nodes only.
+    // AD1: adopting, the size counts the voters on configured nodes only.
     const int counted = o_.adopting ? managed_voters_ : voters_;
     if (counted < o_.desired_size) {
       for (const auto& m : o_.members) {

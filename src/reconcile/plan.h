@@ -64,7 +64,7 @@ struct ClusterObservation {
   std::string desired_version;
   std::vector<std::string> available_versions;
   // cluster.adopt is set: members on no configured node belong to the cluster being adopted
-  // (rules A1-A3 below).
+  // (rules AD1-AD3 below).
   bool adopting = false;
 };
 
@@ -98,20 +98,20 @@ Step PlanNextStep(const ClusterObservation& obs);
 
 // Adopting a cluster no agent created (obs.adopting). A member whose peer URL is no configured
 // node's is unmanaged. Rules, each with a table test (tests/unit/adopt_plan_test.cc):
-//   A1 unmanaged members are never removed, replaced or shrunk away by the planner (only the
+//   AD1 unmanaged members are never removed, replaced or shrunk away by the planner (only the
 //      operator's `stewardctl retire-unmanaged` removes them); cluster.size counts managed
 //      voters, so the agents grow the cluster until that many of their nodes are voters;
 //      quorum still counts every voter.
-//   A2 an unmanaged learner is its operator's: wait (etcd allows one learner at a time).
-//   A3 an unmanaged member named like a configured node would give a joining node's
+//   AD2 an unmanaged learner is its operator's: wait (etcd allows one learner at a time).
+//   AD3 an unmanaged member named like a configured node would give a joining node's
 //      --initial-cluster one name twice: wait, saying so, and add nothing.
-// A4 (start_decision.h) and A5 (restore_decision.h): while adopting, no node bootstraps and no
+// AD4 (start_decision.h) and AD5 (restore_decision.h): while adopting, no node bootstraps and no
 // restore starts by itself.
 
 // Rolling upgrades, asked by PlanNextStep once the cluster is healthy at its size (so every
 // voter is healthy and there is no learner). Rules, each with a table test:
 //   U1 no desired version, or every member runs it: nothing. A member on no configured node
-//      (an adopted cluster's, A1) cannot be switched: wait until it is retired.
+//      (an adopted cluster's, AD1) cannot be switched: wait until it is retired.
 //   U2 the desired version has no binary in etcd.versions: wait, saying so.
 //   U3 a member's version is unknown: wait.
 //   U4 never below the cluster's version (the lowest minor any member runs): etcd does not

@@ -113,7 +113,7 @@ RestoreDecision DecideRestore(const RestoreView& v) {
   std::string why;
   if (!VotersProveLoss(v, &why)) return Make(RestoreAction::kWait, why);
   if (!MajorityAnswers(v, &why)) return Make(RestoreAction::kWait, why);
-  if (v.adopting && !RuleOff("A5")) {
+  if (v.adopting && !RuleOff("AD5")) {
     return Make(RestoreAction::kWait,
                 "no member answers, but cluster.adopt is set: the members no agent manages may "
                 "still hold the cluster, so no restore starts by itself (`stewardctl "

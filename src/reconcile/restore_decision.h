@@ -25,7 +25,7 @@
 //      restored may be silent (its agent died, a partition), so "nobody that answers applied
 //      it" does not show that nobody did, and cancelling would strand the restored members
 //      behind their fence for good. The coordinator records this before its first order.
-//   A5 while adopting a running cluster (cluster.adopt), no automatic restore starts: the
+//   AD5 while adopting a running cluster (cluster.adopt), no automatic restore starts: the
 //      members no agent manages may still hold the cluster, and no agent can see their data.
 //      The operator's restore-backup still works.
 #pragma once
@@ -57,7 +57,7 @@ struct RestoreView {
   // cluster). Never empty when cluster_existed.
   std::vector<std::string> last_voters;
   bool auto_restore = true;
-  bool adopting = false;  // cluster.adopt is set (A5)
+  bool adopting = false;  // cluster.adopt is set (AD5)
   // A restore that is neither done nor cancelled, if any.
   struct Pending {
     std::string id;

@@ -26,7 +26,7 @@ StartDecision DecideStart(const StartView& v) {
     case DataDirState::kEmpty:
       break;
   }
-  if (v.adopting && !RuleOff("A4")) {  // A4
+  if (v.adopting && !RuleOff("AD4")) {  // AD4
     return {A::kWait, absl::StrCat("cluster.adopt is set: node ", v.node, " never bootstraps; "
                                    "it joins the adopted cluster when the leader adds it")};
   }

@@ -18,7 +18,7 @@
 //      existed means wait for a restore — never an empty cluster over data we failed to see;
 //   S8 otherwise: start as a member of the initial cluster.
 // And while adopting a running cluster (cluster.adopt), after S2:
-//   A4 an empty node never bootstraps: it waits for the leader to add it to the adopted cluster
+//   AD4 an empty node never bootstraps: it waits for the leader to add it to the adopted cluster
 //      (the agents cannot tell "no cluster" from "the adopted members are unreachable").
 #pragma once
 
@@ -46,7 +46,7 @@ struct StartView {
   DataDirState data = DataDirState::kEmpty;
   bool ever_joined = false;  // the "joined" marker
   bool initial = false;      // among the first cluster.size nodes
-  bool adopting = false;     // cluster.adopt is set (A4)
+  bool adopting = false;     // cluster.adopt is set (AD4)
   ClusterAnswer cluster = ClusterAnswer::kSilent;
   // S6, asked only while the cluster is silent.
   bool peers_allow = false;

@@ -123,7 +123,7 @@ TEST(AdoptTest, AgentsAdoptAHandMadeClusterAndRetireItsMembersKeepingEveryKey) {
                    OldClientUrl(2), "]\n");
   TestCluster c(kAdopt, 3, 3, adopt + kFastLeader, kFileBackup);
   // The agents come up first, while the cluster they are to adopt does not answer: none may
-  // take that for "no cluster yet" and bootstrap one (A4).
+  // take that for "no cluster yet" and bootstrap one (AD4).
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
   std::this_thread::sleep_for(5s);
   for (int i = 0; i < 3; ++i) {
@@ -177,7 +177,7 @@ TEST(AdoptTest, AgentsAdoptAHandMadeClusterAndRetireItsMembersKeepingEveryKey) {
     FAIL() << "not adopted: voters " << absl::StrJoin(Voters(c), ",") << "\n" << c.Logs()
            << old.Logs();
   }
-  // Nothing else happens by itself: the unmanaged members stay (A1).
+  // Nothing else happens by itself: the unmanaged members stay (AD1).
   std::this_thread::sleep_for(3s);
   EXPECT_EQ(Voters(c), (std::vector<std::string>{"n1", "n2", "n3", "o1", "o2", "o3"}));
   RunResult got = c.Ctl({"get"});

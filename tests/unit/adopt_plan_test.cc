@@ -1,4 +1,4 @@
-// Adopting a cluster no agent created (reconcile/plan.h, rules A1-A3): one table test per rule,
+// Adopting a cluster no agent created (reconcile/plan.h, rules AD1-A3): one table test per rule,
 // and the whole adoption walked through PlanNextStep step by step.
 #include <gtest/gtest.h>
 
@@ -52,7 +52,7 @@ void Managed(ClusterObservation& o, int i) {
   o.members.push_back(m);
 }
 
-TEST(AdoptPlanTest, A1_TheSizeCountsManagedVotersSoTheAgentsGrowBesideTheOldMembers) {
+TEST(AdoptPlanTest, AD1_TheSizeCountsManagedVotersSoTheAgentsGrowBesideTheOldMembers) {
   ClusterObservation o = Adopting();
   // Without adopt, three healthy voters are "at size": nothing to do.
   o.adopting = false;
@@ -73,7 +73,7 @@ TEST(AdoptPlanTest, A1_TheSizeCountsManagedVotersSoTheAgentsGrowBesideTheOldMemb
   EXPECT_NE(s.reason.find("retire-unmanaged"), std::string::npos) << s.reason;
 }
 
-TEST(AdoptPlanTest, A1_UnmanagedMembersAreNeverRemovedByThePlanner) {
+TEST(AdoptPlanTest, AD1_UnmanagedMembersAreNeverRemovedByThePlanner) {
   // Six voters, size 3: without adopt the planner would shrink; adopting, the three managed
   // voters are the size and nothing is removed.
   ClusterObservation o = Adopting();
@@ -90,7 +90,7 @@ TEST(AdoptPlanTest, A1_UnmanagedMembersAreNeverRemovedByThePlanner) {
   EXPECT_LT(s.member_id, 900u);
 }
 
-TEST(AdoptPlanTest, A1_ADeadUnmanagedMemberIsNotReplacedAndTheWaitSaysWhy) {
+TEST(AdoptPlanTest, AD1_ADeadUnmanagedMemberIsNotReplacedAndTheWaitSaysWhy) {
   ClusterObservation o = Adopting(4);
   for (int i = 0; i < 3; ++i) Managed(o, i);
   o.members[1].healthy = false;
@@ -106,7 +106,7 @@ TEST(AdoptPlanTest, A1_ADeadUnmanagedMemberIsNotReplacedAndTheWaitSaysWhy) {
   EXPECT_EQ(s.member_id, 901u);
 }
 
-TEST(AdoptPlanTest, A1_QuorumStillCountsTheUnmanagedVoters) {
+TEST(AdoptPlanTest, AD1_QuorumStillCountsTheUnmanagedVoters) {
   // Three unmanaged voters, two of them down: no quorum, whoever manages them.
   ClusterObservation o = Adopting();
   o.members[1].healthy = false;
@@ -116,7 +116,7 @@ TEST(AdoptPlanTest, A1_QuorumStillCountsTheUnmanagedVoters) {
   EXPECT_NE(s.reason.find("quorum lost"), std::string::npos) << s.reason;
 }
 
-TEST(AdoptPlanTest, A2_AnUnmanagedLearnerIsLeftToItsOperator) {
+TEST(AdoptPlanTest, AD2_AnUnmanagedLearnerIsLeftToItsOperator) {
   ClusterObservation o = Adopting();
   MemberView l;
   l.id = 950;
@@ -134,7 +134,7 @@ TEST(AdoptPlanTest, A2_AnUnmanagedLearnerIsLeftToItsOperator) {
   EXPECT_EQ(s.member_id, 950u);
 }
 
-TEST(AdoptPlanTest, A3_AnUnmanagedMemberNamedLikeANodeBlocksJoinsAndIsNotRemoved) {
+TEST(AdoptPlanTest, AD3_AnUnmanagedMemberNamedLikeANodeBlocksJoinsAndIsNotRemoved) {
   ClusterObservation o = Adopting();
   o.members[2].name = "n1";
   Step s = PlanNextStep(o);

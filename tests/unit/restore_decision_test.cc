@@ -117,7 +117,7 @@ TEST(RestoreDecisionTest, AutoRestoreOffWaitsForTheOperator) {
   EXPECT_NE(d.reason.find("restore-backup"), std::string::npos);
 }
 
-TEST(RestoreDecisionTest, A5_AdoptingNoRestoreStartsByItself) {
+TEST(RestoreDecisionTest, AD5_AdoptingNoRestoreStartsByItself) {
   RestoreView v = FiveNodes();
   ASSERT_EQ(DecideRestore(v).action, RestoreAction::kStart);
   v.adopting = true;

@@ -23,7 +23,7 @@ TEST(StartDecisionTest, S8_AFreshInitialNodeBootstraps) {
   EXPECT_EQ(DecideStart(no_store).action, StartAction::kBootstrap);
 }
 
-TEST(StartDecisionTest, A4_AdoptingAnEmptyNodeNeverBootstrapsButStartsItsData) {
+TEST(StartDecisionTest, AD4_AdoptingAnEmptyNodeNeverBootstrapsButStartsItsData) {
   StartView v = Fresh();
   v.adopting = true;
   StartDecision d = DecideStart(v);
