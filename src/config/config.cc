@@ -390,6 +390,7 @@ void ParseAdopt(const YAML::Node& a, Config* c) {
   for (const auto& n : c->cluster.nodes) {
     ours.insert(absl::StrCat(n.host, ":", c->cluster.ports.client));
     ours.insert(absl::StrCat(n.host, ":", c->cluster.ports.peer));
+    ours.insert(absl::StrCat(n.host, ":", c->cluster.ports.fence));
   }
   std::string scheme;
   for (size_t i = 0; i < eps.size(); ++i) {

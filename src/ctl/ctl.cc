@@ -369,6 +369,15 @@ int RunRestoreBackup(const Common& c, const std::string& name, bool yes, bool fo
   WithStore w = OpenFromConfig(c, "restore-backup");
   if (w.rc != 0) return w.rc;
   const Config& config = *w.config;
+  if (config.cluster.adopt.enabled()) {
+    // The agents restore only their own nodes: the members no agent manages would go on
+    // running the old cluster beside the restored one.
+    std::cerr << "stewardctl: refusing to restore while cluster.adopt is set: the members no "
+                 "agent manages would keep running the old cluster next to the restored one. "
+                 "Retire them (retire-unmanaged) or stop them, remove cluster.adopt from every "
+                 "config, then restore.\n";
+    return 1;
+  }
   auto text = w.store->Get(MetaKey(config.cluster.name, name));
   if (!text.ok()) {
     std::cerr << "stewardctl: backup " << name << ": " << text.status().message() << "\n";
@@ -483,6 +492,14 @@ int RunRestoreBackup(const Common& c, const std::string& name, bool yes, bool fo
   return 1;
 }
 
+// The stored spec's size (configure-cluster), else `fallback`; a malformed spec counts as none.
+int DesiredSize(const nlohmann::json& steward, int fallback) {
+  if (!steward.contains("spec") || !steward["spec"].is_object()) return fallback;
+  const auto& spec = steward["spec"];
+  if (!spec.contains("size") || !spec["size"].is_number_integer()) return fallback;
+  return spec["size"].get<int>();
+}
+
 // The members no agent manages, as the operator must shut them down.
 std::string DescribeMember(const MemberInfo& m) {
   std::string out = absl::StrFormat("  %s (%x): peer %s", m.name.empty() ? "(unnamed)" : m.name,
@@ -495,15 +512,20 @@ int RunRetireUnmanaged(const Common& c, bool yes, bool force) {
   WithStore w = OpenFromConfig(c, "retire-unmanaged");
   if (w.rc != 0) return w.rc;
   const Config& config = *w.config;
+  if (!config.cluster.adopt.enabled()) {
+    // Without it, a member on no configured node is one the leader handles itself.
+    std::cerr << "stewardctl: retire-unmanaged is for a cluster being adopted: cluster.adopt "
+                 "is not set in " << c.config_path << "\n";
+    return 2;
+  }
   EtcdClient::Options o = ClientOptions(c);
   EtcdClient client(config.ClusterClientUrls(), o);
-  std::set<std::string> managed;
-  for (const auto& n : config.cluster.nodes) managed.insert(config.PeerUrl(n));
-  int size = config.cluster.size;
-  if (nlohmann::json j = StewardState(client, config); j.contains("spec")) {
-    size = j["spec"].value("size", size);
-  }
-  ClusterView view = CollectStatus(client, o.timeout);
+  std::map<std::string, std::string> managed;  // peer URL -> node name
+  for (const auto& n : config.cluster.nodes) managed[config.PeerUrl(n)] = n.name;
+  const int size = DesiredSize(StewardState(client, config), config.cluster.size);
+  // Decisions rest on a linearizable member list: a removed or cut-off old member still
+  // answers a plain one from its own state.
+  ClusterView view = CollectStatus(client, o.timeout, {}, /*linearizable=*/true);
   RetireStep first = NextRetirement(view, managed, size);
   if (first.kind == RetireStep::kDone) {
     std::cout << "nothing to retire: every member is on a configured node\n";
@@ -516,7 +538,10 @@ int RunRetireUnmanaged(const Common& c, bool yes, bool force) {
   std::vector<MemberInfo> unmanaged;
   for (const auto& r : view.members) {
     bool mine = false;
-    for (const auto& u : r.member.peer_urls) mine = mine || managed.count(u) > 0;
+    for (const auto& u : r.member.peer_urls) {
+      auto it = managed.find(u);
+      mine = mine || (it != managed.end() && (r.member.name.empty() || r.member.name == it->second));
+    }
     if (!mine) unmanaged.push_back(r.member);
   }
   std::cout << "These members are on no configured node; they are removed from the cluster one "
@@ -542,14 +567,27 @@ int RunRetireUnmanaged(const Common& c, bool yes, bool force) {
               << ")\n";
   }
   std::vector<MemberInfo> retired;
-  for (size_t round = 0; round <= unmanaged.size(); ++round) {
+  bool done = false;
+  for (size_t round = 0; round <= unmanaged.size() && !done; ++round) {
     // Every step is decided again on a fresh view: the quorum check is never older than it.
-    ClusterView now = CollectStatus(client, o.timeout);
+    ClusterView now = CollectStatus(client, o.timeout, {}, /*linearizable=*/true);
     RetireStep step = NextRetirement(now, managed, size);
-    if (step.kind == RetireStep::kDone) break;
+    if (step.kind == RetireStep::kDone) {
+      done = true;
+      break;
+    }
     if (step.kind == RetireStep::kRefuse) {
       std::cerr << "stewardctl: stopped after " << retired.size() << " removal(s): "
                 << step.reason << "\n";
+      return 1;
+    }
+    // Only what the operator confirmed: a member that appeared since is not removed.
+    bool confirmed = false;
+    for (const auto& m : unmanaged) confirmed = confirmed || m.id == step.member_id;
+    if (!confirmed) {
+      std::cerr << "stewardctl: stopped after " << retired.size() << " removal(s): member "
+                << step.name << " joined after the list above was confirmed; run the command "
+                << "again\n";
       return 1;
     }
     std::cerr << "removing " << step.name << ": " << step.reason << "\n";
@@ -580,6 +618,11 @@ int RunRetireUnmanaged(const Common& c, bool yes, bool force) {
       if (m.id == step.member_id) retired.push_back(m);
     }
   }
+  if (!done) {
+    std::cerr << "stewardctl: unmanaged members remain after " << retired.size()
+              << " removal(s); see stewardctl status\n";
+    return 1;
+  }
   std::cout << "retired " << retired.size() << " unmanaged member(s). Shut their etcd "
             << "processes down yourself (etcd-steward never stops them), then remove "
                "cluster.adopt from every node's config:\n";
@@ -607,7 +650,7 @@ int RunGet(const Common& c) {
   int size = config->cluster.size;
   std::string source = "config default (cluster.size)";
   if (j.contains("spec")) {
-    size = j["spec"].value("size", size);
+    size = DesiredSize(j, size);
     source = "stored by configure-cluster";
   }
   if (c.output == "json") {

@@ -8,9 +8,10 @@ namespace steward {
 
 namespace {
 
-bool Managed(const MemberRow& r, const std::set<std::string>& managed) {
+bool Managed(const MemberRow& r, const std::map<std::string, std::string>& managed) {
   for (const auto& u : r.member.peer_urls) {
-    if (managed.count(u)) return true;
+    auto it = managed.find(u);
+    if (it != managed.end() && (r.member.name.empty() || r.member.name == it->second)) return true;
   }
   return false;
 }
@@ -22,13 +23,26 @@ std::string Label(const MemberRow& r) {
 
 }  // namespace
 
-RetireStep NextRetirement(const ClusterView& view, const std::set<std::string>& managed,
-                          int size) {
+RetireStep NextRetirement(const ClusterView& view,
+                          const std::map<std::string, std::string>& managed, int size) {
   RetireStep step;
   if (!view.reachable) {
     step.kind = RetireStep::kRefuse;
     step.reason = absl::StrCat("the cluster does not answer: ", view.error);
     return step;
+  }
+  // T4
+  for (const auto& r : view.members) {
+    if (!r.status) continue;
+    if ((view.list_cluster_id != 0 && r.status->cluster_id != view.list_cluster_id) ||
+        r.status->member_id != r.member.id) {
+      step.kind = RetireStep::kRefuse;
+      step.reason = absl::StrFormat(
+          "member %s answers as member %x of cluster %x, but the member list is cluster %x's: "
+          "the view mixes two clusters", Label(r), r.status->member_id, r.status->cluster_id,
+          view.list_cluster_id);
+      return step;
+    }
   }
   int voters = 0, healthy_voters = 0, managed_voters = 0, managed_healthy = 0;
   const MemberRow* pick = nullptr;

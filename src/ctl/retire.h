@@ -5,7 +5,7 @@
 #pragma once
 
 #include <cstdint>
-#include <set>
+#include <map>
 #include <string>
 
 #include "ctl/status.h"
@@ -24,7 +24,9 @@ struct RetireStep {
   std::string reason;
 };
 
-// `managed_peer_urls`: the configured nodes' peer URLs; `size`: the desired voting members.
+// `managed`: the configured nodes' peer URL -> node name. A member on a node's peer URL under
+// another name is an adopted member on the same host and port, not the node's (`size`: the
+// desired voting members).
 // Rules:
 //   T1 nothing is removed unless the cluster has a leader and at least `size` managed voters
 //      are healthy (the agents finished growing it);
@@ -33,7 +35,9 @@ struct RetireStep {
 //      one is gone;
 //   T3 order: unmanaged learners, then unhealthy unmanaged voters, then healthy ones, the etcd
 //      leader last.
-RetireStep NextRetirement(const ClusterView& view, const std::set<std::string>& managed_peer_urls,
-                          int size);
+//   T4 every member that answers must answer for the member list's cluster and as itself:
+//      otherwise the view mixes two clusters and nothing is removed.
+RetireStep NextRetirement(const ClusterView& view,
+                          const std::map<std::string, std::string>& managed, int size);
 
 }  // namespace steward

@@ -21,14 +21,17 @@ std::string HumanBytes(int64_t n) {
 }
 
 ClusterView CollectStatus(EtcdClient& client, std::chrono::milliseconds timeout,
-                          const std::vector<NodeRow>& nodes) {
+                          const std::vector<NodeRow>& nodes, bool linearizable) {
   ClusterView view;
-  auto members = client.MemberList();
+  uint64_t list_cluster = 0;
+  auto members = linearizable ? client.LinearizableMemberList(&list_cluster)
+                              : client.MemberList(&list_cluster);
   if (!members.ok()) {
     view.error = std::string(members.status().message());
     return view;
   }
   view.reachable = true;
+  view.list_cluster_id = list_cluster;
   std::vector<std::future<MemberRow>> futures;
   for (const auto& m : *members) {
     futures.push_back(std::async(std::launch::async, [&client, m, timeout] {

@@ -30,6 +30,7 @@ struct ClusterView {
   bool reachable = false;  // some endpoint answered MemberList
   std::string error;       // why not
   uint64_t cluster_id = 0;
+  uint64_t list_cluster_id = 0;  // the cluster of the member that answered the member list
   uint64_t leader_id = 0;
   std::vector<MemberRow> members;
   std::vector<NodeRow> non_members;
@@ -42,8 +43,10 @@ struct ClusterView {
 
 // Asks any endpoint for the member list, then each member's Status in parallel. `nodes`
 // (name, peer URL) from a config adds rows for configured nodes that are not members.
+// `linearizable`: the list through a quorum read (a removed or cut-off member cannot answer it
+// from its own stale state) — for decisions, not just display.
 ClusterView CollectStatus(EtcdClient& client, std::chrono::milliseconds timeout,
-                          const std::vector<NodeRow>& nodes = {});
+                          const std::vector<NodeRow>& nodes = {}, bool linearizable = false);
 
 std::string RenderStatusTable(const ClusterView& view);
 nlohmann::json StatusToJson(const ClusterView& view);

@@ -111,6 +111,18 @@ class Planner {
   std::optional<Step> AdoptNameClash() const {
     if (!o_.adopting) return std::nullopt;
     for (const auto& m : o_.members) {
+      // An adopted member on a node's host and peer port: it is not the node's (ours carry
+      // the node's name), and the rules for a node's own entry must not touch it.
+      if (const NodeView* n = NodeForMember(m); n != nullptr && !m.name.empty() &&
+                                                 m.name != n->name) {
+        return Make(StepKind::kWait,
+                    absl::StrCat("member ", Label(m), " has node ", n->name, "'s peer URL ",
+                                 m.peer_url, " but another name: an adopted member on the same "
+                                 "host and peer port; give the nodes other ports "
+                                 "(cluster.ports)"));
+      }
+    }
+    for (const auto& m : o_.members) {
       if (!Unmanaged(m) || m.name.empty()) continue;
       for (const auto& n : o_.nodes) {
         if (n.name != m.name) continue;
@@ -414,7 +426,7 @@ Step PlanUpgrade(const ClusterObservation& o) {
   };
   // A member no agent manages (an adopted cluster's) cannot be switched: a roll that left the
   // cluster half upgraded for good helps nobody. Retire those first.
-  for (const auto& m : o.members) {
+  for (const auto& m : o.adopting ? o.members : std::vector<MemberView>{}) {
     bool managed = false;
     for (const auto& n : o.nodes) managed = managed || n.peer_url == m.peer_url;
     if (!managed) {

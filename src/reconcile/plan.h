@@ -104,14 +104,16 @@ Step PlanNextStep(const ClusterObservation& obs);
 //      quorum still counts every voter.
 //   AD2 an unmanaged learner is its operator's: wait (etcd allows one learner at a time).
 //   AD3 an unmanaged member named like a configured node would give a joining node's
-//      --initial-cluster one name twice: wait, saying so, and add nothing.
+//      --initial-cluster one name twice; a member on a node's peer URL under another name is
+//      an adopted member on the same host and port, not the node's: wait, saying so, and
+//      change nothing (the rules for a node's own entry would remove it).
 // AD4 (start_decision.h) and AD5 (restore_decision.h): while adopting, no node bootstraps and no
 // restore starts by itself.
 
 // Rolling upgrades, asked by PlanNextStep once the cluster is healthy at its size (so every
 // voter is healthy and there is no learner). Rules, each with a table test:
-//   U1 no desired version, or every member runs it: nothing. A member on no configured node
-//      (an adopted cluster's, AD1) cannot be switched: wait until it is retired.
+//   U1 no desired version, or every member runs it: nothing. While adopting, a member on no
+//      configured node (AD1) cannot be switched: wait until it is retired.
 //   U2 the desired version has no binary in etcd.versions: wait, saying so.
 //   U3 a member's version is unknown: wait.
 //   U4 never below the cluster's version (the lowest minor any member runs): etcd does not

@@ -179,5 +179,21 @@ TEST(AdoptPlanTest, NoRollingUpgradeStartsWhileUnmanagedMembersRemain) {
   EXPECT_NE(s.reason.find("no agent can upgrade it"), std::string::npos) << s.reason;
 }
 
+TEST(AdoptPlanTest, AD3_AnOldMemberOnANodesHostAndPeerPortIsNeverRemoved) {
+  // The nodes reuse the old machines and the old peer port: o1..o3 sit on n1..n3's peer URLs.
+  // Without AD3 the node's own rules would read "node back with an empty data dir" and remove
+  // live members one by one.
+  ClusterObservation o = Adopting();
+  for (int i = 0; i < 3; ++i) o.members[static_cast<size_t>(i)].peer_url = o.nodes[static_cast<size_t>(i)].peer_url;
+  for (int step = 0; step < 3; ++step) {
+    Step s = PlanNextStep(o);
+    EXPECT_EQ(s.kind, StepKind::kWait) << s.reason;
+    EXPECT_NE(s.reason.find("same host and peer port"), std::string::npos) << s.reason;
+  }
+  // Not adopting (an ordinary cluster whose node was re-imaged), the rule does not apply.
+  o.adopting = false;
+  EXPECT_EQ(PlanNextStep(o).reason.find("same host and peer port"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace steward

@@ -31,8 +31,9 @@ ClusterView Adopted(int managed) {
   return v;
 }
 
-const std::set<std::string> kManaged = {"http://127.0.0.11:2380", "http://127.0.0.12:2380",
-                                        "http://127.0.0.13:2380"};
+const std::map<std::string, std::string> kManaged = {{"http://127.0.0.11:2380", "n1"},
+                                                     {"http://127.0.0.12:2380", "n2"},
+                                                     {"http://127.0.0.13:2380", "n3"}};
 
 TEST(RetireTest, T1_NothingGoesUntilTheAgentsGrewTheClusterToItsSize) {
   RetireStep s = NextRetirement(Adopted(2), kManaged, 3);
@@ -96,9 +97,9 @@ TEST(RetireTest, T2_TheManagedMembersMustHoldQuorumWithoutTheOthers) {
   // Five managed voters wanted three: three healthy is enough for size, and 3 of 5 is a
   // quorum. With only two of five managed healthy, the others would not hold quorum alone.
   ClusterView v = Adopted(5);
-  std::set<std::string> managed = kManaged;
-  managed.insert("http://127.0.0.14:2380");
-  managed.insert("http://127.0.0.15:2380");
+  std::map<std::string, std::string> managed = kManaged;
+  managed["http://127.0.0.14:2380"] = "n4";
+  managed["http://127.0.0.15:2380"] = "n5";
   EXPECT_EQ(NextRetirement(v, managed, 3).kind, RetireStep::kRemove);
   v.members[6].healthy = false;
   v.members[7].healthy = false;
@@ -106,6 +107,38 @@ TEST(RetireTest, T2_TheManagedMembersMustHoldQuorumWithoutTheOthers) {
   RetireStep s = NextRetirement(v, managed, 2);
   EXPECT_EQ(s.kind, RetireStep::kRefuse);
   EXPECT_NE(s.reason.find("would not hold a quorum"), std::string::npos) << s.reason;
+}
+
+TEST(RetireTest, AnOldMemberOnANodesPeerUrlUnderAnotherNameIsNotTheNodes) {
+  // o1 runs on n1's host and peer port (the nodes reuse the old machines): it is still
+  // unmanaged, so nothing is "done" while it is in the cluster.
+  ClusterView v = Adopted(3);
+  v.members.erase(v.members.begin() + 1, v.members.begin() + 3);  // o2, o3 retired already
+  v.members[0].member.peer_urls = {"http://127.0.0.11:2380"};      // o1 on n1's peer URL
+  v.members[1].member.peer_urls = {"http://127.0.0.21:2380"};      // n1 (for the count)
+  std::map<std::string, std::string> managed = kManaged;
+  managed["http://127.0.0.21:2380"] = "n1";
+  RetireStep s = NextRetirement(v, managed, 3);
+  ASSERT_EQ(s.kind, RetireStep::kRemove) << s.reason;
+  EXPECT_EQ(s.member_id, 0x901u);
+}
+
+TEST(RetireTest, T4_AViewThatMixesTwoClustersRemovesNothing) {
+  ClusterView v = Adopted(3);
+  v.list_cluster_id = 0xc1;
+  for (auto& r : v.members) {
+    r.status = MemberStatus{};
+    r.status->cluster_id = 0xc1;
+    r.status->member_id = r.member.id;
+  }
+  EXPECT_EQ(NextRetirement(v, kManaged, 3).kind, RetireStep::kRemove);
+  v.members[1].status->cluster_id = 0xc2;  // o2 answers for another cluster
+  RetireStep s = NextRetirement(v, kManaged, 3);
+  EXPECT_EQ(s.kind, RetireStep::kRefuse);
+  EXPECT_NE(s.reason.find("mixes two clusters"), std::string::npos) << s.reason;
+  v.members[1].status->cluster_id = 0xc1;
+  v.members[2].status->member_id = 0x777;  // a URL answered by another member
+  EXPECT_EQ(NextRetirement(v, kManaged, 3).kind, RetireStep::kRefuse);
 }
 
 }  // namespace
