@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 # Integration tests mostly wait on etcd timers, so run more of them than there are cores.
 TEST_JOBS ?= 4
 
-.PHONY: all deps build demo test unit-test sim bench clean
+.PHONY: all deps build demo test unit-test sim faults bench clean
 all: build
 
 deps:
@@ -33,6 +33,15 @@ STEPS ?= 5000
 SEED ?= 1
 sim: build
 	$(BUILD)/steward_sim --seeds $(SEEDS) --steps $(STEPS) --seed $(SEED) $(SIM_ARGS)
+
+# The fault suite's long mode (tests/faults/, docs/reliability.md): CYCLES random faults from
+# SEED on NODES agents (size 3, the rest spares).
+CYCLES ?= 20
+NODES ?= 4
+faults: build
+	./scripts/install-deps.sh --test
+	STEWARD_FAULT_SEED=$(SEED) STEWARD_FAULT_CYCLES=$(CYCLES) STEWARD_FAULT_NODES=$(NODES) \
+	  $(BUILD)/fault_tests --gtest_also_run_disabled_tests --gtest_filter=FaultSuite.DISABLED_Random
 
 bench: build
 	cmake --build $(BUILD) --target snapshot_probe -j $(JOBS)

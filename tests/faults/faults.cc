@@ -1,0 +1,555 @@
+#include "faults.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "backup/layout.h"
+#include "backup/open.h"
+#include "backup/pipeline.h"
+#include "etcd/keys.h"
+#include "pki/node_certs.h"
+#include "reconcile/restore.h"
+
+namespace steward::testing {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using SteadyClock = std::chrono::steady_clock;
+
+const char* FaultName(FaultKind k) {
+  switch (k) {
+    case FaultKind::kKillEtcd: return "kill-etcd";
+    case FaultKind::kKillAgent: return "kill-agent";
+    case FaultKind::kKillNode: return "kill-node";
+    case FaultKind::kKillEtcdLeader: return "kill-etcd-leader";
+    case FaultKind::kKillStewardLeader: return "kill-steward-leader";
+    case FaultKind::kKillLeaderMidJoin: return "kill-leader-mid-join";
+    case FaultKind::kPauseAgent: return "pause-agent";
+    case FaultKind::kPauseEtcd: return "pause-etcd";
+    case FaultKind::kPauseNode: return "pause-node";
+    case FaultKind::kPauseMajority: return "pause-majority";
+    case FaultKind::kWipe: return "wipe";
+    case FaultKind::kPartialDataDir: return "partial-data-dir";
+    case FaultKind::kQuorumStop: return "quorum-stop";
+    case FaultKind::kTotalLoss: return "total-loss";
+    case FaultKind::kKillCoordinatorMidRestore: return "kill-coordinator-mid-restore";
+    case FaultKind::kStoreMissing: return "store-missing";
+    case FaultKind::kSkewedClock: return "skewed-clock";
+    case FaultKind::kFullDisk: return "full-disk";
+    case FaultKind::kCount: break;
+  }
+  return "?";
+}
+
+std::string FaultUnavailable(FaultKind k) {
+  if (k == FaultKind::kFullDisk && geteuid() != 0) return "needs root (mounts a small tmpfs)";
+  return "";
+}
+
+namespace {
+
+std::string Key(int64_t seq) { return absl::StrFormat("f/%010d", seq); }
+
+std::unique_ptr<EtcdClient> NewClient(const TestCluster& c, std::chrono::milliseconds timeout) {
+  EtcdClient::Options o;
+  o.timeout = timeout;
+  if (auto creds = TlsChannelCredentials(c.CaCert(), c.AdminCert(), c.AdminKey()); creds.ok()) {
+    o.credentials = *creds;
+  }
+  return std::make_unique<EtcdClient>(c.ClientUrls(), o);
+}
+
+// Every f/ key and its value; false if the range could not be read.
+bool ReadAll(const TestCluster& c, std::map<std::string, std::string>* out) {
+  auto client = NewClient(c, 10s);
+  etcdserverpb::TxnRequest req;
+  auto* range = req.add_success()->mutable_request_range();
+  range->set_key("f/");
+  range->set_range_end("f0");  // '/' + 1
+  auto r = client->Txn(req);
+  if (!r.ok() || r->responses_size() != 1) return false;
+  for (const auto& kv : r->responses(0).response_range().kvs()) (*out)[kv.key()] = kv.value();
+  return true;
+}
+
+const char kLibFaketime[] = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+}  // namespace
+
+Writer::Writer(const TestCluster& c) : c_(c), thread_([this] { Run(); }) {}
+
+Writer::~Writer() { Stop(); }
+
+void Writer::Stop() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+}
+
+void Writer::Run() {
+  auto client = NewClient(c_, 2000ms);
+  int failures_in_a_row = 0;
+  while (!stop_.load()) {
+    const int64_t seq = seq_.fetch_add(1);
+    const std::string value = absl::StrCat("v", seq);
+    etcdserverpb::TxnRequest req;
+    auto* put = req.add_success()->mutable_request_put();
+    put->set_key(Key(seq));
+    put->set_value(value);
+    auto r = client->Txn(req);
+    if (r.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ledger_[seq] = {value, r->header().revision()};
+      ++acked_;
+      failures_in_a_row = 0;
+    } else {
+      ++failed_;
+      // A channel that met a stopped or restarting etcd may back off for long: start afresh.
+      if (++failures_in_a_row % 5 == 0) client = NewClient(c_, 2000ms);
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+}
+
+std::map<int64_t, Acked> Writer::Ledger() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ledger_;
+}
+
+size_t Writer::ForgetAfter(int64_t seq, int64_t revision) {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  for (auto it = ledger_.begin(); it != ledger_.end() && it->first < seq;) {
+    if (it->second.revision > revision) {
+      it = ledger_.erase(it);
+      ++n;
+    } else {
+      ++it;
+    }
+  }
+  return n;
+}
+
+FaultRig::FaultRig(int subnet, int nodes) : subnet_(subnet), nodes_(nodes) {
+  // Fast handover and replacement so cycles are short; backups every few seconds so a total
+  // loss loses little.
+  c_ = std::make_unique<TestCluster>(
+      subnet, nodes, 3,
+      std::string(kFastLeader) + "  replace_after: 8s\n  learner_timeout: 30s\n",
+      "backup:\n  store: file://ROOT/backups\n  interval: 5s\n  before_change_min_interval: 5s\n");
+  if (geteuid() == 0) {
+    // kFullDisk's node keeps its data on a small tmpfs of its own.
+    const std::string dir = c_->DataDir(tmpfs_node_);
+    fs::create_directories(dir);
+    if (::mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=512m,mode=0700") == 0) tmpfs_ = dir;
+  }
+}
+
+FaultRig::~FaultRig() {
+  writer_.reset();
+  // Detached first (lazily: its etcd may still hold files there), so the cluster's teardown
+  // can delete the plain directory left behind.
+  if (!tmpfs_.empty()) ::umount2(tmpfs_.c_str(), MNT_DETACH);
+  c_.reset();
+}
+
+bool FaultRig::Start() {
+  for (int i = 0; i < nodes_; ++i) c_->StartAgent(i);
+  if (!WaitHealthyAtSize(90s)) return false;
+  writer_ = std::make_unique<Writer>(*c_);
+  return true;
+}
+
+int FaultRig::NodeOf(const std::string& name) const {
+  if (name.size() < 2 || name[0] != 'n') return -1;
+  const int i = std::atoi(name.c_str() + 1) - 1;
+  return i >= 0 && i < nodes_ ? i : -1;
+}
+
+std::vector<int> FaultRig::MemberNodes() const {
+  std::vector<int> out;
+  for (const auto& m : c_->Status().members) {
+    if (m.member.is_learner) continue;
+    if (int i = NodeOf(m.member.name); i >= 0) out.push_back(i);
+  }
+  return out;
+}
+
+int FaultRig::EtcdLeaderNode() const {
+  ClusterView v = c_->Status();
+  for (const auto& m : v.members) {
+    if (m.member.id == v.leader_id) return NodeOf(m.member.name);
+  }
+  return -1;
+}
+
+int FaultRig::StewardLeaderNode() const {
+  auto client = NewClient(*c_, 3000ms);
+  auto leader = client->Get(LeaderKey(absl::StrCat("it", subnet_)));
+  if (!leader.ok() || !leader->has_value()) return -1;
+  return NodeOf(**leader);
+}
+
+void FaultRig::KillNode(int i) {
+  c_->SignalAgent(i, SIGKILL);
+  c_->KillEtcd(i);
+}
+
+void FaultRig::Pause(const std::vector<pid_t>& pids, std::chrono::seconds d) {
+  for (pid_t p : pids) {
+    if (p > 0) ::kill(p, SIGSTOP);
+  }
+  std::this_thread::sleep_for(d);
+  for (pid_t p : pids) {
+    if (p > 0) ::kill(p, SIGCONT);
+  }
+}
+
+bool FaultRig::WaitHealthyAtSize(std::chrono::seconds bound) const {
+  return WaitFor(
+      [&] {
+        ClusterView v = c_->Status();
+        if (!v.healthy || v.voters != 3 || v.healthy_voters != 3) return false;
+        for (const auto& m : v.members) {
+          if (m.member.is_learner) return false;
+        }
+        return true;
+      },
+      bound);
+}
+
+FaultRig::Snapshot FaultRig::Observe() const {
+  Snapshot s;
+  for (const auto& m : c_->Status().members) {
+    if (m.status) s.raft_index[m.member.id] = m.status->raft_index;
+  }
+  return s;
+}
+
+std::string FaultRig::RestoredBackupRevision(int64_t* revision) const {
+  BackupConfig bc;
+  bc.store = absl::StrCat("file://", c_->Root(), "/backups");
+  auto store = OpenStore(bc);
+  if (!store.ok()) return std::string(store.status().message());
+  const std::string cluster = absl::StrCat("it", subnet_);
+  auto intent = ReadRestoreIntent(**store, cluster);
+  if (!intent.ok() || !intent->has_value()) return "no restore intent";
+  auto listed = ListBackups(**store, cluster);
+  if (!listed.ok()) return std::string(listed.status().message());
+  for (const auto& b : *listed) {
+    if (b.name == (*intent)->backup && b.meta) {
+      *revision = b.meta->revision;
+      return "";
+    }
+  }
+  return absl::StrCat("backup ", (*intent)->backup, " not listed");
+}
+
+void FaultRig::Check(const Snapshot& before, bool total_loss, int64_t loss_seq, CycleResult* r) {
+  if (total_loss) {
+    int64_t revision = 0;
+    if (std::string why = RestoredBackupRevision(&revision); !why.empty()) {
+      r->violations.push_back("cannot tell which backup was restored: " + why);
+    } else {
+      r->restored = true;
+      r->restore_loss = writer_->ForgetAfter(loss_seq, revision);
+    }
+  }
+  // Every acknowledged write, with its value. The ledger is copied before the keys are read:
+  // a write acknowledged in between is not in the ledger copy, rather than missing from the read.
+  const std::map<int64_t, Acked> ledger = writer_->Ledger();
+  std::map<std::string, std::string> all;
+  if (!ReadAll(*c_, &all)) {
+    r->violations.push_back("could not read the keys back");
+  } else {
+    for (const auto& [seq, a] : ledger) {
+      auto it = all.find(Key(seq));
+      if (it == all.end() || it->second != a.value) {
+        if (r->lost < 5) {
+          r->violations.push_back(absl::StrCat("acknowledged ", Key(seq), " (revision ",
+                                               a.revision, ") is ",
+                                               it == all.end() ? "missing" : "changed"));
+        }
+        ++r->lost;
+      }
+    }
+  }
+  // One cluster ID, and no member rolled back.
+  ClusterView v = c_->Status();
+  uint64_t cluster_id = 0;
+  for (const auto& m : v.members) {
+    if (!m.status) continue;
+    if (cluster_id == 0) cluster_id = m.status->cluster_id;
+    if (m.status->cluster_id != cluster_id) {
+      r->violations.push_back(absl::StrFormat("member %s answers for cluster %x, another for %x",
+                                              m.member.name, m.status->cluster_id, cluster_id));
+    }
+    auto was = before.raft_index.find(m.member.id);
+    if (!total_loss && was != before.raft_index.end() && m.status->raft_index < was->second) {
+      r->violations.push_back(absl::StrFormat("member %s (%x) rolled back: raft index %d, was %d",
+                                              m.member.name, m.member.id,
+                                              m.status->raft_index, was->second));
+    }
+  }
+}
+
+CycleResult FaultRig::Cycle(FaultKind kind, std::mt19937& rng) {
+  CycleResult r;
+  r.kind = kind;
+  if (std::string why = FaultUnavailable(kind); !why.empty() ||
+      (kind == FaultKind::kFullDisk && tmpfs_.empty())) {
+    r.skipped = true;
+    r.skip_reason = why.empty() ? "the tmpfs could not be mounted" : why;
+    return r;
+  }
+  const Snapshot before = Observe();
+  const int64_t acked_before = writer_->acked();
+  std::vector<int> voters = MemberNodes();
+  if (voters.empty()) voters = {0};
+  auto pick = [&](const std::vector<int>& from) {
+    return from[std::uniform_int_distribution<size_t>(0, from.size() - 1)(rng)];
+  };
+  auto other_than = [&](int leader) {
+    std::vector<int> out;
+    for (int i : voters) {
+      if (i != leader) out.push_back(i);
+    }
+    return out.empty() ? voters : out;
+  };
+  auto etcd_pid = [&](int i) { return c_->EtcdPid(i).value_or(0); };
+  bool total_loss = false;
+  int64_t loss_seq = 0;
+  switch (kind) {
+    case FaultKind::kKillEtcd:
+      c_->KillEtcd(pick(other_than(EtcdLeaderNode())));
+      break;
+    case FaultKind::kKillAgent: {
+      const int i = std::uniform_int_distribution<int>(0, nodes_ - 1)(rng);
+      c_->SignalAgent(i, SIGKILL);
+      c_->StartAgent(i);
+      break;
+    }
+    case FaultKind::kKillNode: {
+      const int i = pick(voters);
+      KillNode(i);
+      std::this_thread::sleep_for(1s);
+      c_->StartAgent(i);
+      break;
+    }
+    case FaultKind::kKillEtcdLeader:
+      if (int i = EtcdLeaderNode(); i >= 0) c_->KillEtcd(i);
+      break;
+    case FaultKind::kKillStewardLeader:
+      if (int i = StewardLeaderNode(); i >= 0) {
+        c_->SignalAgent(i, SIGKILL);
+        c_->StartAgent(i);
+      }
+      break;
+    case FaultKind::kKillLeaderMidJoin: {
+      const int i = pick(other_than(StewardLeaderNode()));
+      KillNode(i);
+      fs::remove_all(c_->DataDir(i) + "/etcd");
+      c_->StartAgent(i);
+      // The leader removes the old entry and adds the node back as a learner: kill it then.
+      WaitFor(
+          [&] {
+            for (const auto& m : c_->Status().members) {
+              if (m.member.is_learner) return true;
+            }
+            return false;
+          },
+          30s);
+      if (int l = StewardLeaderNode(); l >= 0) {
+        c_->SignalAgent(l, SIGKILL);
+        c_->StartAgent(l);
+      }
+      break;
+    }
+    case FaultKind::kPauseAgent: {
+      const int i = std::uniform_int_distribution<int>(0, nodes_ - 1)(rng);
+      Pause({c_->AgentPid(i)}, 5s);
+      break;
+    }
+    case FaultKind::kPauseEtcd:
+      Pause({etcd_pid(pick(voters))}, 5s);
+      break;
+    case FaultKind::kPauseNode: {
+      const int i = pick(voters);
+      Pause({c_->AgentPid(i), etcd_pid(i)}, 5s);
+      break;
+    }
+    case FaultKind::kPauseMajority: {
+      std::shuffle(voters.begin(), voters.end(), rng);
+      std::vector<pid_t> pids;
+      for (size_t k = 0; k < 2 && k < voters.size(); ++k) {
+        pids.push_back(c_->AgentPid(voters[k]));
+        pids.push_back(etcd_pid(voters[k]));
+      }
+      Pause(pids, 5s);
+      break;
+    }
+    case FaultKind::kWipe:
+    case FaultKind::kPartialDataDir: {
+      const int i = pick(voters);
+      KillNode(i);
+      fs::remove_all(c_->DataDir(i) + (kind == FaultKind::kWipe ? "/etcd" : "/etcd/member/wal"));
+      c_->StartAgent(i);
+      break;
+    }
+    case FaultKind::kQuorumStop: {
+      std::shuffle(voters.begin(), voters.end(), rng);
+      const size_t n = std::min<size_t>(2, voters.size());
+      for (size_t k = 0; k < n; ++k) KillNode(voters[k]);
+      std::this_thread::sleep_for(3s);
+      for (size_t k = 0; k < n; ++k) c_->StartAgent(voters[k]);
+      break;
+    }
+    case FaultKind::kTotalLoss:
+    case FaultKind::kKillCoordinatorMidRestore: {
+      total_loss = true;
+      // Every machine dies at once with its disk (a mount point's contents go, not the mount).
+      for (int i = 0; i < nodes_; ++i) c_->SignalAgent(i, SIGKILL);
+      for (int i = 0; i < nodes_; ++i) c_->KillEtcd(i);
+      // Writes go on being acknowledged until the last etcd dies: the cut is taken after.
+      loss_seq = writer_->NextSeq();
+      for (int i = 0; i < nodes_; ++i) {
+        std::error_code ec;
+        for (const auto& e : fs::directory_iterator(c_->DataDir(i), ec)) fs::remove_all(e.path(), ec);
+      }
+      for (int i = 0; i < nodes_; ++i) c_->StartAgent(i);
+      if (kind == FaultKind::kKillCoordinatorMidRestore) {
+        // The coordinator is the lowest-named agent that answers: n1. Kill it once the
+        // restore intent is written and not yet done.
+        BackupConfig bc;
+        bc.store = absl::StrCat("file://", c_->Root(), "/backups");
+        auto store = OpenStore(bc);
+        WaitFor(
+            [&] {
+              if (!store.ok()) return true;
+              auto intent = ReadRestoreIntent(**store, absl::StrCat("it", subnet_));
+              return intent.ok() && intent->has_value() && (*intent)->ordered &&
+                     !(*intent)->done;
+            },
+            60s);
+        c_->SignalAgent(0, SIGKILL);
+        std::this_thread::sleep_for(1s);
+        c_->StartAgent(0);
+      }
+      break;
+    }
+    case FaultKind::kStoreMissing: {
+      const std::string root = c_->Root() + "/backups";
+      fs::rename(root, root + ".away");
+      const int i = pick(voters);
+      KillNode(i);
+      std::this_thread::sleep_for(1s);
+      c_->StartAgent(i);
+      std::this_thread::sleep_for(9s);
+      fs::rename(root + ".away", root);
+      break;
+    }
+    case FaultKind::kSkewedClock: {
+      const int i = pick(voters);
+      c_->SignalAgent(i, SIGKILL);  // its etcd keeps running and is adopted
+      c_->StartAgentWith(i, {"--config", c_->ConfigPath(i)},
+                         {absl::StrCat("LD_PRELOAD=", kLibFaketime), "FAKETIME=+2h"});
+      std::this_thread::sleep_for(2s);
+      const int victim = pick(other_than(i));
+      KillNode(victim);
+      std::this_thread::sleep_for(1s);
+      c_->StartAgent(victim);
+      if (!WaitHealthyAtSize(90s)) r.violations.push_back("not healthy with a skewed agent");
+      c_->SignalAgent(i, SIGKILL);
+      c_->StartAgent(i);
+      break;
+    }
+    case FaultKind::kFullDisk: {
+      struct statvfs st {};
+      const std::string fill = tmpfs_ + "/fill";
+      if (::statvfs(tmpfs_.c_str(), &st) == 0) {
+        const int fd = ::open(fill.c_str(), O_CREAT | O_WRONLY, 0600);
+        if (fd >= 0) {
+          // All of it: etcd's next WAL or backend write fails with ENOSPC.
+          ::posix_fallocate(fd, 0, static_cast<off_t>(st.f_bavail * st.f_frsize));
+          ::close(fd);
+        }
+      }
+      std::this_thread::sleep_for(8s);
+      fs::remove(fill);
+      break;
+    }
+    case FaultKind::kCount:
+      break;
+  }
+  const auto fault_end = SteadyClock::now();
+  r.recovered = WaitHealthyAtSize(total_loss ? 240s : 120s);
+  r.to_healthy = std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() -
+                                                                      fault_end);
+  if (!r.recovered) {
+    r.violations.push_back("not back to 3 healthy voters in time");
+  } else {
+    // A moment for the writer to land writes on the recovered cluster.
+    std::this_thread::sleep_for(500ms);
+    Check(before, total_loss, loss_seq, &r);
+  }
+  r.acked = writer_->acked() - acked_before;
+  return r;
+}
+
+std::string SummaryTable(const std::vector<CycleResult>& results) {
+  struct Row {
+    int cycles = 0, recovered = 0, skipped = 0, restores = 0;
+    std::vector<int64_t> ms;
+    int64_t acked = 0;
+    size_t lost = 0, restore_loss = 0;
+    std::string skip_reason;
+  };
+  std::map<int, Row> rows;
+  Row total;
+  for (const auto& r : results) {
+    for (Row* row : {&rows[static_cast<int>(r.kind)], &total}) {
+      ++row->cycles;
+      if (r.skipped) {
+        ++row->skipped;
+        row->skip_reason = r.skip_reason;
+        continue;
+      }
+      if (r.recovered) {
+        ++row->recovered;
+        row->ms.push_back(r.to_healthy.count());
+      }
+      row->acked += r.acked;
+      row->lost += r.lost;
+      row->restore_loss += r.restore_loss;
+      if (r.restored) ++row->restores;
+    }
+  }
+  auto line = [](const std::string& name, Row& row) {
+    std::sort(row.ms.begin(), row.ms.end());
+    const double median = row.ms.empty() ? 0 : row.ms[row.ms.size() / 2] / 1000.0;
+    const double max = row.ms.empty() ? 0 : row.ms.back() / 1000.0;
+    if (row.skipped == row.cycles && row.cycles > 0) {
+      return absl::StrFormat("| %-28s | %6d | skipped: %s |\n", name, row.cycles, row.skip_reason);
+    }
+    return absl::StrFormat("| %-28s | %6d | %9d | %8.1f | %6.1f | %8d | %4d | %8d | %12d |\n",
+                           name, row.cycles, row.recovered, median, max, row.acked, row.lost,
+                           row.restores, row.restore_loss);
+  };
+  std::string out =
+      "| fault                        | cycles | recovered | median s | max s  | acked    | lost "
+      "| restores | restore loss |\n"
+      "|------------------------------|--------|-----------|----------|--------|----------|------"
+      "|----------|--------------|\n";
+  for (auto& [kind, row] : rows) out += line(FaultName(static_cast<FaultKind>(kind)), row);
+  out += line("all", total);
+  return out;
+}
+
+}  // namespace steward::testing
