@@ -41,7 +41,8 @@ TEST(FaultSuite, EveryKindOnce) {
     std::cout << FaultName(kind) << ": "
               << (r.skipped ? "skipped" : r.recovered ? "recovered" : "NOT RECOVERED") << " in "
               << r.to_healthy.count() << " ms, " << r.acked << " writes acknowledged"
-              << (r.restored ? ", restored" : "") << std::endl;
+              << (r.restored ? ", restored" : "") << (r.note.empty() ? "" : " (" + r.note + ")")
+              << std::endl;
     if (!r.recovered && !r.skipped) {
       ADD_FAILURE() << FaultName(kind) << " did not recover:\n" << rig.cluster().Logs();
       break;  // the next cycles would measure nothing
@@ -76,7 +77,8 @@ TEST(FaultSuite, DISABLED_Random) {
     const CycleResult& r = results.back();
     std::cout << "cycle " << n + 1 << "/" << cycles << " " << FaultName(kind) << ": "
               << (r.skipped ? "skipped" : r.recovered ? "recovered" : "NOT RECOVERED") << " in "
-              << r.to_healthy.count() << " ms" << (r.lost ? ", LOST WRITES" : "") << std::endl;
+              << r.to_healthy.count() << " ms" << (r.lost ? ", LOST WRITES" : "")
+              << (r.note.empty() ? "" : " (" + r.note + ")") << std::endl;
     if (!r.recovered && !r.skipped) {
       ADD_FAILURE() << FaultName(kind) << " did not recover:\n" << rig.cluster().Logs();
       break;

@@ -414,6 +414,16 @@ CycleResult FaultRig::Cycle(FaultKind kind, std::mt19937& rng) {
     case FaultKind::kTotalLoss:
     case FaultKind::kKillCoordinatorMidRestore: {
       total_loss = true;
+      // The last restore's intent, if any: the one this loss brings is another.
+      std::string old_intent;
+      BackupConfig bc;
+      bc.store = absl::StrCat("file://", c_->Root(), "/backups");
+      auto store = OpenStore(bc);
+      if (store.ok()) {
+        if (auto i = ReadRestoreIntent(**store, absl::StrCat("it", subnet_)); i.ok() && i->has_value()) {
+          old_intent = (*i)->id;
+        }
+      }
       // Every machine dies at once with its disk (a mount point's contents go, not the mount).
       for (int i = 0; i < nodes_; ++i) c_->SignalAgent(i, SIGKILL);
       for (int i = 0; i < nodes_; ++i) c_->KillEtcd(i);
@@ -425,19 +435,26 @@ CycleResult FaultRig::Cycle(FaultKind kind, std::mt19937& rng) {
       }
       for (int i = 0; i < nodes_; ++i) c_->StartAgent(i);
       if (kind == FaultKind::kKillCoordinatorMidRestore) {
-        // The coordinator is the lowest-named agent that answers: n1. Kill it once the
-        // restore intent is written and not yet done.
-        BackupConfig bc;
-        bc.store = absl::StrCat("file://", c_->Root(), "/backups");
-        auto store = OpenStore(bc);
-        WaitFor(
-            [&] {
-              if (!store.ok()) return true;
-              auto intent = ReadRestoreIntent(**store, absl::StrCat("it", subnet_));
-              return intent.ok() && intent->has_value() && (*intent)->ordered &&
-                     !(*intent)->done;
-            },
-            60s);
+        // The coordinator is the lowest-named agent that answers: n1. Kill it as soon as this
+        // loss's restore intent is written.
+        // Polled fast: a small restore is done within a second of its first order.
+        const auto deadline = SteadyClock::now() + 60s;
+        bool seen = false, ordered = false, done = false;
+        while (store.ok() && !seen && SteadyClock::now() < deadline) {
+          auto intent = ReadRestoreIntent(**store, absl::StrCat("it", subnet_));
+          if (intent.ok() && intent->has_value() && !(*intent)->cancelled &&
+              (*intent)->id != old_intent) {
+            seen = true;
+            ordered = (*intent)->ordered;
+            done = (*intent)->done;
+          } else {
+            std::this_thread::sleep_for(20ms);
+          }
+        }
+        r.note = !seen  ? "no restore intent seen within 60 s"
+                 : done ? "the restore was done before the kill"
+                        : ordered ? "killed mid-restore, its orders out"
+                                  : "killed mid-restore, before its orders";
         c_->SignalAgent(0, SIGKILL);
         std::this_thread::sleep_for(1s);
         c_->StartAgent(0);
@@ -471,6 +488,9 @@ CycleResult FaultRig::Cycle(FaultKind kind, std::mt19937& rng) {
       break;
     }
     case FaultKind::kFullDisk: {
+      if (std::find(voters.begin(), voters.end(), tmpfs_node_) == voters.end()) {
+        r.note = "n3 (the tmpfs node) is a spare now";
+      }
       struct statvfs st {};
       const std::string fill = tmpfs_ + "/fill";
       if (::statvfs(tmpfs_.c_str(), &st) == 0) {

@@ -96,6 +96,7 @@ struct CycleResult {
   size_t lost = 0;                          // acknowledged writes missing (a violation)
   size_t restore_loss = 0;                  // writes after the restored backup (reported)
   bool restored = false;
+  std::string note;                         // how the fault went, when it may differ
   std::vector<std::string> violations;      // what a check found, for the failure message
 };
 
