@@ -52,6 +52,16 @@ void Managed(ClusterObservation& o, int i) {
   o.members.push_back(m);
 }
 
+// A learner entry not yet started (name empty unless given).
+MemberView Learner(uint64_t id, const std::string& peer_url, const std::string& name = "") {
+  MemberView l;
+  l.id = id;
+  l.name = name;
+  l.peer_url = peer_url;
+  l.is_learner = true;
+  return l;
+}
+
 TEST(AdoptPlanTest, AD1_TheSizeCountsManagedVotersSoTheAgentsGrowBesideTheOldMembers) {
   ClusterObservation o = Adopting();
   // Without adopt, three healthy voters are "at size": nothing to do.
@@ -118,12 +128,7 @@ TEST(AdoptPlanTest, AD1_QuorumStillCountsTheUnmanagedVoters) {
 
 TEST(AdoptPlanTest, AD2_AnUnmanagedLearnerIsLeftToItsOperator) {
   ClusterObservation o = Adopting();
-  MemberView l;
-  l.id = 950;
-  l.name = "o4";
-  l.peer_url = "http://127.0.0.24:2380";
-  l.is_learner = true;
-  o.members.push_back(l);
+  o.members.push_back(Learner(950, "http://127.0.0.24:2380", "o4"));
   Step s = PlanNextStep(o);
   EXPECT_EQ(s.kind, StepKind::kWait);
   EXPECT_NE(s.reason.find("no agent manages it"), std::string::npos) << s.reason;
@@ -144,11 +149,7 @@ TEST(AdoptPlanTest, AD3_AnUnmanagedMemberNamedLikeANodeBlocksJoinsAndIsNotRemove
 
 TEST(AdoptPlanTest, TheJoinOrderListsTheUnmanagedMembersByTheirNames) {
   ClusterObservation o = Adopting();
-  MemberView l;
-  l.id = 100;
-  l.peer_url = o.nodes[0].peer_url;
-  l.is_learner = true;
-  o.members.push_back(l);
+  o.members.push_back(Learner(100, o.nodes[0].peer_url));
   Step s = PlanNextStep(o);
   ASSERT_EQ(s.kind, StepKind::kJoin) << s.reason;
   EXPECT_EQ(s.node, "n1");

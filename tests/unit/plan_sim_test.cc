@@ -11,7 +11,10 @@
 // unhealthy_for and the learner's age grow with time. After every planner step the safety
 // invariants of plan.h are checked against the observation the planner saw. After each
 // sequence every fault is healed and, unless the voters' data is gone for good, repeated
-// planning must converge. Fixed fault-free scenarios check convergence step by step.
+// planning must converge. Adopt sequences (plan.h AD1-AD3) start from a cluster no agent
+// created, whose members on no configured node have faults of their own and must never be
+// removed; the managed voters must reach the desired size beside them. Fixed fault-free
+// scenarios check convergence step by step.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -65,6 +68,8 @@ struct SimMember {
   // Served by a host outside the configured nodes (the old address of a node that moved).
   bool ghost = false;
   bool ghost_up = false;
+  // ... and the leader cannot reach that host (adopt: an unmanaged member's partition).
+  bool ghost_partitioned = false;
 };
 
 int VotersIn(const ClusterObservation& o) {
@@ -91,7 +96,8 @@ const NodeView* FindNode(const ClusterObservation& o, const std::string& name) {
 }
 
 std::string Describe(const ClusterObservation& o) {
-  std::string s = absl::StrCat("  desired=", o.desired_size, " list_ok=", o.member_list_ok,
+  std::string s = absl::StrCat("  desired=", o.desired_size, o.adopting ? " adopting" : "",
+                               " list_ok=", o.member_list_ok,
                                " leader_index=", o.leader_raft_index,
                                " learner_age=", o.learner_age.count(), "ms\n");
   for (const auto& n : o.nodes) {
@@ -144,6 +150,12 @@ std::vector<std::string> CheckStep(const ClusterObservation& o, const Step& s) {
       if (m == nullptr) {
         bad.push_back("removal of a member not in the list");
         break;
+      }
+      // (a') AD1: adopting, a member on no configured node is never removed.
+      if (o.adopting && std::none_of(o.nodes.begin(), o.nodes.end(), [&](const NodeView& n) {
+            return n.peer_url == m->peer_url;
+          })) {
+        bad.push_back(absl::StrCat("removal of unmanaged member ", Hex(m->id), " (AD1)"));
       }
       // (a) The voters that remain keep a healthy quorum.
       int v2 = v - (m->is_learner ? 0 : 1);
@@ -261,6 +273,8 @@ class Sim {
   std::mt19937_64& rng() { return rng_; }
   int desired() const { return desired_; }
   void set_desired(int d) { desired_ = d; }
+  bool adopting() const { return adopting_; }
+  void set_adopting(bool a) { adopting_ = a; }
   void set_timeouts(milliseconds replace_after, milliseconds learner_timeout) {
     replace_after_ = replace_after;
     learner_timeout_ = learner_timeout;
@@ -271,6 +285,7 @@ class Sim {
     o.desired_size = desired_;
     o.replace_after = replace_after_;
     o.learner_timeout = learner_timeout_;
+    o.adopting = adopting_;
     for (const auto& n : nodes_) {
       NodeView v;
       v.name = n.name;
@@ -420,6 +435,12 @@ class Sim {
     return l;
   }
   int Voters() const { return static_cast<int>(members_.size()) - Learners(); }
+  // Voters on a configured node's peer URL (adopting, the ones cluster.size counts).
+  int ManagedVoters() const {
+    int v = 0;
+    for (const auto& m : members_) v += (!m.is_learner && NodeAt(m.peer_url) != nullptr) ? 1 : 0;
+    return v;
+  }
   int HealthyVoters() const {
     int h = 0;
     for (const auto& m : members_) h += (!m.is_learner && Healthy(m)) ? 1 : 0;
@@ -490,7 +511,7 @@ class Sim {
   }
   // Its node's etcd runs this member and the leader can reach it.
   bool Serving(const SimMember& m) const {
-    if (m.ghost) return m.ghost_up;
+    if (m.ghost) return m.ghost_up && !m.ghost_partitioned;
     const SimNode* n = NodeAt(m.peer_url);
     return n != nullptr && n->up && n->etcd_running && !n->partitioned && n->local_id == m.id;
   }
@@ -507,6 +528,7 @@ class Sim {
   uint64_t leader_ = 0;
   uint64_t next_id_ = 0xa000;
   milliseconds learner_age_{0};
+  bool adopting_ = false;
 };
 
 struct SimStats {
@@ -516,6 +538,10 @@ struct SimStats {
   int64_t lost = 0;                // sequences whose cluster could not recover (data gone)
   int64_t quorum_guard_waits = 0;  // waits because a due removal would lose quorum
   int64_t lone_moved_member = 0;   // the known gap: see RunSequence
+  // Adopt sequences: steps the planner would have taken with adopting=false that remove an
+  // unmanaged member (the mutation check: CheckStep must reject them).
+  int64_t mutant_unmanaged_removals = 0;
+  int64_t unmanaged_unhealthy_steps = 0;  // steps planned with an unmanaged voter unhealthy
 };
 
 // Plans one step on the model, checks it, applies it. Appends to `log`; returns the
@@ -543,7 +569,8 @@ std::vector<std::string> PlanAndApply(Sim& sim, bool list_read_fails, std::vecto
 }
 
 // Lets time pass and applies the planner until it says kNone with the desired number of
-// healthy voters and no learner; at most `max_rounds` rounds of (tick, plan, apply).
+// voters (adopting: of managed voters), every voter healthy and no learner; at most
+// `max_rounds` rounds of (tick, plan, apply).
 // Returns the violations, or why it did not converge.
 std::vector<std::string> Converge(Sim& sim, int max_rounds, std::vector<std::string>& log,
                                   SimStats& stats, int* rounds = nullptr) {
@@ -553,14 +580,81 @@ std::vector<std::string> Converge(Sim& sim, int max_rounds, std::vector<std::str
     log.push_back("tick 10s");
     std::vector<std::string> bad = PlanAndApply(sim, false, log, stats, &s);
     if (!bad.empty()) return bad;
-    if (s.kind == StepKind::kNone && sim.Voters() == sim.desired() &&
-        sim.HealthyVoters() == sim.desired() && sim.Learners() == 0) {
+    const int counted = sim.adopting() ? sim.ManagedVoters() : sim.Voters();
+    if (s.kind == StepKind::kNone && counted == sim.desired() &&
+        sim.HealthyVoters() == sim.Voters() && sim.Learners() == 0) {
       if (rounds != nullptr) *rounds = r;
       return {};
     }
   }
   return {absl::StrCat("no convergence within ", max_rounds, " rounds; last step ",
                        StepKindName(s.kind), ": ", s.reason, "\n", Describe(sim.Observe()))};
+}
+
+// One event of the random fault mix, chosen by `r` in [0, 100): a planner step checked and
+// applied (42%), a Status poll, time passing, a node lost or back, a stopped node's data dir
+// wiped, partitions of etcd or of etcd and agent, an agent that cannot read its member ID, the
+// hosts of members on no configured node (moved members; adopt: the unmanaged ones) all down
+// or back, a spec size change. Returns the violations (empty if none).
+std::vector<std::string> RandomEvent(Sim& sim, int r, std::vector<std::string>& log,
+                                     SimStats& stats) {
+  std::mt19937_64& rng = sim.rng();
+  auto rnd = [&](int n) { return static_cast<int>(rng() % static_cast<uint64_t>(n)); };
+  SimNode& n = sim.nodes()[static_cast<size_t>(rnd(kNodes))];
+  if (r < 42) {
+    std::vector<std::string> bad = PlanAndApply(sim, rnd(20) == 0, log, stats);
+    if (!bad.empty()) return bad;
+  } else if (r < 45) {
+    sim.PollStatus();
+    log.push_back("status poll");
+  } else if (r < 65) {
+    const int dts[] = {5, 10, 20, 30, 60};
+    int dt = dts[rnd(5)];
+    sim.Tick(seconds(dt));
+    log.push_back(absl::StrCat("tick ", dt, "s"));
+  } else if (r < 72) {
+    if (!n.up) return {};
+    n.up = false;
+    n.etcd_running = false;
+    log.push_back(absl::StrCat("lose ", n.name));
+  } else if (r < 80) {
+    if (n.up) return {};
+    n.up = true;
+    log.push_back(absl::StrCat("return ", n.name));
+  } else if (r < 85) {
+    if (n.etcd_running || !n.has_data) return {};
+    n.has_data = false;
+    n.local_id = 0;
+    log.push_back(absl::StrCat("wipe data dir of ", n.name));
+  } else if (r < 90) {
+    if (n.partitioned) return {};
+    n.partitioned = true;
+    n.agent_partitioned = rnd(2) == 0;
+    log.push_back(
+        absl::StrCat("partition ", n.name, n.agent_partitioned ? " (etcd+agent)" : " (etcd)"));
+  } else if (r < 94) {
+    if (!n.partitioned) return {};
+    n.partitioned = false;
+    n.agent_partitioned = false;
+    log.push_back(absl::StrCat("unpartition ", n.name));
+  } else if (r < 96) {
+    n.id_unknown = !n.id_unknown;
+    log.push_back(absl::StrCat("agent of ", n.name, n.id_unknown ? " cannot" : " can",
+                               " read its member ID"));
+  } else if (r < 97) {
+    for (auto& m : sim.members()) {
+      if (!m.ghost) continue;
+      m.ghost_up = !m.ghost_up;
+      log.push_back(absl::StrCat(sim.adopting() ? "unmanaged member " : "old host of moved member ",
+                                 m.name, m.ghost_up ? " back up" : " down"));
+    }
+  } else {
+    int d = 1 + rnd(kNodes);
+    sim.set_desired(d);
+    log.push_back(absl::StrCat("spec size ", d));
+  }
+  sim.UpdateLeader();
+  return {};
 }
 
 // One random sequence of `events` faults, ticks and planner steps, then all faults healed
@@ -611,63 +705,10 @@ std::vector<std::string> RunSequence(uint64_t seed, int events, std::vector<std:
                              Describe(sim.Observe())));
 
   std::mt19937_64& rng = sim.rng();
-  auto rnd = [&](int n) { return static_cast<int>(rng() % static_cast<uint64_t>(n)); };
   for (int e = 0; e < events; ++e) {
-    int r = rnd(100);
-    SimNode& n = sim.nodes()[static_cast<size_t>(rnd(kNodes))];
-    if (r < 42) {
-      std::vector<std::string> bad = PlanAndApply(sim, rnd(20) == 0, log, stats);
-      if (!bad.empty()) return bad;
-    } else if (r < 45) {
-      sim.PollStatus();
-      log.push_back("status poll");
-    } else if (r < 65) {
-      const int dts[] = {5, 10, 20, 30, 60};
-      int dt = dts[rnd(5)];
-      sim.Tick(seconds(dt));
-      log.push_back(absl::StrCat("tick ", dt, "s"));
-    } else if (r < 72) {
-      if (!n.up) continue;
-      n.up = false;
-      n.etcd_running = false;
-      log.push_back(absl::StrCat("lose ", n.name));
-    } else if (r < 80) {
-      if (n.up) continue;
-      n.up = true;
-      log.push_back(absl::StrCat("return ", n.name));
-    } else if (r < 85) {
-      if (n.etcd_running || !n.has_data) continue;
-      n.has_data = false;
-      n.local_id = 0;
-      log.push_back(absl::StrCat("wipe data dir of ", n.name));
-    } else if (r < 90) {
-      if (n.partitioned) continue;
-      n.partitioned = true;
-      n.agent_partitioned = rnd(2) == 0;
-      log.push_back(
-          absl::StrCat("partition ", n.name, n.agent_partitioned ? " (etcd+agent)" : " (etcd)"));
-    } else if (r < 94) {
-      if (!n.partitioned) continue;
-      n.partitioned = false;
-      n.agent_partitioned = false;
-      log.push_back(absl::StrCat("unpartition ", n.name));
-    } else if (r < 96) {
-      n.id_unknown = !n.id_unknown;
-      log.push_back(absl::StrCat("agent of ", n.name, n.id_unknown ? " cannot" : " can",
-                                 " read its member ID"));
-    } else if (r < 97) {
-      for (auto& m : sim.members()) {
-        if (!m.ghost) continue;
-        m.ghost_up = !m.ghost_up;
-        log.push_back(
-            absl::StrCat("old host of moved member ", m.name, m.ghost_up ? " back up" : " down"));
-      }
-    } else {
-      int d = 1 + rnd(kNodes);
-      sim.set_desired(d);
-      log.push_back(absl::StrCat("spec size ", d));
-    }
-    sim.UpdateLeader();
+    int r = static_cast<int>(rng() % 100);
+    std::vector<std::string> bad = RandomEvent(sim, r, log, stats);
+    if (!bad.empty()) return bad;
   }
 
   // Heal every fault. Unless too many voters lost their data for a quorum ever to come back
@@ -702,30 +743,45 @@ std::vector<std::string> RunSequence(uint64_t seed, int events, std::vector<std:
   return bad;
 }
 
-TEST(PlanSimTest, RandomFaultSequencesKeepInvariantsAndHeal) {
-  constexpr int kSequences = 10000;
-  constexpr int kEvents = 40;
-  constexpr uint64_t kBaseSeed = 20240601;
-  SimStats stats;
+// Runs `sequences` seeded sequences of `run` from `base_seed` on (stopping after 3 failures,
+// each reported with its log); returns the time taken.
+using SequenceRunner = std::vector<std::string> (*)(uint64_t, int, std::vector<std::string>&,
+                                                    SimStats&);
+milliseconds RunSequences(const char* label, int sequences, int events, uint64_t base_seed,
+                          SequenceRunner run, SimStats& stats) {
   int failures = 0;
   auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < kSequences && failures < 3; ++i) {
-    uint64_t seed = kBaseSeed + static_cast<uint64_t>(i);
+  for (int i = 0; i < sequences && failures < 3; ++i) {
+    uint64_t seed = base_seed + static_cast<uint64_t>(i);
     std::vector<std::string> log;
-    std::vector<std::string> bad = RunSequence(seed, kEvents, log, stats);
+    std::vector<std::string> bad = run(seed, events, log, stats);
     if (!bad.empty()) {
       ++failures;
-      ADD_FAILURE() << "seed " << seed << ":\n  " << absl::StrJoin(bad, "\n  ")
-                    << "\nsequence (seed " << seed << "):\n"
+      ADD_FAILURE() << label << "seed " << seed << ":\n  " << absl::StrJoin(bad, "\n  ")
+                    << "\nsequence (" << label << "seed " << seed << "):\n"
                     << absl::StrJoin(log, "\n");
     }
   }
-  auto ms = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - t0);
+  return std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - t0);
+}
+
+// "none 12, wait 40, ..." for the summary line.
+std::string KindsText(const SimStats& stats) {
   std::string kinds;
   for (int k = 0; k < 7; ++k) {
     absl::StrAppend(&kinds, k ? ", " : "", StepKindName(static_cast<StepKind>(k)), " ",
                     stats.kinds[k]);
   }
+  return kinds;
+}
+
+TEST(PlanSimTest, RandomFaultSequencesKeepInvariantsAndHeal) {
+  constexpr int kSequences = 10000;
+  constexpr int kEvents = 40;
+  SimStats stats;
+  const milliseconds ms =
+      RunSequences("", kSequences, kEvents, 20240601, &RunSequence, stats);
+  const std::string kinds = KindsText(stats);
   std::cout << "[ SIM      ] " << kSequences << " sequences x " << kEvents
             << " events: " << stats.steps << " planner steps checked (" << kinds << "); "
             << stats.healed << " healed and converged, " << stats.lost << " lost quorum for good, "
@@ -737,6 +793,153 @@ TEST(PlanSimTest, RandomFaultSequencesKeepInvariantsAndHeal) {
     EXPECT_GT(stats.kinds[k], 0) << "no " << StepKindName(static_cast<StepKind>(k)) << " step";
   }
   EXPECT_GT(stats.quorum_guard_waits, 0);
+  EXPECT_GT(stats.healed, kSequences / 2);
+}
+
+// Adopting (plan.h AD1-AD3): a cluster no agent created. Its 3 (sometimes 5) voting members
+// o1.. run on hosts outside the configured nodes (peer URLs 10.0.2.x), with faults of their
+// own: down, back, partitioned from the leader, healed, and the fault mix's "all of them down
+// or back". They keep their data: the model never wipes them or restarts them empty. The five
+// configured nodes start empty with their agents up; cluster.size is 3, sometimes 1..5, and
+// the fault mix changes it. Every planner step is checked by CheckStep, which for an adopting
+// observation also rejects the removal of a member on no configured node (AD1); quorum counts
+// every voter. After the faults heal, the managed voters must reach the desired size with
+// every unmanaged member still listed and healthy.
+std::vector<std::string> RunAdoptSequence(uint64_t seed, int events, std::vector<std::string>& log,
+                                          SimStats& stats) {
+  std::mt19937_64 setup(seed);
+  auto pick = [&](int n) { return static_cast<int>(setup() % static_cast<uint64_t>(n)); };
+  const int olds = pick(4) == 0 ? 5 : 3;
+  const int desired = pick(3) == 0 ? 1 + pick(kNodes) : 3;
+  Sim sim(seed ^ 0x9e3779b97f4a7c15ULL, 0);
+  sim.set_adopting(true);
+  sim.set_desired(desired);
+  const milliseconds timeouts[] = {seconds(30), seconds(60), seconds(120)};
+  sim.set_timeouts(timeouts[pick(3)], timeouts[pick(3)]);
+  std::vector<uint64_t> unmanaged;
+  for (int i = 0; i < olds; ++i) {
+    SimMember m;
+    m.id = 0x5000 + static_cast<uint64_t>(i + 1) * 0x11;
+    m.name = absl::StrCat("o", i + 1);
+    m.peer_url = absl::StrCat("http://10.0.2.", i + 1, ":2380");
+    m.started = true;
+    m.raft_index = 1000;
+    m.ghost = true;  // served by a host that is no configured node
+    m.ghost_up = true;
+    sim.members().push_back(m);
+    unmanaged.push_back(m.id);
+  }
+  if (pick(4) == 0) sim.members()[static_cast<size_t>(pick(olds))].ghost_up = false;
+  sim.UpdateLeader();
+  sim.PollStatus();
+  log.push_back(absl::StrCat("seed ", seed, ": adopting ", olds, " unmanaged voters, size ",
+                             desired, "\n", Describe(sim.Observe())));
+
+  auto all_listed = [&]() -> std::vector<std::string> {
+    for (uint64_t id : unmanaged) {
+      bool listed = false;
+      for (const auto& m : sim.members()) listed = listed || (m.id == id && !m.is_learner);
+      if (!listed) return {absl::StrCat("unmanaged member ", Hex(id), " is no longer a voter")};
+    }
+    return {};
+  };
+  std::mt19937_64& rng = sim.rng();
+  auto rnd = [&](int n) { return static_cast<int>(rng() % static_cast<uint64_t>(n)); };
+  for (int e = 0; e < events; ++e) {
+    int r = rnd(130);
+    if (r < 42) {
+      // Mutation check: the same observation planned without adopt. The planner then treats
+      // the unmanaged members as its own, and CheckStep must catch any removal of one.
+      ClusterObservation o = sim.Observe();
+      for (const auto& m : o.members) {
+        if (!m.is_learner && !m.healthy &&
+            std::find(unmanaged.begin(), unmanaged.end(), m.id) != unmanaged.end()) {
+          ++stats.unmanaged_unhealthy_steps;
+          break;
+        }
+      }
+      ClusterObservation plain = o;
+      plain.adopting = false;
+      for (const auto& b : CheckStep(o, PlanNextStep(plain))) {
+        if (b.find("(AD1)") != std::string::npos) {
+          ++stats.mutant_unmanaged_removals;
+          break;
+        }
+      }
+    }
+    if (r < 100) {
+      std::vector<std::string> bad = RandomEvent(sim, r, log, stats);
+      if (!bad.empty()) return bad;
+    } else {
+      uint64_t id = unmanaged[static_cast<size_t>(rnd(olds))];
+      SimMember* m = nullptr;
+      for (auto& mm : sim.members()) m = mm.id == id ? &mm : m;
+      if (m == nullptr) return {absl::StrCat("unmanaged member ", Hex(id), " was removed")};
+      if (r < 110) {
+        m->ghost_up = false;
+        log.push_back(absl::StrCat("unmanaged member ", m->name, " down"));
+      } else if (r < 120) {
+        m->ghost_up = true;
+        log.push_back(absl::StrCat("unmanaged member ", m->name, " up"));
+      } else if (r < 125) {
+        m->ghost_partitioned = true;
+        log.push_back(absl::StrCat("partition unmanaged member ", m->name));
+      } else {
+        m->ghost_partitioned = false;
+        log.push_back(absl::StrCat("unpartition unmanaged member ", m->name));
+      }
+      sim.UpdateLeader();
+    }
+    if (auto bad = all_listed(); !bad.empty()) return bad;
+  }
+
+  log.push_back("heal: every node and unmanaged member up, no partitions");
+  for (auto& n : sim.nodes()) {
+    n.up = true;
+    n.partitioned = false;
+    n.agent_partitioned = false;
+    n.id_unknown = false;
+  }
+  for (auto& m : sim.members()) {
+    m.ghost_up = m.ghost;
+    m.ghost_partitioned = false;
+  }
+  if (!sim.QuorumRecoverable()) {
+    ++stats.lost;
+    for (int r = 0; r < 5; ++r) {
+      sim.Tick(seconds(10));
+      std::vector<std::string> bad = PlanAndApply(sim, false, log, stats);
+      if (!bad.empty()) return bad;
+    }
+    return all_listed();
+  }
+  std::vector<std::string> bad = Converge(sim, 80, log, stats);
+  if (bad.empty()) bad = all_listed();
+  if (bad.empty()) ++stats.healed;
+  return bad;
+}
+
+TEST(PlanSimTest, AdoptSequencesNeverTouchUnmanagedMembersAndHeal) {
+  constexpr int kSequences = 3000;
+  constexpr int kEvents = 40;
+  SimStats stats;
+  const milliseconds ms =
+      RunSequences("adopt ", kSequences, kEvents, 20250301, &RunAdoptSequence, stats);
+  const std::string kinds = KindsText(stats);
+  std::cout << "[ SIM      ] adopt: " << kSequences << " sequences x " << kEvents
+            << " events: " << stats.steps << " planner steps checked (" << kinds << "); "
+            << stats.healed << " healed and converged, " << stats.lost << " lost quorum for good; "
+            << stats.unmanaged_unhealthy_steps << " steps with an unmanaged voter unhealthy; "
+            << stats.quorum_guard_waits << " waits where a removal would lose quorum; "
+            << "without adopt, " << stats.mutant_unmanaged_removals
+            << " steps would remove an unmanaged member; " << ms.count() << " ms\n";
+  for (StepKind k : {StepKind::kNone, StepKind::kWait, StepKind::kRemoveMember,
+                     StepKind::kAddLearner, StepKind::kJoin, StepKind::kPromote, StepKind::kWipe}) {
+    EXPECT_GT(stats.kinds[static_cast<int>(k)], 0) << "no " << StepKindName(k) << " step";
+  }
+  EXPECT_GT(stats.unmanaged_unhealthy_steps, 0);
+  // The invariant can fail: the planner without adopt removes unmanaged members.
+  EXPECT_GT(stats.mutant_unmanaged_removals, 0);
   EXPECT_GT(stats.healed, kSequences / 2);
 }
 
