@@ -44,6 +44,9 @@ const char* FaultName(FaultKind k) {
     case FaultKind::kStoreMissing: return "store-missing";
     case FaultKind::kSkewedClock: return "skewed-clock";
     case FaultKind::kFullDisk: return "full-disk";
+    case FaultKind::kPartitionNode: return "partition-node";
+    case FaultKind::kPartitionLeader: return "partition-steward-leader";
+    case FaultKind::kCutLink: return "cut-link";
     case FaultKind::kCount: break;
   }
   return "?";
@@ -51,6 +54,10 @@ const char* FaultName(FaultKind k) {
 
 std::string FaultUnavailable(FaultKind k) {
   if (k == FaultKind::kFullDisk && geteuid() != 0) return "needs root (mounts a small tmpfs)";
+  if ((k == FaultKind::kPartitionNode || k == FaultKind::kPartitionLeader ||
+       k == FaultKind::kCutLink) && geteuid() != 0) {
+    return "needs root (network namespaces)";
+  }
   return "";
 }
 
@@ -143,7 +150,8 @@ FaultRig::FaultRig(int subnet, int nodes) : subnet_(subnet), nodes_(nodes) {
   c_ = std::make_unique<TestCluster>(
       subnet, nodes, 3,
       std::string(kFastLeader) + "  replace_after: 8s\n  learner_timeout: 30s\n",
-      "backup:\n  store: file://ROOT/backups\n  interval: 5s\n  before_change_min_interval: 5s\n");
+      "backup:\n  store: file://ROOT/backups\n  interval: 5s\n  before_change_min_interval: 5s\n",
+      /*netns=*/geteuid() == 0);
   if (geteuid() == 0) {
     // kFullDisk's node keeps its data on a small tmpfs of its own.
     const std::string dir = c_->DataDir(tmpfs_node_);
@@ -303,10 +311,14 @@ void FaultRig::Check(const Snapshot& before, bool total_loss, int64_t loss_seq, 
 CycleResult FaultRig::Cycle(FaultKind kind, std::mt19937& rng) {
   CycleResult r;
   r.kind = kind;
+  const bool network = kind == FaultKind::kPartitionNode ||
+                       kind == FaultKind::kPartitionLeader || kind == FaultKind::kCutLink;
   if (std::string why = FaultUnavailable(kind); !why.empty() ||
-      (kind == FaultKind::kFullDisk && tmpfs_.empty())) {
+      (kind == FaultKind::kFullDisk && tmpfs_.empty()) || (network && !c_->netns())) {
     r.skipped = true;
-    r.skip_reason = why.empty() ? "the tmpfs could not be mounted" : why;
+    r.skip_reason = !why.empty() ? why
+                    : network    ? "the network namespaces could not be made"
+                                 : "the tmpfs could not be mounted";
     return r;
   }
   const Snapshot before = Observe();
@@ -503,6 +515,36 @@ CycleResult FaultRig::Cycle(FaultKind kind, std::mt19937& rng) {
       }
       std::this_thread::sleep_for(8s);
       fs::remove(fill);
+      break;
+    }
+    case FaultKind::kPartitionNode: {
+      const int i = pick(voters);
+      const auto d = std::chrono::seconds(std::uniform_int_distribution<int>(4, 14)(rng));
+      r.note = absl::StrCat("n", i + 1, " cut off for ", d.count(), " s");
+      c_->Partition(i);
+      std::this_thread::sleep_for(d);
+      c_->Heal(i);
+      break;
+    }
+    case FaultKind::kPartitionLeader: {
+      const int i = StewardLeaderNode();
+      if (i < 0) {
+        r.note = "no steward leader to cut off";
+        break;
+      }
+      r.note = absl::StrCat("n", i + 1, " (the steward leader) cut off for 8 s");
+      c_->Partition(i);
+      std::this_thread::sleep_for(8s);
+      c_->Heal(i);
+      break;
+    }
+    case FaultKind::kCutLink: {
+      std::shuffle(voters.begin(), voters.end(), rng);
+      if (voters.size() < 2) break;
+      r.note = absl::StrCat("n", voters[0] + 1, " <-> n", voters[1] + 1, " cut for 8 s");
+      c_->CutLink(voters[0], voters[1], true);
+      std::this_thread::sleep_for(8s);
+      c_->CutLink(voters[0], voters[1], false);
       break;
     }
     case FaultKind::kCount:

@@ -43,7 +43,11 @@ enum class FaultKind {
   kKillCoordinatorMidRestore,  // total loss; the restore's coordinator killed mid-restore
   kStoreMissing,        // the backup store's root moved away for 10 s while a node is killed
   kSkewedClock,         // an agent restarted with its clock 2 h ahead (faketime), a member lost
-  kFullDisk,            // a node's data dir (a 256 MiB tmpfs) filled for 8 s (root only)
+  kFullDisk,            // a node's data dir (a 512 MiB tmpfs) filled for 8 s (root only)
+  // Network faults (root only: each node in a network namespace of its own).
+  kPartitionNode,       // a member cut off from everyone for 4-14 s (replace_after is 8 s)
+  kPartitionLeader,     // the steward leader's node cut off for 8 s
+  kCutLink,             // the link between two members cut for 8 s; both reach the third
   kCount,
 };
 
@@ -100,7 +104,8 @@ struct CycleResult {
   std::vector<std::string> violations;      // what a check found, for the failure message
 };
 
-// A cluster of `nodes` agents (size 3; the others spares) under faults.
+// A cluster of `nodes` agents (size 3; the others spares) under faults. As root, each node runs
+// in a network namespace of its own (TestCluster's netns mode), for the network faults.
 class FaultRig {
  public:
   FaultRig(int subnet, int nodes);

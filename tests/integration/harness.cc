@@ -11,11 +11,13 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <algorithm>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/str_replace.h"
 #include "common/files.h"
@@ -105,8 +107,9 @@ RunResult RunCommand(const std::vector<std::string>& argv, std::chrono::seconds 
 }
 
 TestCluster::TestCluster(int subnet, int nodes, int size, const std::string& cluster_extra,
-                         const std::string& top_extra)
+                         const std::string& top_extra, bool netns)
     : subnet_(subnet), nodes_(nodes), agents_(static_cast<size_t>(nodes)) {
+  if (netns) netns_ = SetUpNetns();
   root_ = fs::temp_directory_path() / absl::StrCat("steward-it-", getpid(), "-", subnet);
   fs::remove_all(root_);
   fs::create_directories(root_);
@@ -157,12 +160,81 @@ TestCluster::~TestCluster() {
       WaitFor([&] { return !EtcdPid(i).has_value(); }, std::chrono::seconds(5));
     }
   }
+  if (netns_) TearDownNetns();
   if (!getenv("STEWARD_KEEP_TEST_DIRS")) fs::remove_all(root_);
+}
+
+std::string TestCluster::Namespace(int i) const { return absl::StrCat("st", subnet_, "n", i); }
+std::string TestCluster::Link(int i) const { return absl::StrCat("st", subnet_, "v", i); }
+
+std::vector<std::string> TestCluster::Launcher(int i) const {
+  if (!netns_) return {};
+  return {"/usr/sbin/ip", "netns", "exec", Namespace(i)};
+}
+
+namespace {
+bool Ip(std::vector<std::string> args) {
+  args.insert(args.begin(), "/usr/sbin/ip");
+  RunResult r = RunCommand(args, std::chrono::seconds(10));
+  if (r.exit_code != 0) std::cerr << absl::StrJoin(args, " ") << ": " << r.output;
+  return r.exit_code == 0;
+}
+}  // namespace
+
+bool TestCluster::SetUpNetns() {
+  if (geteuid() != 0 || !fs::exists("/usr/sbin/ip")) return false;
+  netns_ = true;  // what TearDownNetns removes; also leftovers of an earlier, killed run
+  TearDownNetns();
+  const std::string bridge = absl::StrCat("st", subnet_, "br");
+  bool ok = Ip({"link", "add", bridge, "type", "bridge"}) &&
+            Ip({"addr", "add", absl::StrCat("10.211.", subnet_, ".254/24"), "dev", bridge}) &&
+            Ip({"link", "set", bridge, "up"});
+  for (int i = 0; ok && i < nodes_; ++i) {
+    const std::string ns = Namespace(i), link = Link(i), peer = Link(i) + "p";
+    ok = Ip({"netns", "add", ns}) && Ip({"netns", "exec", ns, "ip", "link", "set", "lo", "up"}) &&
+         Ip({"link", "add", link, "type", "veth", "peer", "name", peer}) &&
+         Ip({"link", "set", peer, "netns", ns}) &&
+         Ip({"netns", "exec", ns, "ip", "addr", "add",
+             absl::StrCat("10.211.", subnet_, ".", 11 + i, "/24"), "dev", peer}) &&
+         Ip({"netns", "exec", ns, "ip", "link", "set", peer, "up"}) &&
+         Ip({"link", "set", link, "master", bridge}) && Ip({"link", "set", link, "up"});
+  }
+  if (!ok) {
+    TearDownNetns();
+    netns_ = false;
+  }
+  return ok;
+}
+
+void TestCluster::TearDownNetns() {
+  // Quietly: most of these do not exist on a clean machine.
+  for (int i = 0; i < nodes_; ++i) {
+    RunCommand({"/usr/sbin/ip", "link", "del", Link(i)}, std::chrono::seconds(10));
+    RunCommand({"/usr/sbin/ip", "netns", "del", Namespace(i)}, std::chrono::seconds(10));
+  }
+  RunCommand({"/usr/sbin/ip", "link", "del", absl::StrCat("st", subnet_, "br")},
+             std::chrono::seconds(10));
+}
+
+bool TestCluster::Partition(int i) { return netns_ && Ip({"link", "set", Link(i), "down"}); }
+
+bool TestCluster::Heal(int i) { return netns_ && Ip({"link", "set", Link(i), "up"}); }
+
+bool TestCluster::CutLink(int i, int j, bool cut) {
+  if (!netns_) return false;
+  bool ok = true;
+  for (auto [from, to] : {std::pair<int, int>{i, j}, std::pair<int, int>{j, i}}) {
+    ok = Ip({"netns", "exec", Namespace(from), "ip", "route", cut ? "add" : "del", "blackhole",
+             absl::StrCat(Host(to), "/32")}) && ok;
+  }
+  return ok;
 }
 
 std::string TestCluster::ConfigPath(int i) const { return absl::StrCat(root_, "/n", i + 1, ".yaml"); }
 std::string TestCluster::DataDir(int i) const { return absl::StrCat(root_, "/n", i + 1); }
-std::string TestCluster::Host(int i) const { return absl::StrCat("127.0.", subnet_, ".", 11 + i); }
+std::string TestCluster::Host(int i) const {
+  return absl::StrCat(netns_ ? "10.211." : "127.0.", subnet_, ".", 11 + i);
+}
 std::string TestCluster::ClientUrl(int i) const { return absl::StrCat("https://", Host(i), ":2379"); }
 
 EtcdClient TestCluster::Client(std::vector<std::string> urls) const {
@@ -183,14 +255,17 @@ void TestCluster::StartAgent(int i) { StartAgentFrom(i, STEWARD_BIN); }
 void TestCluster::StartAgentFrom(int i, const std::string& binary) {
   Proc& p = agents_[static_cast<size_t>(i)];
   p.log = absl::StrCat(root_, "/agent-n", i + 1, ".log");
-  p.pid = Spawn({binary, "--config", ConfigPath(i)}, p.log);
+  std::vector<std::string> argv = Launcher(i);
+  argv.insert(argv.end(), {binary, "--config", ConfigPath(i)});
+  p.pid = Spawn(argv, p.log);
 }
 
 void TestCluster::StartAgentWith(int i, const std::vector<std::string>& args,
                                  const std::vector<std::string>& env) {
   Proc& p = agents_[static_cast<size_t>(i)];
   p.log = absl::StrCat(root_, "/agent-n", i + 1, ".log");
-  std::vector<std::string> argv = {STEWARD_BIN};
+  std::vector<std::string> argv = Launcher(i);
+  argv.push_back(STEWARD_BIN);
   argv.insert(argv.end(), args.begin(), args.end());
   std::vector<std::string> names;
   for (const auto& kv : env) {

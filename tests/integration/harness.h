@@ -42,12 +42,24 @@ class TestCluster {
   // `cluster_extra` is appended to the cluster section of every config (indented YAML lines).
   // `top_extra` is appended at the top level (e.g. a backup: section); "ROOT" in it is replaced
   // by the test's temp dir.
+  // `netns` (root only; the fault suite's partitions): each node runs in a network namespace
+  // of its own (st<subnet>n<i>), joined by veth pairs to a bridge (st<subnet>br, 10.211.<subnet>
+  // .254/24) in this one, and nodes get 10.211.<subnet>.11 and up. Falls back to loopback when
+  // the namespaces cannot be made (netns() says which).
   TestCluster(int subnet, int nodes, int size, const std::string& cluster_extra = "",
-              const std::string& top_extra = "");
+              const std::string& top_extra = "", bool netns = false);
   std::string Root() const { return root_; }
   ~TestCluster();
 
   std::string ConfigPath(int i) const;  // i is 0-based
+  bool netns() const { return netns_; }
+  // With netns: cuts node i off from every other node and from this process (its link down),
+  // and heals it. (This kernel has no tc classifiers: link state and routes are the tools.)
+  bool Partition(int i);
+  bool Heal(int i);
+  // With netns: cuts only the link between nodes i and j (blackhole routes in both
+  // namespaces); both still reach every other node. `cut` false heals it.
+  bool CutLink(int i, int j, bool cut);
   std::string DataDir(int i) const;
   std::string Host(int i) const;
   std::string ClientUrl(int i) const;
@@ -93,10 +105,17 @@ class TestCluster {
   std::string Logs() const;
 
  private:
+  bool SetUpNetns();
+  void TearDownNetns();
+  std::string Namespace(int i) const;
+  std::string Link(int i) const;  // node i's veth end in this namespace
+  std::vector<std::string> Launcher(int i) const;  // what runs an agent in node i's namespace
+
   std::string root_;
   std::string tls_yaml_;
   int subnet_;
   int nodes_;
+  bool netns_ = false;
   std::vector<Proc> agents_;
 };
 
