@@ -108,6 +108,21 @@ if [ "${1:-}" = "--test" ]; then
     $SUDO apt-get update -qq
     $SUDO apt-get install -y -qq --no-install-recommends faketime
   fi
+  # promtool (from Debian's prometheus package): the admin test checks a live /metrics with it.
+  # Only unpacked under .deps (dpkg-deb -x): installing the package would start a Prometheus
+  # server from its init script.
+  PROMTOOL="$here/.deps/prometheus/usr/bin/promtool"
+  if [ ! -x "$PROMTOOL" ]; then
+    echo "install-deps: fetching promtool (Debian's prometheus package) into .deps" >&2
+    prom_debs="$here/.deps/apt-prometheus"
+    mkdir -p "$prom_debs"
+    $SUDO apt-get update -qq
+    rm -f "$prom_debs"/prometheus_*.deb
+    (cd "$prom_debs" && apt-get -o APT::Sandbox::User=root download prometheus >/dev/null)
+    rm -rf "$here/.deps/prometheus" && mkdir -p "$here/.deps/prometheus"
+    dpkg-deb -x "$prom_debs"/prometheus_*.deb "$here/.deps/prometheus"
+    "$PROMTOOL" --version >/dev/null
+  fi
   # systemd-analyze: the tests verify the systemd unit with it (Debian's systemd package; in a
   # container it is only installed, not started).
   if ! command -v systemd-analyze >/dev/null 2>&1; then

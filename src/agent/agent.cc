@@ -9,6 +9,8 @@
 
 
 #include "absl/strings/str_cat.h"
+#include "admin/metrics.h"
+#include "admin/readiness.h"
 #include "absl/strings/str_join.h"
 #include "common/subprocess.h"
 #include "common/files.h"
@@ -16,6 +18,7 @@
 #include "backup/open.h"
 #include "etcd/flags.h"
 #include "pki/node_certs.h"
+#include "pki/pki.h"
 #include "runner/process_runner.h"
 #include "runner/static_pod_runner.h"
 #include "spdlog/spdlog.h"
@@ -24,6 +27,10 @@ namespace steward {
 using std::chrono::milliseconds;
 
 namespace {
+void Beat(std::atomic<int64_t>& beat) {
+  beat = std::chrono::steady_clock::now().time_since_epoch().count();
+}
+
 // The static-pod runner's fixed part of the Pod: everything but etcd's flags.
 StaticPodRunner::Options StaticPodOptions(const Config& c,
                                           std::function<bool(std::string*)> may_restart) {
@@ -151,6 +158,19 @@ absl::Status Agent::Wire() {
     restorer_ = std::make_unique<RestoreCoordinator>(config_, store_.get(), cluster_client_.get(),
                                                      std::move(env));
   }
+  AdminHandlers admin;
+  admin.not_alive = [this] { return NotAlive(); };
+  admin.not_ready = [this] { return NotReady(); };
+  admin.not_leader = [this]() -> std::optional<std::string> {
+    if (leadership_->leading()) return std::nullopt;
+    const std::string leader = leadership_->leader();
+    return absl::StrCat("not the steward leader (the leader is ",
+                        leader.empty() ? "unknown" : leader, ")");
+  };
+  admin.metrics = [this] { return ScrapeMetrics(); };
+  admin_ = std::make_unique<AdminServer>(
+      config_.self().host, config_.cluster.ports.admin, std::move(admin),
+      config_.tls.enabled() ? std::optional<TlsPaths>(config_.Tls()) : std::nullopt);
   reconciler_ = std::make_unique<Reconciler>(
       config_, cluster_client_.get(), store_.get(), backups_.get(),
       [this] { return restorer_ != nullptr && restorer_->RestorePending(); },
@@ -205,6 +225,7 @@ absl::Status Agent::Start() {
     spdlog::warn("no backup.store configured: this cluster is not backed up");
   }
   if (absl::Status s = server_->Start(); !s.ok()) return s;
+  if (absl::Status s = admin_->Start(); !s.ok()) return s;
   if (runner_->Adopt()) node_->AdoptRunning();
   // Named, so a stack dump or `top -H` says which loop is which.
   control_ = std::thread([this] {
@@ -262,6 +283,7 @@ void Agent::Shutdown(bool stop_etcd) {
     leadership_->Resign();
   }
   if (server_) server_->Shutdown();
+  if (admin_) admin_->Shutdown();
   if (stop_etcd) {
     if (absl::Status s = runner_->Stop(); !s.ok()) spdlog::error("stopping etcd: {}", s.message());
   }
@@ -279,6 +301,7 @@ void Agent::ControlLoop() {
   auto next_tls_check = std::chrono::steady_clock::now() + std::chrono::minutes(1);
   auto next_off_warning = std::chrono::steady_clock::now() + std::chrono::hours(1);
   do {
+    Beat(control_beat_);
     if (std::chrono::steady_clock::now() >= next_off_warning) {
       if (!config_.tls.enabled()) spdlog::warn("TLS is OFF (tls.mode: off)");
       next_off_warning += std::chrono::hours(1);
@@ -314,16 +337,104 @@ void Agent::ControlLoop() {
   } while (SleepFor(milliseconds(250)));
 }
 
+std::optional<std::string> Agent::NotAlive() {
+  // A loop that has not come round for this long is stuck. The control and reconcile loops
+  // carry restores and membership steps, which take a while: they get longer.
+  const int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+  const std::pair<const char*, std::pair<const std::atomic<int64_t>*, std::chrono::seconds>>
+      loops[] = {{"leadership", {&leadership_beat_, std::chrono::seconds(30)}},
+                 {"control", {&control_beat_, std::chrono::seconds(300)}},
+                 {"reconcile", {&reconcile_beat_, std::chrono::seconds(300)}}};
+  for (const auto& [name, loop] : loops) {
+    const int64_t last = loop.first->load();
+    const auto age = std::chrono::nanoseconds(now - last);
+    if (last == 0 || age > loop.second) {
+      return absl::StrCat("the ", name, " loop has not run for ",
+                          std::chrono::duration_cast<std::chrono::seconds>(age).count(), "s");
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> Agent::NotReady() {
+  const peer::NodeState state = node_->State();
+  ReadyView v;
+  v.etcd_running = state.etcd_running();
+  v.fenced = state.fenced();
+  auto st = local_client_->Status(config_.ClientUrl(config_.self()), milliseconds(1000));
+  v.status_ok = st.ok();
+  if (st.ok()) {
+    v.has_leader = st->leader != 0;
+    v.is_learner = st->is_learner;
+    v.raft_index = st->raft_index;
+    v.raft_applied_index = st->raft_applied_index;
+    for (const auto& e : st->errors) {
+      if (e.find("alarm:") == std::string::npos) v.errors.push_back(e);
+    }
+  } else {
+    v.status_error = std::string(st.status().message());
+  }
+  return steward::NotReady(v);
+}
+
+std::string Agent::ScrapeMetrics() {
+  Metrics& m = Metrics::Global();
+  m.Set("steward_build_info", 1, {{"version", STEWARD_VERSION}});
+  const bool leading = leadership_->leading();
+  m.Set("steward_is_leader", leading ? 1 : 0);
+  if (!leading) {
+    // Only the leader observes the cluster: a former leader's counts would go stale.
+    for (const char* name : {"steward_members_desired", "steward_members_voting",
+                             "steward_members_learner", "steward_members_healthy"}) {
+      m.Clear(name);
+    }
+  }
+  m.Set("steward_etcd_running", runner_->pid().has_value() ? 1 : 0);
+  m.Set("steward_etcd_restarts_total", runner_->restarts());
+  if (auto st = local_client_->Status(config_.ClientUrl(config_.self()), milliseconds(1000));
+      st.ok()) {
+    m.Set("steward_member_raft_index", static_cast<double>(st->raft_index));
+    m.Set("steward_member_db_size_bytes", static_cast<double>(st->db_size));
+    m.Set("steward_member_is_learner", st->is_learner ? 1 : 0);
+    m.Set("steward_member_has_leader", st->leader != 0 ? 1 : 0);
+    int alarms = 0;
+    for (const auto& e : st->errors) alarms += e.find("alarm:") != std::string::npos ? 1 : 0;
+    m.Set("steward_alarms_active", alarms);
+  } else {
+    m.Set("steward_member_has_leader", 0);
+  }
+  if (config_.tls.enabled()) {
+    const TlsPaths t = config_.Tls();
+    const std::pair<const char*, std::string> certs[] = {{"server", t.server_cert},
+                                                         {"peer", t.peer_cert},
+                                                         {"agent", t.agent_cert},
+                                                         {"client", t.client_cert},
+                                                         {"ca", t.ca}};
+    for (const auto& [role, path] : certs) {
+      if (auto info = ReadCert(path); info.ok()) {
+        m.Set("steward_certificate_expiry_timestamp_seconds",
+              static_cast<double>(std::chrono::duration_cast<std::chrono::seconds>(
+                                      info->not_after.time_since_epoch())
+                                      .count()),
+              {{"cert", role}});
+      }
+    }
+  }
+  return m.Render();
+}
+
 void Agent::LeadershipLoop() {
   const auto period = std::max(milliseconds(300), std::chrono::duration_cast<milliseconds>(
                                                       config_.cluster.leader_lease_ttl / 4));
   do {
+    Beat(leadership_beat_);
     leadership_->Tick();
   } while (SleepFor(period));
 }
 
 void Agent::ReconcileLoop() {
   while (SleepFor(milliseconds(0))) {
+    Beat(reconcile_beat_);
     bool progress = false;
     if (leadership_->leading()) progress = reconciler_->Pass(leadership_->term());
     auto pause = config_.cluster.reconcile_interval;

@@ -37,6 +37,7 @@
 #include "etcd/client.h"
 #include "etcd/flags.h"
 #include "peer/client.h"
+#include "admin/server.h"
 #include "peer/leadership.h"
 #include "peer/server.h"
 #include "reconcile/reconciler.h"
@@ -68,6 +69,10 @@ class Agent {
   void ReconcileLoop();
   // Sleeps up to `d`; returns false if the agent is stopping.
   bool SleepFor(std::chrono::milliseconds d);
+  // The admin port's answers (admin/server.h).
+  std::optional<std::string> NotAlive();
+  std::optional<std::string> NotReady();
+  std::string ScrapeMetrics();
 
   const Config config_;
   std::unique_ptr<NodeDisk> disk_;
@@ -85,6 +90,9 @@ class Agent {
   std::unique_ptr<BackupScheduler> backups_;
   std::unique_ptr<RestoreCoordinator> restorer_;
   std::unique_ptr<Reconciler> reconciler_;
+  std::unique_ptr<AdminServer> admin_;
+  // When each loop last came round (steady clock, ns): /healthz.
+  std::atomic<int64_t> control_beat_{0}, leadership_beat_{0}, reconcile_beat_{0};
 
   std::atomic<bool> stopping_flag_{false};  // read by cancellable calls without mu_
   std::shared_ptr<CallCanceller> canceller_ = std::make_shared<CallCanceller>();

@@ -1,5 +1,7 @@
 #include "backup/scheduler.h"
 
+#include "admin/metrics.h"
+
 #include "absl/strings/str_cat.h"
 #include "backup/pipeline.h"
 #include "backup/retention.h"
@@ -109,8 +111,15 @@ void BackupScheduler::BeforeChange(const std::string& why) {
 
 void BackupScheduler::Run(const std::string& why) {
   if (clock_->Now() < next_try_) return;
+  const auto started = std::chrono::steady_clock::now();
   auto meta = BackupAndPrune(config_, *store_, *etcd_, config_.node.name);
+  Metrics& metrics = Metrics::Global();
   if (meta.ok()) {
+    metrics.Set("steward_backup_duration_seconds",
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+    metrics.Set("steward_backup_size_bytes", static_cast<double>(meta->compressed_size));
+    metrics.Set("steward_backup_last_success_timestamp_seconds",
+                static_cast<double>(meta->unix_time));
     last_success_ = clock_->WallNow();
     last_name_ = meta->name;
     last_error_.clear();
@@ -119,6 +128,7 @@ void BackupScheduler::Run(const std::string& why) {
     spdlog::info("backup {} ({}): revision {}, {} bytes, {} compressed, to {}", meta->name, why,
                  meta->revision, meta->db_size, meta->compressed_size, store_->Describe());
   } else {
+    metrics.Add("steward_backup_failures_total");
     last_error_ = Msg(meta.status());
     last_error_at_ = clock_->WallNow();
     auto delay = backoff_.Next();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "admin/metrics.h"
 #include "absl/strings/str_cat.h"
 #include "backup/layout.h"
 #include "common/rules.h"
@@ -199,6 +200,7 @@ bool Reconciler::Pass(uint64_t leader_term) {
     RecordRevision();
   }
   Step step = PlanNextStep(*obs);
+  ExportMembers(*obs);
   // While a learner is on its way, look again soon: it catches up in a fraction of a second.
   in_progress_ = false;
   for (const auto& m : obs->members) {
@@ -230,6 +232,8 @@ bool Reconciler::Pass(uint64_t leader_term) {
     last_decision_ = step.reason;
   }
   absl::Status s = Act(step, term);
+  Metrics::Global().Add("steward_reconcile_steps_total", 1,
+                        {{"kind", StepKindName(step.kind)}, {"result", s.ok() ? "ok" : "failed"}});
   if (!s.ok()) {
     // etcd refuses some steps for a while (strict reconfig check, promote before in sync);
     // say so once, not on every retry.
@@ -245,6 +249,23 @@ bool Reconciler::Pass(uint64_t leader_term) {
   last_decision_.clear();
   Publish(step, term, "");
   return true;
+}
+
+void Reconciler::ExportMembers(const ClusterObservation& obs) {
+  int voting = 0, learners = 0, healthy = 0;
+  for (const auto& m : obs.members) {
+    if (m.is_learner) {
+      ++learners;
+    } else {
+      ++voting;
+      if (m.healthy) ++healthy;
+    }
+  }
+  Metrics& metrics = Metrics::Global();
+  metrics.Set("steward_members_desired", obs.desired_size);
+  metrics.Set("steward_members_voting", voting);
+  metrics.Set("steward_members_learner", learners);
+  metrics.Set("steward_members_healthy", healthy);
 }
 
 void Reconciler::CheckStoreIdentity() {

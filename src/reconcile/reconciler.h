@@ -62,6 +62,8 @@ class Reconciler {
   void RecordRevision();
   // Marks the store for this cluster, or finds that the store lost the mark (store_mismatch_).
   void CheckStoreIdentity();
+  // The member counts of `obs` as steward_members_* (only the leader observes).
+  static void ExportMembers(const ClusterObservation& obs);
 
  private:
   absl::Status Act(const Step& step, uint64_t term);

@@ -1,0 +1,134 @@
+#include "admin/metrics.h"
+
+#include <cassert>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace steward {
+
+namespace {
+
+struct Descriptor {
+  const char* name;
+  const char* type;  // counter, gauge
+  const char* help;
+};
+
+// Every metric the agent exports (README's "Monitoring" lists them with their meaning).
+constexpr Descriptor kDescriptors[] = {
+    {"steward_build_info", "gauge", "Always 1; the version label says which steward runs."},
+    {"steward_is_leader", "gauge", "1 while this agent is the steward leader."},
+    {"steward_etcd_running", "gauge", "1 while this node's etcd runs."},
+    {"steward_etcd_restarts_total", "counter",
+     "Times the agent restarted this node's etcd after it exited."},
+    {"steward_member_raft_index", "gauge", "Raft index of this node's member."},
+    {"steward_member_db_size_bytes", "gauge", "Backend size of this node's member."},
+    {"steward_member_is_learner", "gauge", "1 while this node's member is a learner."},
+    {"steward_member_has_leader", "gauge", "1 while this node's member knows an etcd leader."},
+    {"steward_alarms_active", "gauge", "Alarms (NOSPACE, CORRUPT) this node's member reports."},
+    {"steward_members_desired", "gauge", "Desired voting members (steward leader only)."},
+    {"steward_members_voting", "gauge", "Voting members in the member list (steward leader only)."},
+    {"steward_members_learner", "gauge", "Learners in the member list (steward leader only)."},
+    {"steward_members_healthy", "gauge",
+     "Healthy voting members (steward leader only)."},
+    {"steward_reconcile_steps_total", "counter",
+     "Reconciler steps taken by this agent as leader, by kind and result."},
+    {"steward_backup_last_success_timestamp_seconds", "gauge",
+     "Unix time of the last backup this agent took as leader."},
+    {"steward_backup_duration_seconds", "gauge", "How long the last successful backup took."},
+    {"steward_backup_size_bytes", "gauge", "Compressed size of the last successful backup."},
+    {"steward_backup_failures_total", "counter", "Backups this agent tried and failed."},
+    {"steward_certificate_expiry_timestamp_seconds", "gauge",
+     "Unix time when each of this node's TLS certificates expires."},
+};
+
+const Descriptor* Find(const std::string& name) {
+  for (const auto& d : kDescriptors) {
+    if (name == d.name) return &d;
+  }
+  return nullptr;
+}
+
+std::string Escape(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string Number(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  if (v == std::floor(v) && std::fabs(v) < 1e15) return absl::StrFormat("%.0f", v);
+  return absl::StrFormat("%.17g", v);
+}
+
+}  // namespace
+
+Metrics& Metrics::Global() {
+  static Metrics* m = new Metrics();
+  return *m;
+}
+
+void Metrics::Set(const std::string& name, double value, const MetricLabels& labels) {
+  assert(Find(name) != nullptr && "undeclared metric");
+  if (Find(name) == nullptr) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  series_[name][labels] = value;
+}
+
+void Metrics::Add(const std::string& name, double delta, const MetricLabels& labels) {
+  assert(Find(name) != nullptr && "undeclared metric");
+  if (Find(name) == nullptr) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  series_[name][labels] += delta;
+}
+
+void Metrics::Clear(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  series_.erase(name);
+}
+
+double Metrics::Value(const std::string& name, const MetricLabels& labels, double missing) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = series_.find(name);
+  if (it == series_.end()) return missing;
+  auto s = it->second.find(labels);
+  return s == it->second.end() ? missing : s->second;
+}
+
+std::string Metrics::Render() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string out;
+  for (const auto& d : kDescriptors) {
+    auto it = series_.find(d.name);
+    if (it == series_.end() || it->second.empty()) continue;
+    absl::StrAppend(&out, "# HELP ", d.name, " ", d.help, "\n# TYPE ", d.name, " ", d.type, "\n");
+    for (const auto& [labels, value] : it->second) {
+      out += d.name;
+      if (!labels.empty()) {
+        out += "{";
+        for (size_t i = 0; i < labels.size(); ++i) {
+          absl::StrAppend(&out, i ? "," : "", labels[i].first, "=\"", Escape(labels[i].second),
+                          "\"");
+        }
+        out += "}";
+      }
+      absl::StrAppend(&out, " ", Number(value), "\n");
+    }
+  }
+  return out;
+}
+
+}  // namespace steward

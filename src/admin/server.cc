@@ -1,0 +1,102 @@
+#include "admin/server.h"
+
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <pthread.h>
+
+#include "absl/strings/str_cat.h"
+#include "httplib.h"
+
+namespace steward {
+
+namespace {
+
+constexpr char kText[] = "text/plain; charset=utf-8";
+constexpr char kPrometheus[] = "text/plain; version=0.0.4; charset=utf-8";
+
+// With TLS: did the client present a certificate the CA signed? (A foreign one fails the
+// handshake already; this tells "none" from "a good one".)
+bool HasClientCert(const httplib::Request& req) {
+  if (req.ssl == nullptr) return true;  // plain HTTP: TLS is off for the whole cluster
+  X509* cert = SSL_get1_peer_certificate(req.ssl);
+  const bool ok = cert != nullptr && SSL_get_verify_result(req.ssl) == X509_V_OK;
+  X509_free(cert);
+  return ok;
+}
+
+void Answer(httplib::Response& res, const std::optional<std::string>& problem,
+            const std::string& ok_body) {
+  res.status = problem ? 503 : 200;
+  res.set_content(problem ? *problem + "\n" : ok_body, kText);
+}
+
+}  // namespace
+
+AdminServer::AdminServer(std::string host, int port, AdminHandlers handlers,
+                         std::optional<TlsPaths> tls)
+    : host_(std::move(host)), port_(port), handlers_(std::move(handlers)), tls_(std::move(tls)) {}
+
+AdminServer::~AdminServer() { Shutdown(); }
+
+absl::Status AdminServer::Start() {
+  if (tls_) {
+    const TlsPaths t = *tls_;
+    server_ = std::make_unique<httplib::SSLServer>([t](SSL_CTX& ctx) {
+      if (SSL_CTX_use_certificate_chain_file(&ctx, t.agent_cert.c_str()) != 1 ||
+          SSL_CTX_use_PrivateKey_file(&ctx, t.agent_key.c_str(), SSL_FILETYPE_PEM) != 1 ||
+          SSL_CTX_load_verify_locations(&ctx, t.ca.c_str(), nullptr) != 1) {
+        return false;
+      }
+      SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION);
+      // Ask for a client certificate, verify one if given, but let health checks in without.
+      SSL_CTX_set_verify(&ctx, SSL_VERIFY_PEER, nullptr);
+      return true;
+    });
+  } else {
+    server_ = std::make_unique<httplib::Server>();
+  }
+  if (!server_->is_valid()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("admin port: cannot load the agent's certificate (", tls_->agent_cert, ")"));
+  }
+  const AdminHandlers h = handlers_;
+  server_->Get("/healthz", [h](const httplib::Request&, httplib::Response& res) {
+    Answer(res, h.not_alive(), "ok\n");
+  });
+  server_->Get("/readyz", [h](const httplib::Request&, httplib::Response& res) {
+    Answer(res, h.not_ready(), "ready\n");
+  });
+  auto guarded = [](std::function<void(httplib::Response&)> serve) {
+    return [serve](const httplib::Request& req, httplib::Response& res) {
+      if (!HasClientCert(req)) {
+        res.status = 403;
+        res.set_content("a client certificate signed by the cluster's CA is required\n", kText);
+        return;
+      }
+      serve(res);
+    };
+  };
+  server_->Get("/leader", guarded([h](httplib::Response& res) {
+                 Answer(res, h.not_leader(), "leader\n");
+               }));
+  server_->Get("/metrics", guarded([h](httplib::Response& res) {
+                 res.set_content(h.metrics(), kPrometheus);
+               }));
+  if (!server_->bind_to_port(host_, port_)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("admin port: cannot listen on ", host_, ":", port_,
+                     " (cluster.ports.admin in use?)"));
+  }
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "st-admin");
+    server_->listen_after_bind();
+  });
+  return absl::OkStatus();
+}
+
+void AdminServer::Shutdown() {
+  if (server_) server_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace steward
