@@ -24,7 +24,7 @@ struct Ports {
   int client = 2379;  // etcd client URL
   int peer = 2380;    // etcd peer URL
   int agent = 2390;   // steward's agent-to-agent API
-  int admin = 2391;   // steward's /healthz /metrics
+  int admin = 2391;   // steward's /healthz /readyz /leader /metrics (admin/server.h)
   // etcd's client URL while a restored cluster is fenced: only the agents use it, until the
   // leases that came with the backup are revoked (see RestoreCoordinator).
   int fence = 2392;
