@@ -12,7 +12,8 @@ std::optional<std::string> NotReady(const ReadyView& v) {
   if (!v.errors.empty()) return absl::StrCat("etcd reports: ", absl::StrJoin(v.errors, "; "));
   if (!v.has_leader) return "the member has no leader (no quorum, or an election)";
   if (v.is_learner) return "the member is a learner (catching up, not yet promoted)";
-  if (v.raft_index > v.raft_applied_index + kReadyApplyLag) {
+  // etcd < 3.4 does not report the applied index (0): no lag check there.
+  if (v.raft_applied_index != 0 && v.raft_index > v.raft_applied_index + kReadyApplyLag) {
     return absl::StrCat("the member has applied ", v.raft_applied_index, " of ", v.raft_index,
                         " committed entries");
   }

@@ -3,6 +3,9 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <pthread.h>
+#include <sys/socket.h>
+
+#include <chrono>
 
 #include "absl/strings/str_cat.h"
 #include "httplib.h"
@@ -48,6 +51,10 @@ absl::Status AdminServer::Start() {
         return false;
       }
       SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION);
+      // With peer verification on, OpenSSL refuses to resume a session without an ID context:
+      // load balancers that reuse sessions for their health checks would fail.
+      static const unsigned char kContext[] = "steward-admin";
+      SSL_CTX_set_session_id_context(&ctx, kContext, sizeof(kContext) - 1);
       // Ask for a client certificate, verify one if given, but let health checks in without.
       SSL_CTX_set_verify(&ctx, SSL_VERIFY_PEER, nullptr);
       return true;
@@ -59,6 +66,18 @@ absl::Status AdminServer::Start() {
     return absl::FailedPreconditionError(
         absl::StrCat("admin port: cannot load the agent's certificate (", tls_->agent_cert, ")"));
   }
+  // A probe is one short request: no connection holds a worker for long, and a pool larger
+  // than httplib's default keeps /healthz answering while a scrape waits on etcd.
+  server_->new_task_queue = [] { return new httplib::ThreadPool(16); };
+  server_->set_keep_alive_max_count(1);
+  server_->set_read_timeout(5, 0);
+  server_->set_write_timeout(5, 0);
+  // SO_REUSEADDR only (httplib's default adds SO_REUSEPORT, which would let a second process
+  // bind the same port without an error).
+  server_->set_socket_options([](int sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   const AdminHandlers h = handlers_;
   server_->Get("/healthz", [h](const httplib::Request&, httplib::Response& res) {
     Answer(res, h.not_alive(), "ok\n");
@@ -91,6 +110,11 @@ absl::Status AdminServer::Start() {
     pthread_setname_np(pthread_self(), "st-admin");
     server_->listen_after_bind();
   });
+  // httplib's stop() does nothing before the listen loop runs: a Shutdown right after Start
+  // would wait for ever. Bounded: the loop starts at once.
+  for (int i = 0; i < 500 && !server_->is_running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   return absl::OkStatus();
 }
 

@@ -162,8 +162,9 @@ absl::Status Agent::Wire() {
   admin.not_alive = [this] { return NotAlive(); };
   admin.not_ready = [this] { return NotReady(); };
   admin.not_leader = [this]() -> std::optional<std::string> {
-    if (leadership_->leading()) return std::nullopt;
-    const std::string leader = leadership_->leader();
+    // The cached view: Leadership's own accessors wait while a tick talks to etcd.
+    if (leading_.load()) return std::nullopt;
+    const std::string leader = SeenLeader();
     return absl::StrCat("not the steward leader (the leader is ",
                         leader.empty() ? "unknown" : leader, ")");
   };
@@ -380,7 +381,7 @@ std::optional<std::string> Agent::NotReady() {
 std::string Agent::ScrapeMetrics() {
   Metrics& m = Metrics::Global();
   m.Set("steward_build_info", 1, {{"version", STEWARD_VERSION}});
-  const bool leading = leadership_->leading();
+  const bool leading = leading_.load();
   m.Set("steward_is_leader", leading ? 1 : 0);
   if (!leading) {
     // Only the leader observes the cluster: a former leader's counts would go stale.
@@ -401,6 +402,11 @@ std::string Agent::ScrapeMetrics() {
     for (const auto& e : st->errors) alarms += e.find("alarm:") != std::string::npos ? 1 : 0;
     m.Set("steward_alarms_active", alarms);
   } else {
+    // No stale figures from an etcd that no longer answers.
+    for (const char* name : {"steward_member_raft_index", "steward_member_db_size_bytes",
+                             "steward_member_is_learner", "steward_alarms_active"}) {
+      m.Clear(name);
+    }
     m.Set("steward_member_has_leader", 0);
   }
   if (config_.tls.enabled()) {
@@ -423,12 +429,20 @@ std::string Agent::ScrapeMetrics() {
   return m.Render();
 }
 
+std::string Agent::SeenLeader() {
+  std::lock_guard<std::mutex> lock(seen_leader_mu_);
+  return seen_leader_;
+}
+
 void Agent::LeadershipLoop() {
   const auto period = std::max(milliseconds(300), std::chrono::duration_cast<milliseconds>(
                                                       config_.cluster.leader_lease_ttl / 4));
   do {
     Beat(leadership_beat_);
     leadership_->Tick();
+    leading_ = leadership_->leading();
+    std::lock_guard<std::mutex> lock(seen_leader_mu_);
+    seen_leader_ = leadership_->leader();
   } while (SleepFor(period));
 }
 

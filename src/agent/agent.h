@@ -73,6 +73,7 @@ class Agent {
   std::optional<std::string> NotAlive();
   std::optional<std::string> NotReady();
   std::string ScrapeMetrics();
+  std::string SeenLeader();
 
   const Config config_;
   std::unique_ptr<NodeDisk> disk_;
@@ -93,6 +94,10 @@ class Agent {
   std::unique_ptr<AdminServer> admin_;
   // When each loop last came round (steady clock, ns): /healthz.
   std::atomic<int64_t> control_beat_{0}, leadership_beat_{0}, reconcile_beat_{0};
+  // The leadership as of the last tick, for the admin port (never waits on etcd).
+  std::atomic<bool> leading_{false};
+  std::mutex seen_leader_mu_;
+  std::string seen_leader_;
 
   std::atomic<bool> stopping_flag_{false};  // read by cancellable calls without mu_
   std::shared_ptr<CallCanceller> canceller_ = std::make_shared<CallCanceller>();

@@ -66,7 +66,10 @@ BackupScheduler::BackupScheduler(const Config& config, BackupStore* store, EtcdA
       store_(store),
       etcd_(etcd),
       clock_(clock),
-      backoff_(std::chrono::seconds(5), std::chrono::minutes(5)) {}
+      backoff_(std::chrono::seconds(5), std::chrono::minutes(5)) {
+  // Present from the start, so increase() sees the first failure.
+  Metrics::Global().Add("steward_backup_failures_total", 0);
+}
 
 void BackupScheduler::LoadFromStore() {
   if (checked_store_) return;
@@ -87,6 +90,10 @@ void BackupScheduler::LoadFromStore() {
       last_success_ = std::min(WallClock::time_point(std::chrono::seconds(b.meta->unix_time)),
                                clock_->WallNow());
       last_name_ = b.name;
+      // A new leader (or a restarted agent) reports the newest backup at once, so an alert
+      // on its age does not wait for the next one.
+      Metrics::Global().Set("steward_backup_last_success_timestamp_seconds",
+                            static_cast<double>(b.meta->unix_time));
     }
     break;  // only the newest complete backup matters
   }

@@ -36,6 +36,14 @@ Reconciler::Reconciler(const Config& config, EtcdApi* etcd, BackupStore* store,
       restore_pending_(std::move(restore_pending)),
       confirm_leader_(std::move(confirm_leader)),
       raise_epoch_(std::move(raise_epoch)) {
+  // Every step series from the start at 0, so increase() sees the first of each.
+  for (StepKind k : {StepKind::kRemoveMember, StepKind::kAddLearner, StepKind::kJoin,
+                     StepKind::kPromote, StepKind::kWipe, StepKind::kSwitchVersion}) {
+    for (const char* result : {"ok", "failed"}) {
+      Metrics::Global().Add("steward_reconcile_steps_total", 0,
+                            {{"kind", StepKindName(k)}, {"result", result}});
+    }
+  }
   for (const auto& n : config_.cluster.nodes) {
     agents_[n.name] = env_.dial_agent(n);
   }
@@ -189,6 +197,10 @@ bool Reconciler::Pass(uint64_t leader_term) {
     return true;  // the next pass runs with the new epoch (or not at all, if leadership went)
   }
   if (!obs.ok()) {
+    for (const char* name : {"steward_members_desired", "steward_members_voting",
+                             "steward_members_learner", "steward_members_healthy"}) {
+      Metrics::Global().Clear(name);  // nothing stale while the cluster cannot be observed
+    }
     Step wait;
     wait.kind = StepKind::kWait;
     wait.reason = std::string(obs.status().message());
