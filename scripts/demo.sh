@@ -79,6 +79,8 @@ echo "try:         ETCDCTL_API=3 etcdctl --endpoints=$endpoints $tlsflags put he
 echo "             ETCDCTL_API=3 etcdctl --endpoints=$endpoints $tlsflags get hello"
 echo "status:      $BIN/stewardctl status --config $ROOT/n1.yaml"
 echo "backups:     $BIN/stewardctl list-backups --config $ROOT/n1.yaml   (backup now: stewardctl backup)"
+echo "health:      curl --cacert $PKI/ca.crt https://127.0.0.11:2391/readyz"
+echo "metrics:     curl --cacert $PKI/ca.crt --cert $PKI/admin.crt --key $PKI/admin.key https://127.0.0.11:2391/metrics"
 echo
 "$BIN/stewardctl" status --config "$ROOT/n1.yaml" || true
 if [ "$healthy" != 1 ]; then
