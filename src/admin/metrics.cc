@@ -40,6 +40,9 @@ constexpr Descriptor kDescriptors[] = {
     {"steward_backup_duration_seconds", "gauge", "How long the last successful backup took."},
     {"steward_backup_size_bytes", "gauge", "Compressed size of the last successful backup."},
     {"steward_backup_failures_total", "counter", "Backups this agent tried and failed."},
+    {"steward_restores_total", "counter",
+     "Restores this agent finished as their coordinator, by kind (automatic, operator) and "
+     "result (done, done-partly, cancelled, closed)."},
     {"steward_certificate_expiry_timestamp_seconds", "gauge",
      "Unix time when each of this node's TLS certificates expires."},
 };

@@ -502,12 +502,13 @@ Config Parse(const YAML::Node& root) {
                                       "), got ", c.cluster.size));
   }
   if (const YAML::Node ports = cl["ports"]; ports && !ports.IsNull()) {
-    CheckKeys(ports, "cluster.ports", {"client", "peer", "agent", "admin", "fence"});
+    CheckKeys(ports, "cluster.ports", {"client", "peer", "agent", "admin", "fence", "metrics"});
     c.cluster.ports.client = GetInt(ports, "cluster.ports", "client", c.cluster.ports.client);
     c.cluster.ports.peer = GetInt(ports, "cluster.ports", "peer", c.cluster.ports.peer);
     c.cluster.ports.agent = GetInt(ports, "cluster.ports", "agent", c.cluster.ports.agent);
     c.cluster.ports.admin = GetInt(ports, "cluster.ports", "admin", c.cluster.ports.admin);
     c.cluster.ports.fence = GetInt(ports, "cluster.ports", "fence", c.cluster.ports.fence);
+    c.cluster.ports.metrics = GetInt(ports, "cluster.ports", "metrics", c.cluster.ports.metrics);
   }
   const std::pair<const char*, int> port_list[] = {{"client", c.cluster.ports.client},
                                                     {"peer", c.cluster.ports.peer},
@@ -515,7 +516,9 @@ Config Parse(const YAML::Node& root) {
                                                     {"admin", c.cluster.ports.admin},
                                                     {"fence", c.cluster.ports.fence}};
   std::map<int, std::string> seen_ports;
-  for (const auto& [name, port] : port_list) {
+  std::vector<std::pair<const char*, int>> ports_in_use(std::begin(port_list), std::end(port_list));
+  if (c.cluster.ports.metrics != 0) ports_in_use.emplace_back("metrics", c.cluster.ports.metrics);
+  for (const auto& [name, port] : ports_in_use) {
     std::string key = absl::StrCat("cluster.ports.", name);
     if (port < 1 || port > 65535) {
       Fail(key, absl::StrCat("port ", port, " is out of range (1-65535)"));
@@ -608,6 +611,9 @@ Config Parse(const YAML::Node& root) {
           Fail(key, absl::StrCat(flag, " is set by steward from the config and cannot be overridden"));
         }
         if (std::string why = UnsafeFlag(flag, arg); !why.empty()) Fail(key, why);
+        if (flag == "--listen-metrics-urls" && c.cluster.ports.metrics != 0) {
+          Fail(key, "--listen-metrics-urls is set from cluster.ports.metrics; set one or the other");
+        }
         c.etcd.extra_args.push_back(arg);
       }
     }

@@ -28,6 +28,10 @@ struct Ports {
   // etcd's client URL while a restored cluster is fenced: only the agents use it, until the
   // leases that came with the backup are revoked (see RestoreCoordinator).
   int fence = 2392;
+  // etcd's own Prometheus metrics in plain HTTP (--listen-metrics-urls http://<host>:<port>),
+  // so a scraper needs no etcd client certificate. 0: off (etcd's /metrics stays on its
+  // client URL, behind client-certificate authentication).
+  int metrics = 0;
 };
 
 // Adopting a running cluster that no agent created: the agents join it (each node as a learner,

@@ -29,6 +29,7 @@ std::vector<std::string> RenderEtcdFlags(const EtcdLaunch& l) {
     f.push_back(absl::StrCat("--peer-trusted-ca-file=", l.ca_file));
     f.push_back("--peer-client-cert-auth=true");
   }
+  if (!l.metrics_url.empty()) f.push_back(absl::StrCat("--listen-metrics-urls=", l.metrics_url));
   f.insert(f.end(), l.extra_args.begin(), l.extra_args.end());
   return f;
 }
@@ -47,6 +48,9 @@ EtcdLaunch BootstrapLaunch(const Config& c) {
   l.new_cluster = true;
   l.token = c.ClusterToken();
   l.extra_args = c.etcd.extra_args;
+  if (c.cluster.ports.metrics != 0) {
+    l.metrics_url = absl::StrCat("http://", self.host, ":", c.cluster.ports.metrics);
+  }
   if (c.tls.enabled()) {
     TlsPaths t = c.Tls();
     l.ca_file = t.ca;

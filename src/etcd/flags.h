@@ -20,6 +20,7 @@ struct EtcdLaunch {
   bool new_cluster = true;  // --initial-cluster-state new|existing
   std::string token;        // --initial-cluster-token
   std::vector<std::string> extra_args;
+  std::string metrics_url;  // --listen-metrics-urls; empty: not set
   // TLS with certificate authentication on both URLs; empty paths: plain text.
   std::string ca_file, cert_file, key_file, peer_cert_file, peer_key_file;
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "admin/metrics.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -300,6 +301,12 @@ absl::Status RestoreCoordinator::Record(RestoreIntent& intent, const char* what,
   return absl::OkStatus();
 }
 
+void RestoreCoordinator::CountRestore(const RestoreIntent& intent, const char* result) {
+  Metrics::Global().Add("steward_restores_total", 1,
+                        {{"kind", intent.requested_by == "auto" ? "automatic" : "operator"},
+                         {"result", result}});
+}
+
 absl::Status RestoreCoordinator::Cancel(RestoreIntent intent, const std::string& why) {
   // The R6 check runs on the intent as re-read right before the write.
   absl::Status s = Record(intent, "the restore is cancelled", [&why](RestoreIntent& r) {
@@ -311,7 +318,10 @@ absl::Status RestoreCoordinator::Cancel(RestoreIntent intent, const std::string&
     r.cancel_reason = why;
     return absl::OkStatus();
   });
-  if (s.ok()) spdlog::warn("restore {}: cancelled: {}", intent.id, why);
+  if (s.ok()) {
+    spdlog::warn("restore {}: cancelled: {}", intent.id, why);
+    CountRestore(intent, "cancelled");
+  }
   return s;
 }
 
@@ -601,6 +611,7 @@ absl::Status RestoreCoordinator::Execute(RestoreIntent intent) {
           !s.ok()) {
         return s;
       }
+      CountRestore(intent, "closed");
       spdlog::warn("restore {}: the restored cluster was lost after it was settled ({} of {} "
                    "members answer without data); closing this restore",
                    intent.id, empty, intent.initial_cluster.size());
@@ -627,6 +638,7 @@ absl::Status RestoreCoordinator::Execute(RestoreIntent intent) {
       !s.ok()) {
     return s;
   }
+  CountRestore(intent, missing.empty() ? "done" : "done-partly");
   if (missing.empty()) {
     spdlog::info("restore {}: every member ({}) restored backup {}", intent.id,
                  absl::StrJoin(restored, ","), intent.backup);

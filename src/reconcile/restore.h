@@ -119,6 +119,8 @@ class RestoreCoordinator {
   // What DecideRestore needs; the store and etcd are read only when this agent coordinates.
   Observed Observe();
   absl::Status Execute(RestoreIntent intent);
+  // steward_restores_total{kind, result} for the admin port.
+  static void CountRestore(const RestoreIntent& intent, const char* result);
   // Cancels a pending intent — never one whose orders went out (R6).
   absl::Status Cancel(RestoreIntent intent, const std::string& why);
   // Re-reads the stored intent: Aborted if it is another restore, or done or cancelled; else

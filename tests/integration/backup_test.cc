@@ -90,6 +90,11 @@ TEST(BackupTest, RestoreBackupOverARunningClusterReturnsToThatRevision) {
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
   EXPECT_EQ(Get(c, 2, "/it/x"), "1");
   EXPECT_EQ(Get(c, 0, "/it/later"), "<absent>");
+  // The coordinator (the lowest-named agent) counts it on its admin port.
+  RunResult metrics = c.AdminGet(0, "/metrics");
+  EXPECT_NE(metrics.output.find("steward_restores_total{kind=\"operator\",result=\"done\"} 1"),
+            std::string::npos)
+      << metrics.output;
   // The fresh backup taken before the restore holds the newer data.
   RunResult list = c.Ctl({"list-backups", "-o", "json"});
   auto j = nlohmann::json::parse(list.output, nullptr, false);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <memory>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -22,6 +23,7 @@
 #include "absl/strings/str_replace.h"
 #include "common/files.h"
 #include "etcd/client.h"
+#include "httplib.h"
 #include "pki/node_certs.h"
 #include "pki/pki.h"
 #include "runner/process_runner.h"
@@ -162,6 +164,23 @@ TestCluster::~TestCluster() {
   }
   if (netns_) TearDownNetns();
   if (!getenv("STEWARD_KEEP_TEST_DIRS")) fs::remove_all(root_);
+}
+
+RunResult TestCluster::AdminGet(int i, const std::string& path, bool with_cert) const {
+  std::unique_ptr<httplib::SSLClient> cli =
+      with_cert ? std::make_unique<httplib::SSLClient>(Host(i), 2391, AdminCert(), AdminKey())
+                : std::make_unique<httplib::SSLClient>(Host(i), 2391);
+  cli->set_ca_cert_path(CaCert());
+  cli->enable_server_certificate_verification(true);
+  cli->set_connection_timeout(3, 0);
+  cli->set_read_timeout(5, 0);
+  RunResult r;
+  r.exit_code = 0;
+  if (auto res = cli->Get(path.c_str())) {
+    r.exit_code = res->status;
+    r.output = res->body;
+  }
+  return r;
 }
 
 std::string TestCluster::Namespace(int i) const { return absl::StrCat("st", subnet_, "n", i); }

@@ -101,6 +101,10 @@ class TestCluster {
   // Until every one of `members` members is healthy (or the timeout).
   bool WaitHealthy(size_t members, std::chrono::seconds timeout) const;
 
+  // GET `path` from node i's admin port (cluster.ports.admin, 2391) over TLS, with the test's
+  // admin client certificate or without any. Status 0: no HTTP answer.
+  RunResult AdminGet(int i, const std::string& path, bool with_cert = true) const;
+
   // On failure, the tail of every agent's and etcd's log, for the test output.
   std::string Logs() const;
 

@@ -344,5 +344,24 @@ TEST_F(ConfigTest, AdoptEndpointsAreCheckedAndNamed) {
          {"cluster.adopt.token", "unknown key"});
 }
 
+TEST_F(ConfigTest, MetricsPortIsCheckedAndExclusiveWithTheFlag) {
+  auto ok = ParseConfig(absl::StrReplaceAll(Yaml(), {{"admin: 2382}", "admin: 2382, metrics: 2393}"}}),
+                        "node.yaml");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->cluster.ports.metrics, 2393);
+  ExpectError("admin: 2382}", "admin: 2382, metrics: 2379}",
+              {"cluster.ports.metrics", "port 2379 is already cluster.ports.client"});
+  ExpectError("admin: 2382}", "admin: 2382, metrics: 70000}", {"cluster.ports.metrics", "out of range"});
+  auto both = ParseConfig(
+      absl::StrReplaceAll(Yaml(), {{"admin: 2382}", "admin: 2382, metrics: 2393}"},
+                                   {"extra_args: []", "extra_args: [\"--listen-metrics-urls=http://127.0.0.11:9999\"]"}}),
+      "node.yaml");
+  ASSERT_FALSE(both.ok());
+  EXPECT_NE(both.status().message().find("etcd.extra_args[0]: --listen-metrics-urls is set from "
+                                         "cluster.ports.metrics"),
+            std::string::npos)
+      << both.status();
+}
+
 }  // namespace
 }  // namespace steward

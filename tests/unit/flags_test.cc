@@ -102,5 +102,17 @@ TEST(FlagsTest, ExistingStateAndCustomCluster) {
   EXPECT_EQ(got[8], "--initial-cluster-token=t");
 }
 
+// cluster.ports.metrics: etcd's own metrics in plain HTTP on the node's host, before extra_args.
+TEST(FlagsTest, MetricsPortRendersListenMetricsUrls) {
+  Config c = ThreeNodes("n2");
+  EXPECT_EQ(absl::StrJoin(RenderEtcdFlags(BootstrapLaunch(c)), " ").find("--listen-metrics-urls"),
+            std::string::npos)
+      << "off by default";
+  c.cluster.ports.metrics = 2393;
+  std::vector<std::string> got = RenderEtcdFlags(BootstrapLaunch(c));
+  ASSERT_GE(got.size(), 3u);
+  EXPECT_EQ(got[got.size() - 3], "--listen-metrics-urls=http://127.0.0.12:2393");
+}
+
 }  // namespace
 }  // namespace steward
