@@ -6,6 +6,8 @@
 //   zstd          zstd -1 with 2 workers, output dropped
 //   backup DIR    the whole pipeline (TakeBackup) into a file store at DIR
 // Prints bytes, wall ms, MB/s and this process's CPU ms. bench/backup runs it with STAGES=1.
+// With --cacert/--cert/--key (etcdctl's names) it reads an https endpoint with that client
+// certificate, as stewardctl and etcdctl do in bench/backup.
 #include <openssl/evp.h>
 #include <sys/resource.h>
 #include <zstd.h>
@@ -13,18 +15,41 @@
 #include <chrono>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "backup/pipeline.h"
 #include "backup/store.h"
 #include "etcd/client.h"
+#include "pki/node_certs.h"
 
 int main(int argc, char** argv) {
-  if (argc < 3 || (std::string(argv[2]) == "backup" && argc != 4)) {
-    std::fprintf(stderr, "usage: snapshot_probe ENDPOINT discard|sha|zstd|backup DIR\n");
+  std::string cacert, cert, key;
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if ((a == "--cacert" || a == "--cert" || a == "--key") && i + 1 < argc) {
+      (a == "--cacert" ? cacert : a == "--cert" ? cert : key) = argv[++i];
+    } else {
+      args.push_back(a);
+    }
+  }
+  if (args.size() < 2 || (args[1] == "backup" && args.size() != 3)) {
+    std::fprintf(stderr,
+                 "usage: snapshot_probe [--cacert CA --cert CERT --key KEY] ENDPOINT "
+                 "discard|sha|zstd|backup DIR\n");
     return 2;
   }
-  const std::string endpoint = argv[1], mode = argv[2];
-  steward::EtcdClient etcd({endpoint});
+  const std::string endpoint = args[0], mode = args[1];
+  steward::EtcdClient::Options options;
+  if (!cacert.empty()) {
+    auto creds = steward::TlsChannelCredentials(cacert, cert, key);
+    if (!creds.ok()) {
+      std::fprintf(stderr, "snapshot_probe: %s\n", std::string(creds.status().message()).c_str());
+      return 2;
+    }
+    options.credentials = *creds;
+  }
+  steward::EtcdClient etcd({endpoint}, options);
   EVP_MD_CTX* sha = EVP_MD_CTX_new();
   EVP_DigestInit_ex(sha, EVP_sha256(), nullptr);
   ZSTD_CCtx* z = ZSTD_createCCtx();
@@ -34,7 +59,7 @@ int main(int argc, char** argv) {
   auto t0 = std::chrono::steady_clock::now();
   absl::StatusOr<uint64_t> n;
   if (mode == "backup") {
-    auto store = steward::NewFileStore(argv[3]);
+    auto store = steward::NewFileStore(args[2]);
     auto meta = steward::TakeBackup(etcd, {endpoint, "probe"}, *store, "probe", "snapshot_probe",
                                     std::chrono::minutes(10));
     if (meta.ok()) {
