@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 # Integration tests mostly wait on etcd timers, so run more of them than there are cores.
 TEST_JOBS ?= 4
 
-.PHONY: all deps build demo test unit-test sim faults bench clean
+.PHONY: all deps build demo test unit-test sim faults bench bench-quick bench-build clean
 all: build
 
 deps:
@@ -43,9 +43,22 @@ faults: build
 	STEWARD_FAULT_SEED=$(SEED) STEWARD_FAULT_CYCLES=$(CYCLES) STEWARD_FAULT_NODES=$(NODES) \
 	  $(BUILD)/fault_tests --gtest_also_run_disabled_tests --gtest_filter=FaultSuite.DISABLED_Random
 
-bench: build
-	cmake --build $(BUILD) --target snapshot_probe -j $(JOBS)
-	./bench/bootstrap && ./bench/replace && ./bench/backup && ./bench/restore && ./bench/upgrade
+# The benchmarks (docs/benchmarks.md): every bench/ script, then bench/report writes
+# docs/benchmarks.md and docs/bench/*.png from that run. RUNS=N (runs per procedure, default 5)
+# and the scripts' other variables pass through. bench-quick is a smoke run (2 runs, small data)
+# whose report stays in var/bench/quick/. Only what the scripts run is built.
+BENCH_RESULTS ?= var/bench/results
+bench: bench-build
+	BUILD=$(BUILD) RESULTS_DIR=$(BENCH_RESULTS) RUNS=$(RUNS) ./bench/run
+
+bench-quick: bench-build
+	BUILD=$(BUILD) RESULTS_DIR=var/bench/quick RUNS=$(RUNS) QUICK=1 ./bench/run
+
+bench-build:
+	./scripts/install-deps.sh --bench
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build $(BUILD) --target steward stewardctl snapshot_probe -j $(JOBS)
+	BUILD=$(BUILD) ./bench/run --note-build
 
 clean:
 	rm -rf $(BUILD)

@@ -89,6 +89,23 @@ if [ ! -x "$ETCD35/usr/bin/etcdutl" ]; then
   rm -rf "$ETCD35" && mv "$FETCHED" "$ETCD35"
 fi
 
+# With --bench: what bench/ needs beyond the build: gnuplot for bench/report's charts (gnuplot-nox:
+# no X11; its pngcairo terminal draws the PNGs), jq, curl, openssl and /usr/bin/time for the scripts.
+if [ "${1:-}" = "--bench" ]; then
+  bench_missing=()
+  for p in gnuplot-nox jq curl openssl time; do
+    if [ "$p" = gnuplot-nox ] && command -v gnuplot >/dev/null 2>&1; then continue; fi
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+      bench_missing+=("$p")
+    fi
+  done
+  if [ ${#bench_missing[@]} -gt 0 ]; then
+    echo "install-deps: installing ${bench_missing[*]} (for make bench)" >&2
+    $SUDO apt-get update -qq
+    $SUDO apt-get install -y -qq --no-install-recommends "${bench_missing[@]}"
+  fi
+fi
+
 # With --test: what the test suite needs beyond the build (the S3 protocol server, from npm).
 if [ "${1:-}" = "--test" ]; then
   # etcd 3.3 (Debian bullseye), for the rolling upgrade tests (3.3 -> 3.4 -> 3.5).
