@@ -95,57 +95,11 @@ int ResolveEndpoints(const Common& c, std::vector<std::string>* endpoints,
   return 0;
 }
 
-// The leader and the reconciler's last report, from the reserved prefix. Empty when unknown.
-nlohmann::json StewardState(EtcdClient& client, const Config& config) {
-  nlohmann::json j = nlohmann::json::object();
-  if (auto leader = client.Get(LeaderKey(config)); leader.ok() && leader->has_value()) {
-    j["leader"] = **leader;
-  }
-  if (auto st = client.Get(StatusKey(config)); st.ok() && st->has_value()) {
-    auto parsed = nlohmann::json::parse(**st, nullptr, false);
-    if (!parsed.is_discarded()) j["reconciler"] = parsed;
-  }
-  if (auto b = client.Get(BackupStatusKey(config)); b.ok() && b->has_value()) {
-    auto parsed = nlohmann::json::parse(**b, nullptr, false);
-    if (!parsed.is_discarded()) j["backups"] = parsed;
-  }
-  if (auto spec = client.Get(SpecKey(config)); spec.ok() && spec->has_value()) {
-    auto parsed = nlohmann::json::parse(**spec, nullptr, false);
-    if (!parsed.is_discarded()) j["spec"] = parsed;
-  }
-  return j;
-}
-
-std::string DescribeStewardState(const nlohmann::json& j) {
-  std::string out;
-  out += "steward leader: " + (j.contains("leader") ? j["leader"].get<std::string>() : "none");
-  if (j.contains("reconciler")) {
-    const auto& r = j["reconciler"];
-    long age = static_cast<long>(std::chrono::duration_cast<std::chrono::seconds>(
-                                     std::chrono::system_clock::now().time_since_epoch())
-                                     .count()) -
-               r.value("at", 0L);
-    out += "\nreconciler:     " + r.value("detail", std::string("?")) + " (" +
-           r.value("step", std::string("?")) + ", reported by " +
-           r.value("leader", std::string("?")) + " " + std::to_string(age) + "s ago)";
-  }
-  if (j.contains("backups")) {
-    const auto& b = j["backups"];
-    long now = static_cast<long>(std::chrono::duration_cast<std::chrono::seconds>(
-                                     std::chrono::system_clock::now().time_since_epoch())
-                                     .count());
-    out += "\nbackups:        " + b.value("store", std::string("?")) + ", last " +
-           (b.value("last_success", std::string()).empty()
-                ? std::string("none")
-                : b.value("last_success", std::string()) + " (" +
-                      std::to_string(now - b.value("last_success_at", now)) + "s ago)");
-    if (b.contains("last_error")) {
-      out += "\n                last error " +
-             std::to_string(now - b.value("last_error_at", now)) +
-             "s ago: " + b.value("last_error", std::string());
-    }
-  }
-  return out + "\n";
+// Now, for the ages DescribeStewardState prints.
+int64_t UnixNow() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 int RunStatus(const Common& c) {
@@ -157,7 +111,9 @@ int RunStatus(const Common& c) {
   ClusterView view = CollectStatus(client, o.timeout, nodes);
   nlohmann::json steward = nlohmann::json::object();
   if (!c.config_path.empty() && view.reachable) {
-    if (auto config = LoadConfig(c.config_path); config.ok()) steward = StewardState(client, *config);
+    if (auto config = LoadConfig(c.config_path); config.ok()) {
+      steward = ReadStewardState(client, *config);
+    }
   }
   if (c.output == "json") {
     nlohmann::json j = StatusToJson(view);
@@ -165,7 +121,7 @@ int RunStatus(const Common& c) {
     std::cout << j.dump(2) << "\n";
   } else {
     std::cout << RenderStatusTable(view);
-    if (!steward.empty()) std::cout << DescribeStewardState(steward);
+    if (!steward.empty()) std::cout << DescribeStewardState(steward, UnixNow());
   }
   return view.healthy ? 0 : 1;
 }
@@ -522,7 +478,7 @@ int RunRetireUnmanaged(const Common& c, bool yes, bool force) {
   EtcdClient client(config.ClusterClientUrls(), o);
   std::map<std::string, std::string> managed;  // peer URL -> node name
   for (const auto& n : config.cluster.nodes) managed[config.PeerUrl(n)] = n.name;
-  const int size = DesiredSize(StewardState(client, config), config.cluster.size);
+  const int size = DesiredSize(ReadStewardState(client, config), config.cluster.size);
   // Decisions rest on a linearizable member list: a removed or cut-off old member still
   // answers a plain one from its own state.
   ClusterView view = CollectStatus(client, o.timeout, {}, /*linearizable=*/true);
@@ -646,7 +602,7 @@ int RunGet(const Common& c) {
     std::cerr << "stewardctl: cannot read the cluster spec: " << probe.status().message() << "\n";
     return 1;
   }
-  nlohmann::json j = StewardState(client, *config);
+  nlohmann::json j = ReadStewardState(client, *config);
   int size = config->cluster.size;
   std::string source = "config default (cluster.size)";
   if (j.contains("spec")) {
@@ -660,7 +616,7 @@ int RunGet(const Common& c) {
   }
   std::cout << "cluster:        " << config->cluster.name << "\n"
             << "desired size:   " << size << " (" << source << ")\n"
-            << DescribeStewardState(j);
+            << DescribeStewardState(j, UnixNow());
   return 0;
 }
 

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "etcd/keys.h"
 
 namespace steward {
 
@@ -170,6 +171,55 @@ std::string RenderStatusTable(const ClusterView& v) {
     }
   }
   return out;
+}
+
+nlohmann::json ReadStewardState(EtcdClient& client, const Config& config) {
+  // Each read waits out the client's deadline when etcd does not answer: side by side, the
+  // whole takes one deadline, not four (the status page asks every few seconds).
+  auto read = [&client](std::string key) {
+    return std::async(std::launch::async, [&client, key] { return client.Get(key); });
+  };
+  auto leader = read(LeaderKey(config));
+  auto reconciler = read(StatusKey(config));
+  auto backups = read(BackupStatusKey(config));
+  auto spec = read(SpecKey(config));
+  nlohmann::json j = nlohmann::json::object();
+  if (auto got = leader.get(); got.ok() && got->has_value()) j["leader"] = **got;
+  const std::pair<const char*, std::future<absl::StatusOr<std::optional<std::string>>>*> parsed[] =
+      {{"reconciler", &reconciler}, {"backups", &backups}, {"spec", &spec}};
+  for (const auto& [name, future] : parsed) {
+    auto got = future->get();
+    if (!got.ok() || !got->has_value()) continue;
+    auto value = nlohmann::json::parse(**got, nullptr, false);
+    if (!value.is_discarded()) j[name] = value;
+  }
+  return j;
+}
+
+std::string DescribeStewardState(const nlohmann::json& j, int64_t now) {
+  std::string out;
+  out += "steward leader: " + (j.contains("leader") ? j["leader"].get<std::string>() : "none");
+  if (j.contains("reconciler")) {
+    const auto& r = j["reconciler"];
+    const long age = static_cast<long>(now) - r.value("at", 0L);
+    out += "\nreconciler:     " + r.value("detail", std::string("?")) + " (" +
+           r.value("step", std::string("?")) + ", reported by " +
+           r.value("leader", std::string("?")) + " " + std::to_string(age) + "s ago)";
+  }
+  if (j.contains("backups")) {
+    const auto& b = j["backups"];
+    out += "\nbackups:        " + b.value("store", std::string("?")) + ", last " +
+           (b.value("last_success", std::string()).empty()
+                ? std::string("none")
+                : b.value("last_success", std::string()) + " (" +
+                      std::to_string(now - b.value("last_success_at", now)) + "s ago)");
+    if (b.contains("last_error")) {
+      out += "\n                last error " +
+             std::to_string(now - b.value("last_error_at", now)) +
+             "s ago: " + b.value("last_error", std::string());
+    }
+  }
+  return out + "\n";
 }
 
 nlohmann::json StatusToJson(const ClusterView& v) {

@@ -1,4 +1,5 @@
-// `stewardctl status`: a view of the cluster gathered from etcd, and its renderings.
+// `stewardctl status`: a view of the cluster gathered from etcd, and its renderings. The agent's
+// status page (admin/status_page.h) gathers the same view.
 #pragma once
 
 #include <chrono>
@@ -6,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "config/config.h"
 #include "etcd/client.h"
 #include "nlohmann/json.hpp"
 
@@ -50,6 +52,15 @@ ClusterView CollectStatus(EtcdClient& client, std::chrono::milliseconds timeout,
 
 std::string RenderStatusTable(const ClusterView& view);
 nlohmann::json StatusToJson(const ClusterView& view);
+
+// The steward's own state from the cluster's reserved prefix (etcd/keys.h): "leader" (the
+// steward leader's node name), "reconciler" (its last published step: leader, term, step,
+// detail, at), "backups" (the backup scheduler's last result) and "spec" (configure-cluster).
+// A key that is missing or unreadable is left out: an empty object when nothing answers.
+// The four reads run in parallel, each with the client's deadline.
+nlohmann::json ReadStewardState(EtcdClient& client, const Config& config);
+// ReadStewardState's lines under `stewardctl status` and `get`, ages as of `now` (Unix seconds).
+std::string DescribeStewardState(const nlohmann::json& steward, int64_t now);
 
 // "1.5 MB" style sizes for tables.
 std::string HumanBytes(int64_t n);
