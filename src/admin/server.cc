@@ -8,6 +8,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "admin/status_page.h"
 #include "httplib.h"
 
 namespace steward {
@@ -100,6 +101,26 @@ absl::Status AdminServer::Start() {
                }));
   server_->Get("/metrics", guarded([h](httplib::Response& res) {
                  res.set_content(h.metrics(), kPrometheus);
+               }));
+  // The status page describes the cluster as /metrics does: the same guard.
+  server_->Get("/", guarded([h](httplib::Response& res) {
+                 if (!h.status_json) {
+                   res.status = 404;
+                   return;
+                 }
+                 res.set_header("Content-Security-Policy", kStatusPageCsp);
+                 res.set_header("X-Content-Type-Options", "nosniff");
+                 res.set_header("Cache-Control", "no-cache");
+                 res.set_content(StatusPageHtml(), "text/html; charset=utf-8");
+               }));
+  server_->Get("/status.json", guarded([h](httplib::Response& res) {
+                 if (!h.status_json) {
+                   res.status = 404;
+                   return;
+                 }
+                 res.set_header("Cache-Control", "no-store");
+                 res.set_header("X-Content-Type-Options", "nosniff");
+                 res.set_content(h.status_json(), "application/json");
                }));
   if (!server_->bind_to_port(host_, port_)) {
     return absl::FailedPreconditionError(

@@ -1,10 +1,11 @@
-// The admin port (cluster.ports.admin) of every agent: GET /healthz, /readyz, /leader and
-// /metrics over HTTP, or HTTPS with the agent's server certificate when TLS is on.
+// The admin port (cluster.ports.admin) of every agent: GET /healthz, /readyz, /leader,
+// /metrics, the status page / and its /status.json (admin/status_page.h) over HTTP, or HTTPS
+// with the agent's server certificate when TLS is on.
 //
 // Health endpoints (/healthz, /readyz) answer without a client certificate, because load
-// balancers rarely have one. /leader and /metrics require a client certificate signed by the
-// cluster's CA when TLS is on (403 otherwise). A certificate from another CA fails the TLS
-// handshake. Nothing here writes, and no response holds a secret.
+// balancers rarely have one. The rest require a client certificate signed by the cluster's CA
+// when TLS is on (403 otherwise). A certificate from another CA fails the TLS handshake.
+// Nothing here writes, and no response holds a secret.
 #pragma once
 
 #include <functional>
@@ -27,6 +28,8 @@ struct AdminHandlers {
   std::function<std::optional<std::string>()> not_ready;   // nullopt: 200 on /readyz
   std::function<std::optional<std::string>()> not_leader;  // nullopt: 200 on /leader
   std::function<std::string()> metrics;                    // Prometheus text
+  // The status page's document (StatusSource::Json); unset: / and /status.json answer 404.
+  std::function<std::string()> status_json;
 };
 
 class AdminServer {

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "admin/metrics.h"
 #include "admin/readiness.h"
+#include "admin/status_page.h"
 #include "absl/strings/str_join.h"
 #include "common/subprocess.h"
 #include "common/files.h"
@@ -169,6 +170,9 @@ absl::Status Agent::Wire() {
                         leader.empty() ? "unknown" : leader, ")");
   };
   admin.metrics = [this] { return ScrapeMetrics(); };
+  // The status page's document: the cluster's view through this agent's etcd client.
+  auto status_page = std::make_shared<StatusSource>(config_, cluster_client_.get(), store_.get());
+  admin.status_json = [status_page] { return status_page->Json(); };
   admin_ = std::make_unique<AdminServer>(
       config_.self().host, config_.cluster.ports.admin, std::move(admin),
       config_.tls.enabled() ? std::optional<TlsPaths>(config_.Tls()) : std::nullopt);
