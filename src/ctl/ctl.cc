@@ -16,6 +16,7 @@
 #include "backup/open.h"
 #include "backup/pipeline.h"
 #include "backup/scheduler.h"
+#include "ctl/dashboard.h"
 #include "ctl/pki_cmd.h"
 #include "ctl/retire.h"
 #include "reconcile/plan.h"
@@ -677,6 +678,8 @@ int CtlMain(int argc, char** argv) {
   add_common(retire);
   retire->add_flag("--yes", yes, "do not ask for confirmation");
   retire->add_flag("--force", force, "go on when the backup before the first removal fails");
+  DashboardOptions dashboard_options;
+  CLI::App* dashboard = AddDashboardCommand(app, &dashboard_options);
   std::string pki_dir;
   CLI::App* pki = app.add_subcommand("pki", "certificates for TLS");
   CLI::App* pki_init = pki->add_subcommand("init", "create a CA and an admin client certificate");
@@ -705,6 +708,7 @@ int CtlMain(int argc, char** argv) {
   if (list->parsed()) return RunListBackups(common);
   if (restore->parsed()) return RunRestoreBackup(common, restore_name, yes, force, wait_seconds);
   if (retire->parsed()) return RunRetireUnmanaged(common, yes, force);
+  if (dashboard->parsed()) return RunDashboard(dashboard_options);
   return 2;
 }
 
