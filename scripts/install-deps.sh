@@ -140,6 +140,12 @@ if [ "${1:-}" = "--test" ]; then
     dpkg-deb -x "$prom_debs"/prometheus_*.deb "$here/.deps/prometheus"
     "$PROMTOOL" --version >/dev/null
   fi
+  # chromium: the status page test loads the page in headless Chromium and reads its DOM.
+  if ! command -v chromium >/dev/null 2>&1; then
+    echo "install-deps: installing chromium (for the status page test)" >&2
+    $SUDO apt-get update -qq
+    $SUDO apt-get install -y -qq --no-install-recommends chromium
+  fi
   # systemd-analyze: the tests verify the systemd unit with it (Debian's systemd package; in a
   # container it is only installed, not started).
   if ! command -v systemd-analyze >/dev/null 2>&1; then
