@@ -547,8 +547,10 @@ std::string StatusSource::Json() {
   // Side by side: the steward's keys, the store's listing (when due) and the members.
   auto steward = std::async(std::launch::async,
                             [this] { return ReadStewardState(*client_, config_); });
+  // A store that fails is asked no more often than one that answers.
   if (store_ != nullptr && !pending_listing_.valid() &&
-      (!listing_ || now - listed_at_ >= options_.list_every)) {
+      (listed_at_ == std::chrono::steady_clock::time_point() ||
+       now - listed_at_ >= options_.list_every)) {
     listed_at_ = now;
     pending_listing_ = std::async(std::launch::async, [this] {
       return RecentBackups(*store_, config_.cluster.name, options_.backups_shown);

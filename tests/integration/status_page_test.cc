@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
@@ -401,6 +402,76 @@ TEST(StatusPageDocumentTest, PageIsSelfContained) {
   }
   EXPECT_NE(html.find("fetch(\"status.json\""), std::string::npos);
   EXPECT_NE(html.find("name=\"viewport\""), std::string::npos) << "readable on a phone";
+}
+
+// A clock the test moves.
+class ManualClock : public Clock {
+ public:
+  std::chrono::steady_clock::time_point Now() override { return steady_; }
+  std::chrono::system_clock::time_point WallNow() override { return wall_; }
+  void SleepFor(std::chrono::milliseconds d) override { Advance(d); }
+  void Advance(std::chrono::milliseconds d) {
+    steady_ += d;
+    wall_ += d;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point steady_ = std::chrono::steady_clock::now();
+  std::chrono::system_clock::time_point wall_ = std::chrono::system_clock::now();
+};
+
+// A store whose listing fails (an object store that is down), counting the attempts.
+class DownStore : public BackupStore {
+ public:
+  std::string Describe() const override { return "s3://down"; }
+  absl::StatusOr<std::unique_ptr<ObjectWriter>> Create(const std::string&) override {
+    return absl::UnavailableError("down");
+  }
+  absl::Status Put(const std::string&, const std::string&) override {
+    return absl::UnavailableError("down");
+  }
+  absl::StatusOr<std::string> Get(const std::string&) override {
+    return absl::UnavailableError("down");
+  }
+  absl::Status Read(const std::string&,
+                    const std::function<absl::Status(std::string_view)>&) override {
+    return absl::UnavailableError("down");
+  }
+  absl::StatusOr<std::vector<ObjectInfo>> List(const std::string&) override {
+    ++lists;
+    return absl::UnavailableError("connection refused");
+  }
+  absl::Status Delete(const std::string&) override { return absl::UnavailableError("down"); }
+  std::atomic<int> lists{0};
+};
+
+TEST(StatusPageDocumentTest, AFailingStoreIsListedNoMoreOftenThanAWorkingOne) {
+  Config config;
+  config.cluster.name = "c";
+  config.node.name = "n1";
+  config.tls.mode = "off";
+  // Nothing listens there: etcd's answers fail at once.
+  EtcdClient::Options co;
+  co.timeout = 500ms;
+  EtcdClient etcd({"http://127.0.0.1:1"}, co);
+  DownStore store;
+  ManualClock clock;
+  StatusSource::Options o;
+  o.clock = &clock;
+  StatusSource source(config, &etcd, &store, o);
+  auto doc = nlohmann::json::parse(source.Json());
+  EXPECT_EQ(store.lists, 1);
+  EXPECT_EQ(doc["backup_list_error"], "listing backups: connection refused") << doc.dump(2);
+  // The page asks every 2 s; the store is asked again only after list_every (15 s).
+  for (int i = 0; i < 5; ++i) {
+    clock.Advance(2s);
+    doc = nlohmann::json::parse(source.Json());
+  }
+  EXPECT_EQ(store.lists, 1);
+  EXPECT_EQ(doc["backup_list_error"], "listing backups: connection refused");
+  clock.Advance(6s);
+  source.Json();
+  EXPECT_EQ(store.lists, 2);
 }
 
 TEST(StatusPageDashboardTest, ParsesAgentUrls) {
