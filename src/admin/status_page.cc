@@ -327,8 +327,12 @@ function renderSteward(d) {
   const s = d.steward || {}, r = s.reconciler;
   const box = $("steward"), dl = $("steward-facts");
   dl.replaceChildren();
+  // The leader rewrites an unchanged report every `refresh` seconds: three missed rewrites
+  // mean it is stuck or gone, not idle.
+  const stale = r && r.refresh > 0 && d.at - r.at > 3 * r.refresh;
   const silent = !s.leader ? "no agent holds the leader lease: nothing heals or backs up the cluster"
-                : !r ? "the leader has not reported a step yet" : "";
+                : !r ? "the leader has not reported a step yet"
+                : stale ? "no report for " + age(d.at - r.at) + " (rewritten every " + r.refresh + " s)" : "";
   box.dataset.leader = s.leader || "";
   box.dataset.step = r && r.step ? r.step : "";
   box.dataset.silent = silent ? "true" : "false";
@@ -336,8 +340,8 @@ function renderSteward(d) {
   if (r) {
     fact(dl, "Doing", el("span", {}, el("span", {class: "badge muted", text: r.step || "?"}), " ", r.detail || ""),
          {id: "steward-detail"});
-    // Published when the decision changes: its age is how long the leader has been at it.
-    fact(dl, "Since", age(d.at - r.at) + " (reported by " + (r.leader || "?") +
+    // Published when the decision changes, and rewritten every `refresh` seconds.
+    fact(dl, "Reported", age(d.at - r.at) + " (reported by " + (r.leader || "?") +
          (r.term !== undefined ? ", term " + r.term : "") + ")");
   }
   if (silent) fact(dl, "Reconciler", el("span", {class: "bad", text: "silent: " + silent}));

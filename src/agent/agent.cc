@@ -130,6 +130,10 @@ absl::Status Agent::Wire() {
     if (n.name == config_.node.name) continue;
     initial_agents_[n.name] = std::make_unique<PeerClient>(config_.AgentAddress(n), client_creds);
   }
+  for (const NodeSpec& n : config_.cluster.nodes) {
+    if (n.name == config_.node.name) continue;
+    agents_[n.name] = std::make_unique<PeerClient>(config_.AgentAddress(n), client_creds);
+  }
   leadership_ = std::make_unique<Leadership>(
       cluster_client_.get(), LeaderKey(config_), EpochKey(config_), config_.node.name,
       std::chrono::duration_cast<std::chrono::seconds>(config_.cluster.leader_lease_ttl));
@@ -152,12 +156,25 @@ absl::Status Agent::Wire() {
   server_ = std::make_unique<PeerServer>(
       config_.AgentAddress(config_.self()), node_.get(), terms_.get(), server_creds,
       config_.tls.enabled() ? std::optional<std::string>(config_.cluster.name) : std::nullopt);
+  server_->OnNudge([this](const std::string&) { WakeReconciler(); });
+  history_ = std::make_unique<History>(cluster_client_.get(), EventsPrefix(config_),
+                                       config_.node.name);
+  server_->OnOrder([this](const std::string& what, const peer::OrderHeader& h,
+                          const absl::Status& result) {
+    Event e;
+    e.term = h.term();
+    e.action = what;
+    e.reason = absl::StrCat("order from ", h.leader());
+    e.result = result.ok() ? "ok" : absl::StrCat("failed: ", result.message());
+    history_->Append(std::move(e));
+  });
   if (store_) {
     backups_ = std::make_unique<BackupScheduler>(config_, store_.get(), cluster_client_.get());
     ControlEnv env = RealControlEnv(config_, client_creds, canceller_);
     env.stopping = [this] { return Stopping(); };
     restorer_ = std::make_unique<RestoreCoordinator>(config_, store_.get(), cluster_client_.get(),
                                                      std::move(env));
+    restorer_->SetHistory(history_.get());
   }
   AdminHandlers admin;
   admin.not_alive = [this] { return NotAlive(); };
@@ -171,7 +188,17 @@ absl::Status Agent::Wire() {
   };
   admin.metrics = [this] { return ScrapeMetrics(); };
   // The status page's document: the cluster's view through this agent's etcd client.
-  auto status_page = std::make_shared<StatusSource>(config_, cluster_client_.get(), store_.get());
+  // The page shows the last 20 events of the history.
+  auto recent_events = [this]() -> nlohmann::json {
+    nlohmann::json out = nlohmann::json::array();
+    auto events = ReadHistory(*cluster_client_, EventsPrefix(config_), 0, 20);
+    if (events.ok()) {
+      for (const Event& e : *events) out.push_back(EventToJson(e));
+    }
+    return out;
+  };
+  auto status_page = std::make_shared<StatusSource>(config_, cluster_client_.get(), store_.get(),
+                                                    StatusSource::Options(), recent_events);
   admin.status_json = [status_page] { return status_page->Json(); };
   admin_ = std::make_unique<AdminServer>(
       config_.self().host, config_.cluster.ports.admin, std::move(admin),
@@ -181,6 +208,7 @@ absl::Status Agent::Wire() {
       [this] { return restorer_ != nullptr && restorer_->RestorePending(); },
       [this] { return leadership_->Confirm(); }, RealControlEnv(config_, client_creds, canceller_),
       [this](uint64_t floor) { return leadership_->Raise(floor); });
+  reconciler_->SetHistory(history_.get());
   return absl::OkStatus();
 }
 
@@ -280,6 +308,7 @@ void Agent::Shutdown(bool stop_etcd) {
   stopping_flag_ = true;
   canceller_->Cancel();
   cv_.notify_all();
+  control_wake_.Wake();
   if (reconcile_thread_.joinable()) reconcile_thread_.join();
   if (leadership_thread_.joinable()) leadership_thread_.join();
   if (control_.joinable()) control_.join();
@@ -289,6 +318,7 @@ void Agent::Shutdown(bool stop_etcd) {
   }
   if (server_) server_->Shutdown();
   if (admin_) admin_->Shutdown();
+  if (history_) history_->Stop();
   if (stop_etcd) {
     if (absl::Status s = runner_->Stop(); !s.ok()) spdlog::error("stopping etcd: {}", s.message());
   }
@@ -300,9 +330,34 @@ bool Agent::SleepFor(milliseconds d) {
   return !stopping_;
 }
 
+void Agent::WakeReconciler() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    nudged_ = true;
+  }
+  cv_.notify_all();
+}
+
+void Agent::NudgeLeader() {
+  const std::string leader = SeenLeader();
+  if (leader.empty()) return;
+  if (leader == config_.node.name) {
+    WakeReconciler();
+    return;
+  }
+  auto it = agents_.find(leader);
+  if (it == agents_.end()) return;
+  // Best effort: if the leader does not hear it, its next idle pass finds the change anyway.
+  if (absl::Status s = it->second->Nudge(config_.node.name, milliseconds(500)); !s.ok()) {
+    spdlog::debug("nudging the leader {}: {}", leader, s.message());
+  }
+}
+
 void Agent::ControlLoop() {
   const auto started = std::chrono::steady_clock::now();
   auto next_restore_pass = started;
+  std::string fingerprint;
+  const std::string etcd_dir = disk_->DataDir();
   auto next_tls_check = std::chrono::steady_clock::now() + std::chrono::minutes(1);
   auto next_off_warning = std::chrono::steady_clock::now() + std::chrono::hours(1);
   do {
@@ -329,17 +384,42 @@ void Agent::ControlLoop() {
                                                            config_.tls.cert_lifetime / 20);
     }
     node_->ControlPass();
+    // What the leader would read from this node changed: tell it, rather than have it poll.
+    if (std::string now = node_->Fingerprint(); now != fingerprint) {
+      fingerprint = std::move(now);
+      NudgeLeader();
+    }
+    // etcd answered the leadership loop lately: a quorum is up, and no automatic restore can
+    // be due. Only a restore ordered from stewardctl can, and that may wait a few seconds.
+    const bool quorum_up = leadership_->AnsweredWithin(config_.cluster.leader_lease_ttl);
     // Restores (after total loss, or on command) are coordinated without etcd.
     if (restorer_ && std::chrono::steady_clock::now() >= next_restore_pass) {
-      restorer_->Pass();
+      // With a quorum up and no restore intent in the store, the pass could only decide
+      // "nothing" (an etcd member answers): skip asking every agent for its state.
+      if (!quorum_up || restorer_->RestorePending()) restorer_->Pass();
       // Agents restarted after a total loss come up within moments of each other: ask again
       // soon while this node is fresh and holds nothing, so the restore starts as soon as a
       // majority answers, without polling the store this often for good.
       const bool fresh = std::chrono::steady_clock::now() - started < std::chrono::seconds(30);
-      next_restore_pass = std::chrono::steady_clock::now() +
-                          milliseconds(fresh && !node_->HasMemberData() ? 250 : 1000);
+      next_restore_pass =
+          std::chrono::steady_clock::now() +
+          (quorum_up && !restorer_->RestorePending()
+               ? config_.cluster.idle_interval
+               : milliseconds(fresh && !node_->HasMemberData() ? 250 : 1000));
     }
-  } while (SleepFor(milliseconds(250)));
+    // Settled, the loop sleeps until the data dir changes (a wipe is noticed at once) or the
+    // idle interval passes; otherwise it looks four times a second.
+    milliseconds pause(250);
+    if (quorum_up && node_->Settled()) {
+      pause = std::min<milliseconds>(
+          config_.cluster.idle_interval,
+          std::chrono::duration_cast<milliseconds>(next_restore_pass -
+                                                   std::chrono::steady_clock::now()));
+      pause = std::max(pause, milliseconds(250));
+    }
+    control_wake_.Watch({config_.node.data_dir, etcd_dir, etcd_dir + "/member"});
+    control_wake_.Wait(pause);
+  } while (!Stopping());
 }
 
 std::optional<std::string> Agent::NotAlive() {
@@ -439,12 +519,17 @@ std::string Agent::SeenLeader() {
 }
 
 void Agent::LeadershipLoop() {
-  const auto period = std::max(milliseconds(300), std::chrono::duration_cast<milliseconds>(
-                                                      config_.cluster.leader_lease_ttl / 4));
+  // The leader renews its lease three times per TTL. A follower only reads the key, twice per
+  // TTL: a dead leader's key expires after the TTL and is taken within half a TTL more.
+  const auto ttl = std::chrono::duration_cast<milliseconds>(config_.cluster.leader_lease_ttl);
+  milliseconds period(0);
   do {
     Beat(leadership_beat_);
+    const bool was_leading = leading_.load();
     leadership_->Tick();
     leading_ = leadership_->leading();
+    if (leading_ && !was_leading) WakeReconciler();
+    period = std::max(milliseconds(300), leading_ ? ttl / 3 : ttl / 2);
     std::lock_guard<std::mutex> lock(seen_leader_mu_);
     seen_leader_ = leadership_->leader();
   } while (SleepFor(period));
@@ -454,10 +539,17 @@ void Agent::ReconcileLoop() {
   while (SleepFor(milliseconds(0))) {
     Beat(reconcile_beat_);
     bool progress = false;
-    if (leadership_->leading()) progress = reconciler_->Pass(leadership_->term());
+    const bool leading = leadership_->leading();
+    if (leading) progress = reconciler_->Pass(leadership_->term());
+    // Settled (or not leading: winning the leadership wakes this loop), pass again after the
+    // idle interval or when a node nudges; otherwise soon.
     auto pause = config_.cluster.reconcile_interval;
+    if (!leading || reconciler_->settled()) pause = config_.cluster.idle_interval;
     if (reconciler_->in_progress()) pause = std::min(pause, milliseconds(100));
-    if (!progress && !SleepFor(pause)) break;
+    if (progress) continue;
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, pause, [this] { return stopping_ || nudged_; });
+    nudged_ = false;
   }
 }
 

@@ -32,6 +32,7 @@
 #include "agent/node_disk.h"
 #include "backup/scheduler.h"
 #include "backup/store.h"
+#include "common/dir_watch.h"
 #include "common/status.h"
 #include "config/config.h"
 #include "etcd/client.h"
@@ -40,6 +41,7 @@
 #include "admin/server.h"
 #include "peer/leadership.h"
 #include "peer/server.h"
+#include "reconcile/history.h"
 #include "reconcile/reconciler.h"
 #include "reconcile/restore.h"
 #include "reconcile/start_decision.h"
@@ -69,6 +71,10 @@ class Agent {
   void ReconcileLoop();
   // Sleeps up to `d`; returns false if the agent is stopping.
   bool SleepFor(std::chrono::milliseconds d);
+  // Brings the reconcile loop's next pass forward (a nudge from a node, or leadership won).
+  void WakeReconciler();
+  // Tells the steward leader that this node's state changed (best effort).
+  void NudgeLeader();
   // The admin port's answers (admin/server.h).
   std::optional<std::string> NotAlive();
   std::optional<std::string> NotReady();
@@ -81,6 +87,10 @@ class Agent {
   std::unique_ptr<EtcdClient> peers_client_;  // the other nodes' client URLs
   // The other initial nodes' agents (the first cluster.size nodes), for the bootstrap rule.
   std::map<std::string, std::unique_ptr<PeerClient>> initial_agents_;
+  // Every other node's agent, for nudges.
+  std::map<std::string, std::unique_ptr<PeerClient>> agents_;
+  // The control loop sleeps on this: data dir changes and Shutdown() wake it.
+  DirWatch control_wake_;
   std::unique_ptr<EtcdClient> cluster_client_;  // every node's client URL
   std::unique_ptr<EtcdClient> local_client_;    // this node's client URL
   std::unique_ptr<TermGuard> terms_;
@@ -92,6 +102,7 @@ class Agent {
   std::unique_ptr<RestoreCoordinator> restorer_;
   std::unique_ptr<Reconciler> reconciler_;
   std::unique_ptr<AdminServer> admin_;
+  std::unique_ptr<History> history_;  // decisions and orders, appended to etcd
   // When each loop last came round (steady clock, ns): /healthz.
   std::atomic<int64_t> control_beat_{0}, leadership_beat_{0}, reconcile_beat_{0};
   // The leadership as of the last tick, for the admin port (never waits on etcd).
@@ -104,6 +115,7 @@ class Agent {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;
+  bool nudged_ = false;  // guarded by mu_: the reconcile loop should pass now
   std::thread control_, leadership_thread_, reconcile_thread_;
 };
 

@@ -82,6 +82,13 @@ class LocalNode : public NodeHandler {
   // member's data dir no longer holds its data.
   bool MayRestart(std::string* why);
   bool HasMemberData();
+  // What the leader reads from this node, cheaply (no etcd call): when it changes, the agent
+  // nudges the leader to look now.
+  std::string Fingerprint();
+  // Nothing for the control loop to watch closely: etcd runs on member data that has joined,
+  // no bootstrap, fence or order under way. The control loop then wakes only on changes in the
+  // data dir (or every cluster.idle_interval).
+  bool Settled();
 
  private:
   // Starts (or keeps) etcd with `launch`; `on_data`: on the member data in place (not a join

@@ -176,6 +176,20 @@ void LocalNode::ControlPass() {
   if (!FencedRestoreId().empty()) MaybeUnfenceSelf();
 }
 
+std::string LocalNode::Fingerprint() {
+  const auto pid = runner_.pid();
+  return absl::StrCat(runner_.wanted(), "/", pid.value_or(0), "/", runner_.restarts(), "/",
+                      HasMemberData(), "/", EverJoined(), "/", Bootstrapping(), "/",
+                      FencedRestoreId(), "/", held_.load());
+}
+
+bool LocalNode::Settled() {
+  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return false;  // an order or a start decision is under way
+  return runner_.wanted() && runner_.pid().has_value() && !held_ && EverJoined() &&
+         !Bootstrapping() && FencedRestoreId().empty() && HasMemberData();
+}
+
 void LocalNode::MaybeUnfenceSelf() {
   if (env_.store == nullptr) return;
   auto intent = ReadRestoreIntent(*env_.store, config_.cluster.name);

@@ -448,7 +448,8 @@ Config Parse(const YAML::Node& root) {
   const YAML::Node cl = root["cluster"];
   if (!cl) Fail("cluster", "is required");
   CheckKeys(cl, "cluster", {"name", "size", "nodes", "ports", "replace_after", "learner_timeout",
-                            "leader_lease_ttl", "reconcile_interval", "adopt"});
+                            "leader_lease_ttl", "reconcile_interval", "idle_interval",
+                            "adopt"});
   c.cluster.name = GetString(cl, "cluster", "name", true);
   if (!ValidName(c.cluster.name)) {
     Fail("cluster.name", "must be 1-63 characters of letters, digits, '-', '_' or '.'");
@@ -548,6 +549,11 @@ Config Parse(const YAML::Node& root) {
   }
   if (c.cluster.reconcile_interval < std::chrono::milliseconds(100)) {
     Fail("cluster.reconcile_interval", "must be at least 100ms");
+  }
+  c.cluster.idle_interval = GetDuration(cl, "cluster", "idle_interval", c.cluster.idle_interval);
+  if (c.cluster.idle_interval < c.cluster.reconcile_interval ||
+      c.cluster.idle_interval > std::chrono::minutes(5)) {
+    Fail("cluster.idle_interval", "must be between cluster.reconcile_interval and 5m");
   }
 
   // node

@@ -59,6 +59,9 @@ struct ClusterConfig {
   std::chrono::milliseconds leader_lease_ttl{5000};
   // Pause between reconcile passes that changed nothing.
   std::chrono::milliseconds reconcile_interval{500};
+  // Pause between passes while the cluster is settled (at its spec, every member healthy).
+  // A node whose state changes nudges the leader, so healing does not wait for it.
+  std::chrono::milliseconds idle_interval{5000};
   AdoptConfig adopt;
 };
 

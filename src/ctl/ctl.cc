@@ -7,6 +7,9 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+#include "common/duration.h"
+#include "reconcile/history.h"
 #include "absl/strings/str_split.h"
 #include "config/config.h"
 #include "ctl/status.h"
@@ -242,6 +245,15 @@ int RunBackup(const Common& c) {
             << HumanBytes(static_cast<int64_t>(meta->db_size)) << " -> "
             << HumanBytes(static_cast<int64_t>(meta->compressed_size)) << " in "
             << w.store->Describe() << "\n";
+  // `status` shows it as the last backup at once (the leader's scheduler publishes only its own).
+  nlohmann::json published = {{"store", w.store->Describe()},
+                              {"last_success", meta->name},
+                              {"last_success_at", meta->unix_time},
+                              {"taken_by", "stewardctl"}};
+  if (absl::Status s = client.Put(BackupStatusKey(*w.config), published.dump()); !s.ok()) {
+    std::cerr << "warning: the backup is stored, but status does not show it yet: "
+              << s.message() << "\n";
+  }
   std::cout << meta->name << "\n";
   return 0;
 }
@@ -587,6 +599,52 @@ int RunRetireUnmanaged(const Common& c, bool yes, bool force) {
   return 0;
 }
 
+// `stewardctl history`: the event history (reconcile/history.h), oldest first.
+int RunHistory(const Common& c, const std::string& since, int limit) {
+  if (c.config_path.empty()) {
+    std::cerr << "stewardctl: history needs --config FILE (any node's)\n";
+    return 2;
+  }
+  int64_t since_ms = 0;
+  if (!since.empty()) {
+    auto d = ParseDuration(since);
+    if (!d.ok()) {
+      std::cerr << "stewardctl: --since: " << d.status().message() << " (e.g. 10m, 2h)\n";
+      return 2;
+    }
+    since_ms = UnixNow() * 1000 - d->count();
+  }
+  auto config = LoadConfig(c.config_path);
+  if (!config.ok()) {
+    std::cerr << "stewardctl: config error: " << config.status().message() << "\n";
+    return 2;
+  }
+  EtcdClient::Options o = ClientOptions(c);
+  EtcdClient client(config->ClusterClientUrls(), o);
+  auto events = ReadHistory(client, EventsPrefix(*config), since_ms, static_cast<size_t>(limit));
+  if (!events.ok()) {
+    std::cerr << "stewardctl: reading the history: " << events.status().message() << "\n";
+    return 1;
+  }
+  if (c.output == "json") {
+    nlohmann::json j = nlohmann::json::array();
+    for (const Event& e : *events) j.push_back(EventToJson(e));
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << absl::StrFormat("%-20s %-5s %-6s %-14s %-10s %s\n", "TIME (UTC)", "NODE", "TERM",
+                               "ACTION", "RESULT", "REASON");
+  for (const Event& e : *events) {
+    const absl::Time t = absl::FromUnixMillis(e.at_ms);
+    std::cout << absl::StrFormat("%-20s %-5s %-6d %-14s %-10s %s\n",
+                                 absl::FormatTime("%Y-%m-%d %H:%M:%S", t, absl::UTCTimeZone()),
+                                 e.node, e.term, e.action, e.result.empty() ? "-" : e.result,
+                                 e.reason);
+  }
+  if (events->empty()) std::cout << "(no events" << (since.empty() ? "" : " in that window") << ")\n";
+  return 0;
+}
+
 int RunGet(const Common& c) {
   if (c.config_path.empty()) {
     std::cerr << "stewardctl: get needs --config FILE (any node's)\n";
@@ -653,6 +711,16 @@ int CtlMain(int argc, char** argv) {
   add_common(get);
   get->add_option("-o,--output", common.output, "table or json")
       ->check(CLI::IsMember({"table", "json"}));
+  std::string since;
+  int history_limit = 1000;
+  CLI::App* history = app.add_subcommand(
+      "history", "the leader's decisions and the orders nodes carried out, oldest first");
+  add_common(history);
+  history->add_option("-o,--output", common.output, "table or json")
+      ->check(CLI::IsMember({"table", "json"}));
+  history->add_option("--since", since, "only events of the last DURATION (e.g. 10m, 2h)");
+  history->add_option("--limit", history_limit, "at most this many (the newest)")
+      ->check(CLI::Range(1, 100000));
   CLI::App* backup = app.add_subcommand("backup", "take a backup now; prints its name");
   add_common(backup);
   CLI::App* list = app.add_subcommand("list-backups", "list the backups in the backup store");
@@ -704,6 +772,7 @@ int CtlMain(int argc, char** argv) {
   if (status->parsed()) return RunStatus(common);
   if (configure->parsed()) return RunConfigureCluster(common, size, etcd_version);
   if (get->parsed()) return RunGet(common);
+  if (history->parsed()) return RunHistory(common, since, history_limit);
   if (backup->parsed()) return RunBackup(common);
   if (list->parsed()) return RunListBackups(common);
   if (restore->parsed()) return RunRestoreBackup(common, restore_name, yes, force, wait_seconds);

@@ -198,13 +198,22 @@ nlohmann::json ReadStewardState(EtcdClient& client, const Config& config) {
 
 std::string DescribeStewardState(const nlohmann::json& j, int64_t now) {
   std::string out;
-  out += "steward leader: " + (j.contains("leader") ? j["leader"].get<std::string>() : "none");
+  out += "steward leader: " + (j.contains("leader") ? j["leader"].get<std::string>()
+                                                     : "none (no agent holds the leader lease)");
   if (j.contains("reconciler")) {
     const auto& r = j["reconciler"];
     const long age = static_cast<long>(now) - r.value("at", 0L);
+    // The leader rewrites an unchanged report every `refresh` seconds (reports written before
+    // that existed have none): several missed rewrites mean a stuck or dead leader.
+    const long refresh = r.value("refresh", 0L);
     out += "\nreconciler:     " + r.value("detail", std::string("?")) + " (" +
            r.value("step", std::string("?")) + ", reported by " +
            r.value("leader", std::string("?")) + " " + std::to_string(age) + "s ago)";
+    if (refresh > 0 && age > 3 * refresh) {
+      out += "\n                SILENT: no report for " + std::to_string(age) +
+             "s; the leader rewrites it every " + std::to_string(refresh) +
+             "s (stuck, or gone: see the agents' logs)";
+    }
   }
   if (j.contains("backups")) {
     const auto& b = j["backups"];

@@ -34,7 +34,13 @@ inline std::string StoreMarkedKey(const std::string& cluster) {
   return ReservedPrefix(cluster) + "store-marked";
 }
 
+// The event history (reconcile/history.h): one key per event, the oldest trimmed past 1,000.
+inline std::string EventsPrefix(const std::string& cluster) {
+  return ReservedPrefix(cluster) + "events/";
+}
+
 inline std::string ReservedPrefix(const Config& c) { return ReservedPrefix(c.cluster.name); }
+inline std::string EventsPrefix(const Config& c) { return EventsPrefix(c.cluster.name); }
 inline std::string LeaderKey(const Config& c) { return LeaderKey(c.cluster.name); }
 inline std::string EpochKey(const Config& c) { return EpochKey(c.cluster.name); }
 inline std::string SpecKey(const Config& c) { return SpecKey(c.cluster.name); }

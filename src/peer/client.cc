@@ -89,6 +89,11 @@ absl::Status PeerClient::Restore(const peer::RestoreRequest& req, std::chrono::m
 absl::Status PeerClient::Unfence(const peer::UnfenceRequest& req, std::chrono::milliseconds t) {
   return Order("Unfence", req, t, &peer::Peer::Stub::Unfence);
 }
+absl::Status PeerClient::Nudge(const std::string& from, std::chrono::milliseconds t) {
+  peer::NudgeRequest req;
+  req.set_from(from);
+  return Order("Nudge", req, t, &peer::Peer::Stub::Nudge);
+}
 absl::Status PeerClient::SwitchVersion(const peer::SwitchVersionRequest& req,
                                        std::chrono::milliseconds t) {
   return Order("SwitchVersion", req, t, &peer::Peer::Stub::SwitchVersion);

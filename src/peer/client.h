@@ -49,6 +49,9 @@ class PeerClient : public PeerApi {
   absl::Status SwitchVersion(const peer::SwitchVersionRequest& req,
                              std::chrono::milliseconds timeout) override;
 
+  // Asks the leader's agent to reconcile now (this node's state changed). Not an order.
+  absl::Status Nudge(const std::string& from, std::chrono::milliseconds timeout);
+
   const std::string& address() const { return address_; }
 
  private:

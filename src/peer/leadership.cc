@@ -17,7 +17,7 @@ Leadership::Leadership(EtcdApi* client, std::string key, std::string epoch_key,
 
 bool Leadership::Tick() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (lease_ != 0) {
+  if (leading_) {
     absl::Status s = client_->LeaseKeepAliveOnce(lease_);
     if (!s.ok()) {
       if (leading_) spdlog::warn("lost leadership (term {}): {}", term_, s.message());
@@ -27,7 +27,31 @@ bool Leadership::Tick() {
       if (!absl::IsNotFound(s)) return false;
     }
   }
-  if (leading_) return true;
+  if (leading_) {
+    answered_at_ = std::chrono::steady_clock::now();
+    return true;
+  }
+  // While another agent holds the key, a follower only looks (one linearizable read of the key
+  // and the epoch): no lease of its own kept alive, no failed transaction every round.
+  {
+    etcdserverpb::TxnRequest look;
+    look.add_success()->mutable_request_range()->set_key(key_);
+    look.add_success()->mutable_request_range()->set_key(epoch_key_);
+    auto seen = client_->Txn(look);
+    if (!seen.ok() || seen->responses_size() < 2) return false;
+    answered_at_ = std::chrono::steady_clock::now();
+    const auto& held = seen->responses(0).response_range();
+    // Ours (a campaign whose reply was lost) or nobody's: campaign below.
+    if (held.kvs_size() > 0 && held.kvs(0).value() != name_) {
+      leader_ = held.kvs(0).value();
+      const auto& epoch = seen->responses(1).response_range();
+      uint64_t e = 0;
+      if (epoch.kvs_size() > 0 && absl::SimpleAtoi(epoch.kvs(0).value(), &e)) leader_term_ = e;
+      return false;
+    }
+  }
+  // A lease left from an earlier campaign is only used if it is still alive.
+  if (lease_ != 0 && !client_->LeaseKeepAliveOnce(lease_).ok()) lease_ = 0;
   if (lease_ == 0) {
     auto lease = client_->LeaseGrant(ttl_);
     if (!lease.ok()) return false;
@@ -188,6 +212,10 @@ std::string Leadership::leader() const {
 uint64_t Leadership::leader_term() const {
   std::lock_guard<std::mutex> lock(mu_);
   return leader_term_;
+}
+bool Leadership::AnsweredWithin(std::chrono::steady_clock::duration d) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return answered_at_ && std::chrono::steady_clock::now() - *answered_at_ < d;
 }
 
 }  // namespace steward

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "etcd/api.h"
@@ -24,8 +25,8 @@ class Leadership {
   Leadership(EtcdApi* client, std::string key, std::string epoch_key, std::string node_name,
              std::chrono::seconds ttl);
 
-  // One round: keep the lease alive if leading, else try to take the key. Call about every
-  // ttl/3. Returns whether this agent leads now.
+  // One round: keep the lease alive if leading; else read the key, and try to take it only
+  // when nobody holds it. Call about every ttl/4. Returns whether this agent leads now.
   bool Tick();
   // Re-checks in etcd (linearizably) that this agent still holds the key at its term. Called
   // right before every mutating step, so a leader that was paused past its lease cannot act.
@@ -41,6 +42,8 @@ class Leadership {
   uint64_t term() const;       // this agent's epoch while leading
   std::string leader() const;  // the leader as last seen ("" if unknown)
   uint64_t leader_term() const;
+  // Whether etcd answered this agent's last round within `d` (a quorum was reachable then).
+  bool AnsweredWithin(std::chrono::steady_clock::duration d) const;
 
  private:
   struct Epoch {
@@ -62,6 +65,7 @@ class Leadership {
   int64_t epoch_mod_revision_ = 0;  // mod revision of the epoch key as we last wrote it
   std::string leader_;
   uint64_t leader_term_ = 0;
+  std::optional<std::chrono::steady_clock::time_point> answered_at_;
 };
 
 }  // namespace steward

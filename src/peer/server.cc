@@ -131,6 +131,19 @@ class PeerServer::Service final : public peer::Peer::Service {
     return Order(ctx, "switch-version", req->header(),
                  [&] { return handler_->SwitchVersion(*req); });
   }
+  grpc::Status Nudge(grpc::ServerContext* ctx, const peer::NudgeRequest* req,
+                     peer::OrderReply*) override {
+    OrderView v = View(ctx, "nudge", peer::OrderHeader());
+    if (v.roles_checked && !v.caller_is_agent) {
+      return ToGrpc(absl::PermissionDeniedError(absl::StrCat("nudge: ", v.role_error)));
+    }
+    if (on_nudge_) on_nudge_(req->from());
+    return grpc::Status::OK;
+  }
+
+  std::function<void(const std::string&)> on_nudge_;
+  std::function<void(const std::string&, const peer::OrderHeader&, const absl::Status&)>
+      on_order_;
 
  private:
   // What AdmitOrder needs about the caller. With TLS, the caller must be an agent of this
@@ -165,6 +178,7 @@ class PeerServer::Service final : public peer::Peer::Service {
     spdlog::info("order from leader {} (term {}): {}", h.leader(), h.term(), what);
     absl::Status s = fn();
     if (!s.ok()) spdlog::warn("{} order failed: {}", what, s.message());
+    if (on_order_) on_order_(what, h, s);
     return ToGrpc(s);
   }
 
@@ -182,11 +196,26 @@ PeerServer::PeerServer(std::string address, NodeHandler* handler, TermGuard* ter
 
 PeerServer::~PeerServer() { Shutdown(); }
 
+void PeerServer::OnNudge(std::function<void(const std::string& from)> fn) {
+  service_->on_nudge_ = std::move(fn);
+}
+
+void PeerServer::OnOrder(
+    std::function<void(const std::string& what, const peer::OrderHeader& header,
+                       const absl::Status& result)>
+        fn) {
+  service_->on_order_ = std::move(fn);
+}
+
 absl::Status PeerServer::Start() {
   grpc::ServerBuilder b;
   int port = 0;
   b.AddListeningPort(address_, credentials_, &port);
   b.RegisterService(service_.get());
+  // The sync server's pollers wake every CQ timeout (1 s by default) to check for shutdown,
+  // which Shutdown() signals anyway: an idle agent need not wake for it.
+  b.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::CQ_TIMEOUT_MSEC, 30000);
+  b.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 1);
   server_ = b.BuildAndStart();
   if (!server_ || port == 0) {
     return absl::UnavailableError(absl::StrCat("cannot serve the agent API on ", address_));

@@ -76,6 +76,12 @@ class PeerServer {
              std::shared_ptr<grpc::ServerCredentials> credentials,
              std::optional<std::string> cluster = std::nullopt);
   ~PeerServer();
+  // Called (on a gRPC thread) for each Nudge an agent sends; set before Start().
+  void OnNudge(std::function<void(const std::string& from)> fn);
+  // Called after each admitted order ran, with its result (the event history); before Start().
+  void OnOrder(std::function<void(const std::string& what, const peer::OrderHeader& header,
+                                  const absl::Status& result)>
+                   fn);
   // Binds and starts serving. Unavailable if the address cannot be bound.
   absl::Status Start();
   void Shutdown();

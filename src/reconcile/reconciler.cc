@@ -170,6 +170,7 @@ absl::StatusOr<ClusterObservation> Reconciler::Observe() {
 }
 
 bool Reconciler::Pass(uint64_t leader_term) {
+  settled_ = false;
   if (leader_term != last_leader_term_) {
     last_leader_term_ = leader_term;
     recorded_voters_.clear();  // another leader may have written the record meanwhile
@@ -220,6 +221,7 @@ bool Reconciler::Pass(uint64_t leader_term) {
   }
   if (step.kind == StepKind::kNone || step.kind == StepKind::kWait) {
     Publish(step, term, "");
+    settled_ = step.kind == StepKind::kNone && !in_progress_;
     if (step.kind == StepKind::kNone && backups_ != nullptr && store_mismatch_.empty()) {
       backups_->MaybePeriodic();
     }
@@ -253,14 +255,27 @@ bool Reconciler::Pass(uint64_t leader_term) {
     if (failure != last_failure_) {
       spdlog::warn("reconcile step failed (will retry): {}", failure);
       last_failure_ = failure;
+      Record(term, StepKindName(step.kind), step.reason, absl::StrCat("failed: ", s.message()));
     }
     Publish(step, term, std::string(s.message()));
     return false;
   }
   last_failure_.clear();
   last_decision_.clear();
+  Record(term, StepKindName(step.kind), step.reason, "ok");
   Publish(step, term, "");
   return true;
+}
+
+void Reconciler::Record(uint64_t term, const std::string& action, const std::string& reason,
+                        const std::string& result) {
+  if (history_ == nullptr) return;
+  Event e;
+  e.term = term;
+  e.action = action;
+  e.reason = reason;
+  e.result = result;
+  history_->Append(std::move(e));
 }
 
 void Reconciler::ExportMembers(const ClusterObservation& obs) {
@@ -481,14 +496,24 @@ void Reconciler::Publish(const Step& step, uint64_t term, const std::string& err
     std::lock_guard<std::mutex> lock(mu_);
     status_ = line;
   }
-  if (line == published_) return;
-  if (step.kind == StepKind::kWait && line != published_) spdlog::info("reconcile: {}", line);
+  // An unchanged report is rewritten every kReportRefresh, so a silent leader (its report
+  // ages past that) can be told from an idle one.
+  const int64_t now = env_.clock->UnixSeconds();
+  if (line == published_ && now - published_at_ < kReportRefreshSeconds) return;
+  if (line != published_ && (step.kind == StepKind::kWait || step.kind == StepKind::kNone)) {
+    if (step.kind == StepKind::kWait) spdlog::info("reconcile: {}", line);
+    Record(term, StepKindName(step.kind), line, "");
+  }
   nlohmann::json j = {{"leader", config_.node.name},
                       {"term", term},
                       {"step", StepKindName(step.kind)},
                       {"detail", line},
-                      {"at", env_.clock->UnixSeconds()}};
-  if (etcd_->Put(StatusKey(config_), j.dump()).ok()) published_ = line;
+                      {"at", now},
+                      {"refresh", kReportRefreshSeconds}};
+  if (etcd_->Put(StatusKey(config_), j.dump()).ok()) {
+    published_ = line;
+    published_at_ = now;
+  }
 }
 
 }  // namespace steward

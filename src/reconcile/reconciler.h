@@ -27,10 +27,15 @@
 #include "etcd/keys.h"
 #include "peer/api.h"
 #include "reconcile/env.h"
+#include "reconcile/history.h"
 #include "reconcile/plan.h"
 
 namespace steward {
 
+
+// The leader rewrites an unchanged report (StatusKey) this often: a report older than a few
+// of these means the leader has gone silent, not that it is idle.
+inline constexpr int64_t kReportRefreshSeconds = 30;
 
 class Reconciler {
  public:
@@ -49,6 +54,11 @@ class Reconciler {
   std::string status() const;
   // A change is under way (a learner exists): the caller should pass again soon.
   bool in_progress() const { return in_progress_; }
+  // The last pass found nothing to do: the cluster is at its spec and healthy. The agent then
+  // passes less often, and a node's nudge (a change in its state) brings the next pass forward.
+  bool settled() const { return settled_; }
+  // Where decisions are recorded (reconcile/history.h); null: nowhere. Set before passes run.
+  void SetHistory(History* history) { history_ = history; }
 
   // Exposed for tests: the observation of the cluster as this leader sees it now.
   absl::StatusOr<ClusterObservation> Observe();
@@ -96,7 +106,13 @@ class Reconciler {
   std::optional<std::pair<uint64_t, std::chrono::steady_clock::time_point>> learner_since_;
   std::set<uint64_t> removed_ids_;  // members this leader removed (for the ID-reuse check)
   std::atomic<bool> in_progress_{false};
+  std::atomic<bool> settled_{false};
   std::string published_;
+  int64_t published_at_ = 0;  // unix seconds of the last report written
+  History* history_ = nullptr;
+  // Records a decision in the history, if there is one.
+  void Record(uint64_t term, const std::string& action, const std::string& reason,
+              const std::string& result);
   mutable std::mutex mu_;
   std::string status_;
 };

@@ -1,5 +1,7 @@
 #include "reconcile/restore.h"
 
+#include "reconcile/reconciler.h"
+
 #include <algorithm>
 
 #include "admin/metrics.h"
@@ -302,9 +304,16 @@ absl::Status RestoreCoordinator::Record(RestoreIntent& intent, const char* what,
 }
 
 void RestoreCoordinator::CountRestore(const RestoreIntent& intent, const char* result) {
+  const bool automatic = intent.requested_by == "auto";
   Metrics::Global().Add("steward_restores_total", 1,
-                        {{"kind", intent.requested_by == "auto" ? "automatic" : "operator"},
-                         {"result", result}});
+                        {{"kind", automatic ? "automatic" : "operator"}, {"result", result}});
+  if (history_ == nullptr) return;
+  Event e;
+  e.action = "restore";
+  e.reason = absl::StrCat(automatic ? "automatic" : "operator's", " restore ", intent.id,
+                          " of backup ", intent.backup);
+  e.result = result;
+  history_->Append(std::move(e));
 }
 
 absl::Status RestoreCoordinator::Cancel(RestoreIntent intent, const std::string& why) {
@@ -372,6 +381,24 @@ absl::Status RestoreCoordinator::Settle(const RestoreIntent& intent, EtcdApi& fe
                                   absl::StrCat(intent.generation));
       !s.ok()) {
     return Annotate(s, "recording the generation");
+  }
+  // The leader's report and the backup status came back with the backup: they describe the
+  // lost cluster at the time of the backup. Replace them, so status never shows them as now.
+  nlohmann::json report = {{"leader", config_.node.name},
+                           {"term", 0},
+                           {"step", "restored"},
+                           {"detail", absl::StrCat("restored from backup ", intent.backup,
+                                                   " (restore ", intent.id,
+                                                   "); the leader reports once it has looked")},
+                           {"at", env_.clock->UnixSeconds()},
+                           {"refresh", kReportRefreshSeconds}};
+  if (absl::Status s = fenced.Put(StatusKey(config_), report.dump()); !s.ok()) {
+    return Annotate(s, "replacing the restored leader report");
+  }
+  etcdserverpb::TxnRequest drop;
+  drop.add_success()->mutable_request_delete_range()->set_key(BackupStatusKey(config_));
+  if (auto r = fenced.Txn(drop); !r.ok()) {
+    return Annotate(r.status(), "dropping the restored backup status");
   }
   return absl::OkStatus();
 }
@@ -449,6 +476,12 @@ void RestoreCoordinator::Pass() {
   if (absl::Status s = WriteRestoreIntent(*store_, config_.cluster.name, fresh); !s.ok()) {
     Note(absl::StrCat("cannot record the restore intent: ", s.message()));
     return;
+  }
+  if (history_ != nullptr) {
+    history_->Append(Event{0, 0, "", "restore",
+                           absl::StrCat(d.reason, "; restoring backup ", *backup, " (restore ",
+                                        fresh.id, ")"),
+                           "started"});
   }
   if (absl::Status s = Execute(fresh); !s.ok()) {
     Note(absl::StrCat("restore ", fresh.id, " not finished yet: ", s.message()));

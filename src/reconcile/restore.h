@@ -33,6 +33,7 @@
 #include "etcd/api.h"
 #include "peer/api.h"
 #include "reconcile/env.h"
+#include "reconcile/history.h"
 #include "reconcile/restore_decision.h"
 
 namespace steward {
@@ -109,6 +110,8 @@ class RestoreCoordinator {
   void Pass();
   // True while a restore intent is pending (not done): the reconciler must keep its hands off.
   bool RestorePending();
+  // Where restores are recorded (reconcile/history.h); null: nowhere. Set before passes run.
+  void SetHistory(History* history) { history_ = history; }
 
  private:
   struct Observed {
@@ -119,8 +122,9 @@ class RestoreCoordinator {
   // What DecideRestore needs; the store and etcd are read only when this agent coordinates.
   Observed Observe();
   absl::Status Execute(RestoreIntent intent);
-  // steward_restores_total{kind, result} for the admin port.
-  static void CountRestore(const RestoreIntent& intent, const char* result);
+  // steward_restores_total{kind, result} for the admin port, and the event history.
+  void CountRestore(const RestoreIntent& intent, const char* result);
+  History* history_ = nullptr;
   // Cancels a pending intent — never one whose orders went out (R6).
   absl::Status Cancel(RestoreIntent intent, const std::string& why);
   // Re-reads the stored intent: Aborted if it is another restore, or done or cancelled; else

@@ -5,10 +5,14 @@
 #include <pthread.h>
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -54,6 +58,17 @@ char ProcState(pid_t pid) {
   auto close = line.rfind(')');
   if (close == std::string::npos || close + 2 >= line.size()) return 0;
   return line[close + 2];
+}
+
+// A file descriptor that becomes readable when `pid` exits, or -1 (no pidfd_open on this
+// kernel, or the process is gone already).
+int OpenPidFd(pid_t pid) {
+#ifdef SYS_pidfd_open
+  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+#else
+  (void)pid;
+  return -1;
+#endif
 }
 
 std::string Canonical(const std::string& p) {
@@ -102,6 +117,7 @@ void ProcessRunner::SetBinary(const std::string& binary) {
 
 ProcessRunner::ProcessRunner(Options options)
     : options_(std::move(options)),
+      wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
       binary_(options_.binary),
       backoff_(options_.backoff_min, options_.backoff_max) {
   supervisor_ = std::thread([this] {
@@ -116,7 +132,15 @@ ProcessRunner::~ProcessRunner() {
     shutdown_ = true;
   }
   cv_.notify_all();
+  Wake();
   supervisor_.join();
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+}
+
+void ProcessRunner::Wake() {
+  if (wake_fd_ < 0) return;
+  const uint64_t one = 1;
+  (void)!::write(wake_fd_, &one, sizeof(one));
 }
 
 std::optional<pid_t> ProcessRunner::Adopt() {
@@ -157,6 +181,7 @@ void ProcessRunner::Run(std::vector<std::string> flags) {
     }
   }
   cv_.notify_all();
+  Wake();
 }
 
 bool ProcessRunner::wanted() const {
@@ -255,9 +280,33 @@ bool ProcessRunner::ExitedLocked(std::string* how) {
 }
 
 void ProcessRunner::SuperviseLoop() {
+  // The pidfd of the process being watched: owned by this thread alone, so no other thread
+  // can close it while poll() waits on it.
+  pid_t watched = 0;
+  int watched_fd = -1;
   std::unique_lock<std::mutex> lock(mu_);
   while (!shutdown_) {
-    cv_.wait_for(lock, std::chrono::milliseconds(100));
+    if (pid_ != watched) {
+      if (watched_fd >= 0) ::close(watched_fd);
+      watched = pid_;
+      watched_fd = watched != 0 ? OpenPidFd(watched) : -1;
+    }
+    // Without a pidfd (or an eventfd) fall back to checking every 100 ms. Otherwise sleep
+    // until something happens; the 10 s bound is only a safety net.
+    std::chrono::milliseconds wait(10000);
+    if (wake_fd_ < 0 || (pid_ != 0 && watched_fd < 0)) wait = std::chrono::milliseconds(100);
+    if (pid_ == 0 && wanted_) {
+      auto due = std::chrono::ceil<std::chrono::milliseconds>(next_start_ - Clock::now());
+      wait = std::clamp(due, std::chrono::milliseconds(0), wait);
+    }
+    if (wait.count() > 0) {
+      lock.unlock();
+      pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {watched_fd, POLLIN, 0}};  // -1 is ignored
+      ::poll(fds, 2, static_cast<int>(wait.count()));
+      uint64_t drained = 0;
+      if (wake_fd_ >= 0) (void)!::read(wake_fd_, &drained, sizeof(drained));
+      lock.lock();
+    }
     if (shutdown_) break;
     if (pid_ != 0) {
       std::string how;
