@@ -85,11 +85,29 @@ TEST(BackupTest, RestoreBackupOverARunningClusterReturnsToThatRevision) {
   std::string name = TakeBackup(c);
   Put(c, "/it/x", "2");
   Put(c, "/it/later", "yes");
+  // `stewardctl backup` shows as the last backup at once.
+  RunResult got = c.Ctl({"get", "-o", "json"});
+  auto before = nlohmann::json::parse(got.output, nullptr, false);
+  ASSERT_TRUE(before.contains("backups")) << got.output;
+  EXPECT_EQ(before["backups"].value("last_success", ""), name) << got.output;
+  const int64_t restore_started = std::chrono::duration_cast<std::chrono::seconds>(
+                                      std::chrono::system_clock::now().time_since_epoch())
+                                      .count();
   RunResult r = c.Ctl({"restore-backup", name, "--yes", "--wait", "120"}, true, 150s);
   ASSERT_EQ(r.exit_code, 0) << r.output << c.Logs();
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
   EXPECT_EQ(Get(c, 2, "/it/x"), "1");
   EXPECT_EQ(Get(c, 0, "/it/later"), "<absent>");
+  // The leader's report and backup status that came back with the backup are never shown as
+  // current: both are from after the restore began, or gone.
+  got = c.Ctl({"get", "-o", "json"});
+  auto after = nlohmann::json::parse(got.output, nullptr, false);
+  ASSERT_TRUE(after.contains("reconciler")) << got.output;
+  EXPECT_GE(after["reconciler"].value("at", int64_t{0}), restore_started) << got.output;
+  if (after.contains("backups")) {
+    EXPECT_GE(after["backups"].value("last_success_at", int64_t{0}), restore_started)
+        << got.output;
+  }
   // The coordinator (the lowest-named agent) counts it on its admin port.
   RunResult metrics = c.AdminGet(0, "/metrics");
   EXPECT_NE(metrics.output.find("steward_restores_total{kind=\"operator\",result=\"done\"} 1"),
