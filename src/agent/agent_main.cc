@@ -10,12 +10,16 @@
 extern char** environ;
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/strings/str_join.h"
 #include "agent/agent.h"
+#include "common/log_format.h"
 #include "common/status.h"
 #include "config/dropin.h"
+#include "grpc/support/log.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
+#include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
 #include "systemd/sd-daemon.h"
 
@@ -36,6 +40,22 @@ std::string InstalledBinary() {
     self.resize(self.size() - deleted.size());
   }
   return self;
+}
+
+// The logger gRPC's messages go to. Leaked on purpose: gRPC's threads may still log while the
+// statics (spdlog's registry among them) are destroyed at exit.
+std::shared_ptr<spdlog::logger>* grpc_logger = nullptr;
+
+// gRPC's own messages (GRPC_VERBOSITY, errors by default) through the agent's logger, so they
+// carry the same UTC time and, with --log-format=json, stay one JSON object per line.
+void LogFromGrpc(gpr_log_func_args* args) {
+  spdlog::level::level_enum level = spdlog::level::debug;
+  if (args->severity == GPR_LOG_SEVERITY_ERROR) level = spdlog::level::err;
+  if (args->severity == GPR_LOG_SEVERITY_INFO) level = spdlog::level::info;
+  const char* file = args->file != nullptr ? args->file : "";
+  if (const char* slash = std::strrchr(file, '/'); slash != nullptr) file = slash + 1;
+  (*grpc_logger)->log(level, "grpc: {} ({}:{})", args->message != nullptr ? args->message : "",
+                      file, args->line);
 }
 }  // namespace
 
@@ -90,9 +110,10 @@ int AgentMain(int argc, char** argv) {
   // agent makes has a deadline, so a dead connection is found by the next call anyway. Once a
   // minute is plenty (an operator's own setting wins).
   ::setenv("GRPC_CLIENT_CHANNEL_BACKUP_POLL_INTERVAL_MS", "60000", 0);
-  // --config, --version and --help are steward's; any other flag is one of etcd-wrapper's
-  // (config/dropin.h), parsed there.
+  // --config, --log-format, --version and --help are steward's; any other flag is one of
+  // etcd-wrapper's (config/dropin.h), parsed there.
   std::string config_path;
+  std::string log_format_name = "text";
   std::vector<std::string> wrapper_flags;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -104,26 +125,53 @@ int AgentMain(int argc, char** argv) {
       std::cout << "usage: steward --config FILE\n"
                    "       steward --name N --initial-cluster ... (etcd-wrapper's flags)\n"
                    "       steward            (with etcd's ETCD_NAME, ETCD_INITIAL_CLUSTER, ...)\n"
-                   "runs and supervises this node's etcd; see README.md and docs/drop-in.md\n";
+                   "runs and supervises this node's etcd; see README.md and docs/drop-in.md\n"
+                   "  --log-format text|json  the agent's log on stderr: text (default) or one\n"
+                   "                          JSON object per line; times in UTC either way\n";
       return 0;
     }
     if (a == "--config" && i + 1 < argc) {
       config_path = argv[++i];
     } else if (a.rfind("--config=", 0) == 0) {
       config_path = a.substr(9);
+    } else if (a == "--log-format") {
+      log_format_name = i + 1 < argc ? argv[++i] : "";
+    } else if (a.rfind("--log-format=", 0) == 0) {
+      log_format_name = a.substr(13);
     } else {
       wrapper_flags.push_back(a);
     }
   }
+  auto log_format = ParseLogFormat(log_format_name);
+  if (!log_format.ok()) {
+    std::cerr << "steward: --log-format: " << log_format.status().message() << "\n";
+    return 2;
+  }
+  // The logger exists before the config is read, without the node's name, so a config error
+  // is a JSON line too with --log-format=json. No colours in JSON.
+  auto logger = *log_format == LogFormat::kJson ? spdlog::stderr_logger_mt("steward")
+                                                : spdlog::stderr_color_mt("steward");
+  logger->set_formatter(MakeLogFormatter(*log_format, ""));
+  spdlog::set_default_logger(logger);
+  grpc_logger = new std::shared_ptr<spdlog::logger>(logger);
+  gpr_set_log_function(LogFromGrpc);
+  // Errors that end the agent: in text, the plain "steward: ..." line on stderr as before; in
+  // JSON, a critical record like any other line.
+  auto fatal = [&](const std::string& message) {
+    if (*log_format == LogFormat::kJson) {
+      spdlog::critical("{}", message);
+      spdlog::default_logger()->flush();
+    } else {
+      std::cerr << "steward: " << message << "\n";
+    }
+  };
   std::vector<std::string> warnings;
   auto config = ConfigFor(config_path, wrapper_flags, &warnings);
   if (!config.ok()) {
-    std::cerr << "steward: config error: " << config.status().message() << "\n";
+    fatal(absl::StrCat("config error: ", config.status().message()));
     return 2;
   }
-  auto logger = spdlog::stderr_color_mt("steward");
-  logger->set_pattern(absl::StrCat("%Y-%m-%dT%H:%M:%S.%e [%^%l%$] [", config->node.name, "] %v"));
-  spdlog::set_default_logger(logger);
+  logger->set_formatter(MakeLogFormatter(*log_format, config->node.name));
   spdlog::set_level(spdlog::level::from_str(config->node.log_level));
   for (const auto& w : warnings) spdlog::warn("{}", w);
 
@@ -139,7 +187,7 @@ int AgentMain(int argc, char** argv) {
 
   Agent agent(std::move(*config));
   if (absl::Status s = agent.Start(); !s.ok()) {
-    std::cerr << "steward: " << s.message() << "\n";
+    fatal(std::string(s.message()));
     return 2;
   }
   // Under systemd (Type=notify): the peer API serves and the loops run. A no-op elsewhere.
@@ -158,7 +206,7 @@ int AgentMain(int argc, char** argv) {
     const std::string self = InstalledBinary();
     ::execv(self.c_str(), argv);
     ::execv("/proc/self/exe", argv);  // the file is gone: run this same binary again
-    std::cerr << "steward: re-exec of " << self << " failed: " << std::strerror(errno) << "\n";
+    fatal(absl::StrCat("re-exec of ", self, " failed: ", std::strerror(errno)));
     return 1;
   }
   spdlog::info("signal {} received; stopping", sig);
