@@ -70,6 +70,7 @@ Agent::Agent(Config config) : config_(std::move(config)) {
   o.data_dir = config_.EtcdDataDir();
   o.pid_path = config_.EtcdPidPath();
   o.log_path = config_.EtcdLogPath();
+  o.log_rotation = {config_.etcd.log_max_size, config_.etcd.log_keep};
   o.stop_timeout = config_.etcd.stop_timeout;
   o.backoff_min = config_.etcd.restart_backoff_min;
   o.backoff_max = config_.etcd.restart_backoff_max;

@@ -21,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "common/duration.h"
 #include "common/files.h"
+#include "common/log_rotate.h"
 #include "yaml-cpp/yaml.h"
 
 namespace steward {
@@ -581,7 +582,8 @@ Config Parse(const YAML::Node& root) {
   if (const YAML::Node ec = root["etcd"]; ec && !ec.IsNull()) {
     CheckKeys(ec, "etcd",
               {"binary", "etcdctl", "etcdutl", "extra_args", "stop_timeout",
-               "restart_backoff_min", "restart_backoff_max", "versions"});
+               "restart_backoff_min", "restart_backoff_max", "versions", "log_max_size",
+               "log_keep"});
     if (const YAML::Node vs = ec["versions"]; vs && !vs.IsNull()) {
       if (!vs.IsMap()) Fail("etcd.versions", "must map versions to binaries, e.g. 3.5.16: /opt/etcd-3.5.16/etcd");
       for (const auto& kv : vs) {
@@ -633,6 +635,20 @@ Config Parse(const YAML::Node& root) {
     }
     if (c.etcd.restart_backoff_max < c.etcd.restart_backoff_min) {
       Fail("etcd.restart_backoff_max", "must not be less than etcd.restart_backoff_min");
+    }
+    if (const YAML::Node n = ec["log_max_size"]; n && !n.IsNull()) {
+      if (!n.IsScalar()) Fail("etcd.log_max_size", "must be a size such as 64MiB, or 0");
+      auto size = ParseByteSize(n.Scalar());
+      if (!size.ok()) Fail("etcd.log_max_size", std::string(size.status().message()));
+      if (*size != 0 && *size < (1ULL << 20)) {
+        Fail("etcd.log_max_size", absl::StrCat("must be at least 1MiB (or 0: never rotate), got \"",
+                                               n.Scalar(), "\""));
+      }
+      c.etcd.log_max_size = *size;
+    }
+    c.etcd.log_keep = GetInt(ec, "etcd", "log_keep", c.etcd.log_keep);
+    if (c.etcd.log_keep < 0 || c.etcd.log_keep > 100) {
+      Fail("etcd.log_keep", absl::StrCat("must be between 0 and 100, got ", c.etcd.log_keep));
     }
   }
   ParseRunner(root["runner"], &c);

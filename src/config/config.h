@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -86,6 +87,10 @@ struct EtcdConfig {
   std::chrono::milliseconds stop_timeout{10000};      // SIGTERM -> SIGKILL grace
   std::chrono::milliseconds restart_backoff_min{500};   // first restart delay
   std::chrono::milliseconds restart_backoff_max{30000};  // cap on restart delay
+  // <data_dir>/etcd.log is rotated past this size (copy, then truncate in place:
+  // common/log_rotate.h); 0: never. runner.kind process only (a kubelet keeps a static pod's).
+  uint64_t log_max_size = 64ULL << 20;
+  int log_keep = 3;  // rotated copies kept, etcd.log.1 (newest) .. etcd.log.<log_keep>; 0..100
 };
 
 // How etcd is run. "process" (the default): a child of the agent. "static-pod": a kubelet

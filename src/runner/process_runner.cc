@@ -279,13 +279,35 @@ bool ProcessRunner::ExitedLocked(std::string* how) {
   return true;
 }
 
+void ProcessRunner::RotateLog() {
+  auto rotated = RotateLogIfOver(options_.log_path, options_.log_rotation);
+  if (!rotated.ok()) {
+    spdlog::warn("rotating etcd's log: {}", rotated.status().message());
+  } else if (*rotated) {
+    spdlog::info("etcd's log {} passed {}; rotated (keeping {} copies)", options_.log_path,
+                 FormatByteSize(options_.log_rotation.max_bytes), options_.log_rotation.keep);
+  }
+}
+
 void ProcessRunner::SuperviseLoop() {
   // The pidfd of the process being watched: owned by this thread alone, so no other thread
   // can close it while poll() waits on it.
   pid_t watched = 0;
   int watched_fd = -1;
+  // The first look is at once: a log left over its cap (by an agent that was down) is cut
+  // before etcd adds to it.
+  const bool rotating = options_.log_rotation.max_bytes > 0;
+  auto next_log_check = Clock::now();
   std::unique_lock<std::mutex> lock(mu_);
   while (!shutdown_) {
+    if (rotating && Clock::now() >= next_log_check) {
+      lock.unlock();
+      RotateLog();
+      next_log_check =
+          Clock::now() + std::max(options_.log_check_interval, std::chrono::milliseconds(10));
+      lock.lock();
+      continue;
+    }
     if (pid_ != watched) {
       if (watched_fd >= 0) ::close(watched_fd);
       watched = pid_;
@@ -297,6 +319,10 @@ void ProcessRunner::SuperviseLoop() {
     if (wake_fd_ < 0 || (pid_ != 0 && watched_fd < 0)) wait = std::chrono::milliseconds(100);
     if (pid_ == 0 && wanted_) {
       auto due = std::chrono::ceil<std::chrono::milliseconds>(next_start_ - Clock::now());
+      wait = std::clamp(due, std::chrono::milliseconds(0), wait);
+    }
+    if (rotating) {
+      auto due = std::chrono::ceil<std::chrono::milliseconds>(next_log_check - Clock::now());
       wait = std::clamp(due, std::chrono::milliseconds(0), wait);
     }
     if (wait.count() > 0) {

@@ -2,7 +2,9 @@
 //
 // etcd runs in its own session (setsid), so a signal to the agent's process group (Ctrl-C) or
 // the agent's death does not take etcd down; the pid file in the data dir lets the next agent
-// adopt it. stdout/stderr go to a log file, appended.
+// adopt it. stdout/stderr go to a log file, appended, through a descriptor etcd keeps for
+// life; the supervisor thread caps the file's size by copy-then-truncate (common/log_rotate.h
+// says why not a pipe or a reopen), checked at most every log_check_interval.
 //
 // The supervisor thread sleeps until etcd exits (a pidfd, for a child or an adopted process),
 // Run() wakes it, or a restart is due: an idle agent does not poll. Kernels without pidfd_open
@@ -17,6 +19,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "common/backoff.h"
+#include "common/log_rotate.h"
 #include "runner/runner.h"
 
 namespace steward {
@@ -28,6 +31,10 @@ class ProcessRunner : public Runner {
     std::string data_dir;  // etcd's --data-dir; identifies "our" etcd when adopting
     std::string pid_path;
     std::string log_path;
+    // log_path's cap and copies (max_bytes 0: never rotated), and how often its size is looked
+    // at (one stat; the copy, when due, runs on the supervisor thread without the lock).
+    LogRotation log_rotation;
+    std::chrono::milliseconds log_check_interval{30000};
     std::chrono::milliseconds stop_timeout{10000};
     std::chrono::milliseconds backoff_min{500};
     std::chrono::milliseconds backoff_max{30000};
@@ -66,6 +73,9 @@ class ProcessRunner : public Runner {
   void StartLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // REQUIRES: mu_ held. True if pid_ has exited (reaps a child).
   bool ExitedLocked(std::string* how) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // REQUIRES: mu_ not held (a rotation copies up to twice the cap). Rotates log_path if it is
+  // over its cap; logs what happened.
+  void RotateLog() ABSL_LOCKS_EXCLUDED(mu_);
 
   const Options options_;
   mutable std::mutex mu_;
