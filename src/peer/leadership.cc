@@ -28,7 +28,7 @@ bool Leadership::Tick() {
     }
   }
   if (leading_) {
-    answered_at_ = std::chrono::steady_clock::now();
+    answered_at_ns_ = std::chrono::steady_clock::now().time_since_epoch().count();
     return true;
   }
   // While another agent holds the key, a follower only looks (one linearizable read of the key
@@ -39,7 +39,7 @@ bool Leadership::Tick() {
     look.add_success()->mutable_request_range()->set_key(epoch_key_);
     auto seen = client_->Txn(look);
     if (!seen.ok() || seen->responses_size() < 2) return false;
-    answered_at_ = std::chrono::steady_clock::now();
+    answered_at_ns_ = std::chrono::steady_clock::now().time_since_epoch().count();
     const auto& held = seen->responses(0).response_range();
     // Ours (a campaign whose reply was lost) or nobody's: campaign below.
     if (held.kvs_size() > 0 && held.kvs(0).value() != name_) {
@@ -214,8 +214,10 @@ uint64_t Leadership::leader_term() const {
   return leader_term_;
 }
 bool Leadership::AnsweredWithin(std::chrono::steady_clock::duration d) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return answered_at_ && std::chrono::steady_clock::now() - *answered_at_ < d;
+  const int64_t at = answered_at_ns_.load();
+  return at != 0 && std::chrono::steady_clock::now().time_since_epoch() -
+                            std::chrono::steady_clock::duration(at) <
+                        d;
 }
 
 }  // namespace steward

@@ -10,6 +10,7 @@
 // Thread-safe.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <mutex>
@@ -65,7 +66,9 @@ class Leadership {
   int64_t epoch_mod_revision_ = 0;  // mod revision of the epoch key as we last wrote it
   std::string leader_;
   uint64_t leader_term_ = 0;
-  std::optional<std::chrono::steady_clock::time_point> answered_at_;
+  // Steady-clock ns of etcd's last answer to a tick; atomic so that AnsweredWithin never waits
+  // behind a tick that is waiting on etcd (the control loop asks it every pass).
+  std::atomic<int64_t> answered_at_ns_{0};
 };
 
 }  // namespace steward

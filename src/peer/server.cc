@@ -212,7 +212,7 @@ absl::Status PeerServer::Start() {
   int port = 0;
   b.AddListeningPort(address_, credentials_, &port);
   b.RegisterService(service_.get());
-  // The sync server's pollers wake every CQ timeout (1 s by default) to check for shutdown,
+  // The sync server's pollers wake every CQ timeout (10 s by default) to check for shutdown,
   // which Shutdown() signals anyway: an idle agent need not wake for it.
   b.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::CQ_TIMEOUT_MSEC, 30000);
   b.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 1);

@@ -65,7 +65,7 @@ void History::Append(Event e) {
       queue_.pop_front();
       ++dropped_;
     }
-    queue_.push_back(std::move(e));
+    queue_.emplace_back(++queued_, std::move(e));
   }
   cv_.notify_all();
 }
@@ -87,7 +87,7 @@ void History::WriterLoop() {
   while (true) {
     cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
     if (stopping_) break;
-    Event e = queue_.front();
+    const auto [number, e] = queue_.front();
     lock.unlock();
     // Keys sort by the writer's clock; readers order by etcd's creation revision instead.
     const std::string key =
@@ -100,15 +100,15 @@ void History::WriterLoop() {
       continue;
     }
     ++seq_;
-    if (!queue_.empty()) queue_.pop_front();
-    // Only this writer's successful writes are dropped from the front: Append only pushes back
-    // (or drops the front while full, which this pop then overshoots by one at worst).
+    // Append may have dropped this very event from the front meanwhile (the queue was full):
+    // pop only the event just written.
+    if (!queue_.empty() && queue_.front().first == number) queue_.pop_front();
     if (dropped_ > 0) {
       spdlog::warn("event history: {} event(s) dropped while etcd did not answer", dropped_);
       dropped_ = 0;
     }
     cv_.notify_all();
-    if (++since_trim_ >= kTrimEvery) {
+    if (++since_trim_ >= kTrimEvery && !stopping_) {
       since_trim_ = 0;
       lock.unlock();
       Trim();

@@ -62,7 +62,8 @@ class History {
   const size_t keep_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Event> queue_;  // guarded by mu_
+  std::deque<std::pair<uint64_t, Event>> queue_;  // guarded by mu_; (queue number, event)
+  uint64_t queued_ = 0;                           // guarded by mu_: the last queue number
   bool stopping_ = false;    // guarded by mu_
   uint64_t dropped_ = 0;     // guarded by mu_
   uint64_t seq_ = 0;         // writer thread only

@@ -499,17 +499,26 @@ void Reconciler::Publish(const Step& step, uint64_t term, const std::string& err
   // An unchanged report is rewritten every kReportRefresh, so a silent leader (its report
   // ages past that) can be told from an idle one.
   const int64_t now = env_.clock->UnixSeconds();
-  if (line == published_ && now - published_at_ < kReportRefreshSeconds) return;
+  if (line == published_ && now - published_at_ < ReportRefreshSeconds(config_)) return;
   if (line != published_ && (step.kind == StepKind::kWait || step.kind == StepKind::kNone)) {
     if (step.kind == StepKind::kWait) spdlog::info("reconcile: {}", line);
-    Record(term, StepKindName(step.kind), line, "");
+    // Some reasons count seconds ("unhealthy for 12s"): the history gets a wait once per
+    // reason, not once per second.
+    std::string key = line;
+    key.erase(std::remove_if(key.begin(), key.end(),
+                             [](char ch) { return ch >= '0' && ch <= '9'; }),
+              key.end());
+    if (key != recorded_wait_) {
+      recorded_wait_ = key;
+      Record(term, StepKindName(step.kind), line, "");
+    }
   }
   nlohmann::json j = {{"leader", config_.node.name},
                       {"term", term},
                       {"step", StepKindName(step.kind)},
                       {"detail", line},
                       {"at", now},
-                      {"refresh", kReportRefreshSeconds}};
+                      {"refresh", ReportRefreshSeconds(config_)}};
   if (etcd_->Put(StatusKey(config_), j.dump()).ok()) {
     published_ = line;
     published_at_ = now;

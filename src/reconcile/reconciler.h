@@ -34,8 +34,14 @@ namespace steward {
 
 
 // The leader rewrites an unchanged report (StatusKey) this often: a report older than a few
-// of these means the leader has gone silent, not that it is idle.
+// of these means the leader has gone silent, not that it is idle. A settled leader passes
+// only every cluster.idle_interval, so never more often than that.
 inline constexpr int64_t kReportRefreshSeconds = 30;
+inline int64_t ReportRefreshSeconds(const Config& config) {
+  return std::max<int64_t>(
+      kReportRefreshSeconds,
+      std::chrono::duration_cast<std::chrono::seconds>(config.cluster.idle_interval).count() + 1);
+}
 
 class Reconciler {
  public:
@@ -108,6 +114,7 @@ class Reconciler {
   std::atomic<bool> in_progress_{false};
   std::atomic<bool> settled_{false};
   std::string published_;
+  std::string recorded_wait_;  // the last wait recorded in the history, digits removed
   int64_t published_at_ = 0;  // unix seconds of the last report written
   History* history_ = nullptr;
   // Records a decision in the history, if there is one.

@@ -391,7 +391,7 @@ absl::Status RestoreCoordinator::Settle(const RestoreIntent& intent, EtcdApi& fe
                                                    " (restore ", intent.id,
                                                    "); the leader reports once it has looked")},
                            {"at", env_.clock->UnixSeconds()},
-                           {"refresh", kReportRefreshSeconds}};
+                           {"refresh", ReportRefreshSeconds(config_)}};
   if (absl::Status s = fenced.Put(StatusKey(config_), report.dump()); !s.ok()) {
     return Annotate(s, "replacing the restored leader report");
   }
