@@ -358,6 +358,7 @@ void Agent::ControlLoop() {
   const auto started = std::chrono::steady_clock::now();
   auto next_restore_pass = started;
   std::string fingerprint;
+  bool was_quorum_up = false;
   const std::string etcd_dir = disk_->DataDir();
   auto next_tls_check = std::chrono::steady_clock::now() + std::chrono::minutes(1);
   auto next_off_warning = std::chrono::steady_clock::now() + std::chrono::hours(1);
@@ -393,6 +394,9 @@ void Agent::ControlLoop() {
     // etcd answered the leadership loop lately: a quorum is up, and no automatic restore can
     // be due. Only a restore ordered from stewardctl can, and that may wait a few seconds.
     const bool quorum_up = leadership_->AnsweredWithin(config_.cluster.leader_lease_ttl);
+    // The quorum just stopped answering: a restore may be due now, not at the next idle pass.
+    if (was_quorum_up && !quorum_up) next_restore_pass = std::chrono::steady_clock::now();
+    was_quorum_up = quorum_up;
     // Restores (after total loss, or on command) are coordinated without etcd.
     if (restorer_ && std::chrono::steady_clock::now() >= next_restore_pass) {
       // With a quorum up and no restore intent in the store, the pass could only decide
@@ -412,13 +416,16 @@ void Agent::ControlLoop() {
     // idle interval passes; otherwise it looks four times a second.
     milliseconds pause(250);
     if (quorum_up && node_->Settled()) {
-      pause = std::min<milliseconds>(
-          config_.cluster.idle_interval,
-          std::chrono::duration_cast<milliseconds>(next_restore_pass -
-                                                   std::chrono::steady_clock::now()));
+      pause = config_.cluster.idle_interval;
+      if (restorer_) {
+        pause = std::min(pause, std::chrono::duration_cast<milliseconds>(
+                                    next_restore_pass - std::chrono::steady_clock::now()));
+      }
       pause = std::max(pause, milliseconds(250));
     }
-    control_wake_.Watch({config_.node.data_dir, etcd_dir, etcd_dir + "/member"});
+    // The member-data check reads member/wal: a wipe of any of these wakes the loop.
+    control_wake_.Watch({config_.node.data_dir, etcd_dir, etcd_dir + "/member",
+                         etcd_dir + "/member/wal", etcd_dir + "/member/snap"});
     control_wake_.Wait(pause);
   } while (!Stopping());
 }
@@ -530,7 +537,8 @@ void Agent::LeadershipLoop() {
     leadership_->Tick();
     leading_ = leadership_->leading();
     if (leading_ && !was_leading) WakeReconciler();
-    period = std::max(milliseconds(300), leading_ ? ttl / 3 : ttl / 2);
+    // (At most 10 s: /healthz calls a leadership loop silent for 30 s stuck.)
+    period = std::clamp(leading_ ? ttl / 3 : ttl / 2, milliseconds(300), milliseconds(10000));
     std::lock_guard<std::mutex> lock(seen_leader_mu_);
     seen_leader_ = leadership_->leader();
   } while (SleepFor(period));

@@ -363,6 +363,7 @@ void ProcessRunner::SuperviseLoop() {
       StartLocked();
     }
   }
+  if (watched_fd >= 0) ::close(watched_fd);
 }
 
 absl::Status ProcessRunner::Stop() { return Stop(options_.stop_timeout); }
