@@ -1,6 +1,7 @@
 #include "ctl/ctl.h"
 
 #include <ctime>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <set>
@@ -681,11 +682,32 @@ int RunGet(const Common& c) {
 
 }  // namespace
 
+constexpr char kDefaultConfig[] = "/etc/steward/node.yaml";
+
 int CtlMain(int argc, char** argv) {
-  CLI::App app{"stewardctl: inspect and operate an etcd-steward cluster"};
+  CLI::App app{"stewardctl: inspect and operate an etcd-steward cluster\n"
+               "exit status: 0 ok, 1 unhealthy or failed, 2 bad usage or config"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("stewardctl ") + STEWARD_VERSION);
   Common common;
+  // The common flags are taken before the subcommand (as etcdctl takes its global flags) or
+  // after it, and from etcdctl's environment variables (a flag wins over a variable).
+  const auto outputs = CLI::IsMember({"table", "json", "simple"});
+  app.add_option("--config", common.config_path,
+                 "any node's steward config file (default /etc/steward/node.yaml if present)")
+      ->envname("STEWARD_CONFIG");
+  app.add_option("--endpoints", common.endpoints, "comma-separated etcd client URLs")
+      ->envname("ETCDCTL_ENDPOINTS");
+  app.add_option("--timeout-ms", common.timeout_ms, "deadline for each call")
+      ->check(CLI::Range(100, 600000));
+  app.add_option("--cacert", common.cacert, "CA certificate that signed the servers' (TLS)")
+      ->envname("ETCDCTL_CACERT");
+  app.add_option("--cert", common.cert, "client certificate (TLS)")->envname("ETCDCTL_CERT");
+  app.add_option("--key", common.key, "client key (TLS)")->envname("ETCDCTL_KEY");
+  app.add_option("-o,-w,--output,--write-out", common.output, "table, json or simple (table)")
+      ->check(outputs);
   auto add_common = [&common](CLI::App* sub) {
+    sub->fallthrough();
     sub->add_option("--config", common.config_path, "any node's steward config file");
     sub->add_option("--endpoints", common.endpoints, "comma-separated etcd client URLs");
     sub->add_option("--timeout-ms", common.timeout_ms, "deadline for each call")
@@ -696,8 +718,8 @@ int CtlMain(int argc, char** argv) {
   };
   CLI::App* status = app.add_subcommand("status", "show the cluster at a glance");
   add_common(status);
-  status->add_option("-o,--output", common.output, "table or json")
-      ->check(CLI::IsMember({"table", "json"}));
+  status->add_option("-o,-w,--output,--write-out", common.output, "table, json or simple")
+      ->check(outputs);
   int size = 0;
   std::string etcd_version;
   CLI::App* configure = app.add_subcommand(
@@ -709,15 +731,15 @@ int CtlMain(int argc, char** argv) {
                         "time, followers first, one minor version per round");
   CLI::App* get = app.add_subcommand("get", "show the desired spec, the leader and what it does");
   add_common(get);
-  get->add_option("-o,--output", common.output, "table or json")
-      ->check(CLI::IsMember({"table", "json"}));
+  get->add_option("-o,-w,--output,--write-out", common.output, "table, json or simple")
+      ->check(outputs);
   std::string since;
   int history_limit = 1000;
   CLI::App* history = app.add_subcommand(
       "history", "the leader's decisions and the orders nodes carried out, oldest first");
   add_common(history);
-  history->add_option("-o,--output", common.output, "table or json")
-      ->check(CLI::IsMember({"table", "json"}));
+  history->add_option("-o,-w,--output,--write-out", common.output, "table, json or simple")
+      ->check(outputs);
   history->add_option("--since", since, "only events of the last DURATION (e.g. 10m, 2h)");
   history->add_option("--limit", history_limit, "at most this many (the newest)")
       ->check(CLI::Range(1, 100000));
@@ -725,8 +747,8 @@ int CtlMain(int argc, char** argv) {
   add_common(backup);
   CLI::App* list = app.add_subcommand("list-backups", "list the backups in the backup store");
   add_common(list);
-  list->add_option("-o,--output", common.output, "table or json")
-      ->check(CLI::IsMember({"table", "json"}));
+  list->add_option("-o,-w,--output,--write-out", common.output, "table, json or simple")
+      ->check(outputs);
   std::string restore_name;
   bool yes = false;
   bool force = false;
@@ -766,6 +788,20 @@ int CtlMain(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
+  }
+  if (common.output == "simple") common.output = "table";
+  // etcdctl's habit: no flag, no variable, then the usual place.
+  if (common.config_path.empty() && common.endpoints.empty()) {
+    std::error_code ec;
+    if (std::filesystem::exists(kDefaultConfig, ec)) common.config_path = kDefaultConfig;
+  }
+  if (dashboard_options.config_path.empty() && dashboard_options.agents.empty()) {
+    dashboard_options.config_path = common.config_path;
+  }
+  for (auto [from, to] : {std::pair{&common.cacert, &dashboard_options.cacert},
+                          std::pair{&common.cert, &dashboard_options.cert},
+                          std::pair{&common.key, &dashboard_options.key}}) {
+    if (to->empty()) *to = *from;
   }
   if (pki_init->parsed()) return RunPkiInit(pki_dir);
   if (pki_issue->parsed()) return RunPkiIssueClient(pki_dir, client_name, std::cout, std::cerr);

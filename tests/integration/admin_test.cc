@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "harness.h"
+#include "nlohmann/json.hpp"
 #include "httplib.h"
 
 namespace steward::testing {
@@ -91,6 +92,20 @@ TEST(AdminTest, HealthReadinessLeaderAndMetricsOnTheAdminPort) {
   EXPECT_NE(fm.body.find("steward_is_leader 0\n"), std::string::npos) << fm.body;
   EXPECT_EQ(fm.body.find("steward_members_voting"), std::string::npos)
       << "only the leader reports the cluster's counts:\n" << fm.body;
+
+  // The same figures as `stewardctl status -o json` (a quiet cluster: the same moment).
+  auto metric = [&m](const std::string& name) -> long {
+    const size_t at = m.body.find("\n" + name + " ");
+    return at == std::string::npos ? -1 : std::stol(m.body.substr(at + name.size() + 2));
+  };
+  RunResult st = c.Ctl({"status", "-o", "json"});
+  auto sj = nlohmann::json::parse(st.output, nullptr, false);
+  ASSERT_TRUE(sj.is_object()) << st.output;
+  EXPECT_EQ(metric("steward_members_voting"), sj.value("voters", -2)) << st.output;
+  EXPECT_EQ(metric("steward_members_healthy"), sj.value("healthy_voters", -2)) << st.output;
+  long learners = 0;
+  for (const auto& mem : sj["members"]) learners += mem.value("role", "") == "learner" ? 1 : 0;
+  EXPECT_EQ(metric("steward_members_learner"), learners);
 
   // promtool checks the live exposition (names, types, help, units).
   const std::string file = c.Root() + "/metrics.txt";
