@@ -7,25 +7,33 @@ _stewardctl() {
     words=("${COMP_WORDS[@]}")
     cword=$COMP_CWORD
   }
-  local commands="status configure-cluster get backup list-backups restore-backup pki"
-  local common="--config --endpoints --timeout-ms --cacert --cert --key -o --output --help"
+  local commands="status configure-cluster get history backup list-backups restore-backup
+    retire-unmanaged dashboard pki"
+  local common="--config --endpoints --timeout-ms --cacert --cert --key -o -w --output
+    --write-out --help"
   case "$prev" in
     --config|--dir|--cacert|--cert|--key)
       COMPREPLY=($(compgen -f -- "$cur"))
       return ;;
-    -o|--output)
-      COMPREPLY=($(compgen -W "table json" -- "$cur"))
+    -o|-w|--output|--write-out)
+      COMPREPLY=($(compgen -W "table json simple" -- "$cur"))
       return ;;
   esac
   local cmd="" sub="" i
   for ((i = 1; i < cword; i++)); do
     case "${words[i]}" in
+      # Flags that take a value may come before the subcommand: skip the value too.
+      --config|--endpoints|--timeout-ms|--cacert|--cert|--key|-o|-w|--output|--write-out)
+        ((i++)) ;;
       -*) ;;
       *) if [ -z "$cmd" ]; then cmd="${words[i]}"; elif [ -z "$sub" ]; then sub="${words[i]}"; fi ;;
     esac
   done
   case "$cmd" in
-    "") COMPREPLY=($(compgen -W "$commands --help" -- "$cur")) ;;
+    "") COMPREPLY=($(compgen -W "$commands $common --version" -- "$cur")) ;;
+    history) COMPREPLY=($(compgen -W "$common --since --limit" -- "$cur")) ;;
+    retire-unmanaged) COMPREPLY=($(compgen -W "$common --yes --force" -- "$cur")) ;;
+    dashboard) COMPREPLY=($(compgen -W "--listen --config --agents --cacert --cert --key --help" -- "$cur")) ;;
     configure-cluster) COMPREPLY=($(compgen -W "$common --size" -- "$cur")) ;;
     restore-backup) COMPREPLY=($(compgen -W "$common --yes --force --wait" -- "$cur")) ;;
     pki)

@@ -167,6 +167,31 @@ TEST(ClusterTest, StewardctlStatusShowsTheClusterAndUnreachableMembers) {
   ASSERT_FALSE(j.is_discarded()) << json.output;
   EXPECT_EQ(j["members"].size(), 3u);
   EXPECT_TRUE(j["healthy"].get<bool>());
+  // etcdctl's conventions: flags before the subcommand, -w, and its environment variables.
+  RunResult global;
+  WaitFor([&] {
+    global = RunCommand({"/usr/bin/env", "ETCDCTL_CACERT=" + c.CaCert(),
+                         "ETCDCTL_CERT=" + c.AdminCert(), "ETCDCTL_KEY=" + c.AdminKey(),
+                         "ETCDCTL_ENDPOINTS=" + c.ClientUrl(2), STEWARDCTL_BIN, "-w", "json",
+                         "status"},
+                        30s);
+    return global.exit_code == 0;
+  }, 30s);
+  auto g = nlohmann::json::parse(global.output, nullptr, false);
+  ASSERT_TRUE(g.is_object()) << global.output;
+  EXPECT_EQ(g["members"].size(), 3u);
+  RunResult from_env = RunCommand(
+      {"/usr/bin/env", "STEWARD_CONFIG=" + c.ConfigPath(0), STEWARDCTL_BIN, "get", "--output",
+       "json"}, 30s);
+  EXPECT_EQ(from_env.exit_code, 0) << from_env.output;
+  EXPECT_NE(from_env.output.find("\"desired_size\": 3"), std::string::npos) << from_env.output;
+  RunResult before =
+      RunCommand({STEWARDCTL_BIN, "--config", c.ConfigPath(0), "history", "-o", "json"}, 30s);
+  EXPECT_EQ(before.exit_code, 0) << before.output;
+  EXPECT_TRUE(nlohmann::json::parse(before.output, nullptr, false).is_array()) << before.output;
+  RunResult version = RunCommand({STEWARDCTL_BIN, "--version"}, 10s);
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_EQ(version.output.rfind("stewardctl ", 0), 0u) << version.output;
 
   // Stop n3 for good: status still lists it, as unreachable, and exits non-zero.
   c.SignalAgent(2, SIGTERM);
