@@ -25,6 +25,7 @@
 #include "ctl/retire.h"
 #include "reconcile/plan.h"
 #include "ctl/status.h"
+#include "peer/client.h"
 #include "pki/node_certs.h"
 #include "reconcile/reconciler.h"
 #include "reconcile/restore.h"
@@ -182,6 +183,18 @@ int RunConfigureCluster(const Common& c, int size, const std::string& version) {
   if (absl::Status s = client.Put(SpecKey(*config), spec.dump()); !s.ok()) {
     std::cerr << "stewardctl: storing the spec: " << s.message() << "\n";
     return 1;
+  }
+  // The leader looks at the spec on its next pass: a settled one passes only every
+  // cluster.idle_interval, so ask it to look now (best effort).
+  if (auto leader = client.Get(LeaderKey(*config)); leader.ok() && leader->has_value()) {
+    for (const NodeSpec& n : config->cluster.nodes) {
+      if (n.name != **leader) continue;
+      PeerClient agent(config->AgentAddress(n), o.credentials);
+      if (absl::Status s = agent.Nudge("stewardctl", std::chrono::milliseconds(2000)); !s.ok()) {
+        std::cerr << "note: the leader " << n.name << " did not answer (" << s.message()
+                  << "); it sees the change on its next pass\n";
+      }
+    }
   }
   if (size != 0) {
     std::cout << "desired size: " << size << " (was " << previous
