@@ -360,7 +360,10 @@ void Agent::ControlLoop() {
   std::string fingerprint;
   bool was_quorum_up = false;
   const std::string etcd_dir = disk_->DataDir();
-  auto next_tls_check = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+  // Check often enough that even short test lifetimes are renewed in time.
+  const milliseconds tls_check_every =
+      std::min<milliseconds>(std::chrono::minutes(1), config_.tls.cert_lifetime / 20);
+  auto next_tls_check = std::chrono::steady_clock::now() + tls_check_every;
   auto next_off_warning = std::chrono::steady_clock::now() + std::chrono::hours(1);
   do {
     Beat(control_beat_);
@@ -380,10 +383,7 @@ void Agent::ControlLoop() {
                      "passed); restarting the agent to load them");
         ::kill(::getpid(), SIGHUP);
       }
-      // Check often enough that even short test lifetimes are renewed in time.
-      next_tls_check = std::chrono::steady_clock::now() +
-                       std::min<std::chrono::milliseconds>(std::chrono::minutes(1),
-                                                           config_.tls.cert_lifetime / 20);
+      next_tls_check = std::chrono::steady_clock::now() + tls_check_every;
     }
     node_->ControlPass();
     // What the leader would read from this node changed: tell it, rather than have it poll.
@@ -420,6 +420,10 @@ void Agent::ControlLoop() {
       if (restorer_) {
         pause = std::min(pause, std::chrono::duration_cast<milliseconds>(
                                     next_restore_pass - std::chrono::steady_clock::now()));
+      }
+      if (config_.tls.mode == "issued") {
+        pause = std::min(pause, std::chrono::duration_cast<milliseconds>(
+                                    next_tls_check - std::chrono::steady_clock::now()));
       }
       pause = std::max(pause, milliseconds(250));
     }

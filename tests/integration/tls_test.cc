@@ -262,7 +262,8 @@ TEST(TlsTest, IssuedCertificatesAreRenewedWhileTheClusterKeepsServing) {
   EXPECT_EQ(failures, 0) << "writes failed while certificates were renewed\n" << c.Logs();
   auto renewed = ReadCert(c.DataDir(0) + "/tls/server.crt");
   ASSERT_TRUE(renewed.ok());
-  EXPECT_GT(renewed->not_after, first->not_after) << "the server certificate was not renewed";
+  EXPECT_GT(renewed->not_after, first->not_after) << "the server certificate was not renewed\n"
+                                                  << c.Logs();
   EXPECT_TRUE(c.WaitHealthy(3, 30s)) << c.Logs();
   EXPECT_NE(c.Logs().find("renewed this node's certificates"), std::string::npos) << c.Logs();
   for (int n = 0; n < 3; ++n) EXPECT_TRUE(c.AgentRunning(n)) << c.Logs();
