@@ -520,10 +520,12 @@ StatusSource::StatusSource(const Config& config, EtcdClient* client, BackupStore
       options_(options),
       events_(std::move(events)) {}
 
-std::vector<CertExpiry> StatusSource::ReadCerts() const {
+std::vector<CertExpiry> StatusSource::ReadCerts() const { return NodeCertExpiries(config_); }
+
+std::vector<CertExpiry> NodeCertExpiries(const Config& config) {
   std::vector<CertExpiry> out;
-  if (!config_.tls.enabled()) return out;
-  const TlsPaths t = config_.Tls();
+  if (!config.tls.enabled()) return out;
+  const TlsPaths t = config.Tls();
   const std::pair<const char*, std::string> certs[] = {{"server", t.server_cert},
                                                        {"peer", t.peer_cert},
                                                        {"agent", t.agent_cert},

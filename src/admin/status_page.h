@@ -48,6 +48,9 @@ struct CertExpiry {
   int64_t not_after = 0;  // Unix seconds
 };
 
+// This node's certificates that can be read (none with TLS off), for the page and the metrics.
+std::vector<CertExpiry> NodeCertExpiries(const Config& config);
+
 // One backup in the store, from its listing alone (no meta.json is read).
 struct BackupEntry {
   std::string name;

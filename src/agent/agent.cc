@@ -505,22 +505,9 @@ std::string Agent::ScrapeMetrics() {
     }
     m.Set("steward_member_has_leader", 0);
   }
-  if (config_.tls.enabled()) {
-    const TlsPaths t = config_.Tls();
-    const std::pair<const char*, std::string> certs[] = {{"server", t.server_cert},
-                                                         {"peer", t.peer_cert},
-                                                         {"agent", t.agent_cert},
-                                                         {"client", t.client_cert},
-                                                         {"ca", t.ca}};
-    for (const auto& [role, path] : certs) {
-      if (auto info = ReadCert(path); info.ok()) {
-        m.Set("steward_certificate_expiry_timestamp_seconds",
-              static_cast<double>(std::chrono::duration_cast<std::chrono::seconds>(
-                                      info->not_after.time_since_epoch())
-                                      .count()),
-              {{"cert", role}});
-      }
-    }
+  for (const CertExpiry& cert : NodeCertExpiries(config_)) {
+    m.Set("steward_certificate_expiry_timestamp_seconds", static_cast<double>(cert.not_after),
+          {{"cert", cert.role}});
   }
   return m.Render();
 }

@@ -102,6 +102,23 @@ int ResolveEndpoints(const Common& c, std::vector<std::string>* endpoints,
 }
 
 // Now, for the ages DescribeStewardState prints.
+// The config a command needs (`what` names the command), or nullopt with the message printed
+// and *rc set to 2 (bad usage or a bad config).
+std::optional<Config> ConfigFor(const Common& c, const char* what, int* rc) {
+  *rc = 2;
+  if (c.config_path.empty()) {
+    std::cerr << "stewardctl: " << what << " needs --config FILE (any node's)\n";
+    return std::nullopt;
+  }
+  auto config = LoadConfig(c.config_path);
+  if (!config.ok()) {
+    std::cerr << "stewardctl: config error: " << config.status().message() << "\n";
+    return std::nullopt;
+  }
+  *rc = 0;
+  return std::move(*config);
+}
+
 int64_t UnixNow() {
   return std::chrono::duration_cast<std::chrono::seconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -615,10 +632,9 @@ int RunRetireUnmanaged(const Common& c, bool yes, bool force) {
 
 // `stewardctl history`: the event history (reconcile/history.h), oldest first.
 int RunHistory(const Common& c, const std::string& since, int limit) {
-  if (c.config_path.empty()) {
-    std::cerr << "stewardctl: history needs --config FILE (any node's)\n";
-    return 2;
-  }
+  int rc = 0;
+  auto config = ConfigFor(c, "history", &rc);
+  if (!config) return rc;
   int64_t since_ms = 0;
   if (!since.empty()) {
     auto d = ParseDuration(since);
@@ -627,11 +643,6 @@ int RunHistory(const Common& c, const std::string& since, int limit) {
       return 2;
     }
     since_ms = UnixNow() * 1000 - d->count();
-  }
-  auto config = LoadConfig(c.config_path);
-  if (!config.ok()) {
-    std::cerr << "stewardctl: config error: " << config.status().message() << "\n";
-    return 2;
   }
   EtcdClient::Options o = ClientOptions(c);
   EtcdClient client(config->ClusterClientUrls(), o);
@@ -660,15 +671,9 @@ int RunHistory(const Common& c, const std::string& since, int limit) {
 }
 
 int RunGet(const Common& c) {
-  if (c.config_path.empty()) {
-    std::cerr << "stewardctl: get needs --config FILE (any node's)\n";
-    return 2;
-  }
-  auto config = LoadConfig(c.config_path);
-  if (!config.ok()) {
-    std::cerr << "stewardctl: config error: " << config.status().message() << "\n";
-    return 2;
-  }
+  int rc = 0;
+  auto config = ConfigFor(c, "get", &rc);
+  if (!config) return rc;
   EtcdClient::Options o = ClientOptions(c);
   EtcdClient client(config->ClusterClientUrls(), o);
   if (auto probe = client.Get(SpecKey(*config)); !probe.ok()) {
