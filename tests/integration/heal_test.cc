@@ -234,15 +234,18 @@ TEST(HealTest, LeaderKilledMidJoinIsFinishedByTheNext) {
   c.SignalAgent(wiped, SIGTERM);
   fs::remove_all(c.DataDir(wiped));
   c.StartAgent(wiped);
-  // Kill the leader agent as soon as the learner for the wiped node is in the list.
-  ASSERT_TRUE(WaitFor([&] {
-    auto ms = client.MemberList();
-    if (!ms.ok()) return false;
-    for (const auto& m : *ms) {
-      if (m.is_learner) return true;
+  // Kill the leader agent as soon as the learner for the wiped node is in the list. A nudged
+  // leader adds, joins and promotes within a few hundred ms: look every 5 ms (WaitFor's 200 ms
+  // rounds can miss the learner altogether).
+  bool learner_seen = false;
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (!learner_seen && std::chrono::steady_clock::now() < deadline) {
+    if (auto ms = client.MemberList(); ms.ok()) {
+      for (const auto& m : *ms) learner_seen = learner_seen || m.is_learner;
     }
-    return false;
-  }, 60s)) << c.Logs();
+    if (!learner_seen) std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_TRUE(learner_seen) << c.Logs();
   c.SignalAgent(leader_idx, SIGKILL);
   // The leader's etcd keeps serving; another agent takes over and finishes the join.
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 90s)) << c.Logs();
