@@ -1,4 +1,5 @@
 #include "ctl/ctl.h"
+#include "ctl/common.h"
 
 #include <ctime>
 #include <filesystem>
@@ -34,96 +35,11 @@
 namespace steward {
 namespace {
 
-struct Common {
-  std::string config_path;
-  std::string endpoints;
-  std::string cacert, cert, key;  // etcdctl's names
-  std::string output = "table";
-  int timeout_ms = 3000;
-};
 
-// Client options: the deadline and, for TLS, --cacert/--cert/--key, or else the node's own client
-// certificate named by the config (issued: <data_dir>/tls, files: tls.client_cert_file).
-EtcdClient::Options ClientOptions(const Common& c) {
-  EtcdClient::Options o;
-  o.timeout = std::chrono::milliseconds(c.timeout_ms);
-  std::string ca = c.cacert, cert = c.cert, key = c.key;
-  std::optional<Config> config;
-  if (!c.config_path.empty()) {
-    if (auto loaded = LoadConfig(c.config_path); loaded.ok()) config = std::move(*loaded);
-  }
-  if (ca.empty() && config && config->tls.enabled()) {
-    TlsPaths t = config->Tls();
-    ca = t.ca;
-    cert = t.client_cert;
-    key = t.client_key;
-  }
-  if (!ca.empty()) {
-    auto creds = TlsChannelCredentials(ca, cert, key);
-    if (creds.ok()) {
-      o.credentials = *creds;
-    } else {
-      std::cerr << "stewardctl: TLS: " << creds.status().message()
-                << " (give --cacert/--cert/--key)\n";
-    }
-  }
-  // An adopted cluster's members are dialled as cluster.adopt says.
-  if (config && config->cluster.adopt.enabled()) {
-    if (auto f = ClusterCredentials(*config, o.credentials); f.ok()) {
-      o.credentials_for = *f;
-    } else {
-      std::cerr << "stewardctl: " << f.status().message() << "\n";
-    }
-  }
-  return o;
-}
 
-// Endpoints and configured nodes from --endpoints or --config. Returns 0 or an exit status.
-int ResolveEndpoints(const Common& c, std::vector<std::string>* endpoints,
-                     std::vector<NodeRow>* nodes) {
-  if (!c.endpoints.empty()) {
-    for (auto part : absl::StrSplit(c.endpoints, ',', absl::SkipEmpty())) {
-      endpoints->emplace_back(part);
-    }
-    return 0;
-  }
-  if (c.config_path.empty()) {
-    std::cerr << "stewardctl: give --config FILE (any node's) or --endpoints URLS\n";
-    return 2;
-  }
-  auto config = LoadConfig(c.config_path);
-  if (!config.ok()) {
-    std::cerr << "stewardctl: config error: " << config.status().message() << "\n";
-    return 2;
-  }
-  *endpoints = config->ClusterClientUrls();
-  for (const auto& n : config->cluster.nodes) nodes->push_back({n.name, config->PeerUrl(n)});
-  return 0;
-}
 
 // Now, for the ages DescribeStewardState prints.
-// The config a command needs (`what` names the command), or nullopt with the message printed
-// and *rc set to 2 (bad usage or a bad config).
-std::optional<Config> ConfigFor(const Common& c, const char* what, int* rc) {
-  *rc = 2;
-  if (c.config_path.empty()) {
-    std::cerr << "stewardctl: " << what << " needs --config FILE (any node's)\n";
-    return std::nullopt;
-  }
-  auto config = LoadConfig(c.config_path);
-  if (!config.ok()) {
-    std::cerr << "stewardctl: config error: " << config.status().message() << "\n";
-    return std::nullopt;
-  }
-  *rc = 0;
-  return std::move(*config);
-}
 
-int64_t UnixNow() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 int RunStatus(const Common& c) {
   std::vector<std::string> endpoints;
@@ -227,40 +143,7 @@ int RunConfigureCluster(const Common& c, int size, const std::string& version) {
 }
 
 // The config and its backup store, or an exit status.
-struct WithStore {
-  std::optional<Config> config;
-  std::unique_ptr<BackupStore> store;
-  int rc = 0;
-};
 
-WithStore OpenFromConfig(const Common& c, const char* what) {
-  WithStore w;
-  if (c.config_path.empty()) {
-    std::cerr << "stewardctl: " << what << " needs --config FILE (any node's)\n";
-    w.rc = 2;
-    return w;
-  }
-  auto config = LoadConfig(c.config_path);
-  if (!config.ok()) {
-    std::cerr << "stewardctl: config error: " << config.status().message() << "\n";
-    w.rc = 2;
-    return w;
-  }
-  if (config->backup.store.empty()) {
-    std::cerr << "stewardctl: " << what << ": backup.store is not set in " << c.config_path << "\n";
-    w.rc = 2;
-    return w;
-  }
-  auto store = OpenStore(config->backup);
-  if (!store.ok()) {
-    std::cerr << "stewardctl: backup store: " << store.status().message() << "\n";
-    w.rc = 1;
-    return w;
-  }
-  w.config = std::move(*config);
-  w.store = std::move(*store);
-  return w;
-}
 
 int RunBackup(const Common& c) {
   WithStore w = OpenFromConfig(c, "backup");
@@ -289,14 +172,6 @@ int RunBackup(const Common& c) {
   return 0;
 }
 
-std::string UtcTime(int64_t unix_time) {
-  std::time_t t = static_cast<std::time_t>(unix_time);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%SZ", &tm);
-  return buf;
-}
 
 int RunListBackups(const Common& c) {
   WithStore w = OpenFromConfig(c, "list-backups");
@@ -724,16 +599,8 @@ int CtlMain(int argc, char** argv) {
   app.add_option("--key", common.key, "client key (TLS)")->envname("ETCDCTL_KEY");
   app.add_option("-o,-w,--output,--write-out", common.output, "table, json or simple (table)")
       ->check(outputs);
-  auto add_common = [&common](CLI::App* sub) {
-    sub->fallthrough();
-    sub->add_option("--config", common.config_path, "any node's steward config file");
-    sub->add_option("--endpoints", common.endpoints, "comma-separated etcd client URLs");
-    sub->add_option("--timeout-ms", common.timeout_ms, "deadline for each call")
-        ->check(CLI::Range(100, 600000));
-    sub->add_option("--cacert", common.cacert, "CA certificate that signed the servers' (TLS)");
-    sub->add_option("--cert", common.cert, "client certificate (TLS)");
-    sub->add_option("--key", common.key, "client key (TLS)");
-  };
+  auto add_common = [&common](CLI::App* sub) { AddCommonFlags(sub, &common, false); };
+  Commands commands;  // the commands in files of their own
   CLI::App* status = app.add_subcommand("status", "show the cluster at a glance");
   add_common(status);
   status->add_option("-o,-w,--output,--write-out", common.output, "table, json or simple")
@@ -832,6 +699,9 @@ int CtlMain(int argc, char** argv) {
   if (restore->parsed()) return RunRestoreBackup(common, restore_name, yes, force, wait_seconds);
   if (retire->parsed()) return RunRetireUnmanaged(common, yes, force);
   if (dashboard->parsed()) return RunDashboard(dashboard_options);
+  for (const Command& c : commands) {
+    if (c.app->parsed()) return c.run();
+  }
   return 2;
 }
 

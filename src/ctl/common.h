@@ -1,0 +1,64 @@
+// What stewardctl's commands share: the common flags (taken before or after the subcommand),
+// the etcd client options they imply, the config and the backup store. A command in a file of
+// its own registers itself with an Add…Commands function that appends to `Commands`.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "backup/store.h"
+#include "config/config.h"
+#include "ctl/status.h"
+#include "etcd/client.h"
+
+namespace steward {
+
+struct Common {
+  std::string config_path;
+  std::string endpoints;
+  std::string cacert, cert, key;  // etcdctl's names
+  std::string output = "table";
+  int timeout_ms = 3000;
+};
+
+// A parsed subcommand runs `run`; it returns the exit status (0 ok, 1 failed, 2 usage).
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<int()> run;
+};
+using Commands = std::vector<Command>;
+
+// Adds the common flags to a subcommand (they are global too); `output` adds -o/-w.
+void AddCommonFlags(CLI::App* sub, Common* common, bool output);
+
+// Client options: the deadline and, for TLS, --cacert/--cert/--key, or else the node's own client
+// certificate named by the config (issued: <data_dir>/tls, files: tls.client_cert_file).
+EtcdClient::Options ClientOptions(const Common& c);
+
+// Endpoints and configured nodes from --endpoints or --config. Returns 0 or an exit status.
+int ResolveEndpoints(const Common& c, std::vector<std::string>* endpoints,
+                     std::vector<NodeRow>* nodes);
+
+// The config a command needs (`what` names the command), or nullopt with the message printed
+// and *rc set to 2 (bad usage or a bad config).
+std::optional<Config> ConfigFor(const Common& c, const char* what, int* rc);
+
+int64_t UnixNow();
+// "2026-11-26 17:00:00Z"
+std::string UtcTime(int64_t unix_time);
+
+struct WithStore {
+  std::optional<Config> config;
+  std::unique_ptr<BackupStore> store;
+  int rc = 0;
+};
+
+// The config and its backup store, or rc != 0 with the message printed.
+WithStore OpenFromConfig(const Common& c, const char* what);
+
+}  // namespace steward
