@@ -35,12 +35,15 @@ sim: build
 	$(BUILD)/steward_sim --seeds $(SEEDS) --steps $(STEPS) --seed $(SEED) $(SIM_ARGS)
 
 # The fault suite's long mode (tests/faults/, docs/reliability.md): CYCLES random faults from
-# SEED on NODES agents (size 3, the rest spares).
+# SEED on NODES agents (SIZE voters, the rest spares), backing up to a STORE (file or s3).
 CYCLES ?= 20
 NODES ?= 4
+SIZE ?= 3
+STORE ?= file
 faults: build
 	./scripts/install-deps.sh --test
 	STEWARD_FAULT_SEED=$(SEED) STEWARD_FAULT_CYCLES=$(CYCLES) STEWARD_FAULT_NODES=$(NODES) \
+	  STEWARD_FAULT_SIZE=$(SIZE) STEWARD_FAULT_STORE=$(STORE) \
 	  $(BUILD)/fault_tests --gtest_also_run_disabled_tests --gtest_filter=FaultSuite.DISABLED_Random
 
 # The benchmarks (docs/benchmarks.md): every bench/ script, then bench/report writes

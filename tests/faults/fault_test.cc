@@ -1,7 +1,10 @@
 // The fault suite's two modes (tests/faults/faults.h):
 //   FaultSuite.EveryKindOnce        every fault kind once, in `make test` (a few minutes);
+//   FaultSuite.FiveMembersOnS3      5 voters on an S3 store: the store's faults and the
+//                                   majority-sized ones, in `make test`;
 //   FaultSuite.DISABLED_Random      seeded random sequences: `make faults SEED=… CYCLES=…`
-//                                   (STEWARD_FAULT_SEED, STEWARD_FAULT_CYCLES, STEWARD_FAULT_NODES).
+//                                   (STEWARD_FAULT_SEED, STEWARD_FAULT_CYCLES, STEWARD_FAULT_NODES,
+//                                   STEWARD_FAULT_SIZE, STEWARD_FAULT_STORE=file|s3).
 // Both print the summary table; any lost acknowledged write, split cluster, rolled-back member
 // or cluster not back at its size fails the test with what was found.
 #include <gtest/gtest.h>
@@ -29,13 +32,11 @@ void Report(const std::vector<CycleResult>& results) {
   }
 }
 
-TEST(FaultSuite, EveryKindOnce) {
-  FaultRig rig(97, 4);
-  ASSERT_TRUE(rig.Start()) << rig.cluster().Logs();
+// One cycle of each of `kinds`, in order; stops at the first cycle that did not recover.
+void RunKinds(FaultRig& rig, const std::vector<FaultKind>& kinds) {
   std::mt19937 rng(97);
   std::vector<CycleResult> results;
-  for (int k = 0; k < static_cast<int>(FaultKind::kCount); ++k) {
-    const auto kind = static_cast<FaultKind>(k);
+  for (FaultKind kind : kinds) {
     results.push_back(rig.Cycle(kind, rng));
     const CycleResult& r = results.back();
     std::cout << FaultName(kind) << ": "
@@ -54,6 +55,29 @@ TEST(FaultSuite, EveryKindOnce) {
   Report(results);
 }
 
+// 3 voters and a spare, a file store: every kind but the store-server ones.
+TEST(FaultSuite, EveryKindOnce) {
+  FaultRig rig(97, 4);
+  ASSERT_TRUE(rig.Start()) << rig.cluster().Logs();
+  std::vector<FaultKind> kinds;
+  for (int k = 0; k < static_cast<int>(FaultKind::kCount); ++k) {
+    kinds.push_back(static_cast<FaultKind>(k));
+  }
+  RunKinds(rig, kinds);
+}
+
+// 5 voters and a spare, an S3 store (s3rver): the store's faults, and the quorum-sized faults
+// at 5 (a majority is 3).
+TEST(FaultSuite, FiveMembersOnS3) {
+  if (S3rver::Binary().empty()) GTEST_SKIP() << "s3rver is not installed";
+  FaultRig rig(53, 6, 5, StoreKind::kS3);
+  ASSERT_TRUE(rig.Start()) << rig.cluster().Logs();
+  RunKinds(rig, {FaultKind::kStoreDown, FaultKind::kStoreSlow, FaultKind::kStoreMissing,
+                 FaultKind::kKillEtcdLeader, FaultKind::kKillStewardLeader,
+                 FaultKind::kPauseMajority, FaultKind::kQuorumStop, FaultKind::kMuteNode,
+                 FaultKind::kTotalLoss});
+}
+
 int64_t EnvInt(const char* name, int64_t def) {
   const char* v = std::getenv(name);
   return v != nullptr && *v != '\0' ? std::atoll(v) : def;
@@ -63,10 +87,15 @@ TEST(FaultSuite, DISABLED_Random) {
   const int64_t seed = EnvInt("STEWARD_FAULT_SEED", static_cast<int64_t>(time(nullptr)) % 100000);
   const int64_t cycles = EnvInt("STEWARD_FAULT_CYCLES", 20);
   const int nodes = static_cast<int>(EnvInt("STEWARD_FAULT_NODES", 4));
+  const int size = static_cast<int>(EnvInt("STEWARD_FAULT_SIZE", 3));
+  const char* store_env = std::getenv("STEWARD_FAULT_STORE");
+  const bool s3 = store_env != nullptr && std::string(store_env) == "s3";
   std::cout << "fault run: seed " << seed << ", " << cycles << " cycles, " << nodes
-            << " nodes (replay: make faults SEED=" << seed << " CYCLES=" << cycles
-            << " NODES=" << nodes << ")" << std::endl;
-  FaultRig rig(98, nodes);
+            << " nodes, size " << size << ", " << (s3 ? "s3" : "file")
+            << " store (replay: make faults SEED=" << seed << " CYCLES=" << cycles
+            << " NODES=" << nodes << " SIZE=" << size << " STORE=" << (s3 ? "s3" : "file") << ")"
+            << std::endl;
+  FaultRig rig(98, nodes, size, s3 ? StoreKind::kS3 : StoreKind::kFile);
   ASSERT_TRUE(rig.Start()) << rig.cluster().Logs();
   std::mt19937 rng(static_cast<uint32_t>(seed));
   std::vector<CycleResult> results;

@@ -6,6 +6,8 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <filesystem>
 
@@ -47,6 +49,10 @@ const char* FaultName(FaultKind k) {
     case FaultKind::kPartitionNode: return "partition-node";
     case FaultKind::kPartitionLeader: return "partition-steward-leader";
     case FaultKind::kCutLink: return "cut-link";
+    case FaultKind::kCutOneWay: return "cut-one-way";
+    case FaultKind::kMuteNode: return "mute-node";
+    case FaultKind::kStoreDown: return "store-down";
+    case FaultKind::kStoreSlow: return "store-slow";
     case FaultKind::kCount: break;
   }
   return "?";
@@ -55,7 +61,8 @@ const char* FaultName(FaultKind k) {
 std::string FaultUnavailable(FaultKind k) {
   if (k == FaultKind::kFullDisk && geteuid() != 0) return "needs root (mounts a small tmpfs)";
   if ((k == FaultKind::kPartitionNode || k == FaultKind::kPartitionLeader ||
-       k == FaultKind::kCutLink) && geteuid() != 0) {
+       k == FaultKind::kCutLink || k == FaultKind::kCutOneWay || k == FaultKind::kMuteNode) &&
+      geteuid() != 0) {
     return "needs root (network namespaces)";
   }
   return "";
@@ -144,20 +151,62 @@ size_t Writer::ForgetAfter(int64_t seq, int64_t revision) {
   return n;
 }
 
-FaultRig::FaultRig(int subnet, int nodes) : subnet_(subnet), nodes_(nodes) {
+constexpr char kS3EndpointMark[] = "S3_ENDPOINT_OF_THE_RIG";
+
+FaultRig::FaultRig(int subnet, int nodes, int size, StoreKind store)
+    : subnet_(subnet), nodes_(nodes), size_(size), store_kind_(store) {
   // Fast handover and replacement so cycles are short; backups every few seconds so a total
   // loss loses little.
+  const std::string backup_timing = "  interval: 5s\n  before_change_min_interval: 5s\n";
+  const std::string backup =
+      store == StoreKind::kFile
+          ? "backup:\n  store: file://ROOT/backups\n" + backup_timing
+          : absl::StrCat("backup:\n  store: s3://backups/steward\n", backup_timing,
+                         "  s3:\n    endpoint: ", kS3EndpointMark,
+                         "\n    path_style: true\n    region: us-east-1\n"
+                         "    access_key_id: S3RVER\n    secret_access_key: S3RVER\n");
   c_ = std::make_unique<TestCluster>(
-      subnet, nodes, 3,
-      std::string(kFastLeader) + "  replace_after: 8s\n  learner_timeout: 30s\n",
-      "backup:\n  store: file://ROOT/backups\n  interval: 5s\n  before_change_min_interval: 5s\n",
+      subnet, nodes, size,
+      std::string(kFastLeader) + "  replace_after: 8s\n  learner_timeout: 30s\n", backup,
       /*netns=*/geteuid() == 0);
-  if (geteuid() == 0) {
+  if (store == StoreKind::kS3) {
+    // In the test's namespace, where nodes in namespaces of their own reach it over the bridge.
+    auto s3 = S3rver::Start({"backups"}, c_->netns() ? absl::StrCat("10.211.", subnet, ".254")
+                                                     : std::string("127.0.0.1"));
+    if (s3.ok()) {
+      s3_ = std::move(*s3);
+      c_->ReplaceInConfigs(kS3EndpointMark, s3_->Endpoint());
+    } else {
+      ADD_FAILURE() << "s3rver: " << s3.status();
+    }
+  }
+  if (geteuid() == 0 && store == StoreKind::kFile) {
     // kFullDisk's node keeps its data on a small tmpfs of its own.
     const std::string dir = c_->DataDir(tmpfs_node_);
     fs::create_directories(dir);
     if (::mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=512m,mode=0700") == 0) tmpfs_ = dir;
   }
+}
+
+BackupConfig FaultRig::StoreConfig() const {
+  BackupConfig bc;
+  if (store_kind_ == StoreKind::kFile || !s3_) {
+    bc.store = absl::StrCat("file://", c_->Root(), "/backups");
+    return bc;
+  }
+  bc.store = "s3://backups/steward";
+  bc.s3.endpoint = s3_->Endpoint();
+  bc.s3.path_style = true;
+  bc.s3.region = "us-east-1";
+  bc.s3.access_key_id = S3rver::kAccessKey;
+  bc.s3.secret_access_key = S3rver::kSecretKey;
+  return bc;
+}
+
+void FaultRig::WipeNode(int i) {
+  KillNode(i);
+  fs::remove_all(c_->DataDir(i) + "/etcd");
+  c_->StartAgent(i);
 }
 
 FaultRig::~FaultRig() {
@@ -166,10 +215,12 @@ FaultRig::~FaultRig() {
   // can delete the plain directory left behind.
   if (!tmpfs_.empty()) ::umount2(tmpfs_.c_str(), MNT_DETACH);
   c_.reset();
+  s3_.reset();  // after the agents: none of them is left talking to it
 }
 
 bool FaultRig::Start() {
   for (int i = 0; i < nodes_; ++i) c_->StartAgent(i);
+  if (store_kind_ == StoreKind::kS3 && !s3_) return false;
   if (!WaitHealthyAtSize(90s)) return false;
   writer_ = std::make_unique<Writer>(*c_);
   return true;
@@ -224,7 +275,7 @@ bool FaultRig::WaitHealthyAtSize(std::chrono::seconds bound) const {
   return WaitFor(
       [&] {
         ClusterView v = c_->Status();
-        if (!v.healthy || v.voters != 3 || v.healthy_voters != 3) return false;
+        if (!v.healthy || v.voters != size_ || v.healthy_voters != size_) return false;
         for (const auto& m : v.members) {
           if (m.member.is_learner) return false;
         }
@@ -242,9 +293,7 @@ FaultRig::Snapshot FaultRig::Observe() const {
 }
 
 std::string FaultRig::RestoredBackupRevision(int64_t* revision) const {
-  BackupConfig bc;
-  bc.store = absl::StrCat("file://", c_->Root(), "/backups");
-  auto store = OpenStore(bc);
+  auto store = OpenStore(StoreConfig());
   if (!store.ok()) return std::string(store.status().message());
   const std::string cluster = absl::StrCat("it", subnet_);
   auto intent = ReadRestoreIntent(**store, cluster);
@@ -312,13 +361,19 @@ CycleResult FaultRig::Cycle(FaultKind kind, std::mt19937& rng) {
   CycleResult r;
   r.kind = kind;
   const bool network = kind == FaultKind::kPartitionNode ||
-                       kind == FaultKind::kPartitionLeader || kind == FaultKind::kCutLink;
-  if (std::string why = FaultUnavailable(kind); !why.empty() ||
-      (kind == FaultKind::kFullDisk && tmpfs_.empty()) || (network && !c_->netns())) {
+                       kind == FaultKind::kPartitionLeader || kind == FaultKind::kCutLink ||
+                       kind == FaultKind::kCutOneWay || kind == FaultKind::kMuteNode;
+  const bool needs_s3 = kind == FaultKind::kStoreDown || kind == FaultKind::kStoreSlow;
+  std::string why = FaultUnavailable(kind);
+  if (why.empty() && needs_s3 && !s3_) why = "runs on the S3 rig (its server is what fails)";
+  if (why.empty() && kind == FaultKind::kFullDisk && tmpfs_.empty()) {
+    why = store_kind_ == StoreKind::kFile ? "the tmpfs could not be mounted"
+                                          : "runs on the file-store rig";
+  }
+  if (why.empty() && network && !c_->netns()) why = "the network namespaces could not be made";
+  if (!why.empty()) {
     r.skipped = true;
-    r.skip_reason = !why.empty() ? why
-                    : network    ? "the network namespaces could not be made"
-                                 : "the tmpfs could not be mounted";
+    r.skip_reason = why;
     return r;
   }
   const Snapshot before = Observe();
@@ -400,7 +455,7 @@ CycleResult FaultRig::Cycle(FaultKind kind, std::mt19937& rng) {
     case FaultKind::kPauseMajority: {
       std::shuffle(voters.begin(), voters.end(), rng);
       std::vector<pid_t> pids;
-      for (size_t k = 0; k < 2 && k < voters.size(); ++k) {
+      for (size_t k = 0; k < static_cast<size_t>(size_ / 2 + 1) && k < voters.size(); ++k) {
         pids.push_back(c_->AgentPid(voters[k]));
         pids.push_back(etcd_pid(voters[k]));
       }
@@ -417,7 +472,7 @@ CycleResult FaultRig::Cycle(FaultKind kind, std::mt19937& rng) {
     }
     case FaultKind::kQuorumStop: {
       std::shuffle(voters.begin(), voters.end(), rng);
-      const size_t n = std::min<size_t>(2, voters.size());
+      const size_t n = std::min<size_t>(static_cast<size_t>(size_ / 2 + 1), voters.size());
       for (size_t k = 0; k < n; ++k) KillNode(voters[k]);
       std::this_thread::sleep_for(3s);
       for (size_t k = 0; k < n; ++k) c_->StartAgent(voters[k]);
@@ -428,9 +483,7 @@ CycleResult FaultRig::Cycle(FaultKind kind, std::mt19937& rng) {
       total_loss = true;
       // The last restore's intent, if any: the one this loss brings is another.
       std::string old_intent;
-      BackupConfig bc;
-      bc.store = absl::StrCat("file://", c_->Root(), "/backups");
-      auto store = OpenStore(bc);
+      auto store = OpenStore(StoreConfig());
       if (store.ok()) {
         if (auto i = ReadRestoreIntent(**store, absl::StrCat("it", subnet_)); i.ok() && i->has_value()) {
           old_intent = (*i)->id;
@@ -474,7 +527,9 @@ CycleResult FaultRig::Cycle(FaultKind kind, std::mt19937& rng) {
       break;
     }
     case FaultKind::kStoreMissing: {
-      const std::string root = c_->Root() + "/backups";
+      // The file store's root, or the S3 bucket (s3rver keeps a bucket as a directory: moved
+      // away, the bucket does not exist).
+      const std::string root = s3_ ? s3_->data_dir() + "/backups" : c_->Root() + "/backups";
       fs::rename(root, root + ".away");
       const int i = pick(voters);
       KillNode(i);
@@ -547,6 +602,79 @@ CycleResult FaultRig::Cycle(FaultKind kind, std::mt19937& rng) {
       c_->CutLink(voters[0], voters[1], false);
       break;
     }
+    case FaultKind::kCutOneWay: {
+      std::shuffle(voters.begin(), voters.end(), rng);
+      if (voters.size() < 2) break;
+      r.note = absl::StrCat("n", voters[0] + 1, " -> n", voters[1] + 1, " dropped for 8 s");
+      c_->CutOneWay(voters[0], voters[1], true);
+      std::this_thread::sleep_for(8s);
+      c_->CutOneWay(voters[0], voters[1], false);
+      break;
+    }
+    case FaultKind::kMuteNode: {
+      // Half the time the steward leader: it hears its followers but they never hear it.
+      const int l = StewardLeaderNode();
+      const int i = l >= 0 && std::uniform_int_distribution<int>(0, 1)(rng) == 0 ? l : pick(voters);
+      r.note = absl::StrCat("n", i + 1, i == l ? " (the steward leader)" : "",
+                            " sends to no node for 8 s");
+      for (int j = 0; j < nodes_; ++j) {
+        if (j != i) c_->CutOneWay(i, j, true);
+      }
+      std::this_thread::sleep_for(8s);
+      for (int j = 0; j < nodes_; ++j) {
+        if (j != i) c_->CutOneWay(i, j, false);
+      }
+      break;
+    }
+    case FaultKind::kStoreDown: {
+      // Membership changes wait while the store cannot be read or written: the record of the
+      // voters there is what proves a total loss later (rule V1, docs/simulation.md). So the
+      // wiped member is not replaced yet, the leader says why, and it is replaced as soon as
+      // the store is back (the time to healthy counts from then).
+      const int i = pick(other_than(StewardLeaderNode()));
+      s3_->Stop();
+      WipeNode(i);
+      std::string said;
+      const bool waits = WaitFor(
+          [&] {
+            RunResult got = c_->Ctl({"get", "-o", "json"});
+            said = got.output;
+            return said.find("backup store") != std::string::npos;
+          },
+          20s);
+      r.note = absl::StrCat("n", i + 1, " wiped with the store down; the leader ",
+                            waits ? "waited for the store, and said so" : "DID NOT SAY WHY");
+      if (!waits) r.violations.push_back("no wait for the store in `get`: " + said);
+      if (absl::Status st = s3_->Restart(); !st.ok()) {
+        r.violations.push_back(absl::StrCat("s3rver did not come back: ", st.message()));
+      }
+      break;
+    }
+    case FaultKind::kStoreSlow: {
+      // A store that answers slowly still answers: healing goes on while it crawls.
+      const int i = pick(other_than(StewardLeaderNode()));
+      const pid_t pid = s3_->pid();
+      std::atomic<bool> crawling{true};
+      std::thread slow([&] {
+        while (crawling.load() && pid > 0) {
+          ::kill(pid, SIGSTOP);
+          std::this_thread::sleep_for(400ms);
+          ::kill(pid, SIGCONT);
+          std::this_thread::sleep_for(100ms);
+        }
+      });
+      const auto wiped = SteadyClock::now();
+      WipeNode(i);
+      const bool healed = WaitHealthyAtSize(90s);
+      const auto took =
+          std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - wiped);
+      crawling = false;
+      slow.join();
+      r.note = absl::StrCat("n", i + 1, " wiped, ", healed ? "healed" : "NOT healed", " in ",
+                            took.count(), " ms with the store at 1/5 speed");
+      if (!healed) r.violations.push_back("a slow store stopped healing: " + r.note);
+      break;
+    }
     case FaultKind::kCount:
       break;
   }
@@ -555,7 +683,7 @@ CycleResult FaultRig::Cycle(FaultKind kind, std::mt19937& rng) {
   r.to_healthy = std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() -
                                                                       fault_end);
   if (!r.recovered) {
-    r.violations.push_back("not back to 3 healthy voters in time");
+    r.violations.push_back(absl::StrCat("not back to ", size_, " healthy voters in time"));
   } else {
     // A moment for the writer to land writes on the recovered cluster.
     std::this_thread::sleep_for(500ms);

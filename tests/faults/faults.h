@@ -22,6 +22,8 @@
 #include <vector>
 
 #include "../integration/harness.h"
+#include "../integration/s3rver.h"
+#include "config/config.h"
 
 namespace steward::testing {
 
@@ -48,6 +50,13 @@ enum class FaultKind {
   kPartitionNode,       // a member cut off from everyone for 4-14 s (replace_after is 8 s)
   kPartitionLeader,     // the steward leader's node cut off for 8 s
   kCutLink,             // the link between two members cut for 8 s; both reach the third
+  kCutOneWay,           // what one member sends another dropped for 8 s; the reverse flows
+  kMuteNode,            // what a member sends every other node dropped for 8 s; it still hears
+  // Store faults (the S3 rig: s3rver in the test's namespace).
+  kStoreDown,           // the store's server stopped while a member is wiped: membership
+                        // changes wait (rule V1) and say why; healed once it is back
+  kStoreSlow,           // the store's server stopped 4/5 of every 0.5 s while a member is
+                        // wiped (it answers, slowly): healed while it crawls
   kCount,
 };
 
@@ -104,11 +113,15 @@ struct CycleResult {
   std::vector<std::string> violations;      // what a check found, for the failure message
 };
 
-// A cluster of `nodes` agents (size 3; the others spares) under faults. As root, each node runs
-// in a network namespace of its own (TestCluster's netns mode), for the network faults.
+// Where the rig's backups go.
+enum class StoreKind { kFile, kS3 };
+
+// A cluster of `nodes` agents (`size` voters; the others spares) under faults. As root, each
+// node runs in a network namespace of its own (TestCluster's netns mode), for the network
+// faults. With StoreKind::kS3 the store is a real s3rver (on the namespaces' bridge as root).
 class FaultRig {
  public:
-  FaultRig(int subnet, int nodes);
+  FaultRig(int subnet, int nodes, int size = 3, StoreKind store = StoreKind::kFile);
   ~FaultRig();
   TestCluster& cluster() { return *c_; }
   // Starts the agents and the writer; false if the cluster did not form.
@@ -130,11 +143,18 @@ class FaultRig {
   void KillNode(int i);
   void Pause(const std::vector<pid_t>& pids, std::chrono::seconds d);
   bool WaitHealthyAtSize(std::chrono::seconds bound) const;
+  BackupConfig StoreConfig() const;
+  // Wipes a member's data dir (agent and etcd killed, agent restarted): a heal that wants a
+  // backup first, for the store faults.
+  void WipeNode(int i);
   void Check(const Snapshot& before, bool total_loss, int64_t loss_seq, CycleResult* r);
   std::string RestoredBackupRevision(int64_t* revision) const;
 
   int subnet_;
   int nodes_;
+  int size_;
+  StoreKind store_kind_;
+  std::unique_ptr<S3rver> s3_;  // kS3 only
   std::unique_ptr<TestCluster> c_;
   std::unique_ptr<Writer> writer_;
   std::string tmpfs_;  // the mounted data dir of kFullDisk's node, "" if none

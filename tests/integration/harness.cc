@@ -240,13 +240,24 @@ bool TestCluster::Partition(int i) { return netns_ && Ip({"link", "set", Link(i)
 bool TestCluster::Heal(int i) { return netns_ && Ip({"link", "set", Link(i), "up"}); }
 
 bool TestCluster::CutLink(int i, int j, bool cut) {
-  if (!netns_) return false;
-  bool ok = true;
-  for (auto [from, to] : {std::pair<int, int>{i, j}, std::pair<int, int>{j, i}}) {
-    ok = Ip({"netns", "exec", Namespace(from), "ip", "route", cut ? "add" : "del", "blackhole",
-             absl::StrCat(Host(to), "/32")}) && ok;
+  const bool a = CutOneWay(i, j, cut);
+  return CutOneWay(j, i, cut) && a;
+}
+
+bool TestCluster::CutOneWay(int from, int to, bool cut) {
+  return netns_ && Ip({"netns", "exec", Namespace(from), "ip", "route", cut ? "add" : "del",
+                       "blackhole", absl::StrCat(Host(to), "/32")});
+}
+
+void TestCluster::ReplaceInConfigs(const std::string& from, const std::string& to) {
+  for (int i = 0; i < nodes_; ++i) {
+    std::string yaml;
+    {
+      std::ifstream in(ConfigPath(i));
+      yaml.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    std::ofstream(ConfigPath(i), std::ios::trunc) << absl::StrReplaceAll(yaml, {{from, to}});
   }
-  return ok;
 }
 
 std::string TestCluster::ConfigPath(int i) const { return absl::StrCat(root_, "/n", i + 1, ".yaml"); }

@@ -60,6 +60,12 @@ class TestCluster {
   // With netns: cuts only the link between nodes i and j (blackhole routes in both
   // namespaces); both still reach every other node. `cut` false heals it.
   bool CutLink(int i, int j, bool cut);
+  // With netns: drops only what node `from` sends to node `to` (a blackhole route in `from`'s
+  // namespace); `to`'s packets still reach `from`. `cut` false heals it.
+  bool CutOneWay(int from, int to, bool cut);
+  // Replaces `from` with `to` in every node's config (a value known only after the cluster's
+  // network exists, such as the address of a store in the test's namespace).
+  void ReplaceInConfigs(const std::string& from, const std::string& to);
   std::string DataDir(int i) const;
   std::string Host(int i) const;
   std::string ClientUrl(int i) const;

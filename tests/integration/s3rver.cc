@@ -32,22 +32,25 @@ namespace {
 constexpr int kFirstPort = 20000;
 constexpr int kPortCount = 10000;
 
-// Runs `op` (bind or connect) on a fresh TCP socket for 127.0.0.1:port; true if it succeeded.
+// Runs `op` (bind or connect) on a fresh TCP socket for host:port; true if it succeeded.
 template <typename Op>
-bool OnLoopbackPort(int port, Op op) {
+bool OnPort(const std::string& host, int port, Op op) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return false;
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (inet_pton(AF_INET, host.c_str(), &a.sin_addr) != 1) {
+    close(fd);
+    return false;
+  }
   const bool ok = op(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
   close(fd);
   return ok;
 }
 
-bool PortFree(int port) { return OnLoopbackPort(port, ::bind); }
-bool Accepts(int port) { return OnLoopbackPort(port, ::connect); }
+bool PortFree(const std::string& host, int port) { return OnPort(host, port, ::bind); }
+bool Accepts(const std::string& host, int port) { return OnPort(host, port, ::connect); }
 
 // Our environment plus NODE_OPTIONS=--openssl-legacy-provider: on Node 20 without it every
 // paginated ListObjectsV2 answers 500 (s3rver's continuation tokens use a legacy cipher).
@@ -105,7 +108,8 @@ std::string S3rver::Binary() {
   return fs::exists(bin) ? bin.string() : "";
 }
 
-absl::StatusOr<std::unique_ptr<S3rver>> S3rver::Start(const std::vector<std::string>& buckets) {
+absl::StatusOr<std::unique_ptr<S3rver>> S3rver::Start(const std::vector<std::string>& buckets,
+                                                      const std::string& host) {
   const std::string bin = Binary();
   if (bin.empty()) return absl::NotFoundError("s3rver is not installed");
   std::string tmpl = (fs::temp_directory_path() / "steward-s3rver-XXXXXX").string();
@@ -120,12 +124,12 @@ absl::StatusOr<std::unique_ptr<S3rver>> S3rver::Start(const std::vector<std::str
     int port = 0;
     for (int i = 0; i < 100 && port == 0; ++i) {
       const int candidate = kFirstPort + static_cast<int>(rng() % kPortCount);
-      if (PortFree(candidate)) port = candidate;
+      if (PortFree(host, candidate)) port = candidate;
     }
     if (port == 0) return absl::UnavailableError("no free port for s3rver");
 
     std::vector<std::string> argv = {
-        bin,      "--directory",        s->dir_ + "/data",    "--address", "127.0.0.1",
+        bin,      "--directory",        s->dir_ + "/data",    "--address", host,
         "--port", std::to_string(port), "--service-endpoint", "localhost"};
     for (const auto& b : buckets) {
       argv.push_back("--configure-bucket");
@@ -145,8 +149,9 @@ absl::StatusOr<std::unique_ptr<S3rver>> S3rver::Start(const std::vector<std::str
         exited = true;
         break;
       }
-      if (Accepts(port)) {
+      if (Accepts(host, port)) {
         s->argv_ = argv;
+        s->host_ = host;
         return s;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -185,7 +190,7 @@ S3rver::~S3rver() {
   }
 }
 
-std::string S3rver::Endpoint() const { return absl::StrCat("http://127.0.0.1:", port_); }
+std::string S3rver::Endpoint() const { return absl::StrCat("http://", host_, ":", port_); }
 
 std::string S3rver::VhostEndpoint() const { return absl::StrCat("http://s3.localhost:", port_); }
 
@@ -224,7 +229,7 @@ absl::Status S3rver::Restart() {
       pid_ = 0;
       return absl::InternalError(absl::StrCat("s3rver exited at restart:\n", LogTail()));
     }
-    if (Accepts(port_)) return absl::OkStatus();
+    if (Accepts(host_, port_)) return absl::OkStatus();
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   return absl::DeadlineExceededError("s3rver did not listen again within 30 s");

@@ -27,14 +27,21 @@ class S3rver {
   // Starts s3rver with `buckets` created, waits (bounded) until it accepts connections.
   // Virtual-hosted requests work through VhostEndpoint(): s3rver is told that its service domain
   // is "localhost", and libcurl resolves every *.localhost name to the loopback address.
-  static absl::StatusOr<std::unique_ptr<S3rver>> Start(const std::vector<std::string>& buckets);
+  // `host` is the IPv4 address it listens on (the fault suite's bridge address for nodes in
+  // network namespaces).
+  static absl::StatusOr<std::unique_ptr<S3rver>> Start(const std::vector<std::string>& buckets,
+                                                       const std::string& host = "127.0.0.1");
 
   ~S3rver();
   S3rver(const S3rver&) = delete;
   S3rver& operator=(const S3rver&) = delete;
 
   int port() const { return port_; }
-  // For path-style addressing: "http://127.0.0.1:<port>".
+  // The server's process (the fault suite pauses it: a store that hangs or crawls).
+  pid_t pid() const { return pid_; }
+  // Where its buckets live: a bucket is the directory <data_dir>/<bucket>.
+  std::string data_dir() const { return dir_ + "/data"; }
+  // For path-style addressing: "http://<host>:<port>".
   std::string Endpoint() const;
   // For virtual-hosted addressing: "http://s3.localhost:<port>" (bucket.s3.localhost).
   std::string VhostEndpoint() const;
@@ -50,6 +57,7 @@ class S3rver {
 
   pid_t pid_ = 0;
   int port_ = 0;
+  std::string host_ = "127.0.0.1";
   std::vector<std::string> argv_;  // how it was started, for Restart()
   std::string dir_;  // temp dir: data/ and s3rver.log
 };
