@@ -195,4 +195,9 @@ absl::StatusOr<Config> ParseConfig(const std::string& yaml_text, const std::stri
 // Reads and parses `path`.
 absl::StatusOr<Config> LoadConfig(const std::string& path);
 
+// The same for stewardctl on any machine, without root: every key is parsed and checked, but
+// not what only the agent's machine has (etcd binaries, a writable data dir or file store,
+// readable CA key and TLS files).
+absl::StatusOr<Config> LoadClientConfig(const std::string& path);
+
 }  // namespace steward

@@ -18,7 +18,7 @@ EtcdClient::Options ClientOptions(const Common& c) {
   std::string ca = c.cacert, cert = c.cert, key = c.key;
   std::optional<Config> config;
   if (!c.config_path.empty()) {
-    if (auto loaded = LoadConfig(c.config_path); loaded.ok()) config = std::move(*loaded);
+    if (auto loaded = LoadClientConfig(c.config_path); loaded.ok()) config = std::move(*loaded);
   }
   if (ca.empty() && config && config->tls.enabled()) {
     TlsPaths t = config->Tls();
@@ -59,7 +59,7 @@ int ResolveEndpoints(const Common& c, std::vector<std::string>* endpoints,
     std::cerr << "stewardctl: give --config FILE (any node's) or --endpoints URLS\n";
     return 2;
   }
-  auto config = LoadConfig(c.config_path);
+  auto config = LoadClientConfig(c.config_path);
   if (!config.ok()) {
     std::cerr << "stewardctl: config error: " << config.status().message() << "\n";
     return 2;
@@ -77,7 +77,7 @@ std::optional<Config> ConfigFor(const Common& c, const char* what, int* rc) {
     std::cerr << "stewardctl: " << what << " needs --config FILE (any node's)\n";
     return std::nullopt;
   }
-  auto config = LoadConfig(c.config_path);
+  auto config = LoadClientConfig(c.config_path);
   if (!config.ok()) {
     std::cerr << "stewardctl: config error: " << config.status().message() << "\n";
     return std::nullopt;
@@ -99,7 +99,7 @@ WithStore OpenFromConfig(const Common& c, const char* what) {
     w.rc = 2;
     return w;
   }
-  auto config = LoadConfig(c.config_path);
+  auto config = LoadClientConfig(c.config_path);
   if (!config.ok()) {
     std::cerr << "stewardctl: config error: " << config.status().message() << "\n";
     w.rc = 2;

@@ -50,7 +50,7 @@ int RunStatus(const Common& c) {
   ClusterView view = CollectStatus(client, o.timeout, nodes);
   nlohmann::json steward = nlohmann::json::object();
   if (!c.config_path.empty() && view.reachable) {
-    if (auto config = LoadConfig(c.config_path); config.ok()) {
+    if (auto config = LoadClientConfig(c.config_path); config.ok()) {
       steward = ReadStewardState(client, *config);
     }
   }
@@ -74,7 +74,7 @@ int RunConfigureCluster(const Common& c, int size, const std::string& version) {
     std::cerr << "stewardctl: configure-cluster needs --size N or --etcd-version V\n";
     return 2;
   }
-  auto config = LoadConfig(c.config_path);
+  auto config = LoadClientConfig(c.config_path);
   if (!config.ok()) {
     std::cerr << "stewardctl: config error: " << config.status().message() << "\n";
     return 2;

@@ -186,7 +186,7 @@ int RunDashboard(const DashboardOptions& o) {
       agents.push_back(*a);
     }
   } else if (!o.config_path.empty()) {
-    auto config = LoadConfig(o.config_path);
+    auto config = LoadClientConfig(o.config_path);
     if (!config.ok()) {
       std::cerr << "stewardctl: config error: " << config.status().message() << "\n";
       return 2;

@@ -254,6 +254,33 @@ TEST_F(ConfigTest, AnS3SecretInAFileOthersCanReadIsRefused) {
   EXPECT_TRUE(LoadConfig(path).ok());
 }
 
+// Issue 15: stewardctl reads a node's config on any machine, without root. What only the
+// agent's machine has (its etcd binary, data dir, CA key) is not checked; every key still is.
+TEST_F(ConfigTest, AClientConfigNeedsNotTheAgentsMachine) {
+  const std::string path = (dir_ / "node.yaml").string();
+  std::string text = Yaml();
+  text = absl::StrReplaceAll(text, {{"binary: /bin/true", "binary: /nonexistent/etcd"},
+                                    {"data_dir: " + (dir_ / "n1").string(),
+                                     "data_dir: /proc/nonexistent/n1"},
+                                    {"mode: off", "mode: issued\n  ca_cert: /nonexistent/ca.crt\n"
+                                                  "  ca_key: /nonexistent/ca.key"}});
+  std::ofstream(path) << text;
+  auto agent = LoadConfig(path);
+  ASSERT_FALSE(agent.ok());
+  EXPECT_NE(agent.status().message().find("etcd.binary"), std::string::npos) << agent.status();
+  auto client = LoadClientConfig(path);
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_EQ(client->cluster.name, "demo");
+  EXPECT_EQ(client->ClientUrl(client->cluster.nodes[1]), "https://127.0.0.12:2379");
+  // The host checks are back for the next agent parse on this thread.
+  EXPECT_FALSE(LoadConfig(path).ok());
+  // A bad key is still named.
+  std::ofstream(path) << absl::StrReplaceAll(text, {{"size: 3", "size: three"}});
+  auto bad = LoadClientConfig(path);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("cluster.size"), std::string::npos) << bad.status();
+}
+
 TEST_F(ConfigTest, ExtraSansAreCheckedAndNamed) {
   ExpectError("mode: off", "mode: off\n  extra_sans: [etcd.example.com]",
               {"tls.extra_sans", "only used with tls.mode: issued"});
