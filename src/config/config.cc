@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -751,6 +752,33 @@ absl::StatusOr<Config> ParseConfig(const std::string& yaml_text, const std::stri
     return absl::InvalidArgumentError(
         absl::StrCat(source, ": line ", e.mark.line + 1, ": invalid YAML: ", e.msg));
   }
+}
+
+absl::StatusOr<BackupConfig> BackupStoreFromUrl(const std::string& url) {
+  YAML::Node b;
+  b["store"] = url;
+  // The AWS SDKs' variables for an S3-compatible endpoint (MinIO, Ceph), which wants
+  // path-style addressing.
+  const std::string endpoint = EnvOr("AWS_ENDPOINT_URL_S3", EnvOr("AWS_ENDPOINT_URL", ""));
+  if (!endpoint.empty()) {
+    b["s3"]["endpoint"] = endpoint;
+    b["s3"]["path_style"] = "true";
+  }
+  Config c;
+  t_host_checks = false;
+  try {
+    ParseBackup(b, &c);
+  } catch (const ConfigError& e) {
+    t_host_checks = true;
+    std::string problem = absl::StrCat(e.key, ": ", e.problem);
+    for (const char* key : {"backup.s3.access_key_id/secret_access_key or ", "backup.store: "}) {
+      if (size_t at = problem.find(key); at != std::string::npos) problem.erase(at, strlen(key));
+    }
+    return absl::InvalidArgumentError(absl::StrCat("--backup-store: ", problem));
+  }
+  t_host_checks = true;
+  if (c.backup.store.empty()) return absl::InvalidArgumentError("--backup-store: is empty");
+  return c.backup;
 }
 
 absl::StatusOr<Config> LoadClientConfig(const std::string& path) {

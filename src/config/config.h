@@ -200,4 +200,10 @@ absl::StatusOr<Config> LoadConfig(const std::string& path);
 // readable CA key and TLS files).
 absl::StatusOr<Config> LoadClientConfig(const std::string& path);
 
+// A backup store named by URL alone (stewardctl --backup-store, on a machine without a node's
+// config): file:///dir, or s3://bucket/prefix with the credentials, region and endpoint from
+// AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION/AWS_DEFAULT_REGION and
+// AWS_ENDPOINT_URL_S3/AWS_ENDPOINT_URL (path-style when an endpoint is given).
+absl::StatusOr<BackupConfig> BackupStoreFromUrl(const std::string& url);
+
 }  // namespace steward

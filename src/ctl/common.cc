@@ -92,18 +92,36 @@ int64_t UnixNow() {
       .count();
 }
 
-WithStore OpenFromConfig(const Common& c, const char* what) {
+WithStore OpenFromConfig(const Common& c, const char* what, bool store_only) {
   WithStore w;
-  if (c.config_path.empty()) {
-    std::cerr << "stewardctl: " << what << " needs --config FILE (any node's)\n";
+  if (c.config_path.empty() && !(store_only && !c.backup_store.empty())) {
+    std::cerr << "stewardctl: " << what << " needs --config FILE (any node's)"
+              << (store_only ? ", or --backup-store URL and --cluster NAME" : "") << "\n";
     w.rc = 2;
     return w;
   }
-  auto config = LoadClientConfig(c.config_path);
+  absl::StatusOr<Config> config = Config{};
+  if (!c.config_path.empty()) config = LoadClientConfig(c.config_path);
   if (!config.ok()) {
     std::cerr << "stewardctl: config error: " << config.status().message() << "\n";
     w.rc = 2;
     return w;
+  }
+  if (store_only && !c.backup_store.empty()) {
+    auto bc = BackupStoreFromUrl(c.backup_store);
+    if (!bc.ok()) {
+      std::cerr << "stewardctl: " << bc.status().message() << "\n";
+      w.rc = 2;
+      return w;
+    }
+    config->backup = *bc;
+    if (!c.cluster.empty()) config->cluster.name = c.cluster;
+    if (config->cluster.name.empty()) {
+      std::cerr << "stewardctl: " << what << " --backup-store needs --cluster NAME (the "
+                << "cluster.name whose backups these are)\n";
+      w.rc = 2;
+      return w;
+    }
   }
   if (config->backup.store.empty()) {
     std::cerr << "stewardctl: " << what << ": backup.store is not set in " << c.config_path << "\n";
@@ -139,6 +157,10 @@ void AddCommonFlags(CLI::App* sub, Common* common, bool output) {
   sub->add_option("--cacert", common->cacert, "CA certificate that signed the servers' (TLS)");
   sub->add_option("--cert", common->cert, "client certificate (TLS)");
   sub->add_option("--key", common->key, "client key (TLS)");
+  sub->add_option("--backup-store", common->backup_store,
+                  "a backup store's URL (file:///dir or s3://bucket/prefix; AWS_* credentials) "
+                  "for the store-only commands, instead of --config");
+  sub->add_option("--cluster", common->cluster, "the cluster's name, with --backup-store");
   if (output) {
     sub->add_option("-o,-w,--output,--write-out", common->output, "table, json or simple")
         ->check(CLI::IsMember({"table", "json", "simple"}));

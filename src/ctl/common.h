@@ -24,6 +24,10 @@ struct Common {
   std::string cacert, cert, key;  // etcdctl's names
   std::string output = "table";
   int timeout_ms = 3000;
+  // The store-only commands (list-backups, backup export) without a node's config: the
+  // store's URL and the cluster's name (credentials from AWS_* variables).
+  std::string backup_store;
+  std::string cluster;
 };
 
 // A parsed subcommand runs `run`; it returns the exit status (0 ok, 1 failed, 2 usage).
@@ -58,7 +62,9 @@ struct WithStore {
   int rc = 0;
 };
 
-// The config and its backup store, or rc != 0 with the message printed.
-WithStore OpenFromConfig(const Common& c, const char* what);
+// The config and its backup store, or rc != 0 with the message printed. With `store_only`
+// (commands that talk to the store alone), --backup-store URL and --cluster NAME do without a
+// config: *config then holds only the cluster's name and the store.
+WithStore OpenFromConfig(const Common& c, const char* what, bool store_only = false);
 
 }  // namespace steward

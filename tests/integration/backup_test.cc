@@ -33,6 +33,18 @@ TEST(BackupTest, TotalLossIsRestoredFromTheNewestBackup) {
   EXPECT_EQ(list.exit_code, 0) << list.output;
   EXPECT_NE(list.output.find(name), std::string::npos) << list.output;
   EXPECT_NE(list.output.find("3.4.23"), std::string::npos) << list.output;
+  // The store alone, without any node's config (issue 15): the URL and the cluster's name.
+  RunResult by_url = c.Ctl({"list-backups", "--backup-store",
+                            absl::StrCat("file://", c.Root(), "/backups"), "--cluster",
+                            absl::StrCat("it", kTotalLoss), "-o", "json"},
+                           /*with_config=*/false);
+  EXPECT_EQ(by_url.exit_code, 0) << by_url.output;
+  EXPECT_NE(by_url.output.find(name), std::string::npos) << by_url.output;
+  RunResult no_cluster = c.Ctl({"list-backups", "--backup-store",
+                                absl::StrCat("file://", c.Root(), "/backups")},
+                               /*with_config=*/false);
+  EXPECT_EQ(no_cluster.exit_code, 2) << no_cluster.output;
+  EXPECT_NE(no_cluster.output.find("--cluster"), std::string::npos) << no_cluster.output;
 
   LoseEverything(c, 3);
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
