@@ -8,11 +8,11 @@ _stewardctl() {
     cword=$COMP_CWORD
   }
   local commands="status configure-cluster get history backup list-backups restore-backup
-    retire-unmanaged dashboard pki"
+    retire-unmanaged dashboard pki snapshot"
   local common="--config --endpoints --timeout-ms --cacert --cert --key -o -w --output
     --write-out --help"
   case "$prev" in
-    --config|--dir|--cacert|--cert|--key)
+    --config|--dir|--cacert|--cert|--key|--from-file)
       COMPREPLY=($(compgen -f -- "$cur"))
       return ;;
     -o|-w|--output|--write-out)
@@ -35,7 +35,20 @@ _stewardctl() {
     retire-unmanaged) COMPREPLY=($(compgen -W "$common --yes --force" -- "$cur")) ;;
     dashboard) COMPREPLY=($(compgen -W "--listen --config --agents --cacert --cert --key --help" -- "$cur")) ;;
     configure-cluster) COMPREPLY=($(compgen -W "$common --size" -- "$cur")) ;;
-    restore-backup) COMPREPLY=($(compgen -W "$common --yes --force --wait" -- "$cur")) ;;
+    restore-backup)
+      COMPREPLY=($(compgen -W "$common --yes --force --wait --from-file --skip-hash-check" -- "$cur")) ;;
+    snapshot)
+      if [ -z "$sub" ]; then
+        COMPREPLY=($(compgen -W "save status" -- "$cur"))
+      else
+        COMPREPLY=($(compgen -f -W "$common" -- "$cur"))
+      fi ;;
+    backup)
+      if [ -z "$sub" ]; then
+        COMPREPLY=($(compgen -W "export $common" -- "$cur"))
+      else
+        COMPREPLY=($(compgen -f -W "$common --force" -- "$cur"))
+      fi ;;
     pki)
       if [ -z "$sub" ]; then
         COMPREPLY=($(compgen -W "init issue" -- "$cur"))

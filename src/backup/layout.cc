@@ -89,7 +89,7 @@ bool BackupTimeInFuture(const BackupMeta& m, int64_t now, int64_t tolerance_s) {
 
 nlohmann::json MetaToJson(const BackupMeta& m) {
   // IDs as hex strings: uint64 values do not survive JSON tools that use doubles.
-  return {{"format", 1},
+  nlohmann::json j = {{"format", 1},
           {"name", m.name},
           {"cluster", m.cluster},
           {"etcd_version", m.etcd_version},
@@ -105,6 +105,8 @@ nlohmann::json MetaToJson(const BackupMeta& m) {
           {"node", m.node},
           {"unix_time", m.unix_time},
           {"generation", m.generation}};
+  if (!m.imported_from.empty()) j["imported_from"] = m.imported_from;
+  return j;
 }
 
 absl::StatusOr<BackupMeta> MetaFromJson(const std::string& text) {
@@ -128,6 +130,7 @@ absl::StatusOr<BackupMeta> MetaFromJson(const std::string& text) {
     m.node = j.value("node", "");
     m.unix_time = j.at("unix_time").get<int64_t>();
     m.generation = j.value("generation", int64_t{0});
+    m.imported_from = j.value("imported_from", "");
     if (m.sha256.size() != 64) return absl::DataLossError("meta.json: sha256 is malformed");
     return m;
   } catch (const nlohmann::json::exception& e) {

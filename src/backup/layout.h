@@ -34,6 +34,10 @@ struct BackupMeta {
   // ordered by (generation, revision): a restore to an older backup starts a new generation,
   // so the abandoned history's higher revisions never win over the restored cluster's.
   int64_t generation = 0;
+  // Set when the snapshot came from a file (stewardctl restore-backup --from-file): the file's
+  // path. An automatic restore never picks such a backup: it restores only what the cluster
+  // backed up itself.
+  std::string imported_from;
 };
 
 // Newest first: higher generation, then higher revision, then name. Never the clock: a backup

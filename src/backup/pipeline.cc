@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <optional>
+#include <thread>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
@@ -145,10 +147,85 @@ absl::StatusOr<BackupSource> PickBackupSource(EtcdApi& etcd) {
   return absl::UnavailableError("no healthy member to back up");
 }
 
+absl::StatusOr<BackupSource> PickUpToDateSource(EtcdApi& etcd, std::chrono::milliseconds bound) {
+  auto members = etcd.MemberList();
+  if (!members.ok()) return Annotate(members.status(), "choosing a member to snapshot");
+  // The leader's committed index now: a member that has applied it holds every write
+  // acknowledged before this call.
+  uint64_t target = 0;
+  for (const auto& m : *members) {
+    if (m.is_learner || m.client_urls.empty()) continue;
+    auto st = etcd.Status(m.client_urls.front(), std::chrono::milliseconds(3000));
+    if (st.ok() && st->leader != 0 && st->leader == st->member_id) target = st->raft_index;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  while (true) {
+    std::optional<BackupSource> best, leader;
+    uint64_t best_applied = 0;
+    for (const auto& m : *members) {
+      if (m.is_learner || m.client_urls.empty()) continue;
+      auto st = etcd.Status(m.client_urls.front(), std::chrono::milliseconds(3000));
+      if (!st.ok() || !FailureErrors(*st).empty() || st->leader == 0) continue;
+      BackupSource src{m.client_urls.front(), m.name};
+      const uint64_t applied = st->raft_applied_index;
+      if (st->leader == st->member_id) {
+        if (applied >= target) leader = src;
+      } else if (applied >= target) {
+        return src;  // a caught-up follower: the leader is busiest
+      }
+      if (!best || applied > best_applied) {
+        best = src;
+        best_applied = applied;
+      }
+    }
+    if (leader) return *leader;
+    if (!best) return absl::UnavailableError("no healthy member to snapshot");
+    if (std::chrono::steady_clock::now() >= deadline) return *best;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+absl::StatusOr<BackupMeta> StoreSnapshotStream(BackupStore& store, BackupMeta meta,
+                                               const SnapshotProducer& produce) {
+  auto writer = store.Create(SnapshotKey(meta.cluster, meta.name));
+  if (!writer.ok()) return Annotate(writer.status(), "backup: creating the snapshot object");
+  Sha256 stored_hash;
+  TrailingHashCheck etcd_hash;  // also gives the whole stream's sha256
+  Compressor zstd;
+  uint64_t compressed = 0;
+  auto emit = [&](std::string_view c) -> absl::Status {
+    stored_hash.Update(c);
+    compressed += c.size();
+    return (*writer)->Write(c);
+  };
+  auto received = produce([&](std::string_view chunk) -> absl::Status {
+    etcd_hash.Update(chunk);
+    return zstd.Feed(chunk, false, emit);
+  });
+  if (!received.ok()) return Annotate(received.status(), "backup: snapshot stream");
+  if (!etcd_hash.Matches()) {
+    return absl::DataLossError("backup: the snapshot stream's trailing sha256 does not match");
+  }
+  if (absl::Status s = zstd.Feed({}, true, emit); !s.ok()) return s;
+  if (absl::Status s = (*writer)->Commit(); !s.ok()) {
+    return Annotate(s, "backup: storing the snapshot");
+  }
+  meta.db_size = *received;
+  meta.compressed_size = compressed;
+  meta.sha256 = Hex(stored_hash.Raw());
+  meta.db_sha256 = Hex(etcd_hash.Whole());
+  if (absl::Status s = store.Put(MetaKey(meta.cluster, meta.name), MetaToJson(meta).dump(2));
+      !s.ok()) {
+    return Annotate(s, "backup: writing meta.json");
+  }
+  return meta;
+}
+
 absl::StatusOr<BackupMeta> TakeBackup(EtcdApi& etcd, const BackupSource& source,
                                       BackupStore& store, const std::string& cluster,
                                       const std::string& taken_by,
-                                      std::chrono::milliseconds timeout) {
+                                      std::chrono::milliseconds timeout,
+                                      const std::function<void(uint64_t)>& progress) {
   auto st = etcd.Status(source.endpoint, std::chrono::milliseconds(2000));
   if (!st.ok()) return Annotate(st.status(), "backup");
   const auto now = std::chrono::system_clock::now();
@@ -170,41 +247,17 @@ absl::StatusOr<BackupMeta> TakeBackup(EtcdApi& etcd, const BackupSource& source,
                                             " holds \"", **generation, "\", not a number"));
   }
   meta.name = BackupName(now, meta.revision);
-
-  auto writer = store.Create(SnapshotKey(cluster, meta.name));
-  if (!writer.ok()) return Annotate(writer.status(), "backup: creating the snapshot object");
-  Sha256 stored_hash;
-  TrailingHashCheck etcd_hash;  // also gives the whole stream's sha256
-  Compressor zstd;
-  uint64_t compressed = 0;
-  auto emit = [&](std::string_view c) -> absl::Status {
-    stored_hash.Update(c);
-    compressed += c.size();
-    return (*writer)->Write(c);
-  };
-  auto received = etcd.Snapshot(
-      source.endpoint,
-      [&](std::string_view chunk) -> absl::Status {
-        etcd_hash.Update(chunk);
-        return zstd.Feed(chunk, false, emit);
-      },
-      timeout);
-  if (!received.ok()) return Annotate(received.status(), "backup: snapshot stream");
-  if (!etcd_hash.Matches()) {
-    return absl::DataLossError("backup: the snapshot stream's trailing sha256 does not match");
-  }
-  if (absl::Status s = zstd.Feed({}, true, emit); !s.ok()) return s;
-  if (absl::Status s = (*writer)->Commit(); !s.ok()) {
-    return Annotate(s, "backup: storing the snapshot");
-  }
-  meta.db_size = *received;
-  meta.compressed_size = compressed;
-  meta.sha256 = Hex(stored_hash.Raw());
-  meta.db_sha256 = Hex(etcd_hash.Whole());
-  if (absl::Status s = store.Put(MetaKey(cluster, meta.name), MetaToJson(meta).dump(2)); !s.ok()) {
-    return Annotate(s, "backup: writing meta.json");
-  }
-  return meta;
+  return StoreSnapshotStream(store, std::move(meta), [&](const auto& sink) {
+    uint64_t seen = 0;
+    return etcd.Snapshot(
+        source.endpoint,
+        [&](std::string_view chunk) -> absl::Status {
+          seen += chunk.size();
+          if (progress) progress(seen);
+          return sink(chunk);
+        },
+        timeout);
+  });
 }
 
 absl::StatusOr<std::vector<ListedBackup>> ListBackups(BackupStore& store,
@@ -274,6 +327,7 @@ absl::Status VerifyBackup(BackupStore& store, const std::string& cluster, const 
     }
     if (hash_stored) stored_hash.Update(c);
     stored += c.size();
+    if (opts.progress) opts.progress(stored);
     if (!decompress) return absl::OkStatus();
     ZSTD_inBuffer ib{c.data(), c.size(), 0};
     while (ib.pos < ib.size) {

@@ -6,7 +6,9 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -27,10 +29,28 @@ absl::StatusOr<BackupSource> PickBackupSource(EtcdApi& etcd);
 // Takes a backup of `source` into `store` under `cluster`. meta.json is written last, after the
 // snapshot object is committed, so a crash leaves no listed backup. `taken_by` names the agent
 // or tool. Checks the 32-byte sha256 etcd appends to the stream.
+// `progress`, if set, gets the bytes streamed so far.
 absl::StatusOr<BackupMeta> TakeBackup(EtcdApi& etcd, const BackupSource& source,
                                       BackupStore& store, const std::string& cluster,
                                       const std::string& taken_by,
-                                      std::chrono::milliseconds timeout);
+                                      std::chrono::milliseconds timeout,
+                                      const std::function<void(uint64_t)>& progress = {});
+
+// A healthy voting member that has applied everything the etcd leader had committed when this
+// was called (so every write acknowledged before it is in its snapshot), a follower when one is
+// (PickBackupSource's preference). Waits up to `bound` for one to catch up, then settles for
+// the one that has applied the most.
+absl::StatusOr<BackupSource> PickUpToDateSource(EtcdApi& etcd, std::chrono::milliseconds bound);
+
+// What TakeBackup does once it has a stream: `produce` hands every chunk of a snapshot (etcd's
+// trailing sha256 included) to its sink in order and returns the byte count; the chunks are
+// compressed and checksummed into the snapshot object of `meta` (its name, cluster and
+// descriptive fields set by the caller), which is committed, and meta.json written, only when
+// the trailer matches. Returns `meta` with the sizes and hashes filled in.
+using SnapshotProducer =
+    std::function<absl::StatusOr<uint64_t>(const std::function<absl::Status(std::string_view)>&)>;
+absl::StatusOr<BackupMeta> StoreSnapshotStream(BackupStore& store, BackupMeta meta,
+                                               const SnapshotProducer& produce);
 
 struct ListedBackup {
   std::string name;
@@ -56,6 +76,8 @@ struct VerifyOptions {
   // renamed only when every check passed. Not fsynced: it is a staging copy. Its decompressed
   // size is checked against meta.json.
   std::string out_path;
+  // If set, gets the stored (compressed) bytes read so far.
+  std::function<void(uint64_t)> progress;
 };
 
 // Streams the backup and checks it as `opts` says. DataLoss names the check that failed.

@@ -16,11 +16,12 @@ using WallClock = std::chrono::system_clock;
 
 
 absl::StatusOr<BackupMeta> BackupAndPrune(const Config& config, BackupStore& store,
-                                          EtcdApi& etcd, const std::string& taken_by) {
+                                          EtcdApi& etcd, const std::string& taken_by,
+                                          const std::function<void(uint64_t)>& progress) {
   auto source = PickBackupSource(etcd);
   if (!source.ok()) return source.status();
   auto meta = TakeBackup(etcd, *source, store, config.cluster.name, taken_by,
-                         std::chrono::minutes(30));
+                         std::chrono::minutes(30), progress);
   if (!meta.ok()) return meta.status();
   auto listed = ListBackups(store, config.cluster.name);
   if (listed.ok()) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -24,7 +25,8 @@ namespace steward {
 
 // Takes one backup now from a healthy member and applies retention. For stewardctl too.
 absl::StatusOr<BackupMeta> BackupAndPrune(const Config& config, BackupStore& store,
-                                          EtcdApi& etcd, const std::string& taken_by);
+                                          EtcdApi& etcd, const std::string& taken_by,
+                                          const std::function<void(uint64_t)>& progress = {});
 
 class BackupScheduler {
  public:

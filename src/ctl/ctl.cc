@@ -24,6 +24,8 @@
 #include "ctl/dashboard.h"
 #include "ctl/pki_cmd.h"
 #include "ctl/retire.h"
+#include "ctl/progress.h"
+#include "ctl/snapshot_cmd.h"
 #include "reconcile/plan.h"
 #include "ctl/status.h"
 #include "peer/client.h"
@@ -150,7 +152,9 @@ int RunBackup(const Common& c) {
   if (w.rc != 0) return w.rc;
   EtcdClient::Options o = ClientOptions(c);
   EtcdClient client(w.config->ClusterClientUrls(), o);
-  auto meta = BackupAndPrune(*w.config, *w.store, client, "stewardctl");
+  Progress progress = Progress::ToStderr("backup", 0);
+  auto meta = BackupAndPrune(*w.config, *w.store, client, "stewardctl", progress.Callback());
+  progress.Done(meta.ok());
   if (!meta.ok()) {
     std::cerr << "stewardctl: backup failed: " << meta.status().message() << "\n";
     return 1;
@@ -174,7 +178,7 @@ int RunBackup(const Common& c) {
 
 
 int RunListBackups(const Common& c) {
-  WithStore w = OpenFromConfig(c, "list-backups", /*store_only=*/true);
+  WithStore w = OpenFromConfig(c, "list-backups");
   if (w.rc != 0) return w.rc;
   auto listed = ListBackups(*w.store, w.config->cluster.name);
   if (!listed.ok()) {
@@ -210,6 +214,9 @@ int RunListBackups(const Common& c) {
         note = absl::StrCat("TIME IN FUTURE (+", m.unix_time - now, "s)");
         ++future;
       }
+      if (!m.imported_from.empty()) {
+        note += absl::StrCat(note.empty() ? "" : "; ", "imported from ", m.imported_from);
+      }
       rows.push_back({m.name, UtcTime(m.unix_time), std::to_string(m.generation),
                       std::to_string(m.revision), HumanBytes(static_cast<int64_t>(m.db_size)),
                       HumanBytes(static_cast<int64_t>(m.compressed_size)), m.etcd_version,
@@ -239,6 +246,9 @@ int RunListBackups(const Common& c) {
   return 0;
 }
 
+}  // namespace
+
+// Declared in ctl/snapshot_cmd.h: restore-backup --from-file ends here, with the imported name.
 int RunRestoreBackup(const Common& c, const std::string& name, bool yes, bool force,
                      int wait_seconds) {
   WithStore w = OpenFromConfig(c, "restore-backup");
@@ -282,8 +292,12 @@ int RunRestoreBackup(const Common& c, const std::string& name, bool yes, bool fo
       return 1;
     }
   }
-  std::cerr << "verifying backup " << name << "...\n";
-  if (absl::Status s = VerifyBackup(*w.store, config.cluster.name, *meta); !s.ok()) {
+  Progress verifying = Progress::ToStderr("verifying backup " + name, meta->compressed_size);
+  VerifyOptions verify;
+  verify.progress = verifying.Callback();
+  absl::Status verified = VerifyBackup(*w.store, config.cluster.name, *meta, verify);
+  verifying.Done(verified.ok());
+  if (absl::Status s = verified; !s.ok()) {
     std::cerr << "stewardctl: refusing to restore: " << s.message() << "\n";
     return 1;
   }
@@ -307,8 +321,10 @@ int RunRestoreBackup(const Common& c, const std::string& name, bool yes, bool fo
   // No retention here: it must not prune the very backup being restored.
   absl::StatusOr<BackupMeta> fresh = absl::UnavailableError("no healthy member");
   if (auto source = PickBackupSource(client); source.ok()) {
+    Progress progress = Progress::ToStderr("safety backup of " + source->member, 0);
     fresh = TakeBackup(client, *source, *w.store, config.cluster.name, "stewardctl",
-                       std::chrono::minutes(30));
+                       std::chrono::minutes(30), progress.Callback());
+    progress.Done(fresh.ok());
   } else {
     fresh = source.status();
   }
@@ -366,6 +382,8 @@ int RunRestoreBackup(const Common& c, const std::string& name, bool yes, bool fo
             << "s; see `stewardctl status` and the agents' logs\n";
   return 1;
 }
+
+namespace {
 
 // The stored spec's size (configure-cluster), else `fallback`; a malformed spec counts as none.
 int DesiredSize(const nlohmann::json& steward, int fallback) {
@@ -597,10 +615,6 @@ int CtlMain(int argc, char** argv) {
       ->envname("ETCDCTL_CACERT");
   app.add_option("--cert", common.cert, "client certificate (TLS)")->envname("ETCDCTL_CERT");
   app.add_option("--key", common.key, "client key (TLS)")->envname("ETCDCTL_KEY");
-  app.add_option("--backup-store", common.backup_store,
-                 "a backup store's URL for list-backups and backup export without --config "
-                 "(file:///dir or s3://bucket/prefix; credentials from AWS_*)");
-  app.add_option("--cluster", common.cluster, "the cluster's name, with --backup-store");
   app.add_option("-o,-w,--output,--write-out", common.output, "table, json or simple (table)")
       ->check(outputs);
   auto add_common = [&common](CLI::App* sub) { AddCommonFlags(sub, &common, false); };
@@ -657,6 +671,7 @@ int CtlMain(int argc, char** argv) {
   add_common(retire);
   retire->add_flag("--yes", yes, "do not ask for confirmation");
   retire->add_flag("--force", force, "go on when the backup before the first removal fails");
+  AddSnapshotCommands(app, &common, &commands);  // after backup and restore-backup: it extends them
   DashboardOptions dashboard_options;
   CLI::App* dashboard = AddDashboardCommand(app, &dashboard_options);
   std::string pki_dir;
@@ -692,6 +707,10 @@ int CtlMain(int argc, char** argv) {
                           std::pair{&common.key, &dashboard_options.key}}) {
     if (to->empty()) *to = *from;
   }
+  // First: a command in a file of its own may sit under a built-in one (backup export).
+  for (const Command& c : commands) {
+    if (c.app->parsed()) return c.run();
+  }
   if (pki_init->parsed()) return RunPkiInit(pki_dir);
   if (pki_issue->parsed()) return RunPkiIssueClient(pki_dir, client_name, std::cout, std::cerr);
   if (status->parsed()) return RunStatus(common);
@@ -703,9 +722,6 @@ int CtlMain(int argc, char** argv) {
   if (restore->parsed()) return RunRestoreBackup(common, restore_name, yes, force, wait_seconds);
   if (retire->parsed()) return RunRetireUnmanaged(common, yes, force);
   if (dashboard->parsed()) return RunDashboard(dashboard_options);
-  for (const Command& c : commands) {
-    if (c.app->parsed()) return c.run();
-  }
   return 2;
 }
 

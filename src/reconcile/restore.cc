@@ -182,6 +182,7 @@ std::optional<std::string> RestoreCoordinator::NewestValidBackup() {
       spdlog::warn("restore: skipping backup {}: {}", b.name, b.error);
       continue;
     }
+    if (!b.meta->imported_from.empty()) continue;  // an operator's file, for their command only
     // The stored bytes against meta.json; every node checks them again as it fetches them,
     // before it touches its data.
     VerifyOptions opts;

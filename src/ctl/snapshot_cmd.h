@@ -1,0 +1,22 @@
+// stewardctl's plain snapshot files (issue 15, part 5):
+//   snapshot save FILE          the live cluster as etcdctl snapshot save writes it
+//   snapshot status FILE        what a snapshot file holds, checked without etcd
+//   backup export NAME FILE     a stored backup as a plain .db file (etcdctl snapshot restore)
+//   restore-backup --from-file FILE   the whole cluster from a snapshot file, through the store
+// Each writes FILE.part and renames it only once verified; progress goes to stderr.
+#pragma once
+
+#include "CLI/CLI.hpp"
+#include "ctl/common.h"
+
+namespace steward {
+
+// Registers the commands above. Needs CtlMain's `backup` and `restore-backup` subcommands to
+// exist already (it adds `export` under the first, --from-file to the second).
+void AddSnapshotCommands(CLI::App& app, Common* common, Commands* commands);
+
+// The named restore (ctl.cc): verify, safety backup, intent, wait.
+int RunRestoreBackup(const Common& c, const std::string& name, bool yes, bool force,
+                     int wait_seconds);
+
+}  // namespace steward
