@@ -25,6 +25,7 @@
 #include "ctl/pki_cmd.h"
 #include "ctl/retire.h"
 #include "ctl/progress.h"
+#include "ctl/recover_cmd.h"
 #include "ctl/snapshot_cmd.h"
 #include "reconcile/plan.h"
 #include "ctl/status.h"
@@ -672,6 +673,7 @@ int CtlMain(int argc, char** argv) {
   retire->add_flag("--yes", yes, "do not ask for confirmation");
   retire->add_flag("--force", force, "go on when the backup before the first removal fails");
   AddSnapshotCommands(app, &common, &commands);  // after backup and restore-backup: it extends them
+  AddRecoverCommands(app, &common, &commands);
   DashboardOptions dashboard_options;
   CLI::App* dashboard = AddDashboardCommand(app, &dashboard_options);
   std::string pki_dir;

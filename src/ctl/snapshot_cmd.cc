@@ -240,6 +240,8 @@ int RunBackupExport(const Common& c, const std::string& name, const std::string&
   return 0;
 }
 
+}  // namespace
+
 // `stewardctl restore-backup --from-file FILE`: verify, import as a backup, restore by name.
 int RunRestoreFromFile(const Common& c, const std::string& file, bool skip_hash_check, bool yes,
                        bool force, int wait_seconds) {
@@ -310,8 +312,6 @@ int RunRestoreFromFile(const Common& c, const std::string& file, bool skip_hash_
             << meta->revision << ")\n";
   return RunRestoreBackup(c, meta->name, /*yes=*/true, force, wait_seconds);
 }
-
-}  // namespace
 
 void AddSnapshotCommands(CLI::App& app, Common* common, Commands* commands) {
   auto args = std::make_shared<SnapshotArgs>();

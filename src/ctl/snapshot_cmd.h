@@ -15,6 +15,11 @@ namespace steward {
 // exist already (it adds `export` under the first, --from-file to the second).
 void AddSnapshotCommands(CLI::App& app, Common* common, Commands* commands);
 
+// restore-backup --from-file: the file verified, imported into the store, restored by name
+// (recover-quorum ends here too).
+int RunRestoreFromFile(const Common& c, const std::string& file, bool skip_hash_check, bool yes,
+                       bool force, int wait_seconds);
+
 // The named restore (ctl.cc): verify, safety backup, intent, wait.
 int RunRestoreBackup(const Common& c, const std::string& name, bool yes, bool force,
                      int wait_seconds);
