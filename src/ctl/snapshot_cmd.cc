@@ -206,7 +206,7 @@ int RunBackupExport(const Common& c, const std::string& name, const std::string&
   // VerifyBackup writes <out>.part and renames it to <out> only when every check passed; the
   // verified copy is then published under FILE without replacing one that appeared meanwhile.
   const std::string staged = file + ".part";
-  Progress progress = Progress::ToStderr("export of " + name, meta->compressed_size);
+  Progress progress = Progress::ToStderr("reading backup " + name, meta->compressed_size);
   VerifyOptions opts;
   opts.out_path = staged;
   opts.progress = progress.Callback();

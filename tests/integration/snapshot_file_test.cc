@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -59,6 +60,7 @@ TEST(SnapshotFileTest, SaveIsEtcdctlsFormatAndExportRestoresWithEtcdctl) {
   const std::string file = c.Root() + "/saved.db";
   RunResult saved = c.Ctl({"snapshot", "save", file});
   ASSERT_EQ(saved.exit_code, 0) << saved.output << c.Logs();
+  std::cerr << "snapshot save said:\n" << saved.output;
   EXPECT_NE(saved.output.find("saved snapshot of member n"), std::string::npos) << saved.output;
   EXPECT_NE(saved.output.find("sha256 trailer verified"), std::string::npos) << saved.output;
   EXPECT_NE(saved.output.find("snapshot of n"), std::string::npos)
@@ -116,6 +118,7 @@ TEST(SnapshotFileTest, SaveIsEtcdctlsFormatAndExportRestoresWithEtcdctl) {
   const std::string out = c.Root() + "/export.db";
   RunResult exported = c.Ctl({"backup", "export", name, out});
   ASSERT_EQ(exported.exit_code, 0) << exported.output;
+  std::cerr << "backup export said:\n" << exported.output;
   EXPECT_NE(exported.output.find("exported backup " + name), std::string::npos)
       << exported.output;
   EXPECT_FALSE(fs::exists(out + ".part"));
@@ -203,6 +206,7 @@ TEST(SnapshotFileTest, RestoreFromAnEtcdctlSnapshotBringsItsKeysBack) {
   RunResult r = c.Ctl({"restore-backup", "--from-file", file, "--yes", "--wait", "120"}, true,
                       150s);
   ASSERT_EQ(r.exit_code, 0) << r.output << c.Logs();
+  std::cerr << "restore-backup --from-file said:\n" << r.output;  // the runbook quotes it
   EXPECT_NE(r.output.find("imported " + file + " as backup "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("took a fresh backup first"), std::string::npos) << r.output;
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
