@@ -183,7 +183,8 @@ int RunSnapshotStatus(const Common& c, const std::string& file) {
 // `stewardctl backup export NAME FILE`: the stored backup, decompressed and verified.
 int RunBackupExport(const Common& c, const std::string& name, const std::string& file,
                     bool force) {
-  WithStore w = OpenFromConfig(c, "backup export");
+  // The store alone will do (--backup-store URL --cluster NAME): no node config needed.
+  WithStore w = OpenFromConfig(c, "backup export", /*store_only=*/true);
   if (w.rc != 0) return w.rc;
   const std::string cluster = w.config->cluster.name;
   std::error_code ec;

@@ -132,6 +132,14 @@ TEST(SnapshotFileTest, SaveIsEtcdctlsFormatAndExportRestoresWithEtcdctl) {
   ASSERT_FALSE(fj.is_discarded()) << forced.output;
   EXPECT_EQ(fj.value("size", uint64_t{0}), size);
   EXPECT_EQ(fj.value("backup", ""), name);
+  // From the store alone, without any node's config (an operator's machine).
+  const std::string bare = c.Root() + "/bare.db";
+  RunResult store_only = c.Ctl({"backup", "export", name, bare, "--backup-store",
+                                absl::StrCat("file://", c.Root(), "/backups"), "--cluster",
+                                "it46"},
+                               /*with_config=*/false);
+  ASSERT_EQ(store_only.exit_code, 0) << store_only.output;
+  EXPECT_EQ(ReadAll(bare), ReadAll(out));
   RunResult missing = c.Ctl({"backup", "export", "20260101T000000Z-00000000000000000001",
                              c.Root() + "/none.db"});
   EXPECT_EQ(missing.exit_code, 1) << missing.output;
