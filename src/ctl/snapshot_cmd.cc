@@ -54,6 +54,11 @@ absl::Status Publish(const std::string& from, const std::string& to, bool replac
   if (absl::Status s = SyncPath(from, false); !s.ok()) return s;
   int rc = replace ? ::rename(from.c_str(), to.c_str())
                    : ::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE);
+  if (rc != 0 && !replace && errno == EINVAL) {
+    // A filesystem without RENAME_NOREPLACE (some NFS): link() fails on an existing `to` too.
+    rc = ::link(from.c_str(), to.c_str());
+    if (rc == 0) ::unlink(from.c_str());
+  }
   if (rc != 0) {
     if (errno == EEXIST) {
       return absl::AlreadyExistsError(absl::StrCat(to, " exists (pass --force to replace it)"));

@@ -1,7 +1,8 @@
 // Plain snapshot files (backup/snapshot_file.h) on synthetic bbolt files built here page by page:
 // what Inspect reads (revision, raft index, version), what it refuses (not bbolt, not etcd's,
 // truncated, a page out of bounds), the sha256 trailer check, and an import into a file store
-// that round-trips through VerifyBackup, or leaves nothing behind when the file is bad.
+// that round-trips through VerifyBackup, or leaves nothing behind when the file is bad. And
+// which member snapshot save streams from (PickUpToDateSource), over a fake etcd.
 #include "backup/snapshot_file.h"
 
 #include <gtest/gtest.h>
@@ -11,10 +12,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <vector>
 
 #include "backup/pipeline.h"
 #include "backup/store.h"
+#include "etcd/api.h"
 
 namespace steward {
 namespace {
@@ -266,6 +269,126 @@ TEST_F(SnapshotFileTest, ABadTrailerLeavesNothingInTheStore) {
   auto objects = store->List("c1/");
   ASSERT_TRUE(objects.ok());
   EXPECT_TRUE(objects->empty()) << objects->size() << " object(s) left, e.g. " << (*objects)[0].key;
+}
+
+
+// A fake etcd for PickUpToDateSource: members n1 (the leader), n2, n3 at u1..u3; each Status
+// call of a member returns the next of its scripted applied indexes (the last one repeats).
+class SourceEtcd : public EtcdApi {
+ public:
+  SourceEtcd() {
+    for (int i = 1; i <= 3; ++i) {
+      MemberInfo m;
+      m.id = static_cast<uint64_t>(i);
+      m.name = "n" + std::to_string(i);
+      m.client_urls = {"u" + std::to_string(i)};
+      members_.push_back(m);
+    }
+  }
+  std::vector<MemberInfo> members_;
+  uint64_t committed_ = 100;  // the leader's raft_index
+  std::map<std::string, std::vector<uint64_t>> applied_;
+  std::map<std::string, bool> down_;
+  std::map<std::string, size_t> calls_;
+
+  const std::vector<std::string>& endpoints() const override { return urls_; }
+  absl::StatusOr<std::vector<MemberInfo>> MemberList(uint64_t*) override { return members_; }
+  absl::StatusOr<MemberStatus> Status(const std::string& url,
+                                      std::chrono::milliseconds) override {
+    if (down_[url]) return absl::UnavailableError("down");
+    MemberStatus st;
+    st.member_id = static_cast<uint64_t>(url[1] - '0');
+    st.leader = 1;
+    st.raft_index = committed_;
+    const auto& script = applied_[url];
+    const size_t n = calls_[url]++;
+    st.raft_applied_index = script.empty() ? committed_ : script[std::min(n, script.size() - 1)];
+    return st;
+  }
+  absl::StatusOr<std::vector<MemberInfo>> LinearizableMemberList(uint64_t*) override {
+    return members_;
+  }
+  absl::StatusOr<MemberInfo> MemberAdd(const std::vector<std::string>&, bool) override {
+    return absl::UnimplementedError("");
+  }
+  absl::Status MemberRemove(uint64_t) override { return absl::UnimplementedError(""); }
+  absl::Status MemberPromote(uint64_t) override { return absl::UnimplementedError(""); }
+  absl::Status Put(const std::string&, const std::string&, int64_t) override {
+    return absl::UnimplementedError("");
+  }
+  absl::StatusOr<std::optional<std::string>> Get(const std::string&) override {
+    return absl::UnimplementedError("");
+  }
+  absl::StatusOr<int64_t> LeaseGrant(std::chrono::seconds) override {
+    return absl::UnimplementedError("");
+  }
+  absl::Status LeaseRevoke(int64_t) override { return absl::UnimplementedError(""); }
+  absl::StatusOr<std::vector<int64_t>> LeaseLeases() override {
+    return absl::UnimplementedError("");
+  }
+  absl::Status LeaseKeepAliveOnce(int64_t) override { return absl::UnimplementedError(""); }
+  absl::StatusOr<etcdserverpb::TxnResponse> Txn(const etcdserverpb::TxnRequest&) override {
+    return absl::UnimplementedError("");
+  }
+  absl::StatusOr<uint64_t> Snapshot(const std::string&,
+                                    const std::function<absl::Status(std::string_view)>&,
+                                    std::chrono::milliseconds) override {
+    return absl::UnimplementedError("");
+  }
+
+ private:
+  std::vector<std::string> urls_ = {"u1", "u2", "u3"};
+};
+
+using std::chrono::milliseconds;
+
+TEST(UpToDateSourceTest, ACaughtUpFollowerIsPreferred) {
+  SourceEtcd etcd;
+  etcd.applied_["u2"] = {90};  // behind the leader's committed index
+  auto s = PickUpToDateSource(etcd, milliseconds(0));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->member, "n3");
+}
+
+TEST(UpToDateSourceTest, TheLeaderWhenNoFollowerHasApplied) {
+  SourceEtcd etcd;
+  etcd.applied_["u2"] = {90};
+  etcd.applied_["u3"] = {95};
+  auto s = PickUpToDateSource(etcd, milliseconds(2000));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->member, "n1");
+}
+
+TEST(UpToDateSourceTest, WaitsForAFollowerToCatchUp) {
+  SourceEtcd etcd;
+  etcd.applied_["u1"] = {99};           // even the leader has not applied its last entry yet
+  etcd.applied_["u2"] = {90, 95, 100};  // caught up at its third answer
+  etcd.applied_["u3"] = {80};
+  auto s = PickUpToDateSource(etcd, milliseconds(5000));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->member, "n2");
+}
+
+TEST(UpToDateSourceTest, AfterTheBoundTheMostAppliedWins) {
+  SourceEtcd etcd;
+  etcd.applied_["u1"] = {91};
+  etcd.applied_["u2"] = {97};
+  etcd.applied_["u3"] = {80};
+  auto s = PickUpToDateSource(etcd, milliseconds(0));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->member, "n2");
+}
+
+TEST(UpToDateSourceTest, SkipsLearnersAndMembersThatDoNotAnswer) {
+  SourceEtcd etcd;
+  etcd.members_[2].is_learner = true;  // n3: a learner is never a source
+  etcd.down_["u2"] = true;
+  auto s = PickUpToDateSource(etcd, milliseconds(0));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->member, "n1");
+  etcd.down_["u1"] = true;
+  auto none = PickUpToDateSource(etcd, milliseconds(0));
+  EXPECT_TRUE(absl::IsUnavailable(none.status())) << none.status();
 }
 
 }  // namespace
