@@ -148,6 +148,13 @@ std::string UtcTime(int64_t unix_time) {
   return buf;
 }
 
+bool Confirmed() {
+  std::cout << "Continue? [y/N] " << std::flush;
+  std::string answer;
+  std::getline(std::cin, answer);
+  return answer == "y" || answer == "yes";
+}
+
 void AddCommonFlags(CLI::App* sub, Common* common, bool output) {
   sub->fallthrough();
   sub->add_option("--config", common->config_path, "any node's steward config file");

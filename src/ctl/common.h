@@ -52,6 +52,9 @@ int ResolveEndpoints(const Common& c, std::vector<std::string>* endpoints,
 // and *rc set to 2 (bad usage or a bad config).
 std::optional<Config> ConfigFor(const Common& c, const char* what, int* rc);
 
+// "Continue? [y/N]" on stdout; true only for "y" or "yes" on stdin.
+bool Confirmed();
+
 int64_t UnixNow();
 // "2026-11-26 17:00:00Z"
 std::string UtcTime(int64_t unix_time);

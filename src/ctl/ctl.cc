@@ -284,11 +284,8 @@ int RunRestoreBackup(const Common& c, const std::string& name, bool yes, bool fo
     std::cout << "This stops every etcd member of cluster " << config.cluster.name
               << " and replaces all of its data with backup " << name << " (revision "
               << meta->revision << ", taken " << UtcTime(meta->unix_time)
-              << "). Writes since then are lost (a fresh backup is taken first).\n"
-              << "Continue? [y/N] " << std::flush;
-    std::string answer;
-    std::getline(std::cin, answer);
-    if (answer != "y" && answer != "yes") {
+              << "). Writes since then are lost (a fresh backup is taken first).\n";
+    if (!Confirmed()) {
       std::cout << "not restoring\n";
       return 1;
     }
@@ -442,10 +439,8 @@ int RunRetireUnmanaged(const Common& c, bool yes, bool force) {
                "at a time, each removal checked against quorum (a backup is taken first):\n";
   for (const auto& m : unmanaged) std::cout << DescribeMember(m);
   if (!yes) {
-    std::cout << "Their etcd processes are not stopped by us. Continue? [y/N] " << std::flush;
-    std::string answer;
-    std::getline(std::cin, answer);
-    if (answer != "y" && answer != "yes") {
+    std::cout << "Their etcd processes are not stopped by us. ";
+    if (!Confirmed()) {
       std::cout << "not retiring\n";
       return 1;
     }

@@ -129,14 +129,9 @@ int RunRecoverQuorum(const Common& c, const RecoverArgs& a) {
               << ").";
   }
   std::cout << "\n";
-  if (!a.yes) {
-    std::cout << "Continue? [y/N] " << std::flush;
-    std::string answer;
-    std::getline(std::cin, answer);
-    if (answer != "y" && answer != "yes") {
-      std::cout << "not recovering; nothing was changed\n";
-      return 1;
-    }
+  if (!a.yes && !Confirmed()) {
+    std::cout << "not recovering; nothing was changed\n";
+    return 1;
   }
   // 4. The survivor's data, verified, restored through the store.
   std::string dir = (fs::temp_directory_path() / "stewardctl-recover-XXXXXX").string();

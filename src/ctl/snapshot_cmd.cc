@@ -285,11 +285,8 @@ int RunRestoreFromFile(const Common& c, const std::string& file, bool skip_hash_
               << info->revision << ", " << HumanBytes(static_cast<int64_t>(info->size)) << ", "
               << (info->has_trailer ? "sha256 trailer checked next" : "NO sha256 trailer")
               << "). The file is imported into the backup store first, and a fresh backup of "
-                 "the current cluster is taken before anything is stopped.\n"
-              << "Continue? [y/N] " << std::flush;
-    std::string answer;
-    std::getline(std::cin, answer);
-    if (answer != "y" && answer != "yes") {
+                 "the current cluster is taken before anything is stopped.\n";
+    if (!Confirmed()) {
       std::cout << "not restoring\n";
       return 1;
     }
