@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -78,16 +79,50 @@ int RunRecoverQuorum(const Common& c, const RecoverArgs& a) {
                  "lost members by itself; see stewardctl status. Nothing was changed.\n";
     return 1;
   }
-  // 2. Who survives, and how far each got.
+  // 2. Who survives, and how far each got: voting members of the cluster the survivors' own
+  // member lists describe (served locally, without a quorum).
+  uint64_t cluster_id = 0;
+  auto members = client.MemberList(&cluster_id);
+  if (!members.ok()) {
+    std::cerr << "stewardctl: no member answers a member list (" << members.status().message()
+              << "), so none can be recovered from. Restore a backup instead: stewardctl "
+                 "list-backups, then stewardctl restore-backup NAME.\n";
+    return 1;
+  }
+  size_t voters = 0;
+  std::map<uint64_t, bool> voter_ids;
+  for (const auto& m : *members) {
+    if (!m.is_learner) {
+      ++voters;
+      voter_ids[m.id] = true;
+    }
+  }
   std::vector<Survivor> survivors;
   for (const auto& n : config->cluster.nodes) {
     const std::string url = config->ClientUrl(n);
     auto st = client.Status(url, std::chrono::milliseconds(2000));
-    if (st.ok() && !st->is_learner) survivors.push_back({n.name, url, *st});
+    if (!st.ok() || st->is_learner || st->cluster_id != cluster_id ||
+        !voter_ids.count(st->member_id)) {
+      continue;
+    }
+    // A member that sees a leader is part of a working quorum: a slow or unreachable client
+    // path is not a lost majority.
+    if (st->leader != 0) {
+      std::cerr << "stewardctl: refusing: member " << n.name << " sees leader "
+                << HexId(st->leader) << ", so a quorum exists. Nothing was changed.\n";
+      return 1;
+    }
+    survivors.push_back({n.name, url, *st});
+  }
+  if (survivors.size() >= voters / 2 + 1) {
+    std::cerr << "stewardctl: refusing: " << survivors.size() << " of " << voters
+              << " voting members answer, a majority: they elect a leader by themselves. "
+                 "Nothing was changed.\n";
+    return 1;
   }
   if (survivors.empty()) {
-    std::cerr << "stewardctl: no member answers, so none can be recovered from. Restore a backup "
-                 "instead: stewardctl list-backups, then stewardctl restore-backup NAME.\n";
+    std::cerr << "stewardctl: no voting member answers, so none can be recovered from. Restore a "
+                 "backup instead: stewardctl list-backups, then stewardctl restore-backup NAME.\n";
     return 1;
   }
   std::sort(survivors.begin(), survivors.end(), [](const Survivor& x, const Survivor& y) {
