@@ -210,6 +210,9 @@ absl::Status Agent::Wire() {
       [this] { return leadership_->Confirm(); }, RealControlEnv(config_, client_creds, canceller_),
       [this](uint64_t floor) { return leadership_->Raise(floor); });
   reconciler_->SetHistory(history_.get());
+  space_ = std::make_unique<SpaceKeeper>(cluster_client_.get(), history_.get(),
+                                         [this] { return leadership_->Confirm(); },
+                                         config_.node.name);
   return absl::OkStatus();
 }
 
@@ -541,6 +544,9 @@ void Agent::ReconcileLoop() {
     bool progress = false;
     const bool leading = leadership_->leading();
     if (leading) progress = reconciler_->Pass(leadership_->term());
+    if (leading && config_.cluster.recover_nospace && space_->Pass(leadership_->term())) {
+      progress = true;
+    }
     // Settled (or not leading: winning the leadership wakes this loop), pass again after the
     // idle interval or when a node nudges; otherwise soon.
     auto pause = config_.cluster.reconcile_interval;

@@ -44,6 +44,7 @@
 #include "reconcile/history.h"
 #include "reconcile/reconciler.h"
 #include "reconcile/restore.h"
+#include "reconcile/space.h"
 #include "reconcile/start_decision.h"
 #include "runner/runner.h"
 
@@ -101,6 +102,7 @@ class Agent {
   std::unique_ptr<BackupScheduler> backups_;
   std::unique_ptr<RestoreCoordinator> restorer_;
   std::unique_ptr<Reconciler> reconciler_;
+  std::unique_ptr<SpaceKeeper> space_;  // the leader's NOSPACE recovery (reconcile/space.h)
   std::unique_ptr<AdminServer> admin_;
   std::unique_ptr<History> history_;  // decisions and orders, appended to etcd
   // When each loop last came round (steady clock, ns): /healthz.

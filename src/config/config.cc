@@ -124,6 +124,69 @@ const std::set<std::string>& ManagedFlags() {
   return kFlags;
 }
 
+// etcd.auto_compaction_mode / _retention, checked and put in the form etcd takes. With
+// neither key set and etcd.extra_args setting --auto-compaction-*, the mode is left empty: the
+// agent renders nothing and extra_args decide (drop-in configs carry etcd's own settings there).
+void ParseAutoCompaction(const YAML::Node& ec, Config* c) {
+  const bool mode_set = ec["auto_compaction_mode"] && !ec["auto_compaction_mode"].IsNull();
+  const bool retention_set =
+      ec["auto_compaction_retention"] && !ec["auto_compaction_retention"].IsNull();
+  for (size_t i = 0; i < c->etcd.extra_args.size(); ++i) {
+    const std::string& arg = c->etcd.extra_args[i];
+    if (arg.find("-auto-compaction-") > 2) continue;  // "--auto-…" or "-auto-…" only
+    if (mode_set || retention_set) {
+      Fail(absl::StrCat("etcd.extra_args[", i, "]"),
+           absl::StrCat(arg.substr(0, arg.find('=')), " is also set by etcd.",
+                        mode_set ? "auto_compaction_mode" : "auto_compaction_retention",
+                        "; set one or the other"));
+    }
+    c->etcd.auto_compaction_mode.clear();
+    c->etcd.auto_compaction_retention.clear();
+    return;
+  }
+  auto& mode = c->etcd.auto_compaction_mode;
+  auto& retention = c->etcd.auto_compaction_retention;
+  mode = GetString(ec, "etcd", "auto_compaction_mode", false, mode);
+  if (mode != "periodic" && mode != "revision") {
+    Fail("etcd.auto_compaction_mode",
+         absl::StrCat("must be periodic or revision, got \"", mode, "\""));
+  }
+  if (!retention_set) {
+    if (mode == "revision") {
+      Fail("etcd.auto_compaction_retention",
+           "is required with auto_compaction_mode revision: the number of revisions to keep, "
+           "e.g. 10000 (or 0: off)");
+    }
+    return;  // periodic, 1h
+  }
+  const std::string text = GetString(ec, "etcd", "auto_compaction_retention", false, "");
+  if (text == "0") {
+    retention = "0";  // etcd: no automatic compaction
+    return;
+  }
+  if (mode == "revision") {
+    int64_t n = 0;
+    if (!absl::SimpleAtoi(text, &n) || n < 0) {
+      Fail("etcd.auto_compaction_retention",
+           absl::StrCat("with auto_compaction_mode revision, must be a number of revisions "
+                        "(e.g. 10000; 0: off), got \"", text, "\""));
+    }
+    retention = absl::StrCat(n);
+    return;
+  }
+  auto d = ParseDuration(text);
+  if (!d.ok() || d->count() < 1000 || d->count() % 1000 != 0) {
+    Fail("etcd.auto_compaction_retention",
+         absl::StrCat("with auto_compaction_mode periodic, must be a duration of whole seconds, "
+                      "at least 1s, such as 1h or 30m (0: off), got \"", text, "\""));
+  }
+  // Go's durations have no days: the largest unit that divides it.
+  const int64_t s = d->count() / 1000;
+  retention = s % 3600 == 0 ? absl::StrCat(s / 3600, "h")
+              : s % 60 == 0 ? absl::StrCat(s / 60, "m")
+                            : absl::StrCat(s, "s");
+}
+
 // Flags that would let etcd act behind the agent's back; empty if `arg` (flag `flag`) is fine.
 std::string UnsafeFlag(const std::string& flag, const std::string& arg) {
   if (flag == "--config-file") {
@@ -460,7 +523,7 @@ Config Parse(const YAML::Node& root) {
   if (!cl) Fail("cluster", "is required");
   CheckKeys(cl, "cluster", {"name", "size", "nodes", "ports", "replace_after", "learner_timeout",
                             "leader_lease_ttl", "reconcile_interval", "idle_interval",
-                            "adopt"});
+                            "adopt", "recover_nospace"});
   c.cluster.name = GetString(cl, "cluster", "name", true);
   if (!ValidName(c.cluster.name)) {
     Fail("cluster.name", "must be 1-63 characters of letters, digits, '-', '_' or '.'");
@@ -567,6 +630,8 @@ Config Parse(const YAML::Node& root) {
       c.cluster.idle_interval > std::chrono::minutes(2)) {
     Fail("cluster.idle_interval", "must be between cluster.reconcile_interval and 2m");
   }
+  c.cluster.recover_nospace =
+      GetBool(cl, "cluster", "recover_nospace", c.cluster.recover_nospace);
 
   // node
   const YAML::Node nd = root["node"];
@@ -594,7 +659,7 @@ Config Parse(const YAML::Node& root) {
     CheckKeys(ec, "etcd",
               {"binary", "etcdctl", "etcdutl", "extra_args", "stop_timeout",
                "restart_backoff_min", "restart_backoff_max", "versions", "log_max_size",
-               "log_keep"});
+               "log_keep", "auto_compaction_mode", "auto_compaction_retention"});
     if (const YAML::Node vs = ec["versions"]; vs && !vs.IsNull()) {
       if (!vs.IsMap()) Fail("etcd.versions", "must map versions to binaries, e.g. 3.5.16: /opt/etcd-3.5.16/etcd");
       for (const auto& kv : vs) {
@@ -661,6 +726,7 @@ Config Parse(const YAML::Node& root) {
     if (c.etcd.log_keep < 0 || c.etcd.log_keep > 100) {
       Fail("etcd.log_keep", absl::StrCat("must be between 0 and 100, got ", c.etcd.log_keep));
     }
+    ParseAutoCompaction(ec, &c);
   }
   ParseRunner(root["runner"], &c);
   // A static pod runs the image's etcd: the host needs none.

@@ -63,6 +63,9 @@ struct ClusterConfig {
   // Pause between passes while the cluster is settled (at its spec, every member healthy).
   // A node whose state changes nudges the leader, so healing does not wait for it.
   std::chrono::milliseconds idle_interval{5000};
+  // The steward leader clears a NOSPACE alarm by itself: compact, defragment member by member,
+  // disarm (reconcile/space.h). false: an operator does it (stewardctl defrag, alarm disarm).
+  bool recover_nospace = true;
   AdoptConfig adopt;
 };
 
@@ -91,6 +94,13 @@ struct EtcdConfig {
   // common/log_rotate.h); 0: never. runner.kind process only (a kubelet keeps a static pod's).
   uint64_t log_max_size = 64ULL << 20;
   int log_keep = 3;  // rotated copies kept, etcd.log.1 (newest) .. etcd.log.<log_keep>; 0..100
+  // etcd's own automatic compaction (--auto-compaction-mode/-retention), so old revisions do
+  // not fill the backend up to its quota (NOSPACE). "periodic" (default, as kubeadm runs etcd):
+  // keep `auto_compaction_retention` of history, a duration (1h); "revision": keep that many
+  // revisions. Retention "0": off. Mode empty: not rendered, because etcd.extra_args sets the
+  // flags itself (a drop-in config); both at once are refused.
+  std::string auto_compaction_mode = "periodic";
+  std::string auto_compaction_retention = "1h";  // as etcd takes it: "1h", "30m", "10000"
 };
 
 // How etcd is run. "process" (the default): a child of the agent. "static-pod": a kubelet

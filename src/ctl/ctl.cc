@@ -27,6 +27,7 @@
 #include "ctl/progress.h"
 #include "ctl/recover_cmd.h"
 #include "ctl/snapshot_cmd.h"
+#include "ctl/space_cmd.h"
 #include "reconcile/plan.h"
 #include "ctl/status.h"
 #include "peer/client.h"
@@ -669,6 +670,7 @@ int CtlMain(int argc, char** argv) {
   retire->add_flag("--force", force, "go on when the backup before the first removal fails");
   AddSnapshotCommands(app, &common, &commands);  // after backup and restore-backup: it extends them
   AddRecoverCommands(app, &common, &commands);
+  AddSpaceCommands(app, &common, &commands);
   DashboardOptions dashboard_options;
   CLI::App* dashboard = AddDashboardCommand(app, &dashboard_options);
   std::string pki_dir;

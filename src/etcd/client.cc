@@ -349,6 +349,19 @@ absl::StatusOr<MemberStatus> EtcdClient::Status(const std::string& endpoint,
   return out;
 }
 
+absl::Status EtcdClient::Compact(int64_t revision, bool physical,
+                                 std::chrono::milliseconds timeout) {
+  etcdserverpb::CompactionRequest req;
+  req.set_revision(revision);
+  req.set_physical(physical);
+  etcdserverpb::CompactionResponse resp;
+  // Idempotent: compacting to the same revision again only says it is already compacted.
+  return CallAny("Compact", true, [&](Stubs& st, grpc::ClientContext& ctx) {
+    ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+    return st.kv->Compact(&ctx, req, &resp);
+  });
+}
+
 absl::Status EtcdClient::Defragment(const std::string& endpoint,
                                     std::chrono::milliseconds timeout) {
   grpc::ClientContext ctx;

@@ -89,6 +89,10 @@ class EtcdClient : public EtcdApi {
   absl::StatusOr<MemberStatus> Status(const std::string& endpoint,
                                       std::chrono::milliseconds timeout) override;
   absl::Status Defragment(const std::string& endpoint, std::chrono::milliseconds timeout);
+  // KV.Compact: discards the history below `revision` (cluster-wide, through any member; a
+  // revision already compacted answers OutOfRange "required revision has been compacted").
+  // `physical`: returns once the compaction has been applied to the backend.
+  absl::Status Compact(int64_t revision, bool physical, std::chrono::milliseconds timeout);
   // Streams a snapshot of `endpoint`'s backend. `sink` receives each chunk in order (the last
   // 32 bytes of the whole stream are etcd's sha256 of the rest); an error from `sink` cancels the
   // stream and is returned. Returns the number of bytes received.

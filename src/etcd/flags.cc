@@ -29,6 +29,10 @@ std::vector<std::string> RenderEtcdFlags(const EtcdLaunch& l) {
     f.push_back(absl::StrCat("--peer-trusted-ca-file=", l.ca_file));
     f.push_back("--peer-client-cert-auth=true");
   }
+  if (!l.auto_compaction_mode.empty()) {
+    f.push_back(absl::StrCat("--auto-compaction-mode=", l.auto_compaction_mode));
+    f.push_back(absl::StrCat("--auto-compaction-retention=", l.auto_compaction_retention));
+  }
   if (!l.metrics_url.empty()) f.push_back(absl::StrCat("--listen-metrics-urls=", l.metrics_url));
   f.insert(f.end(), l.extra_args.begin(), l.extra_args.end());
   return f;
@@ -48,6 +52,8 @@ EtcdLaunch BootstrapLaunch(const Config& c) {
   l.new_cluster = true;
   l.token = c.ClusterToken();
   l.extra_args = c.etcd.extra_args;
+  l.auto_compaction_mode = c.etcd.auto_compaction_mode;
+  l.auto_compaction_retention = c.etcd.auto_compaction_retention;
   if (c.cluster.ports.metrics != 0) {
     l.metrics_url = absl::StrCat("http://", self.host, ":", c.cluster.ports.metrics);
   }

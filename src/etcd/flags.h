@@ -21,6 +21,9 @@ struct EtcdLaunch {
   std::string token;        // --initial-cluster-token
   std::vector<std::string> extra_args;
   std::string metrics_url;  // --listen-metrics-urls; empty: not set
+  // --auto-compaction-mode / --auto-compaction-retention (etcd.auto_compaction_*); an empty
+  // mode renders neither (etcd.extra_args sets them, or etcd's default: no compaction).
+  std::string auto_compaction_mode, auto_compaction_retention;
   // TLS with certificate authentication on both URLs; empty paths: plain text.
   std::string ca_file, cert_file, key_file, peer_cert_file, peer_key_file;
 };

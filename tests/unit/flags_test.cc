@@ -53,6 +53,8 @@ TEST(FlagsTest, BootstrapGolden) {
       "n3=http://127.0.0.13:2380",
       "--initial-cluster-state=new",
       "--initial-cluster-token=steward-demo",
+      "--auto-compaction-mode=periodic",
+      "--auto-compaction-retention=1h",
       "--heartbeat-interval=100",
       "--election-timeout=1000",
   };
@@ -80,6 +82,8 @@ TEST(FlagsTest, TlsFilesModeGolden) {
       "--peer-key-file=/pki/peer.key",
       "--peer-trusted-ca-file=/pki/ca.crt",
       "--peer-client-cert-auth=true",
+      "--auto-compaction-mode=periodic",
+      "--auto-compaction-retention=1h",
       "--heartbeat-interval=100",
       "--election-timeout=1000",
   };
@@ -112,6 +116,21 @@ TEST(FlagsTest, MetricsPortRendersListenMetricsUrls) {
   std::vector<std::string> got = RenderEtcdFlags(BootstrapLaunch(c));
   ASSERT_GE(got.size(), 3u);
   EXPECT_EQ(got[got.size() - 3], "--listen-metrics-urls=http://127.0.0.12:2393");
+}
+
+// etcd.auto_compaction_*: rendered after the managed flags and before extra_args; an empty mode
+// (extra_args set them) renders nothing.
+TEST(FlagsTest, AutoCompactionFlags) {
+  Config c = ThreeNodes("n2");
+  c.etcd.auto_compaction_mode = "revision";
+  c.etcd.auto_compaction_retention = "10000";
+  std::vector<std::string> got = RenderEtcdFlags(BootstrapLaunch(c));
+  ASSERT_GE(got.size(), 4u);
+  EXPECT_EQ(got[got.size() - 4], "--auto-compaction-mode=revision");
+  EXPECT_EQ(got[got.size() - 3], "--auto-compaction-retention=10000");
+  c.etcd.auto_compaction_mode.clear();
+  EXPECT_EQ(absl::StrJoin(RenderEtcdFlags(BootstrapLaunch(c)), " ").find("auto-compaction"),
+            std::string::npos);
 }
 
 }  // namespace
