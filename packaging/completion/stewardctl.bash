@@ -8,7 +8,7 @@ _stewardctl() {
     cword=$COMP_CWORD
   }
   local commands="status configure-cluster get history backup list-backups restore-backup
-    retire-unmanaged dashboard pki snapshot"
+    retire-unmanaged dashboard pki snapshot defrag alarm"
   local common="--config --endpoints --timeout-ms --cacert --cert --key -o -w --output
     --write-out --help"
   case "$prev" in
@@ -33,6 +33,13 @@ _stewardctl() {
     "") COMPREPLY=($(compgen -W "$commands $common --version" -- "$cur")) ;;
     history) COMPREPLY=($(compgen -W "$common --since --limit" -- "$cur")) ;;
     retire-unmanaged) COMPREPLY=($(compgen -W "$common --yes --force" -- "$cur")) ;;
+    defrag) COMPREPLY=($(compgen -W "$common --defrag-timeout" -- "$cur")) ;;
+    alarm)
+      if [ -z "$sub" ]; then
+        COMPREPLY=($(compgen -W "list disarm" -- "$cur"))
+      else
+        COMPREPLY=($(compgen -W "$common" -- "$cur"))
+      fi ;;
     dashboard) COMPREPLY=($(compgen -W "--listen --config --agents --cacert --cert --key --help" -- "$cur")) ;;
     configure-cluster) COMPREPLY=($(compgen -W "$common --size" -- "$cur")) ;;
     restore-backup)
