@@ -24,6 +24,7 @@
 #include "ctl/dashboard.h"
 #include "ctl/pki_cmd.h"
 #include "ctl/retire.h"
+#include "ctl/maintenance_cmd.h"
 #include "ctl/progress.h"
 #include "ctl/recover_cmd.h"
 #include "ctl/snapshot_cmd.h"
@@ -616,6 +617,7 @@ int CtlMain(int argc, char** argv) {
       ->check(outputs);
   auto add_common = [&common](CLI::App* sub) { AddCommonFlags(sub, &common, false); };
   Commands commands;  // the commands in files of their own
+  AddMaintenanceCommands(app, &common, &commands);
   CLI::App* status = app.add_subcommand("status", "show the cluster at a glance");
   add_common(status);
   status->add_option("-o,-w,--output,--write-out", common.output, "table, json or simple")

@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "etcd/keys.h"
+#include "reconcile/maintenance.h"
 
 namespace steward {
 
@@ -183,6 +184,7 @@ nlohmann::json ReadStewardState(EtcdClient& client, const Config& config) {
   auto reconciler = read(StatusKey(config));
   auto backups = read(BackupStatusKey(config));
   auto spec = read(SpecKey(config));
+  auto maintenance = read(MaintenanceKey(config.cluster.name));
   nlohmann::json j = nlohmann::json::object();
   if (auto got = leader.get(); got.ok() && got->has_value()) j["leader"] = **got;
   const std::pair<const char*, std::future<absl::StatusOr<std::optional<std::string>>>*> parsed[] =
@@ -193,8 +195,53 @@ nlohmann::json ReadStewardState(EtcdClient& client, const Config& config) {
     auto value = nlohmann::json::parse(**got, nullptr, false);
     if (!value.is_discarded()) j[name] = value;
   }
+  // Pauses (with whether each is in force now) and removed nodes.
+  if (auto got = maintenance.get(); got.ok() && got->has_value()) {
+    if (auto m = MaintenanceFromJson(**got); m.ok()) {
+      nlohmann::json doc = MaintenanceToJson(*m);
+      const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count();
+      for (auto& p : doc["pauses"]) p["active"] = now < p.value("until", int64_t{0});
+      j["maintenance"] = doc;
+    } else {
+      j["maintenance"] = {{"error", std::string(m.status().message())}};
+    }
+  }
   return j;
 }
+
+namespace {
+
+// "paused:" and "removed:" lines for `status` and `get`.
+std::string DescribeMaintenance(const nlohmann::json& m, int64_t now) {
+  std::string out;
+  if (m.contains("error")) {
+    return "\nmaintenance:    unreadable: " + m.value("error", std::string());
+  }
+  for (const auto& p : m.value("pauses", nlohmann::json::array())) {
+    const std::string node = p.value("node", std::string());
+    const int64_t until = p.value("until", int64_t{0});
+    out += absl::StrCat("\npaused:         ", node.empty() ? "the whole cluster" : node,
+                        " until ", UtcSeconds(until),
+                        now < until ? absl::StrCat(" (", (until - now + 59) / 60, "m left)")
+                                    : std::string(" (ended; ignored)"),
+                        " by ", p.value("by", std::string("?")), ": ",
+                        p.value("reason", std::string()));
+  }
+  for (const auto& r : m.value("removed", nlohmann::json::array())) {
+    out += absl::StrCat("\nremoved:        ", r.value("node", std::string("?")), " since ",
+                        UtcSeconds(r.value("since", int64_t{0})), " by ",
+                        r.value("by", std::string("?")), ": ", r.value("reason", std::string()),
+                        r.value("member_id", std::string("0")) == "0"
+                            ? std::string()
+                            : " (member " + r.value("member_id", std::string()) + ")",
+                        "; stewardctl readd-node adds it back");
+  }
+  return out;
+}
+
+}  // namespace
 
 std::string DescribeStewardState(const nlohmann::json& j, int64_t now) {
   std::string out;
@@ -215,6 +262,7 @@ std::string DescribeStewardState(const nlohmann::json& j, int64_t now) {
              "s (stuck, or gone: see the agents' logs)";
     }
   }
+  if (j.contains("maintenance")) out += DescribeMaintenance(j["maintenance"], now);
   if (j.contains("backups")) {
     const auto& b = j["backups"];
     out += "\nbackups:        " + b.value("store", std::string("?")) + ", last " +

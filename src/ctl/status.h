@@ -55,7 +55,8 @@ nlohmann::json StatusToJson(const ClusterView& view);
 
 // The steward's own state from the cluster's reserved prefix (etcd/keys.h): "leader" (the
 // steward leader's node name), "reconciler" (its last published step: leader, term, step,
-// detail, at), "backups" (the backup scheduler's last result) and "spec" (configure-cluster).
+// detail, at), "backups" (the backup scheduler's last result), "spec" (configure-cluster) and
+// "maintenance" (reconcile/maintenance.h's pauses, each with "active", and removed nodes).
 // A key that is missing or unreadable is left out: an empty object when nothing answers.
 // The four reads run in parallel, each with the client's deadline.
 nlohmann::json ReadStewardState(EtcdClient& client, const Config& config);

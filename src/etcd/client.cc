@@ -372,6 +372,17 @@ absl::Status EtcdClient::Defragment(const std::string& endpoint,
       absl::StrCat("Defragment ", endpoint));
 }
 
+absl::Status EtcdClient::MoveLeader(const std::string& leader_endpoint, uint64_t target,
+                                    std::chrono::milliseconds timeout) {
+  grpc::ClientContext ctx;
+  SetDeadline(ctx, timeout);
+  etcdserverpb::MoveLeaderRequest req;
+  req.set_targetid(target);
+  etcdserverpb::MoveLeaderResponse resp;
+  return FromGrpc(StubsFor(leader_endpoint).maintenance->MoveLeader(&ctx, req, &resp),
+                  absl::StrCat("MoveLeader ", leader_endpoint));
+}
+
 absl::StatusOr<uint64_t> EtcdClient::Snapshot(
     const std::string& endpoint, const std::function<absl::Status(std::string_view)>& sink,
     std::chrono::milliseconds timeout) {

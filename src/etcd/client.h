@@ -93,6 +93,11 @@ class EtcdClient : public EtcdApi {
   // revision already compacted answers OutOfRange "required revision has been compacted").
   // `physical`: returns once the compaction has been applied to the backend.
   absl::Status Compact(int64_t revision, bool physical, std::chrono::milliseconds timeout);
+  // Maintenance.MoveLeader: asks `leader_endpoint`, which must be the current etcd leader's
+  // client URL (any other member answers FailedPrecondition "not leader"), to hand leadership
+  // to voting member `target`. etcd returns once the transfer is done or has timed out.
+  absl::Status MoveLeader(const std::string& leader_endpoint, uint64_t target,
+                          std::chrono::milliseconds timeout);
   // Streams a snapshot of `endpoint`'s backend. `sink` receives each chunk in order (the last
   // 32 bytes of the whole stream are etcd's sha256 of the rest); an error from `sink` cancels the
   // stream and is returned. Returns the number of bytes received.

@@ -34,6 +34,12 @@ inline std::string StoreMarkedKey(const std::string& cluster) {
   return ReservedPrefix(cluster) + "store-marked";
 }
 
+// Maintenance (reconcile/maintenance.h): the pauses (stewardctl pause, drain) and the nodes
+// removed for good (remove-node), one JSON document written by compare-and-swap.
+inline std::string MaintenanceKey(const std::string& cluster) {
+  return ReservedPrefix(cluster) + "maintenance";
+}
+
 // The event history (reconcile/history.h): one key per event, the oldest trimmed past 1,000.
 inline std::string EventsPrefix(const std::string& cluster) {
   return ReservedPrefix(cluster) + "events/";

@@ -49,6 +49,21 @@ class Planner {
       if (m.healthy) ++healthy_voters_;
       if (!Unmanaged(m)) ++managed_voters_;
     }
+    // RM2: the nodes removed for good cannot hold members; the size is clamped to the rest.
+    desired_ = o_.desired_size;
+    int remaining = 0;
+    for (const auto& n : o_.nodes) {
+      if (n.removed) {
+        clamped_ = true;
+      } else {
+        ++remaining;
+      }
+    }
+    if (clamped_ && remaining < desired_) {
+      desired_ = remaining;
+    } else {
+      clamped_ = false;
+    }
   }
 
   Step Plan() {
@@ -59,6 +74,27 @@ class Planner {
                                " voting members healthy; members with data are restarted by "
                                "their agents, nothing is wiped"));
     }
+    Step s = PlanSteps();
+    if (o_.cluster_paused.empty()) return s;
+    // P4: only what is safe while the operator holds the cluster.
+    switch (s.kind) {
+      case StepKind::kNone:
+        s.reason = absl::StrCat(s.reason, "; the cluster is paused ", o_.cluster_paused);
+        return s;
+      case StepKind::kWait:
+      case StepKind::kPromote:
+        return s;
+      default:
+        break;
+    }
+    // The step found first may hide a promotion (a wipe comes before the learner's turn).
+    if (std::optional<Step> l = DriveLearner(); l && l->kind == StepKind::kPromote) return *l;
+    return Make(StepKind::kWait, absl::StrCat("the cluster is paused ", o_.cluster_paused,
+                                              "; held: ", s.reason));
+  }
+
+ private:
+  Step PlanSteps() {
     if (auto s = SetAsideForeignData()) return *s;
     if (auto s = AdoptNameClash()) return *s;
     // A stale entry whose removal would lose quorum must not stop the steps that can make its
@@ -79,6 +115,11 @@ class Planner {
                                    "(cluster.adopt): its operator must bring it back, or "
                                    "retire it with stewardctl retire-unmanaged"));
         }
+        if (const NodeView* n = NodeForMember(m); n != nullptr && !n->paused.empty()) {  // P1
+          return Make(StepKind::kWait, absl::StrCat("member ", Label(m), " is unhealthy (for ",
+                                                    Secs(m.unhealthy_for), "); not replaced: ",
+                                                    PausedNote(*n)));
+        }
         if (auto back = PlanVersionRecovery(o_, m)) return *back;
         // Nothing to do yet, but not "all healthy": say what is awaited.
         return Make(StepKind::kWait,
@@ -92,18 +133,43 @@ class Planner {
       }
     }
     Step upgrade = PlanUpgrade(o_);
+    if (upgrade.kind == StepKind::kSwitchVersion) {  // P3
+      const NodeView* n = NodeByName(upgrade.node);
+      if (n != nullptr && !n->paused.empty()) {
+        return Make(StepKind::kWait, absl::StrCat("the rolling upgrade waits: ", PausedNote(*n),
+                                                  " (next: ", upgrade.reason, ")"));
+      }
+    }
     if (upgrade.kind != StepKind::kNone) return upgrade;
     if (o_.adopting && managed_voters_ < voters_) {
       return Make(StepKind::kNone,
-                  absl::StrCat(managed_voters_, " managed voting members of ", o_.desired_size,
+                  absl::StrCat(managed_voters_, " managed voting members of ", desired_,
                                " wanted, and ", voters_ - managed_voters_,
                                " unmanaged; all healthy (stewardctl retire-unmanaged removes "
                                "the unmanaged ones)"));
     }
-    return Make(StepKind::kNone, absl::StrCat("cluster at size ", voters_, ", all members healthy"));
+    std::string note;
+    for (const auto& n : o_.nodes) {
+      if (!n.paused.empty()) absl::StrAppend(&note, "; ", PausedNote(n));
+    }
+    if (clamped_) {
+      absl::StrAppend(&note, "; desired size ", desired_, " (cluster size ", o_.desired_size,
+                      ", clamped to the nodes not removed)");
+    }
+    return Make(StepKind::kNone,
+                absl::StrCat("cluster at size ", voters_, ", all members healthy", note));
   }
 
- private:
+  // "node n2 is paused until 2026-11-26 18:00:00Z by alice@host: kernel upgrade"
+  static std::string PausedNote(const NodeView& n) {
+    return absl::StrCat("node ", n.name, " is paused ", n.paused);
+  }
+  const NodeView* NodeByName(const std::string& name) const {
+    for (const auto& n : o_.nodes) {
+      if (n.name == name) return &n;
+    }
+    return nullptr;
+  }
   // AD1: while adopting, a member on no configured node is not ours.
   bool Unmanaged(const MemberView& m) const { return o_.adopting && NodeForMember(m) == nullptr; }
 
@@ -177,6 +243,7 @@ class Planner {
   std::optional<Step> SetAsideForeignData() const {
     for (const auto& n : o_.nodes) {
       if (!n.agent_up || !n.has_data || n.local_member_id == 0) continue;
+      if (!n.paused.empty() || n.removed) continue;  // P1, RM1
       if (MemberById(n.local_member_id) != nullptr) continue;
       Step s = Make(StepKind::kWipe,
                     absl::StrCat("wiping node ", n.name, ": its data belongs to member ",
@@ -199,6 +266,15 @@ class Planner {
     };
     for (const auto& n : o_.nodes) {
       if (!n.agent_up) continue;
+      if (!n.paused.empty()) {  // P1
+        if (const MemberView* m = MemberForNode(n);
+            m != nullptr && m->started && !n.has_data && !n.etcd_running && !blocked) {
+          blocked = Make(StepKind::kWait,
+                         absl::StrCat("node ", n.name, " is back with an empty data dir; its "
+                                      "member ", Label(*m), " is not replaced: ", PausedNote(n)));
+        }
+        continue;
+      }
       // A member that carries this node's name but another peer URL.
       for (const auto& m : o_.members) {
         if (m.name == n.name && m.peer_url != n.peer_url) {
@@ -243,6 +319,10 @@ class Planner {
                                "so no node is added until its operator promotes or removes it"));
     }
     if (n == nullptr) return Remove(*l, "learner for a peer URL that is not a configured node");
+    if (n->removed) {  // RM1 (a learner's removal never touches quorum)
+      return Remove(*l, absl::StrCat("learner on node ", n->name,
+                                     ", which was removed (stewardctl remove-node)"));
+    }
     if (l->started && l->healthy) {
       // etcd promotes only a learner within 10% of the leader's index; ask when we are there.
       if (o_.leader_raft_index > 0 && l->raft_index * 10 >= o_.leader_raft_index * 9) {
@@ -257,6 +337,10 @@ class Planner {
       }
       return Make(StepKind::kWait, absl::StrCat("learner ", Label(*l), " catching up (raft index ",
                                                 l->raft_index, " of ", o_.leader_raft_index, ")"));
+    }
+    if (!n->paused.empty()) {  // P2
+      return Make(StepKind::kWait, absl::StrCat("learner ", Label(*l), " waits: ",
+                                                PausedNote(*n)));
     }
     if (!l->started && n->agent_up && !n->etcd_running && !n->has_data) {
       Step s = Make(StepKind::kJoin, absl::StrCat("ordering node ", n->name, " to join as learner ",
@@ -282,6 +366,7 @@ class Planner {
   const NodeView* Spare(const std::string& except) const {
     for (const auto& n : o_.nodes) {
       if (n.name == except || !n.agent_up || n.has_data || n.etcd_running) continue;
+      if (!n.paused.empty() || n.removed) continue;  // P2, RM1
       if (MemberForNode(n) != nullptr) continue;
       return &n;
     }
@@ -293,6 +378,7 @@ class Planner {
       if (m.is_learner || m.healthy || m.unhealthy_for < o_.replace_after) continue;
       if (Unmanaged(m)) continue;  // AD1
       const NodeView* n = NodeForMember(m);
+      if (n != nullptr && !n->paused.empty()) continue;  // P1
       const NodeView* spare = Spare(n ? n->name : "");
       if (spare == nullptr) continue;
       // Removing a dead voter first is quorum-safe whenever the cluster has quorum, and etcd
@@ -306,38 +392,45 @@ class Planner {
   std::optional<Step> Resize() const {
     // AD1: adopting, the size counts the voters on configured nodes only.
     const int counted = o_.adopting ? managed_voters_ : voters_;
-    if (counted < o_.desired_size) {
+    if (counted < desired_) {
       for (const auto& m : o_.members) {
         if (!m.is_learner && !m.healthy) {
           return Make(StepKind::kWait,
-                      absl::StrCat(counted, " of ", o_.desired_size, " voting members; member ",
+                      absl::StrCat(counted, " of ", desired_, " voting members; member ",
                                    Label(m), " is unhealthy and etcd refuses to add members "
                                              "until every voter is connected"));
         }
       }
       const NodeView* n = Spare("");
       if (n == nullptr) {
-        return Make(StepKind::kWait, absl::StrCat(counted, " of ", o_.desired_size,
+        return Make(StepKind::kWait, absl::StrCat(counted, " of ", desired_,
                                                   " voting members; no spare node is ready"));
       }
       Step s = Make(StepKind::kAddLearner,
                     absl::StrCat("adding node ", n->name, " as a learner: ", counted, " of ",
-                                 o_.desired_size, o_.adopting ? " managed" : "",
+                                 desired_, o_.adopting ? " managed" : "",
                                  " voting members"));
       s.node = n->name;
       return s;
     }
-    if (counted > o_.desired_size) {
+    if (counted > desired_) {
       // Unhealthy first; then members on unconfigured or later nodes; never the etcd leader
       // while another member can go.
+      // RM2: a removed node's member before any other. P1: never a paused node's.
       const MemberView* victim = nullptr;
+      const NodeView* held = nullptr;
       int best = -1;
       for (const auto& m : o_.members) {
         if (m.is_learner || Unmanaged(m)) continue;
+        const NodeView* n = NodeForMember(m);
+        if (n != nullptr && !n->paused.empty()) {
+          held = n;
+          continue;
+        }
         int score = 0;
+        if (n != nullptr && n->removed) score += 2000;
         if (!m.healthy) score += 1000;
         if (!m.is_etcd_leader) score += 500;
-        const NodeView* n = NodeForMember(m);
         int pos = n ? static_cast<int>(n - o_.nodes.data()) : 400;
         score += pos;
         if (score > best) {
@@ -345,9 +438,21 @@ class Planner {
           victim = &m;
         }
       }
+      const std::string want =
+          clamped_ ? absl::StrCat(desired_, " (cluster size ", o_.desired_size,
+                                  ", clamped to the nodes not removed)")
+                   : absl::StrCat(desired_);
       if (victim != nullptr) {
-        return RemoveOrWait(*victim, absl::StrCat(counted, " voting members, want ",
-                                                  o_.desired_size));
+        const NodeView* n = NodeForMember(*victim);
+        return RemoveOrWait(*victim, absl::StrCat(counted, " voting members, want ", want,
+                                                  n != nullptr && n->removed
+                                                      ? absl::StrCat("; node ", n->name,
+                                                                     " was removed")
+                                                      : ""));
+      }
+      if (held != nullptr) {
+        return Make(StepKind::kWait, absl::StrCat(counted, " voting members, want ", want,
+                                                  "; not shrinking: ", PausedNote(*held)));
       }
     }
     return std::nullopt;
@@ -357,6 +462,8 @@ class Planner {
   int voters_ = 0;
   int healthy_voters_ = 0;
   int managed_voters_ = 0;
+  int desired_ = 0;       // the desired size, clamped to the nodes not removed (RM2)
+  bool clamped_ = false;  // desired_ is below o_.desired_size because of removed nodes
 };
 
 }  // namespace

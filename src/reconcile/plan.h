@@ -31,6 +31,11 @@ struct NodeView {
   uint64_t initial_member_id = 0;
   // The etcd version a rolling upgrade switched this node to last ("" never).
   std::string switched_version;
+  // Maintenance (reconcile/maintenance.h), as in force this pass. `paused`: non-empty while the
+  // node is paused, saying until when, by whom and why (rules P1-P3). `removed`: the operator
+  // removed the node for good (stewardctl remove-node; rules RM1-RM3).
+  std::string paused;
+  bool removed = false;
 };
 
 // One entry of etcd's member list, with what its Status call said.
@@ -66,6 +71,9 @@ struct ClusterObservation {
   // cluster.adopt is set: members on no configured node belong to the cluster being adopted
   // (rules AD1-AD3 below).
   bool adopting = false;
+  // Non-empty while the whole cluster is paused (stewardctl pause without --node): until when,
+  // by whom and why (rule P4).
+  std::string cluster_paused;
 };
 
 enum class StepKind {
@@ -109,6 +117,25 @@ Step PlanNextStep(const ClusterObservation& obs);
 //      change nothing (the rules for a node's own entry would remove it).
 // AD4 (start_decision.h) and AD5 (restore_decision.h): while adopting, no node bootstraps and no
 // restore starts by itself.
+
+// Maintenance (reconcile/maintenance.h: stewardctl pause, drain, remove-node, readd-node).
+// Rules, each with a table test (tests/unit/maintenance_plan_test.cc):
+//   P1 a paused node's member is never removed (not as a dead member to replace, not as a stale
+//      entry, not to shrink the cluster) and a paused node's data is never wiped: the planner
+//      waits and says "node N is paused until ... by ...: reason".
+//   P2 a paused node is no spare: it is not added, and a learner on it is not ordered to join
+//      nor removed for being slow; a caught-up learner on it is still promoted (that is safe).
+//   P3 a paused node is not switched to another etcd version (rolling upgrade, U7 recovery).
+//   P4 paused cluster-wide: no step that changes membership or a node (remove, add, join, wipe,
+//      switch-version) anywhere; a caught-up learner is still promoted. The planner says what
+//      it would have done and that the cluster is paused.
+//   An expired pause is not in the observation (ApplyMaintenance leaves it out).
+//   RM1 a removed node is never a spare (never added, never replaced onto); a learner on it is
+//      removed; its left-over data is not wiped (it is no longer the cluster's business).
+//   RM2 the desired size is clamped to the configured nodes that are not removed; a removed
+//      node's member still in the list goes first when the cluster shrinks to that size
+//      (quorum-checked, as every removal).
+//   RM3 (start_decision.h) a removed node's agent starts nothing on its own.
 
 // Rolling upgrades, asked by PlanNextStep once the cluster is healthy at its size (so every
 // voter is healthy and there is no learner). Rules, each with a table test:

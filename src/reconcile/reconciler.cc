@@ -7,6 +7,7 @@
 #include "backup/layout.h"
 #include "common/rules.h"
 #include "common/status.h"
+#include "reconcile/maintenance.h"
 #include "reconcile/restore.h"
 #include "etcd/member_id.h"
 #include "nlohmann/json.hpp"
@@ -76,6 +77,23 @@ absl::StatusOr<ClusterObservation> Reconciler::Observe() {
       spdlog::warn("ignoring malformed spec at {}: {}", SpecKey(config_), **spec);
     }
   }
+  // Pauses and removed nodes (stewardctl pause, drain, remove-node). Not knowing them, the
+  // planner could replace a node under maintenance: an unreadable or malformed document
+  // makes the pass wait.
+  Maintenance maintenance;
+  auto maintenance_text = etcd_->Get(MaintenanceKey(config_.cluster.name));
+  if (!maintenance_text.ok()) {
+    return Annotate(maintenance_text.status(), "reading the maintenance state");
+  }
+  if (maintenance_text->has_value()) {
+    auto parsed = MaintenanceFromJson(**maintenance_text);
+    if (!parsed.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(MaintenanceKey(config_.cluster.name), ": ", parsed.status().message(),
+                       "; nothing is changed until it is fixed (stewardctl resume rewrites it)"));
+    }
+    maintenance = *std::move(parsed);
+  }
 
   // Every agent, in parallel.
   std::vector<std::function<absl::StatusOr<peer::NodeState>()>> state_calls;
@@ -114,6 +132,7 @@ absl::StatusOr<ClusterObservation> Reconciler::Observe() {
     }
     obs.nodes.push_back(v);
   }
+  ApplyMaintenance(maintenance, env_.clock->UnixSeconds(), &obs);
   if (!members.ok()) return obs;  // member_list_ok stays false: the planner waits
   obs.member_list_ok = true;
 
