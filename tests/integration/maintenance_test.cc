@@ -1,0 +1,104 @@
+// Maintenance against real agents and real etcd (subnets 127.0.47.x and 127.0.50.x): a paused
+// node is not replaced however long it is down, and is once resumed; move-leader moves etcd's
+// leadership; remove-node keeps a node out until readd-node brings it back as a voter.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <thread>
+
+#include "harness.h"
+#include "nlohmann/json.hpp"
+
+namespace steward::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr int kPauseSubnet = 47;
+constexpr int kRemoveSubnet = 50;
+const char kFast[] =
+    "  replace_after: 3s\n  leader_lease_ttl: 2s\n  reconcile_interval: 300ms\n"
+    "  learner_timeout: 30s\n";
+
+uint64_t MemberIdOf(const TestCluster& c, const std::string& name) {
+  for (const auto& m : c.Status().members) {
+    if (m.member.name == name) return m.member.id;
+  }
+  return 0;
+}
+
+bool HasMember(const TestCluster& c, uint64_t id) {
+  for (const auto& m : c.Status().members) {
+    if (m.member.id == id) return true;
+  }
+  return false;
+}
+
+TEST(MaintenanceTest, PausedNodeIsNotReplacedUntilResumedAndMoveLeaderMovesLeadership) {
+  TestCluster c(kPauseSubnet, 4, 3, kFast);
+  for (int i = 0; i < 4; ++i) c.StartAgent(i);
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
+
+  // move-leader: to n3 unless it leads already, then to n2; status shows the new leader.
+  const std::string target = c.Status().leader_id == MemberIdOf(c, "n3") ? "n2" : "n3";
+  RunResult moved = c.Ctl({"move-leader", target});
+  ASSERT_EQ(moved.exit_code, 0) << moved.output;
+  EXPECT_NE(moved.output.find("etcd leadership moved"), std::string::npos) << moved.output;
+  EXPECT_EQ(c.Status().leader_id, MemberIdOf(c, target));
+  RunResult again = c.Ctl({"move-leader", target, "-o", "json"});
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  auto j = nlohmann::json::parse(again.output, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << again.output;
+  EXPECT_EQ(j.value("moved", true), false);
+
+  RunResult paused = c.Ctl({"pause", "--node", "n2", "--for", "10m", "--reason", "kernel upgrade"});
+  ASSERT_EQ(paused.exit_code, 0) << paused.output;
+  const uint64_t n2 = MemberIdOf(c, "n2");
+  ASSERT_NE(n2, 0u);
+  c.SignalAgent(1, SIGTERM);
+  c.KillEtcd(1);
+  // Well past replace_after (3s) with spare n4 ready: still a member.
+  std::this_thread::sleep_for(12s);
+  EXPECT_TRUE(HasMember(c, n2)) << c.Logs();
+  RunResult status = c.Ctl({"status"});
+  EXPECT_NE(status.output.find("node n2 is paused until"), std::string::npos) << status.output;
+  EXPECT_NE(status.output.find("paused:         n2 until"), std::string::npos) << status.output;
+  RunResult json = c.Ctl({"status", "-o", "json"});
+  auto sj = nlohmann::json::parse(json.output, nullptr, false);
+  ASSERT_FALSE(sj.is_discarded()) << json.output;
+  ASSERT_EQ(sj["steward"]["maintenance"]["pauses"].size(), 1u) << json.output;
+  EXPECT_EQ(sj["steward"]["maintenance"]["pauses"][0]["reason"], "kernel upgrade");
+  EXPECT_EQ(sj["steward"]["maintenance"]["pauses"][0]["active"], true);
+
+  RunResult resumed = c.Ctl({"resume", "--node", "n2"});
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_TRUE(c.WaitVoters({"n1", "n3", "n4"}, 40s)) << c.Logs();
+  EXPECT_FALSE(HasMember(c, n2));
+}
+
+TEST(MaintenanceTest, RemovedNodeStaysOutUntilReadded) {
+  TestCluster c(kRemoveSubnet, 3, 3, kFast);
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
+  const uint64_t n3 = MemberIdOf(c, "n3");
+  // No backup store in this config: refused without --force.
+  RunResult refused = c.Ctl({"remove-node", "n3", "--yes"});
+  EXPECT_EQ(refused.exit_code, 1) << refused.output;
+  EXPECT_TRUE(HasMember(c, n3));
+  RunResult removed = c.Ctl({"remove-node", "n3", "--yes", "--force", "--reason", "decommission"});
+  ASSERT_EQ(removed.exit_code, 0) << removed.output;
+  EXPECT_NE(removed.output.find("clamped"), std::string::npos) << removed.output;
+  EXPECT_FALSE(HasMember(c, n3));
+  // n3's agent keeps running: the leader must not add it back.
+  std::this_thread::sleep_for(8s);
+  EXPECT_EQ(c.Status().members.size(), 2u) << c.Logs();
+  RunResult status = c.Ctl({"status"});
+  EXPECT_NE(status.output.find("removed:        n3"), std::string::npos) << status.output;
+  RunResult readd = c.Ctl({"readd-node", "n3"});
+  ASSERT_EQ(readd.exit_code, 0) << readd.output;
+  EXPECT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 40s)) << c.Logs();
+  EXPECT_NE(MemberIdOf(c, "n3"), n3);
+}
+
+}  // namespace
+}  // namespace steward::testing
