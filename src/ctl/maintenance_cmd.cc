@@ -461,7 +461,10 @@ int RunRemoveNode(const Common& c, const std::string& node, const std::string& r
   } else {
     std::cout << "This removes member " << label << " of node " << node << " from the cluster "
               << "for good: the steward leader does not add the node back until stewardctl "
-              << "readd-node " << node << ". A backup is taken first.\n";
+              << "readd-node " << node << "."
+              << (config->backup.store.empty() ? " There is no backup store (backup.store)."
+                                               : " A backup is taken first.")
+              << "\n";
     if (!yes) {
       std::cout << "Continue? [y/N] " << std::flush;
       std::string answer;
