@@ -33,7 +33,7 @@ struct NodeView {
   std::string switched_version;
   // Maintenance (reconcile/maintenance.h), as in force this pass. `paused`: non-empty while the
   // node is paused, saying until when, by whom and why (rules P1-P3). `removed`: the operator
-  // removed the node for good (stewardctl remove-node; rules RM1-RM3).
+  // removed the node for good (stewardctl remove-node; rules RM1-RM2).
   std::string paused;
   bool removed = false;
 };
@@ -135,7 +135,8 @@ Step PlanNextStep(const ClusterObservation& obs);
 //   RM2 the desired size is clamped to the configured nodes that are not removed; a removed
 //      node's member still in the list goes first when the cluster shrinks to that size
 //      (quorum-checked, as every removal).
-//   RM3 (start_decision.h) a removed node's agent starts nothing on its own.
+//   Not yet a rule: start_decision.h does not read the mark; a removed node that has been a
+//   member does not bootstrap by S3/S6/S7, but its runner restarts its removed etcd.
 
 // Rolling upgrades, asked by PlanNextStep once the cluster is healthy at its size (so every
 // voter is healthy and there is no learner). Rules, each with a table test:
