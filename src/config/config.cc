@@ -257,6 +257,18 @@ void ParseRunner(const YAML::Node& r, Config* c) {
 // signature.
 thread_local bool t_host_checks = true;
 
+// Host checks off for one parse, back to what they were however the parse ends.
+class WithoutHostChecks {
+ public:
+  WithoutHostChecks() : saved_(t_host_checks) { t_host_checks = false; }
+  ~WithoutHostChecks() { t_host_checks = saved_; }
+  WithoutHostChecks(const WithoutHostChecks&) = delete;
+  WithoutHostChecks& operator=(const WithoutHostChecks&) = delete;
+
+ private:
+  bool saved_;
+};
+
 // Can `dir` be created (or does it exist as a writable directory)? Changes nothing.
 void CheckDataDir(const std::string& key, const std::string& dir) {
   if (!t_host_checks) return;
@@ -831,27 +843,23 @@ absl::StatusOr<BackupConfig> BackupStoreFromUrl(const std::string& url) {
     b["s3"]["path_style"] = "true";
   }
   Config c;
-  t_host_checks = false;
+  WithoutHostChecks without;
   try {
     ParseBackup(b, &c);
   } catch (const ConfigError& e) {
-    t_host_checks = true;
     std::string problem = absl::StrCat(e.key, ": ", e.problem);
     for (const char* key : {"backup.s3.access_key_id/secret_access_key or ", "backup.store: "}) {
       if (size_t at = problem.find(key); at != std::string::npos) problem.erase(at, strlen(key));
     }
     return absl::InvalidArgumentError(absl::StrCat("--backup-store: ", problem));
   }
-  t_host_checks = true;
   if (c.backup.store.empty()) return absl::InvalidArgumentError("--backup-store: is empty");
   return c.backup;
 }
 
 absl::StatusOr<Config> LoadClientConfig(const std::string& path) {
-  t_host_checks = false;
-  absl::StatusOr<Config> c = LoadConfig(path);
-  t_host_checks = true;
-  return c;
+  WithoutHostChecks without;
+  return LoadConfig(path);
 }
 
 absl::StatusOr<Config> LoadConfig(const std::string& path) {

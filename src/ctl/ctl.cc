@@ -181,7 +181,7 @@ int RunBackup(const Common& c) {
 
 
 int RunListBackups(const Common& c) {
-  WithStore w = OpenFromConfig(c, "list-backups");
+  WithStore w = OpenFromConfig(c, "list-backups", /*store_only=*/true);
   if (w.rc != 0) return w.rc;
   auto listed = ListBackups(*w.store, w.config->cluster.name);
   if (!listed.ok()) {
@@ -276,8 +276,14 @@ int RunRestoreBackup(const Common& c, const std::string& name, bool yes, bool fo
     std::cerr << "stewardctl: backup " << name << ": " << meta.status().message() << "\n";
     return 1;
   }
-  if (auto pending = ReadRestoreIntent(*w.store, config.cluster.name);
-      pending.ok() && pending->has_value() && !(*pending)->done && !(*pending)->cancelled) {
+  auto pending = ReadRestoreIntent(*w.store, config.cluster.name);
+  if (!pending.ok()) {
+    std::cerr << "stewardctl: cannot read the store's restore intent, so cannot tell whether a "
+                 "restore is under way: "
+              << pending.status().message() << ". Nothing was changed.\n";
+    return 1;
+  }
+  if (pending->has_value() && !(*pending)->done && !(*pending)->cancelled) {
     std::cerr << "stewardctl: restore " << (*pending)->id << " of " << (*pending)->backup
               << " is still under way; wait for it to finish\n";
     return 1;
@@ -613,6 +619,10 @@ int CtlMain(int argc, char** argv) {
       ->envname("ETCDCTL_CACERT");
   app.add_option("--cert", common.cert, "client certificate (TLS)")->envname("ETCDCTL_CERT");
   app.add_option("--key", common.key, "client key (TLS)")->envname("ETCDCTL_KEY");
+  app.add_option("--backup-store", common.backup_store,
+                 "a backup store's URL for list-backups and backup export without --config "
+                 "(file:///dir or s3://bucket/prefix; credentials from AWS_*)");
+  app.add_option("--cluster", common.cluster, "the cluster's name, with --backup-store");
   app.add_option("-o,-w,--output,--write-out", common.output, "table, json or simple (table)")
       ->check(outputs);
   auto add_common = [&common](CLI::App* sub) { AddCommonFlags(sub, &common, false); };

@@ -259,8 +259,14 @@ int RunRestoreFromFile(const Common& c, const std::string& file, bool skip_hash_
                  "restore-backup NAME's message; retire or stop the unmanaged members first)\n";
     return 1;
   }
-  if (auto pending = ReadRestoreIntent(*w.store, config.cluster.name);
-      pending.ok() && pending->has_value() && !(*pending)->done && !(*pending)->cancelled) {
+  auto pending = ReadRestoreIntent(*w.store, config.cluster.name);
+  if (!pending.ok()) {
+    std::cerr << "stewardctl: cannot read the store's restore intent, so cannot tell whether a "
+                 "restore is under way: "
+              << pending.status().message() << ". Nothing was changed.\n";
+    return 1;
+  }
+  if (pending->has_value() && !(*pending)->done && !(*pending)->cancelled) {
     std::cerr << "stewardctl: restore " << (*pending)->id << " of " << (*pending)->backup
               << " is still under way; wait for it to finish\n";
     return 1;
