@@ -606,9 +606,9 @@ CycleResult FaultRig::Cycle(FaultKind kind, std::mt19937& rng) {
       std::shuffle(voters.begin(), voters.end(), rng);
       if (voters.size() < 2) break;
       r.note = absl::StrCat("n", voters[0] + 1, " -> n", voters[1] + 1, " dropped for 8 s");
-      c_->CutOneWay(voters[0], voters[1], true);
+      if (!c_->CutOneWay(voters[0], voters[1], true)) r.violations.push_back("the cut failed");
       std::this_thread::sleep_for(8s);
-      c_->CutOneWay(voters[0], voters[1], false);
+      if (!c_->CutOneWay(voters[0], voters[1], false)) r.violations.push_back("the heal failed");
       break;
     }
     case FaultKind::kMuteNode: {
@@ -618,11 +618,11 @@ CycleResult FaultRig::Cycle(FaultKind kind, std::mt19937& rng) {
       r.note = absl::StrCat("n", i + 1, i == l ? " (the steward leader)" : "",
                             " sends to no node for 8 s");
       for (int j = 0; j < nodes_; ++j) {
-        if (j != i) c_->CutOneWay(i, j, true);
+        if (j != i && !c_->CutOneWay(i, j, true)) r.violations.push_back("a cut failed");
       }
       std::this_thread::sleep_for(8s);
       for (int j = 0; j < nodes_; ++j) {
-        if (j != i) c_->CutOneWay(i, j, false);
+        if (j != i && !c_->CutOneWay(i, j, false)) r.violations.push_back("a heal failed");
       }
       break;
     }
@@ -632,6 +632,13 @@ CycleResult FaultRig::Cycle(FaultKind kind, std::mt19937& rng) {
       // wiped member is not replaced yet, the leader says why, and it is replaced as soon as
       // the store is back (the time to healthy counts from then).
       const int i = pick(other_than(StewardLeaderNode()));
+      auto ids = [&] {
+        std::vector<uint64_t> out;
+        for (const auto& m : c_->Status().members) out.push_back(m.member.id);
+        std::sort(out.begin(), out.end());
+        return out;
+      };
+      const std::vector<uint64_t> members_before = ids();
       s3_->Stop();
       WipeNode(i);
       std::string said;
@@ -639,12 +646,16 @@ CycleResult FaultRig::Cycle(FaultKind kind, std::mt19937& rng) {
           [&] {
             RunResult got = c_->Ctl({"get", "-o", "json"});
             said = got.output;
-            return said.find("backup store") != std::string::npos;
+            return said.find("backup store") != std::string::npos &&
+                   said.find("membership changes wait") != std::string::npos;
           },
           20s);
+      const bool unchanged = ids() == members_before;
       r.note = absl::StrCat("n", i + 1, " wiped with the store down; the leader ",
-                            waits ? "waited for the store, and said so" : "DID NOT SAY WHY");
+                            waits ? "waited for the store, and said so" : "DID NOT SAY WHY",
+                            unchanged ? "" : ", BUT THE MEMBERS CHANGED");
       if (!waits) r.violations.push_back("no wait for the store in `get`: " + said);
+      if (!unchanged) r.violations.push_back("the membership changed while the store was down");
       if (absl::Status st = s3_->Restart(); !st.ok()) {
         r.violations.push_back(absl::StrCat("s3rver did not come back: ", st.message()));
       }
@@ -663,13 +674,22 @@ CycleResult FaultRig::Cycle(FaultKind kind, std::mt19937& rng) {
           std::this_thread::sleep_for(100ms);
         }
       });
+      // Whatever happens below, the thread ends and s3rver runs again.
+      struct Resume {
+        std::atomic<bool>& crawling;
+        std::thread& slow;
+        pid_t pid;
+        ~Resume() {
+          crawling = false;
+          if (slow.joinable()) slow.join();
+          if (pid > 0) ::kill(pid, SIGCONT);
+        }
+      } resume{crawling, slow, pid};
       const auto wiped = SteadyClock::now();
       WipeNode(i);
       const bool healed = WaitHealthyAtSize(90s);
       const auto took =
           std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - wiped);
-      crawling = false;
-      slow.join();
       r.note = absl::StrCat("n", i + 1, " wiped, ", healed ? "healed" : "NOT healed", " in ",
                             took.count(), " ms with the store at 1/5 speed");
       if (!healed) r.violations.push_back("a slow store stopped healing: " + r.note);
