@@ -8,9 +8,10 @@ _stewardctl() {
     cword=$COMP_CWORD
   }
   local commands="status configure-cluster get history backup list-backups restore-backup
-    retire-unmanaged dashboard pki snapshot defrag alarm"
+    retire-unmanaged dashboard pki snapshot defrag alarm pause resume drain move-leader
+    remove-node readd-node recover-quorum"
   local common="--config --endpoints --timeout-ms --cacert --cert --key -o -w --output
-    --write-out --help"
+    --write-out --backup-store --cluster --help"
   case "$prev" in
     --config|--dir|--cacert|--cert|--key|--from-file)
       COMPREPLY=($(compgen -f -- "$cur"))
@@ -23,7 +24,8 @@ _stewardctl() {
   for ((i = 1; i < cword; i++)); do
     case "${words[i]}" in
       # Flags that take a value may come before the subcommand: skip the value too.
-      --config|--endpoints|--timeout-ms|--cacert|--cert|--key|-o|-w|--output|--write-out)
+      --config|--endpoints|--timeout-ms|--cacert|--cert|--key|-o|-w|--output|--write-out|\
+      --backup-store|--cluster)
         ((i++)) ;;
       -*) ;;
       *) if [ -z "$cmd" ]; then cmd="${words[i]}"; elif [ -z "$sub" ]; then sub="${words[i]}"; fi ;;
@@ -34,6 +36,10 @@ _stewardctl() {
     history) COMPREPLY=($(compgen -W "$common --since --limit" -- "$cur")) ;;
     retire-unmanaged) COMPREPLY=($(compgen -W "$common --yes --force" -- "$cur")) ;;
     defrag) COMPREPLY=($(compgen -W "$common --defrag-timeout" -- "$cur")) ;;
+    pause|drain) COMPREPLY=($(compgen -W "$common --node --for --reason" -- "$cur")) ;;
+    resume) COMPREPLY=($(compgen -W "$common --node" -- "$cur")) ;;
+    remove-node) COMPREPLY=($(compgen -W "$common --yes --force --reason" -- "$cur")) ;;
+    recover-quorum) COMPREPLY=($(compgen -W "$common --from --yes --force --wait" -- "$cur")) ;;
     alarm)
       if [ -z "$sub" ]; then
         COMPREPLY=($(compgen -W "list disarm" -- "$cur"))
