@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_split.h"
 #include "backup/open.h"
+#include "reconcile/restore.h"
 #include "pki/node_certs.h"
 
 namespace steward {
@@ -146,6 +147,22 @@ std::string UtcTime(int64_t unix_time) {
   char buf[32];
   std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%SZ", &tm);
   return buf;
+}
+
+bool RestoreMayBeUnderWay(BackupStore& store, const std::string& cluster) {
+  auto pending = ReadRestoreIntent(store, cluster);
+  if (!pending.ok()) {
+    std::cerr << "stewardctl: cannot read the store's restore intent, so cannot tell whether a "
+                 "restore is under way: "
+              << pending.status().message() << ". Nothing was changed.\n";
+    return true;
+  }
+  if (pending->has_value() && !(*pending)->done && !(*pending)->cancelled) {
+    std::cerr << "stewardctl: restore " << (*pending)->id << " of " << (*pending)->backup
+              << " is still under way; wait for it to finish\n";
+    return true;
+  }
+  return false;
 }
 
 bool Confirmed() {

@@ -52,6 +52,10 @@ int ResolveEndpoints(const Common& c, std::vector<std::string>* endpoints,
 // and *rc set to 2 (bad usage or a bad config).
 std::optional<Config> ConfigFor(const Common& c, const char* what, int* rc);
 
+// True, with the reason printed, when the store shows a restore under way or cannot be read
+// (then nobody can tell): a new restore must not start.
+bool RestoreMayBeUnderWay(BackupStore& store, const std::string& cluster);
+
 // "Continue? [y/N]" on stdout; true only for "y" or "yes" on stdin.
 bool Confirmed();
 

@@ -276,18 +276,7 @@ int RunRestoreBackup(const Common& c, const std::string& name, bool yes, bool fo
     std::cerr << "stewardctl: backup " << name << ": " << meta.status().message() << "\n";
     return 1;
   }
-  auto pending = ReadRestoreIntent(*w.store, config.cluster.name);
-  if (!pending.ok()) {
-    std::cerr << "stewardctl: cannot read the store's restore intent, so cannot tell whether a "
-                 "restore is under way: "
-              << pending.status().message() << ". Nothing was changed.\n";
-    return 1;
-  }
-  if (pending->has_value() && !(*pending)->done && !(*pending)->cancelled) {
-    std::cerr << "stewardctl: restore " << (*pending)->id << " of " << (*pending)->backup
-              << " is still under way; wait for it to finish\n";
-    return 1;
-  }
+  if (RestoreMayBeUnderWay(*w.store, config.cluster.name)) return 1;
   if (!yes) {
     std::cout << "This stops every etcd member of cluster " << config.cluster.name
               << " and replaces all of its data with backup " << name << " (revision "

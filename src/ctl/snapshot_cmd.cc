@@ -259,18 +259,7 @@ int RunRestoreFromFile(const Common& c, const std::string& file, bool skip_hash_
                  "restore-backup NAME's message; retire or stop the unmanaged members first)\n";
     return 1;
   }
-  auto pending = ReadRestoreIntent(*w.store, config.cluster.name);
-  if (!pending.ok()) {
-    std::cerr << "stewardctl: cannot read the store's restore intent, so cannot tell whether a "
-                 "restore is under way: "
-              << pending.status().message() << ". Nothing was changed.\n";
-    return 1;
-  }
-  if (pending->has_value() && !(*pending)->done && !(*pending)->cancelled) {
-    std::cerr << "stewardctl: restore " << (*pending)->id << " of " << (*pending)->backup
-              << " is still under way; wait for it to finish\n";
-    return 1;
-  }
+  if (RestoreMayBeUnderWay(*w.store, config.cluster.name)) return 1;
   // The file first, before anything is written anywhere: its bbolt structure now, its sha256
   // trailer as it streams into the store (nothing is committed unless it matches).
   auto info = InspectSnapshotFile(file);
