@@ -465,14 +465,9 @@ int RunRemoveNode(const Common& c, const std::string& node, const std::string& r
               << (config->backup.store.empty() ? " There is no backup store (backup.store)."
                                                : " A backup is taken first.")
               << "\n";
-    if (!yes) {
-      std::cout << "Continue? [y/N] " << std::flush;
-      std::string answer;
-      std::getline(std::cin, answer);
-      if (answer != "y" && answer != "yes") {
-        std::cout << "not removing\n";
-        return 1;
-      }
+    if (!yes && !Confirmed()) {
+      std::cout << "not removing\n";
+      return 1;
     }
     // A backup first, from the store in the config.
     WithStore w;
