@@ -19,8 +19,8 @@ done
 bash -n "$prefix/share/bash-completion/completions/stewardctl" || fail "completion script"
 # The completion offers the subcommands.
 out=$(bash -c "source '$prefix/share/bash-completion/completions/stewardctl';
-  COMP_WORDS=(stewardctl res); COMP_CWORD=1; _stewardctl; echo \"\${COMPREPLY[*]}\"")
-[ "$out" = "restore-backup" ] || fail "completion of 'res' gave '$out'"
+  COMP_WORDS=(stewardctl rest); COMP_CWORD=1; _stewardctl; echo \"\${COMPREPLY[*]}\"")
+[ "$out" = "restore-backup" ] || fail "completion of 'rest' gave '$out'"
 grep -q "restore.\{0,2\}-backup" "$prefix/share/man/man1/stewardctl.1" || fail "stewardctl.1 lacks the subcommands"
 command -v systemd-analyze >/dev/null 2>&1 || fail "systemd-analyze is missing (install-deps --test installs it)"
 touch "$prefix/node.yaml"
