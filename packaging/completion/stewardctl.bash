@@ -9,7 +9,7 @@ _stewardctl() {
   }
   local commands="status configure-cluster get history backup list-backups restore-backup
     retire-unmanaged dashboard pki snapshot defrag alarm pause resume drain move-leader
-    remove-node readd-node recover-quorum"
+    remove-node readd-node recover-quorum destroy undestroy"
   local common="--config --endpoints --timeout-ms --cacert --cert --key -o -w --output
     --write-out --backup-store --cluster --help"
   case "$prev" in
@@ -40,6 +40,8 @@ _stewardctl() {
     resume) COMPREPLY=($(compgen -W "$common --node" -- "$cur")) ;;
     remove-node) COMPREPLY=($(compgen -W "$common --yes --force --reason" -- "$cur")) ;;
     recover-quorum) COMPREPLY=($(compgen -W "$common --from --yes --force --wait" -- "$cur")) ;;
+    destroy) COMPREPLY=($(compgen -W "$common --yes --force --reason" -- "$cur")) ;;
+    undestroy) COMPREPLY=($(compgen -W "$common --yes --wait" -- "$cur")) ;;
     alarm)
       if [ -z "$sub" ]; then
         COMPREPLY=($(compgen -W "list disarm" -- "$cur"))

@@ -67,6 +67,8 @@ class LocalNode : public NodeHandler {
   // Restarts etcd on its data with the binary etcd.versions names for the version, and
   // records the version (the etcd-version marker) so the node keeps running it.
   absl::Status SwitchVersion(const peer::SwitchVersionRequest& req) override;
+  // stewardctl destroy / undestroy, checked against the store's destroy mark (reconcile/destroy.h).
+  absl::Status Destroy(const peer::DestroyRequest& req) override;
 
   // One pass of the node's control loop:
   //   - while etcd is not wanted and not held stopped by the leader, decide whether this node
@@ -109,6 +111,8 @@ class LocalNode : public NodeHandler {
   // REQUIRES: mu_ held. Drops the fence and restarts etcd on its client URL.
   absl::Status UnfenceLocked(const std::string& restore_id);
   void MaybeUnfenceSelf();
+  // FailedPrecondition while this node stopped its etcd for a destroy (SD1): no order starts it.
+  absl::Status RefuseWhileDestroyed(const char* what);
   // Logs `msg` at info, but the same message at most once a minute.
   void Note(const std::string& msg);
 

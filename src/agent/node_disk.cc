@@ -27,6 +27,8 @@ const char* MarkerName(Marker m) {
       return "leader-term";
     case Marker::kEtcdVersion:
       return "etcd-version";
+    case Marker::kDestroyed:
+      return "destroyed";
   }
   return "?";
 }

@@ -31,6 +31,7 @@ enum class Marker {
   kRestoreId,         // "restore-id": the restore this node carried out last
   kLeaderTerm,        // "leader-term": "<term> <leader>", the newest term admitted (TermGuard)
   kEtcdVersion,       // "etcd-version": the etcd.versions entry this node switched to last
+  kDestroyed,         // "destroyed": <destroy id> this node stopped its etcd for (SD1)
 };
 const char* MarkerName(Marker m);
 

@@ -11,6 +11,7 @@ namespace steward {
 
 absl::Status LocalNode::Restore(const peer::RestoreRequest& req) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (absl::Status s = RefuseWhileDestroyed("restore"); !s.ok()) return s;
   // Applied already — unless this member lost its data since (the marker outlives a wiped data
   // dir): then it restores again, from the same backup, like the others did.
   const bool repeat = disk_.Read(Marker::kRestoreId) == req.restore_id();

@@ -4,6 +4,7 @@
 #include "agent/local_node.h"
 #include "etcd/member_id.h"
 #include "reconcile/admission.h"
+#include "reconcile/destroy.h"
 #include "spdlog/spdlog.h"
 
 namespace steward {
@@ -24,6 +25,7 @@ peer::NodeState LocalNode::State() {
   s.set_bootstrapping(Bootstrapping());
   s.set_restore_id(disk_.Read(Marker::kRestoreId));
   s.set_switched_version(disk_.Read(Marker::kEtcdVersion));
+  s.set_destroyed(disk_.Read(Marker::kDestroyed));
   {
     std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
     if (lock.owns_lock()) s.set_restore_error(restore_error_);
@@ -53,8 +55,17 @@ peer::NodeState LocalNode::State() {
   return s;
 }
 
+absl::Status LocalNode::RefuseWhileDestroyed(const char* what) {
+  const std::string id = disk_.Read(Marker::kDestroyed);
+  if (id.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("refusing to ", what, ": node ", config_.node.name,
+                   " stopped its etcd for destroy ", id, " (stewardctl undestroy ends it)"));
+}
+
 absl::Status LocalNode::Join(const peer::StartRequest& req) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (absl::Status s = RefuseWhileDestroyed("join"); !s.ok()) return s;
   if (!runner_.wanted() && !SetPartialDataAside()) {
     return absl::InternalError("a partial data dir could not be set aside");
   }
@@ -158,6 +169,7 @@ absl::Status LocalNode::UnfenceLocked(const std::string& restore_id) {
 
 absl::Status LocalNode::SwitchVersion(const peer::SwitchVersionRequest& req) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (absl::Status s = RefuseWhileDestroyed("switch versions"); !s.ok()) return s;
   auto it = config_.etcd.versions.find(req.version());
   if (it == config_.etcd.versions.end()) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -192,6 +204,52 @@ absl::Status LocalNode::SwitchVersion(const peer::SwitchVersionRequest& req) {
 absl::Status LocalNode::Unfence(const peer::UnfenceRequest& req) {
   std::lock_guard<std::mutex> lock(mu_);
   return UnfenceLocked(req.restore_id());
+}
+
+absl::Status LocalNode::Destroy(const peer::DestroyRequest& req) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (env_.store == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "node ", config_.node.name, " has no backup store configured, so it cannot see the "
+        "destroy mark"));
+  }
+  // Re-checked right before it acts: the store's mark is the authority, not the caller.
+  auto mark = ReadDestroyMark(*env_.store, config_.cluster.name);
+  if (!mark.ok()) {
+    return absl::UnavailableError(absl::StrCat("reading the destroy mark in ",
+                                               env_.store->Describe(), ": ",
+                                               mark.status().message()));
+  }
+  if (req.undo()) {
+    if (mark->has_value()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the store still marks the cluster destroyed (destroy ", (*mark)->id, ")"));
+    }
+    if (absl::Status s = disk_.Remove(Marker::kDestroyed); !s.ok()) return s;
+    spdlog::warn("destroy {} undone: this node decides its start again", req.destroy_id());
+    return absl::OkStatus();
+  }
+  if (!mark->has_value() || (*mark)->id != req.destroy_id()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the store does not mark cluster ", config_.cluster.name, " destroyed by destroy ",
+        req.destroy_id()));
+  }
+  // Recorded first: an agent that restarts from here on keeps etcd stopped (SD1).
+  if (absl::Status s = disk_.Write(Marker::kDestroyed, req.destroy_id()); !s.ok()) return s;
+  held_ = true;
+  if (absl::Status s = runner_.Stop(); !s.ok()) {
+    held_ = false;
+    return s;
+  }
+  std::string dest;
+  absl::Status aside = disk_.State() == DataDirState::kEmpty
+                           ? absl::OkStatus()
+                           : disk_.SetAside(absl::StrCat("destroyed-", req.destroy_id()), &dest);
+  held_ = false;  // SD1 keeps it stopped from here on
+  if (!aside.ok()) return aside;
+  spdlog::warn("{}; etcd stopped{}", DescribeDestroyMark(config_.cluster.name, **mark),
+               dest.empty() ? "" : absl::StrCat(", its data dir moved to ", dest));
+  return absl::OkStatus();
 }
 
 }  // namespace steward

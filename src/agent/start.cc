@@ -99,7 +99,7 @@ bool LocalNode::MayRestart(std::string* why) {
 }
 
 StartView LocalNode::ObserveStart() {
-  return GatherStartView(config_, StartFacts{disk_.State(), EverJoined()}, *env_.peers,
+  return GatherStartView(config_, StartFacts{disk_.State(), EverJoined(), disk_.Read(Marker::kDestroyed)}, *env_.peers,
                          env_.initial_agents, env_.store, env_.parallel);
 }
 
@@ -111,6 +111,13 @@ void LocalNode::MaybeStartEtcd() {
       return;
     case StartAction::kSetPartialAside:
       SetPartialDataAside();  // logs; the next pass decides on the empty dir
+      return;
+    case StartAction::kForgetDestroyed:
+      if (absl::Status s = disk_.Remove(Marker::kDestroyed); !s.ok()) {
+        Note(absl::StrCat("cannot drop the destroyed marker: ", s.message()));
+      } else {
+        spdlog::warn("{}: this node decides its start again", d.reason);
+      }
       return;
     case StartAction::kStartOnData:
       spdlog::info("data dir {} holds a member; starting etcd{}", disk_.DataDir(),

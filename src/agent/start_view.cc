@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "etcd/member_id.h"
+#include "reconcile/destroy.h"
 #include "reconcile/env.h"
 #include "reconcile/restore.h"
 
@@ -49,6 +50,20 @@ StartView GatherStartView(const Config& config, const StartFacts& facts, EtcdApi
   for (int i = 0; i < config.cluster.size; ++i) {
     if (config.cluster.nodes[static_cast<size_t>(i)].name == self.name) v.initial = true;
   }
+  v.local_destroyed = facts.destroyed;
+  // A member's data starts without the store (a store outage must not keep a member down),
+  // unless this node stopped it for a destroy.
+  if (!v.local_destroyed.empty() || v.data == DataDirState::kEmpty) {
+    if (store == nullptr) {
+      v.destroy_store_error = "no backup store is configured";
+    } else if (auto mark = ReadDestroyMark(*store, config.cluster.name); !mark.ok()) {
+      v.destroy_store_error = std::string(mark.status().message());
+    } else {
+      v.destroy_store_ok = true;
+      if (mark->has_value()) v.destroyed = DescribeDestroyMark(config.cluster.name, **mark);
+    }
+  }
+  if (!v.local_destroyed.empty() || !v.destroyed.empty()) return v;
   if (v.data != DataDirState::kEmpty || v.ever_joined || !v.initial || v.adopting) return v;
   // Does a cluster already run that knows this node? A bootstrapping etcd does not answer
   // client requests until it has a leader, so silence here means "no cluster yet".

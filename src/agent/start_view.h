@@ -20,6 +20,7 @@ namespace steward {
 struct StartFacts {
   DataDirState data = DataDirState::kEmpty;
   bool ever_joined = false;  // the "joined" marker
+  std::string destroyed;     // the "destroyed" marker: the destroy's id ("" if none)
 };
 
 // `peers` reaches the other nodes' client URLs; `initial_agents` the other initial nodes'

@@ -69,6 +69,10 @@ std::string MembersRecordKey(const std::string& cluster) {
   return cluster + "/control/members.json";
 }
 
+std::string DestroyMarkKey(const std::string& cluster) {
+  return cluster + "/control/destroyed.json";
+}
+
 std::string CreatedMarkerKey(const std::string& cluster) {
   return cluster + "/control/created.json";
 }

@@ -2,6 +2,7 @@
 //   <cluster>/backups/<YYYYMMDDTHHMMSSZ>-<revision, 20 digits>/snapshot.db.zst
 //   <cluster>/backups/<...>/meta.json        written last: its presence marks a complete backup
 //   <cluster>/control/created.json           written once a cluster has been created
+//   <cluster>/control/destroyed.json         stewardctl destroy's mark, until undestroy
 // (the store's own prefix, e.g. an S3 prefix, comes before <cluster>). Pure functions.
 #pragma once
 
@@ -59,6 +60,7 @@ std::string CreatedMarkerKey(const std::string& cluster);
 std::string RestoreIntentKey(const std::string& cluster);   // <cluster>/control/restore.json
 std::string RevisionRecordKey(const std::string& cluster);  // <cluster>/control/revision.json
 std::string MembersRecordKey(const std::string& cluster);   // <cluster>/control/members.json
+std::string DestroyMarkKey(const std::string& cluster);     // <cluster>/control/destroyed.json
 
 nlohmann::json MetaToJson(const BackupMeta& m);
 absl::StatusOr<BackupMeta> MetaFromJson(const std::string& text);

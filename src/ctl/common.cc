@@ -1,11 +1,16 @@
 // What stewardctl's commands share: the common flags, clients, configs and the store.
 #include "ctl/common.h"
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <ctime>
 #include <iostream>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "backup/open.h"
+#include "reconcile/destroy.h"
 #include "reconcile/restore.h"
 #include "pki/node_certs.h"
 
@@ -140,6 +145,16 @@ WithStore OpenFromConfig(const Common& c, const char* what, bool store_only) {
   return w;
 }
 
+std::string WhoAmI() {
+  const char* user = std::getenv("SUDO_USER");
+  if (user == nullptr || *user == '\0') user = std::getenv("USER");
+  if (user == nullptr || *user == '\0') user = std::getenv("LOGNAME");
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
+  return absl::StrCat(user != nullptr && *user != '\0' ? user : "unknown", "@",
+                      host[0] != '\0' ? host : "unknown");
+}
+
 std::string UtcTime(int64_t unix_time) {
   std::time_t t = static_cast<std::time_t>(unix_time);
   std::tm tm{};
@@ -160,6 +175,21 @@ bool RestoreMayBeUnderWay(BackupStore& store, const std::string& cluster) {
   if (pending->has_value() && !(*pending)->done && !(*pending)->cancelled) {
     std::cerr << "stewardctl: restore " << (*pending)->id << " of " << (*pending)->backup
               << " is still under way; wait for it to finish\n";
+    return true;
+  }
+  return false;
+}
+
+bool DestroyedRefuses(BackupStore& store, const std::string& cluster) {
+  auto mark = ReadDestroyMark(store, cluster);
+  if (!mark.ok()) {
+    std::cerr << "stewardctl: cannot read the store's destroy mark: " << mark.status().message()
+              << ". Nothing was changed.\n";
+    return true;
+  }
+  if (mark->has_value()) {
+    std::cerr << "stewardctl: refusing: " << DescribeDestroyMark(cluster, **mark)
+              << " first. Nothing was changed.\n";
     return true;
   }
   return false;

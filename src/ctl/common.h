@@ -56,10 +56,16 @@ std::optional<Config> ConfigFor(const Common& c, const char* what, int* rc);
 // (then nobody can tell): a new restore must not start.
 bool RestoreMayBeUnderWay(BackupStore& store, const std::string& cluster);
 
+// True, with the reason printed, when the store marks the cluster destroyed (or the mark cannot
+// be read): the agents refuse restores until `stewardctl undestroy`.
+bool DestroyedRefuses(BackupStore& store, const std::string& cluster);
+
 // "Continue? [y/N]" on stdout; true only for "y" or "yes" on stdin.
 bool Confirmed();
 
 int64_t UnixNow();
+// "alice@host": who asked, for the record (SUDO_USER before USER).
+std::string WhoAmI();
 // "2026-11-26 17:00:00Z"
 std::string UtcTime(int64_t unix_time);
 

@@ -26,6 +26,8 @@
 #include "ctl/retire.h"
 #include "ctl/maintenance_cmd.h"
 #include "ctl/progress.h"
+#include "ctl/destroy_cmd.h"
+#include "reconcile/destroy.h"
 #include "ctl/recover_cmd.h"
 #include "ctl/snapshot_cmd.h"
 #include "ctl/space_cmd.h"
@@ -59,13 +61,28 @@ int RunStatus(const Common& c) {
       steward = ReadStewardState(client, *config);
     }
   }
+  // No etcd answers: a destroyed cluster says so (the store's mark), rather than only "down".
+  std::string destroyed;
+  if (!c.config_path.empty() && !view.reachable) {
+    auto config = LoadClientConfig(c.config_path);
+    if (config.ok() && !config->backup.store.empty()) {
+      if (auto store = OpenStore(config->backup); store.ok()) {
+        if (auto mark = ReadDestroyMark(**store, config->cluster.name);
+            mark.ok() && mark->has_value()) {
+          destroyed = DescribeDestroyMark(config->cluster.name, **mark);
+        }
+      }
+    }
+  }
   if (c.output == "json") {
     nlohmann::json j = StatusToJson(view);
     j["steward"] = steward;
+    if (!destroyed.empty()) j["destroyed"] = destroyed;
     std::cout << j.dump(2) << "\n";
   } else {
     std::cout << RenderStatusTable(view);
     if (!steward.empty()) std::cout << DescribeStewardState(steward, UnixNow());
+    if (!destroyed.empty()) std::cout << destroyed << "\n";
   }
   return view.healthy ? 0 : 1;
 }
@@ -277,6 +294,7 @@ int RunRestoreBackup(const Common& c, const std::string& name, bool yes, bool fo
     return 1;
   }
   if (RestoreMayBeUnderWay(*w.store, config.cluster.name)) return 1;
+  if (DestroyedRefuses(*w.store, config.cluster.name)) return 1;
   if (!yes) {
     std::cout << "This stops every etcd member of cluster " << config.cluster.name
               << " and replaces all of its data with backup " << name << " (revision "
@@ -671,6 +689,7 @@ int CtlMain(int argc, char** argv) {
   retire->add_flag("--force", force, "go on when the backup before the first removal fails");
   AddSnapshotCommands(app, &common, &commands);  // after backup and restore-backup: it extends them
   AddRecoverCommands(app, &common, &commands);
+  AddDestroyCommands(app, &common, &commands);
   AddSpaceCommands(app, &common, &commands);
   DashboardOptions dashboard_options;
   CLI::App* dashboard = AddDashboardCommand(app, &dashboard_options);

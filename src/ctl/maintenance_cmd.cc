@@ -23,17 +23,6 @@ namespace {
 
 using std::chrono::milliseconds;
 
-// "alice@host": who asked, for the record.
-std::string WhoAmI() {
-  const char* user = std::getenv("SUDO_USER");
-  if (user == nullptr || *user == '\0') user = std::getenv("USER");
-  if (user == nullptr || *user == '\0') user = std::getenv("LOGNAME");
-  char host[256] = {};
-  if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
-  return absl::StrCat(user != nullptr && *user != '\0' ? user : "unknown", "@",
-                      host[0] != '\0' ? host : "unknown");
-}
-
 const NodeSpec* FindNode(const Config& config, const std::string& name) {
   for (const auto& n : config.cluster.nodes) {
     if (n.name == name) return &n;

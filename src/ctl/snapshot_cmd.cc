@@ -260,6 +260,7 @@ int RunRestoreFromFile(const Common& c, const std::string& file, bool skip_hash_
     return 1;
   }
   if (RestoreMayBeUnderWay(*w.store, config.cluster.name)) return 1;
+  if (DestroyedRefuses(*w.store, config.cluster.name)) return 1;
   // The file first, before anything is written anywhere: its bbolt structure now, its sha256
   // trailer as it streams into the store (nothing is committed unless it matches).
   auto info = InspectSnapshotFile(file);

@@ -94,6 +94,9 @@ absl::Status PeerClient::Nudge(const std::string& from, std::chrono::millisecond
   req.set_from(from);
   return Order("Nudge", req, t, &peer::Peer::Stub::Nudge);
 }
+absl::Status PeerClient::Destroy(const peer::DestroyRequest& req, std::chrono::milliseconds t) {
+  return Order("Destroy", req, t, &peer::Peer::Stub::Destroy);
+}
 absl::Status PeerClient::SwitchVersion(const peer::SwitchVersionRequest& req,
                                        std::chrono::milliseconds t) {
   return Order("SwitchVersion", req, t, &peer::Peer::Stub::SwitchVersion);

@@ -51,6 +51,8 @@ class PeerClient : public PeerApi {
 
   // Asks the leader's agent to reconcile now (this node's state changed). Not an order.
   absl::Status Nudge(const std::string& from, std::chrono::milliseconds timeout);
+  // stewardctl destroy / undestroy: the agent checks the store's destroy mark itself.
+  absl::Status Destroy(const peer::DestroyRequest& req, std::chrono::milliseconds timeout);
 
   const std::string& address() const { return address_; }
 

@@ -139,6 +139,17 @@ class PeerServer::Service final : public peer::Peer::Service {
     return grpc::Status::OK;
   }
 
+  grpc::Status Destroy(grpc::ServerContext* ctx, const peer::DestroyRequest* req,
+                       peer::OrderReply*) override {
+    // No term and no agent role: stewardctl asks with the operator's certificate, and what the
+    // agent acts on is the store's destroy mark, which it reads itself (LocalNode::Destroy).
+    spdlog::warn("{} asks to {} (destroy {})", ctx->peer(), req->undo() ? "undestroy" : "destroy",
+                 req->destroy_id());
+    absl::Status s = handler_->Destroy(*req);
+    if (!s.ok()) spdlog::warn("destroy request failed: {}", s.message());
+    return ToGrpc(s);
+  }
+
   std::function<void(const std::string&)> on_nudge_;
   std::function<void(const std::string&, const peer::OrderHeader&, const absl::Status&)>
       on_order_;

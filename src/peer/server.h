@@ -31,6 +31,7 @@ class NodeHandler {
   virtual absl::Status Restore(const peer::RestoreRequest& req) = 0;
   virtual absl::Status Unfence(const peer::UnfenceRequest& req) = 0;
   virtual absl::Status SwitchVersion(const peer::SwitchVersionRequest& req) = 0;
+  virtual absl::Status Destroy(const peer::DestroyRequest& req) = 0;
 };
 
 // The newest leader term seen, persisted before it is admitted; the rules are AdmitOrder's

@@ -13,6 +13,7 @@
 #include "backup/pipeline.h"
 #include "common/rules.h"
 #include "common/status.h"
+#include "reconcile/destroy.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
 
@@ -246,6 +247,12 @@ RestoreCoordinator::Observed RestoreCoordinator::Observe() {
     store_error(existed.status(), "the existence check");
   } else {
     v.cluster_existed = *existed;
+  }
+  auto mark = ReadDestroyMark(*store_, config_.cluster.name);
+  if (!mark.ok()) {
+    store_error(mark.status(), "the destroy mark");
+  } else if (mark->has_value()) {
+    v.destroyed = DescribeDestroyMark(config_.cluster.name, **mark);
   }
   auto voters = ReadLastVoters(*store_, config_.cluster.name);
   if (!voters.ok()) {

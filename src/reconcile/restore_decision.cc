@@ -102,6 +102,7 @@ RestoreDecision DecideRestore(const RestoreView& v) {
     if (std::string why; !MajorityAnswers(v, &why)) return Make(RestoreAction::kWait, why);
     return Make(RestoreAction::kContinue, "total loss is still proven");
   }
+  if (!v.destroyed.empty() && !RuleOff("R7")) return Make(RestoreAction::kWait, v.destroyed);
   if (v.etcd_answers) return Make(RestoreAction::kNothing, "an etcd member answers");
   if (std::string live = LiveAgent(v, ""); !live.empty()) {
     return Make(RestoreAction::kNothing, absl::StrCat("node ", live, " holds data"));

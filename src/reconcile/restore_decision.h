@@ -25,6 +25,9 @@
 //      restored may be silent (its agent died, a partition), so "nobody that answers applied
 //      it" does not show that nobody did, and cancelling would strand the restored members
 //      behind their fence for good. The coordinator records this before its first order.
+//   R7 a cluster the store marks destroyed (stewardctl destroy) is never restored by itself: wait
+//      for `stewardctl undestroy`. (A pending restore follows R5/R6: destroy refuses to run
+//      while one is under way, and restore-backup refuses while the cluster is destroyed.)
 //   AD5 while adopting a running cluster (cluster.adopt), no automatic restore starts: the
 //      members no agent manages may still hold the cluster, and no agent can see their data.
 //      The operator's restore-backup still works.
@@ -53,6 +56,8 @@ struct RestoreView {
   bool store_ok = true;       // the intent and the existence check could be read
   std::string store_error;
   bool cluster_existed = false;  // a backup or the created marker
+  // The store's destroy mark (R7): DescribeDestroyMark's text, "" if the cluster is not destroyed.
+  std::string destroyed;
   // The voting members as last recorded (the store's membership record, else the initial
   // cluster). Never empty when cluster_existed.
   std::vector<std::string> last_voters;

@@ -11,12 +11,26 @@ const char* StartActionName(StartAction a) {
     case StartAction::kStartOnData: return "start-on-data";
     case StartAction::kWait: return "wait";
     case StartAction::kBootstrap: return "bootstrap";
+    case StartAction::kForgetDestroyed: return "forget-destroyed";
   }
   return "?";
 }
 
 StartDecision DecideStart(const StartView& v) {
   using A = StartAction;
+  if (!v.local_destroyed.empty() && !RuleOff("SD1")) {  // SD1
+    if (!v.destroyed.empty()) return {A::kWait, v.destroyed};
+    if (!v.destroy_store_ok) {
+      return {A::kWait, absl::StrCat("etcd on node ", v.node, " was stopped by destroy ",
+                                     v.local_destroyed, ", and the backup store cannot be read (",
+                                     v.destroy_store_error.empty() ? "no store is configured"
+                                                                   : v.destroy_store_error,
+                                     ") to see whether the cluster was brought back")};
+    }
+    return {A::kForgetDestroyed,
+            absl::StrCat("the backup store no longer marks the cluster destroyed (destroy ",
+                         v.local_destroyed, " was undone)")};
+  }
   switch (v.data) {
     case DataDirState::kPartial:  // S1
       return {A::kSetPartialAside,
@@ -26,6 +40,7 @@ StartDecision DecideStart(const StartView& v) {
     case DataDirState::kEmpty:
       break;
   }
+  if (!v.destroyed.empty() && !RuleOff("SD2")) return {A::kWait, v.destroyed};  // SD2
   if (v.adopting && !RuleOff("AD4")) {  // AD4
     return {A::kWait, absl::StrCat("cluster.adopt is set: node ", v.node, " never bootstraps; "
                                    "it joins the adopted cluster when the leader adds it")};

@@ -4,8 +4,13 @@
 // backup store), then acts on the result; tests/unit/start_decision_test.cc tables each rule.
 //
 // Rules, in order (the first that applies decides):
+//   SD1 a node that stopped its etcd for `stewardctl destroy` (its "destroyed" marker) stays
+//       stopped while the store marks the cluster destroyed or cannot be read; once the store
+//       shows the mark gone (undestroy), it drops its marker and decides again;
 //   S1 a data dir with member/ but no WAL is a failed first start or join: set it aside;
 //   S2 a data dir with a WAL is a member's: start etcd on it (it rejoins its cluster itself);
+//   SD2 an empty node of a cluster the store marks destroyed waits for undestroy (it neither
+//       bootstraps nor joins);
 //   S3 a node that was part of a running cluster and lost its data waits for the leader;
 //   S4 a spare (not among the first cluster.size nodes) waits for the leader;
 //   S5 a running cluster without this node, or with an entry for it that has run (or is not its
@@ -56,6 +61,12 @@ struct StartView {
   bool store_ok = true;
   std::string store_error;
   bool cluster_existed = false;
+  // SD1/SD2: this node's "destroyed" marker (the destroy's id, "" if none), and the store's
+  // destroy mark, read when that marker is set or the data dir is empty.
+  std::string local_destroyed;
+  bool destroy_store_ok = false;  // the mark was read (false without a store)
+  std::string destroy_store_error;
+  std::string destroyed;  // DescribeDestroyMark's text, "" if not marked
 };
 
 enum class StartAction {
@@ -63,6 +74,7 @@ enum class StartAction {
   kStartOnData,
   kWait,
   kBootstrap,
+  kForgetDestroyed,  // SD1: drop the node's "destroyed" marker, then decide again
 };
 
 const char* StartActionName(StartAction a);

@@ -263,4 +263,17 @@ TEST(RestoreDecisionSimTest, NoRestoreWhileAMajorityOfTheMembersCouldHoldData) {
 }
 
 }  // namespace
+
+// R7: every member empty and silent is total loss, but a destroyed cluster is never restored
+// by itself; without the mark it is.
+TEST(RestoreDecisionTest, R7_ADestroyedClusterIsNotRestored) {
+  RestoreView v = FiveNodes();
+  v.destroyed = "cluster demo was destroyed by root@h";
+  RestoreDecision d = DecideRestore(v);
+  EXPECT_EQ(d.action, RestoreAction::kWait);
+  EXPECT_EQ(d.reason, v.destroyed);
+  v.destroyed.clear();
+  EXPECT_EQ(DecideRestore(v).action, RestoreAction::kStart);
+}
+
 }  // namespace steward

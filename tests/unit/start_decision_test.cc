@@ -125,4 +125,44 @@ TEST(StartDecisionTest, D1_AMembersDataGoneUnderEtcdStopsIt) {
 }
 
 }  // namespace
+
+// SD1: a node that stopped its etcd for a destroy stays stopped, even on member data, while the
+// store marks the cluster destroyed or cannot be read; once the mark is gone it forgets.
+TEST(StartDecisionTest, SD1_ADestroyedNodeStaysStoppedUntilTheMarkIsGone) {
+  for (DataDirState data : {DataDirState::kEmpty, DataDirState::kMember}) {
+    StartView v = Fresh();
+    v.data = data;
+    v.local_destroyed = "1700000000-abcd";
+    v.destroy_store_ok = true;
+    v.destroyed = "cluster demo was destroyed by root@h";
+    StartDecision d = DecideStart(v);
+    EXPECT_EQ(d.action, StartAction::kWait);
+    EXPECT_EQ(d.reason, v.destroyed);
+    v.destroyed.clear();
+    v.destroy_store_ok = false;
+    v.destroy_store_error = "connection refused";
+    d = DecideStart(v);
+    EXPECT_EQ(d.action, StartAction::kWait);
+    EXPECT_NE(d.reason.find("connection refused"), std::string::npos) << d.reason;
+    v.destroy_store_ok = true;
+    EXPECT_EQ(DecideStart(v).action, StartAction::kForgetDestroyed);
+  }
+}
+
+// SD2: an empty node of a destroyed cluster neither bootstraps nor joins the initial cluster;
+// a member's data without the node's own marker still starts (a store is never asked for it).
+TEST(StartDecisionTest, SD2_AnEmptyNodeOfADestroyedClusterWaits) {
+  StartView v = Fresh();
+  v.destroy_store_ok = true;
+  v.destroyed = "cluster demo was destroyed";
+  EXPECT_EQ(DecideStart(v).action, StartAction::kWait);
+  v.cluster = ClusterAnswer::kInitialEntryUnstarted;
+  EXPECT_EQ(DecideStart(v).action, StartAction::kWait);
+  v.has_store = false;
+  v.cluster_existed = false;
+  EXPECT_EQ(DecideStart(v).reason, v.destroyed);
+  v.data = DataDirState::kMember;
+  EXPECT_EQ(DecideStart(v).action, StartAction::kStartOnData);
+}
+
 }  // namespace steward
