@@ -2,6 +2,7 @@
 // reconcile/start_decision.h), the markers it keeps, and the node's control pass.
 #include "absl/strings/str_cat.h"
 #include "agent/local_node.h"
+#include "agent/start_view.h"
 #include "reconcile/restore.h"
 #include "spdlog/spdlog.h"
 
@@ -91,16 +92,32 @@ void LocalNode::AdoptRunning() {
 }
 
 bool LocalNode::MayRestart(std::string* why) {
-  if (!DataLostUnderEtcd(true, started_on_data_, member_data_seen_, disk_.State())) return true;
-  *why = absl::StrCat("the data dir ", disk_.DataDir(),
-                      " of the member no longer holds its data; the leader replaces the member");
-  member_data_seen_ = false;
-  return false;
+  if (DataLostUnderEtcd(true, started_on_data_, member_data_seen_, disk_.State())) {
+    *why = absl::StrCat("the data dir ", disk_.DataDir(),
+                        " of the member no longer holds its data; the leader replaces the member");
+    member_data_seen_ = false;
+    return false;
+  }
+  // RM3: a member removed from its cluster exits at once when started; restarting it forever
+  // helps nobody. The control loop then waits (its start decision asks the same).
+  if (disk_.State() == DataDirState::kMember) {
+    if (auto id = disk_.Identity(); id.ok()) {
+      if (std::string removed = MemberRemovedWhy(*env_.peers, *id); !removed.empty()) {
+        *why = removed;
+        return false;
+      }
+    }
+  }
+  return true;
 }
 
 StartView LocalNode::ObserveStart() {
-  return GatherStartView(config_, StartFacts{disk_.State(), EverJoined(), disk_.Read(Marker::kDestroyed)}, *env_.peers,
-                         env_.initial_agents, env_.store, env_.parallel);
+  StartFacts facts{disk_.State(), EverJoined(), disk_.Read(Marker::kDestroyed), std::nullopt};
+  if (facts.data == DataDirState::kMember) {
+    if (auto id = disk_.Identity(); id.ok()) facts.identity = *id;
+  }
+  return GatherStartView(config_, facts, *env_.peers, env_.initial_agents, env_.store,
+                         env_.parallel);
 }
 
 void LocalNode::MaybeStartEtcd() {

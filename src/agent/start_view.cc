@@ -38,6 +38,21 @@ bool InitialPeersAllowBootstrap(const std::map<std::string, PeerApi*>& initial_a
   return problems.empty();
 }
 
+std::string MemberRemovedWhy(EtcdApi& peers, const WalIdentity& id) {
+  if (peers.endpoints().empty()) return "";
+  uint64_t list_cluster = 0;
+  auto members = peers.LinearizableMemberList(&list_cluster);
+  std::vector<uint64_t> ids;
+  if (members.ok()) {
+    for (const auto& m : *members) ids.push_back(m.id);
+  }
+  if (!MemberRemoved(id.member_id, id.cluster_id, members.ok(), list_cluster, ids)) return "";
+  return absl::StrCat("member ", HexId(id.member_id), " of this data dir is no longer in cluster ",
+                      HexId(id.cluster_id), " (the member list a quorum serves lacks it): not "
+                      "starting its etcd; the leader sets the data aside and adds the node back, "
+                      "unless the node was removed for good (stewardctl readd-node ends that)");
+}
+
 StartView GatherStartView(const Config& config, const StartFacts& facts, EtcdApi& peers,
                           const std::map<std::string, PeerApi*>& initial_agents,
                           BackupStore* store, bool parallel) {
@@ -64,6 +79,9 @@ StartView GatherStartView(const Config& config, const StartFacts& facts, EtcdApi
     }
   }
   if (!v.local_destroyed.empty() || !v.destroyed.empty()) return v;
+  if (v.data == DataDirState::kMember && facts.identity) {
+    v.member_removed = MemberRemovedWhy(peers, *facts.identity);
+  }
   if (v.data != DataDirState::kEmpty || v.ever_joined || !v.initial || v.adopting) return v;
   // Does a cluster already run that knows this node? A bootstrapping etcd does not answer
   // client requests until it has a leader, so silence here means "no cluster yet".

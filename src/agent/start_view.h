@@ -6,11 +6,13 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 
 #include "backup/store.h"
 #include "config/config.h"
 #include "etcd/api.h"
+#include "etcd/wal.h"
 #include "peer/api.h"
 #include "reconcile/start_decision.h"
 
@@ -21,6 +23,7 @@ struct StartFacts {
   DataDirState data = DataDirState::kEmpty;
   bool ever_joined = false;  // the "joined" marker
   std::string destroyed;     // the "destroyed" marker: the destroy's id ("" if none)
+  std::optional<WalIdentity> identity;  // the WAL's, for a member's data (RM3)
 };
 
 // `peers` reaches the other nodes' client URLs; `initial_agents` the other initial nodes'
@@ -28,6 +31,10 @@ struct StartFacts {
 StartView GatherStartView(const Config& config, const StartFacts& facts, EtcdApi& peers,
                           const std::map<std::string, PeerApi*>& initial_agents,
                           BackupStore* store, bool parallel);
+
+// RM3's question for a member's data: why `id`'s member is provably out of its cluster ("" if
+// it is not, or the others cannot show it). One linearizable member list through `peers`.
+std::string MemberRemovedWhy(EtcdApi& peers, const WalIdentity& id);
 
 // S6's question: every other initial agent answers, and none was part of a running cluster or
 // holds data other than this same bootstrap. `why` lists what stands against it.

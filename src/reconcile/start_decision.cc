@@ -36,6 +36,7 @@ StartDecision DecideStart(const StartView& v) {
       return {A::kSetPartialAside,
               "the data dir holds no WAL (a start or join that failed before etcd wrote one)"};
     case DataDirState::kMember:  // S2
+      if (!v.member_removed.empty()) return {A::kWait, v.member_removed};  // RM3
       return {A::kStartOnData, "the data dir holds a member"};
     case DataDirState::kEmpty:
       break;
@@ -87,6 +88,16 @@ bool EverJoined(bool joined_marker, uint64_t wal_commit, int initial_members) {
   if (joined_marker) return true;
   if (RuleOff("J1")) return false;
   return wal_commit > static_cast<uint64_t>(initial_members);
+}
+
+bool MemberRemoved(uint64_t wal_member_id, uint64_t wal_cluster_id, bool list_ok,
+                   uint64_t list_cluster_id, const std::vector<uint64_t>& member_ids) {
+  if (RuleOff("RM3") || !list_ok || wal_member_id == 0 || wal_cluster_id == 0) return false;
+  if (list_cluster_id != wal_cluster_id) return false;
+  for (uint64_t id : member_ids) {
+    if (id == wal_member_id) return false;
+  }
+  return true;
 }
 
 bool DataLostUnderEtcd(bool wanted, bool started_on_data, bool member_data_seen,

@@ -8,7 +8,12 @@
 //       stopped while the store marks the cluster destroyed or cannot be read; once the store
 //       shows the mark gone (undestroy), it drops its marker and decides again;
 //   S1 a data dir with member/ but no WAL is a failed first start or join: set it aside;
-//   S2 a data dir with a WAL is a member's: start etcd on it (it rejoins its cluster itself);
+//   S2 a data dir with a WAL is a member's: start etcd on it (it rejoins its cluster itself) —
+//   RM3 unless that member is provably no longer in its cluster: a linearizable member list
+//       from the same cluster (the WAL's cluster ID) lacks the WAL's member ID. etcd would only
+//       exit again ("the member has been permanently removed"); wait for the leader to set the
+//       data aside, or for `stewardctl readd-node` after a remove-node. (Also asked before the
+//       runner restarts an etcd that exited: MemberRemoved.)
 //   SD2 an empty node of a cluster the store marks destroyed waits for undestroy (it neither
 //       bootstraps nor joins);
 //   S3 a node that was part of a running cluster and lost its data waits for the leader;
@@ -29,6 +34,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace steward {
 
@@ -67,6 +73,9 @@ struct StartView {
   bool destroy_store_ok = false;  // the mark was read (false without a store)
   std::string destroy_store_error;
   std::string destroyed;  // DescribeDestroyMark's text, "" if not marked
+  // RM3, asked only for a member's data: why its member is provably out of its cluster ("" if
+  // it is not, or that cannot be shown).
+  std::string member_removed;
 };
 
 enum class StartAction {
@@ -85,6 +94,12 @@ struct StartDecision {
 };
 
 StartDecision DecideStart(const StartView& view);
+
+// RM3's proof: the member list answered linearizably (`list_ok`) for the same cluster the WAL
+// belongs to, and the WAL's member is not in it. A list from another cluster (etcd 3.4 serves
+// lists locally: a stale member answers for its old cluster) or no list proves nothing.
+bool MemberRemoved(uint64_t wal_member_id, uint64_t wal_cluster_id, bool list_ok,
+                   uint64_t list_cluster_id, const std::vector<uint64_t>& member_ids);
 
 // D1: the data dir of the member the runner keeps running is gone (deleted under a running
 // etcd, a disk swapped): the runner must stop, not restart etcd on the empty dir — its flags

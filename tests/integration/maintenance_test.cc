@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <fstream>
 #include <thread>
 
 #include "harness.h"
@@ -25,6 +26,17 @@ uint64_t MemberIdOf(const TestCluster& c, const std::string& name) {
     if (m.member.name == name) return m.member.id;
   }
   return 0;
+}
+
+std::string AgentLog(const TestCluster& c, int i) {
+  std::ifstream in(c.Root() + "/agent-n" + std::to_string(i + 1) + ".log");
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
 }
 
 bool HasMember(const TestCluster& c, uint64_t id) {
@@ -85,6 +97,7 @@ TEST(MaintenanceTest, RemovedNodeStaysOutUntilReadded) {
   RunResult refused = c.Ctl({"remove-node", "n3", "--yes"});
   EXPECT_EQ(refused.exit_code, 1) << refused.output;
   EXPECT_TRUE(HasMember(c, n3));
+  const size_t starts_before = Count(AgentLog(c, 2), "started etcd pid");
   RunResult removed = c.Ctl({"remove-node", "n3", "--yes", "--force", "--reason", "decommission"});
   ASSERT_EQ(removed.exit_code, 0) << removed.output;
   EXPECT_NE(removed.output.find("clamped"), std::string::npos) << removed.output;
@@ -92,6 +105,11 @@ TEST(MaintenanceTest, RemovedNodeStaysOutUntilReadded) {
   // n3's agent keeps running: the leader must not add it back.
   std::this_thread::sleep_for(8s);
   EXPECT_EQ(c.Status().members.size(), 2u) << c.Logs();
+  // Its removed member's etcd exits by itself, and is not restarted over and over (RM3): the
+  // agent sees the member is out of its cluster and says so.
+  EXPECT_EQ(c.EtcdProcessCount(2), 0) << c.Logs();
+  EXPECT_EQ(Count(AgentLog(c, 2), "started etcd pid"), starts_before) << c.Logs();
+  EXPECT_NE(AgentLog(c, 2).find("is no longer in cluster"), std::string::npos) << c.Logs();
   RunResult status = c.Ctl({"status"});
   EXPECT_NE(status.output.find("removed:        n3"), std::string::npos) << status.output;
   RunResult readd = c.Ctl({"readd-node", "n3"});

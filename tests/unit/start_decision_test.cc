@@ -165,4 +165,23 @@ TEST(StartDecisionTest, SD2_AnEmptyNodeOfADestroyedClusterWaits) {
   EXPECT_EQ(DecideStart(v).action, StartAction::kStartOnData);
 }
 
+
+// RM3: a member's data is not started once its member is provably out of its cluster; a list
+// from another cluster, or none, proves nothing.
+TEST(StartDecisionTest, RM3_AMemberProvablyRemovedFromItsClusterIsNotStarted) {
+  EXPECT_TRUE(MemberRemoved(0xa, 0xc, true, 0xc, {0xb, 0xd}));
+  EXPECT_FALSE(MemberRemoved(0xa, 0xc, true, 0xc, {0xa, 0xb}));  // still a member
+  EXPECT_FALSE(MemberRemoved(0xa, 0xc, true, 0xe, {0xb}));       // another cluster answered
+  EXPECT_FALSE(MemberRemoved(0xa, 0xc, false, 0, {}));           // no quorum: no proof
+  EXPECT_FALSE(MemberRemoved(0, 0xc, true, 0xc, {0xb}));         // the WAL said nothing
+  StartView v = Fresh();
+  v.data = DataDirState::kMember;
+  v.member_removed = "member a is no longer in cluster c";
+  StartDecision d = DecideStart(v);
+  EXPECT_EQ(d.action, StartAction::kWait);
+  EXPECT_EQ(d.reason, v.member_removed);
+  v.member_removed.clear();
+  EXPECT_EQ(DecideStart(v).action, StartAction::kStartOnData);
+}
+
 }  // namespace steward
