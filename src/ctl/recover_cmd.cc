@@ -16,6 +16,7 @@
 #include "backup/pipeline.h"
 #include "ctl/snapshot_cmd.h"
 #include "peer/client.h"
+#include "reconcile/recover_decision.h"
 #include "nlohmann/json.hpp"
 
 namespace steward {
@@ -28,12 +29,6 @@ struct RecoverArgs {
   bool yes = false;
   bool force = false;
   int wait_seconds = 300;
-};
-
-struct Survivor {
-  std::string node;
-  std::string endpoint;
-  MemberStatus status;
 };
 
 // Streams `endpoint`'s snapshot into `path` (etcd serves it from the member's own backend,
@@ -63,151 +58,79 @@ absl::Status SaveSnapshot(EtcdClient& client, const std::string& endpoint,
   return absl::OkStatus();
 }
 
-// What recover-quorum saw, and whether it may act on it. Taken twice: before the question and
-// again right before the snapshot, so nothing rests on what was true minutes ago.
+// What recover-quorum saw (RecoverView), and whether it may act on it (DecideRecover). Taken
+// twice: before the question and again right before the snapshot, so nothing rests on what was
+// true minutes ago. Everything the rules may ask is gathered, every call bounded.
 struct Observation {
-  std::string refusal;  // non-empty: do nothing, and say this
-  std::vector<Survivor> survivors;  // best first
-  const Survivor* chosen = nullptr;
-  size_t voters = 0;
-  std::vector<std::string> gone;  // nodes treated as gone: neither etcd nor agent answered
-  std::string newer_backup;       // a stored backup past the chosen survivor (a refusal unless --force)
+  RecoverView view;
+  RecoverDecision d;
+  const RecoverView::Node& chosen() const { return view.nodes[*d.chosen]; }
 };
 
 Observation Observe(const Config& config, EtcdClient& client,
                     const std::shared_ptr<grpc::ChannelCredentials>& creds, BackupStore& store,
                     const RecoverArgs& a) {
   Observation ob;
-  // 1. A quorum that answers needs no recovery: the leader heals what is lost. Only an
-  // unavailable or timed-out cluster goes on: a refused certificate or a permission error
-  // says nothing about the quorum.
+  RecoverView& v = ob.view;
+  v.cluster = config.cluster.name;
+  v.from = a.from;
+  v.force = a.force;
   if (auto lin = client.LinearizableMemberList(); lin.ok()) {
-    ob.refusal = absl::StrCat("a quorum of cluster ", config.cluster.name,
-                              " answers (a linearizable member list succeeded). The steward "
-                              "leader replaces lost members by itself; see stewardctl status.");
-    return ob;
-  } else if (lin.status().code() != absl::StatusCode::kUnavailable &&
-             lin.status().code() != absl::StatusCode::kDeadlineExceeded) {
-    ob.refusal = absl::StrCat("cannot tell whether a quorum answers: ", lin.status().message());
-    return ob;
-  }
-  // 2. Every member that answers, of any cluster and role. One that sees a leader is part of
-  // a working quorum (a slow path from here is not a lost majority); two cluster IDs mean a
-  // leftover member of another cluster answers, and nothing here can say which is real.
-  std::map<std::string, MemberStatus> answered;
-  for (const auto& n : config.cluster.nodes) {
-    auto st = client.Status(config.ClientUrl(n), std::chrono::milliseconds(2000));
-    if (!st.ok()) continue;
-    if (st->leader != 0) {
-      ob.refusal = absl::StrCat("member ", n.name, " sees leader ", HexId(st->leader),
-                                ", so a quorum exists");
-      return ob;
-    }
-    if (!answered.empty() && answered.begin()->second.cluster_id != st->cluster_id) {
-      ob.refusal = absl::StrCat("the members that answer belong to different clusters (",
-                                answered.begin()->first, ": ",
-                                HexId(answered.begin()->second.cluster_id), ", ", n.name, ": ",
-                                HexId(st->cluster_id), "); set the stale one aside first");
-      return ob;
-    }
-    answered[n.name] = *st;
-  }
-  if (answered.empty()) {
-    ob.refusal = "no member answers, so none can be recovered from. Restore a backup instead: "
-                 "stewardctl list-backups, then stewardctl restore-backup NAME";
-    return ob;
-  }
-  // 3. The voting members, from the survivors' own member lists (served without a quorum).
-  uint64_t cluster_id = 0;
-  auto members = client.MemberList(&cluster_id);
-  if (!members.ok()) {
-    ob.refusal = absl::StrCat("no member answers a member list: ", members.status().message());
-    return ob;
-  }
-  std::map<uint64_t, bool> voter_ids;
-  for (const auto& m : *members) {
-    if (!m.is_learner) voter_ids[m.id] = true;
-  }
-  ob.voters = voter_ids.size();
-  for (const auto& n : config.cluster.nodes) {
-    auto it = answered.find(n.name);
-    if (it == answered.end()) continue;
-    const MemberStatus& st = it->second;
-    if (!st.is_learner && voter_ids.count(st.member_id)) {
-      ob.survivors.push_back({n.name, config.ClientUrl(n), st});
-    }
-  }
-  if (ob.survivors.empty()) {
-    ob.refusal = "no voting member answers, so none can be recovered from. Restore a backup "
-                 "instead: stewardctl list-backups, then stewardctl restore-backup NAME";
-    return ob;
-  }
-  if (ob.survivors.size() >= ob.voters / 2 + 1) {
-    ob.refusal = absl::StrCat(ob.survivors.size(), " of ", ob.voters,
-                              " voting members answer, a majority: they elect a leader by "
-                              "themselves");
-    return ob;
-  }
-  // 4. The nodes whose etcd is silent: gone only if their agent is silent too, or says it has
-  // no data. An agent that holds member data (running or not) is a member that may be ahead.
-  for (const auto& n : config.cluster.nodes) {
-    if (answered.count(n.name)) continue;
-    PeerClient agent(config.AgentAddress(n), creds);
-    auto state = agent.GetState(std::chrono::milliseconds(2000));
-    if (state.ok() && state->has_data()) {
-      ob.refusal = absl::StrCat(
-          "node ", n.name, "'s agent answers and holds member data (its etcd ",
-          state->etcd_running() ? "runs" : "does not run",
-          "): that member is not gone, it may only be cut off from this host or from the "
-          "others. Bring it back; if its disk is really lost, stop its agent and move the data "
-          "dir away first");
-      return ob;
-    }
-    ob.gone.push_back(state.ok() ? n.name + " (its agent answers, with no data)"
-                                 : n.name + " (neither its etcd nor its agent answers)");
-  }
-  std::sort(ob.survivors.begin(), ob.survivors.end(), [](const Survivor& x, const Survivor& y) {
-    if (x.status.raft_index != y.status.raft_index) {
-      return x.status.raft_index > y.status.raft_index;
-    }
-    return x.node < y.node;
-  });
-  ob.chosen = &ob.survivors.front();
-  if (!a.from.empty()) {
-    ob.chosen = nullptr;
-    for (const auto& s : ob.survivors) {
-      if (s.node == a.from) ob.chosen = &s;
-    }
-    if (ob.chosen == nullptr) {
-      ob.refusal = absl::StrCat("--from ", a.from,
-                                ": that node's etcd does not answer as a voting member");
-      return ob;
-    }
-  }
-  // 5. The store: a backup of this cluster past the chosen survivor means members that do not
-  // answer got further (or still run, out of sight): recovering from the survivor would lose
-  // what that backup holds.
-  if (auto listed = ListBackups(store, config.cluster.name); listed.ok()) {
-    for (const auto& b : *listed) {
-      if (!b.meta || !b.meta->imported_from.empty() || b.meta->cluster_id != cluster_id) continue;
-      if (b.meta->revision > ob.chosen->status.revision) {
-        ob.newer_backup = absl::StrCat(b.name, " (revision ", b.meta->revision, ")");
-      }
-      break;  // newest first
-    }
+    v.linearizable_ok = true;
   } else {
-    ob.refusal = absl::StrCat("cannot list the backups: ", listed.status().message());
-    return ob;
+    v.linearizable_unavailable = lin.status().code() == absl::StatusCode::kUnavailable ||
+                                 lin.status().code() == absl::StatusCode::kDeadlineExceeded;
+    v.linearizable_error = std::string(lin.status().message());
   }
-  if (!ob.newer_backup.empty() && !a.force) {
-    ob.refusal = absl::StrCat(
-        "the store holds backup ", ob.newer_backup, " of this cluster, newer than ",
-        ob.chosen->node, "'s revision ", ob.chosen->status.revision,
-        ": members that do not answer got further, or still run out of sight. Restore that "
-        "backup instead (stewardctl restore-backup NAME), or pass --force if you know they "
-        "are gone and the survivor is what you want");
-    return ob;
+  if (!v.linearizable_ok && v.linearizable_unavailable) {
+    // Each member's own status (served locally, without a quorum), and for a silent member,
+    // its agent's word about its data.
+    for (const auto& n : config.cluster.nodes) {
+      RecoverView::Node node;
+      node.name = n.name;
+      node.endpoint = config.ClientUrl(n);
+      if (auto st = client.Status(node.endpoint, std::chrono::milliseconds(2000)); st.ok()) {
+        node.etcd_answered = true;
+        node.member_id = st->member_id;
+        node.cluster_id = st->cluster_id;
+        node.leader = st->leader;
+        node.raft_index = st->raft_index;
+        node.revision = st->revision;
+        node.is_learner = st->is_learner;
+      } else {
+        PeerClient agent(config.AgentAddress(n), creds);
+        if (auto state = agent.GetState(std::chrono::milliseconds(2000)); state.ok()) {
+          node.agent_answered = true;
+          node.agent_has_data = state->has_data();
+          node.agent_etcd_running = state->etcd_running();
+        }
+      }
+      v.nodes.push_back(node);
+    }
+    auto members = client.MemberList(&v.list_cluster_id);
+    v.list_ok = members.ok();
+    if (members.ok()) {
+      for (const auto& m : *members) {
+        if (!m.is_learner) v.voter_ids.push_back(m.id);
+      }
+    } else {
+      v.list_error = std::string(members.status().message());
+    }
+    if (auto listed = ListBackups(store, config.cluster.name); listed.ok()) {
+      for (const auto& b : *listed) {
+        if (!b.meta || !b.meta->imported_from.empty() || b.meta->cluster_id != v.list_cluster_id) {
+          continue;
+        }
+        v.newest_backup = b.name;  // newest first
+        v.newest_backup_revision = b.meta->revision;
+        break;
+      }
+    } else {
+      v.backups_ok = false;
+      v.backups_error = std::string(listed.status().message());
+    }
   }
+  ob.d = DecideRecover(v);
   return ob;
 }
 
@@ -218,36 +141,38 @@ int RunRecoverQuorum(const Common& c, const RecoverArgs& a) {
   EtcdClient::Options o = ClientOptions(c);
   EtcdClient client(config.AllClientUrls(), o);
   Observation ob = Observe(config, client, o.credentials, *w.store, a);
-  if (!ob.refusal.empty()) {
-    std::cerr << "stewardctl: refusing: " << ob.refusal << ". Nothing was changed.\n";
+  if (!ob.d.refusal.empty()) {
+    std::cerr << "stewardctl: refusing (" << ob.d.rule << "): " << ob.d.refusal
+              << ". Nothing was changed.\n";
     return 1;
   }
-  const Survivor& chosen = *ob.chosen;
-  const uint64_t best = ob.survivors.front().status.raft_index;
+  const RecoverView::Node& chosen = ob.chosen();
+  const RecoverView::Node& best_node = ob.view.nodes[ob.d.survivors.front()];
+  const uint64_t best = best_node.raft_index;
   std::cout << "Cluster " << config.cluster.name << " has no quorum. Voting members that answer ("
-            << ob.survivors.size() << " of " << ob.voters << "):\n";
-  for (const auto& s : ob.survivors) {
-    std::cout << "  " << s.node << "  member " << HexId(s.status.member_id) << "  raft index "
-              << s.status.raft_index << "  revision " << s.status.revision
-              << (&s == ob.chosen ? "  <- recover from this one" : "") << "\n";
+            << ob.d.survivors.size() << " of " << ob.d.voters << "):\n";
+  for (size_t i : ob.d.survivors) {
+    const RecoverView::Node& s = ob.view.nodes[i];
+    std::cout << "  " << s.name << "  member " << HexId(s.member_id) << "  raft index "
+              << s.raft_index << "  revision " << s.revision
+              << (i == *ob.d.chosen ? "  <- recover from this one" : "") << "\n";
   }
   std::cout << "Treated as gone for good:";
-  for (const auto& g : ob.gone) std::cout << "\n  " << g;
+  for (const auto& g : ob.d.gone) std::cout << "\n  " << g;
   std::cout << "\nMake sure they are: if one is only cut off from this host and still runs, "
                "this replaces its newer data.\n"
-            << "Plan: save a snapshot of " << chosen.node << " (" << chosen.endpoint
+            << "Plan: save a snapshot of " << chosen.name << " (" << chosen.endpoint
             << "), import it into the backup store, and restore every node of the cluster from "
                "it (every etcd is stopped, the restored cluster gets a new cluster ID).\n"
             << "Lost: whatever only the members that are gone held, past raft index "
-            << chosen.status.raft_index << ".";
-  if (chosen.status.raft_index < best) {
-    std::cout << " ALSO LOST: entries " << chosen.status.raft_index + 1 << ".." << best
-              << " that " << ob.survivors.front().node << " holds (you chose " << chosen.node
-              << ").";
+            << chosen.raft_index << ".";
+  if (chosen.raft_index < best) {
+    std::cout << " ALSO LOST: entries " << chosen.raft_index + 1 << ".." << best << " that "
+              << best_node.name << " holds (you chose " << chosen.name << ").";
   }
-  if (!ob.newer_backup.empty()) {
-    std::cout << " ALSO LOST (--force): what backup " << ob.newer_backup << " holds past revision "
-              << chosen.status.revision << ".";
+  if (!ob.d.newer_backup.empty()) {
+    std::cout << " ALSO LOST (--force): what backup " << ob.d.newer_backup
+              << " holds past revision " << chosen.revision << ".";
   }
   std::cout << "\n";
   if (!a.yes && !Confirmed()) {
@@ -255,13 +180,13 @@ int RunRecoverQuorum(const Common& c, const RecoverArgs& a) {
     return 1;
   }
   // Looked at again right before acting: the question may have waited minutes.
-  const std::string chosen_node = chosen.node;
-  const uint64_t chosen_index = chosen.status.raft_index;
+  const std::string chosen_node = chosen.name;
+  const uint64_t chosen_index = chosen.raft_index;
   Observation again = Observe(config, client, o.credentials, *w.store, a);
-  if (!again.refusal.empty() || again.chosen->node != chosen_node ||
-      again.chosen->status.raft_index < chosen_index) {
+  if (!again.d.refusal.empty() || again.chosen().name != chosen_node ||
+      again.chosen().raft_index < chosen_index) {
     std::cerr << "stewardctl: refusing: the cluster changed since the plan was printed ("
-              << (again.refusal.empty() ? "another survivor is now the best" : again.refusal)
+              << (again.d.refusal.empty() ? "another survivor is now the best" : again.d.refusal)
               << "). Nothing was changed; run recover-quorum again.\n";
     return 1;
   }
@@ -273,7 +198,7 @@ int RunRecoverQuorum(const Common& c, const RecoverArgs& a) {
   }
   const std::string file = dir + "/" + chosen_node + ".db";
   std::cerr << "saving a snapshot of " << chosen_node << "...\n";
-  if (absl::Status s = SaveSnapshot(client, again.chosen->endpoint, file); !s.ok()) {
+  if (absl::Status s = SaveSnapshot(client, again.chosen().endpoint, file); !s.ok()) {
     std::cerr << "stewardctl: the snapshot of " << chosen_node << " failed: " << s.message()
               << ". Nothing was changed.\n";
     std::error_code ec;
