@@ -10,7 +10,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "backup/open.h"
+#include "peer/client.h"
 #include "reconcile/destroy.h"
+#include "reconcile/env.h"
 #include "reconcile/restore.h"
 #include "pki/node_certs.h"
 
@@ -193,6 +195,27 @@ bool DestroyedRefuses(BackupStore& store, const std::string& cluster) {
     return true;
   }
   return false;
+}
+
+std::map<std::string, peer::NodeState> AgentStates(
+    const Config& config, const std::shared_ptr<grpc::ChannelCredentials>& creds,
+    std::chrono::milliseconds timeout) {
+  std::vector<std::string> names;
+  std::vector<std::function<absl::StatusOr<peer::NodeState>()>> calls;
+  for (const auto& n : config.cluster.nodes) {
+    names.push_back(n.name);
+    const std::string address = config.AgentAddress(n);
+    calls.push_back([address, creds, timeout] {
+      PeerClient agent(address, creds);
+      return agent.GetState(timeout);
+    });
+  }
+  auto results = FanOut(true, calls);
+  std::map<std::string, peer::NodeState> states;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (results[i].ok()) states[names[i]] = *results[i];
+  }
+  return states;
 }
 
 bool Confirmed() {

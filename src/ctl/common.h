@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,6 +16,7 @@
 #include "config/config.h"
 #include "ctl/status.h"
 #include "etcd/client.h"
+#include "steward_peer.pb.h"
 
 namespace steward {
 
@@ -59,6 +61,11 @@ bool RestoreMayBeUnderWay(BackupStore& store, const std::string& cluster);
 // True, with the reason printed, when the store marks the cluster destroyed (or the mark cannot
 // be read): the agents refuse restores until `stewardctl undestroy`.
 bool DestroyedRefuses(BackupStore& store, const std::string& cluster);
+
+// Every configured node's agent, asked at once (GetState); silent ones are missing from the map.
+std::map<std::string, peer::NodeState> AgentStates(
+    const Config& config, const std::shared_ptr<grpc::ChannelCredentials>& creds,
+    std::chrono::milliseconds timeout);
 
 // "Continue? [y/N]" on stdout; true only for "y" or "yes" on stdin.
 bool Confirmed();

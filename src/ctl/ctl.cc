@@ -2,6 +2,7 @@
 #include "ctl/common.h"
 
 #include <ctime>
+#include <map>
 #include <filesystem>
 #include <iostream>
 #include <optional>
@@ -269,6 +270,64 @@ int RunListBackups(const Common& c) {
 }  // namespace
 
 // Declared in ctl/snapshot_cmd.h: restore-backup --from-file ends here, with the imported name.
+// Follows restore `id` until the cluster is healthy again, printing each step as it is seen:
+// the orders, each node's restore (and its error, if one fails), the settling, the end.
+int WaitForRestore(const Config& config, BackupStore& store, const EtcdClient::Options& o,
+                   const std::string& id, const std::string& backup, int wait_seconds) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + std::chrono::seconds(wait_seconds);
+  auto step = [&](const std::string& what) {
+    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::cerr << absl::StrFormat("[%6.1fs] ", t) << what << "\n";
+  };
+  bool ordered = false, settled = false, done = false;
+  std::map<std::string, std::string> node_step;  // what was said last about each node
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    auto now = ReadRestoreIntent(store, config.cluster.name);
+    if (!now.ok() || !now->has_value() || (*now)->id != id) continue;
+    const RestoreIntent& r = **now;
+    if (r.cancelled) {
+      step(absl::StrCat("restore ", id, " was cancelled: ", r.cancel_reason));
+      return 1;
+    }
+    if (r.ordered && !ordered) step("restore orders go out to every node");
+    ordered = ordered || r.ordered;
+    for (const auto& [node, st] : AgentStates(config, o.credentials, std::chrono::milliseconds(1000))) {
+      std::string said;
+      if (st.restore_id() == id) {
+        said = st.fenced() ? "restored, fenced (serves only the agents until the backup's leases "
+                             "are revoked)"
+                           : "restored, serves clients";
+      } else if (!st.restore_error().empty()) {
+        said = "restore failed: " + st.restore_error();
+      }
+      if (!said.empty() && node_step[node] != said) {
+        node_step[node] = said;
+        step(absl::StrCat(node, ": ", said));
+      }
+    }
+    if (r.settled && !settled) step("settled: the backup's leases are revoked; unfencing");
+    settled = settled || r.settled;
+    if (r.done && !done) step("every member restored");
+    done = done || r.done;
+    if (!done) continue;
+    // A new client each round: a channel that failed while every etcd was down backs off its
+    // reconnects for longer than the restore takes.
+    EtcdClient client(config.ClusterClientUrls(), o);
+    ClusterView v = CollectStatus(client, o.timeout);
+    if (v.healthy) {
+      step(absl::StrCat("healthy with ", v.members.size(), " member(s)"));
+      std::cout << "restored backup " << backup << "; the cluster is healthy with "
+                << v.members.size() << " member(s)\n";
+      return 0;
+    }
+  }
+  std::cerr << "stewardctl: the restore has not finished within " << wait_seconds
+            << "s; see `stewardctl status` and the agents' logs\n";
+  return 1;
+}
+
 int RunRestoreBackup(const Common& c, const std::string& name, bool yes, bool force,
                      int wait_seconds) {
   WithStore w = OpenFromConfig(c, "restore-backup");
@@ -378,22 +437,7 @@ int RunRestoreBackup(const Common& c, const std::string& name, bool yes, bool fo
     return 1;
   }
   std::cerr << "restore " << intent.id << " requested; the agents carry it out\n";
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(wait_seconds);
-  EtcdClient fresh_client(config.ClusterClientUrls(), o);
-  while (std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    auto now = ReadRestoreIntent(*w.store, config.cluster.name);
-    if (!now.ok() || !now->has_value() || !(*now)->done || (*now)->id != intent.id) continue;
-    ClusterView v = CollectStatus(fresh_client, o.timeout);
-    if (v.healthy) {
-      std::cout << "restored backup " << name << "; the cluster is healthy with "
-                << v.members.size() << " member(s)\n";
-      return 0;
-    }
-  }
-  std::cerr << "stewardctl: the restore has not finished within " << wait_seconds
-            << "s; see `stewardctl status` and the agents' logs\n";
-  return 1;
+  return WaitForRestore(config, *w.store, o, intent.id, name, wait_seconds);
 }
 
 namespace {

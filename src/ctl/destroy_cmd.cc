@@ -27,27 +27,6 @@ struct DestroyArgs {
   int wait_seconds = 0;
 };
 
-// Every configured node's agent, asked at once; silent ones are missing from the map.
-std::map<std::string, peer::NodeState> AgentStates(
-    const Config& config, const std::shared_ptr<grpc::ChannelCredentials>& creds) {
-  std::vector<std::string> names;
-  std::vector<std::function<absl::StatusOr<peer::NodeState>()>> calls;
-  for (const auto& n : config.cluster.nodes) {
-    names.push_back(n.name);
-    const std::string address = config.AgentAddress(n);
-    calls.push_back([address, creds] {
-      PeerClient agent(address, creds);
-      return agent.GetState(milliseconds(2000));
-    });
-  }
-  auto results = FanOut(true, calls);
-  std::map<std::string, peer::NodeState> states;
-  for (size_t i = 0; i < names.size(); ++i) {
-    if (results[i].ok()) states[names[i]] = *results[i];
-  }
-  return states;
-}
-
 // The newest backup the agents themselves would restore (not an imported file), checked
 // against its meta.json; nullopt if none.
 std::optional<BackupMeta> NewestValidBackup(BackupStore& store, const std::string& cluster) {
@@ -91,7 +70,7 @@ Observed Observe(const Config& config, EtcdClient& client, BackupStore* store,
     o.newest = NewestValidBackup(*store, config.cluster.name);
     if (o.newest) v.newest_backup = o.newest->name;
   }
-  o.states = AgentStates(config, creds);
+  o.states = AgentStates(config, creds, milliseconds(2000));
   for (const auto& n : config.cluster.nodes) {
     if (!o.states.count(n.name)) v.silent_agents.push_back(n.name);
   }

@@ -107,6 +107,11 @@ TEST(BackupTest, RestoreBackupOverARunningClusterReturnsToThatRevision) {
                                       .count();
   RunResult r = c.Ctl({"restore-backup", name, "--yes", "--wait", "120"}, true, 150s);
   ASSERT_EQ(r.exit_code, 0) << r.output << c.Logs();
+  // --wait reports each step as it is seen: every node's restore, the settling, the end.
+  for (const char* step : {"n1: restored", "n2: restored", "n3: restored", "settled:",
+                           "every member restored", "healthy with 3 member(s)"}) {
+    EXPECT_NE(r.output.find(step), std::string::npos) << step << "\n" << r.output;
+  }
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
   EXPECT_EQ(Get(c, 2, "/it/x"), "1");
   EXPECT_EQ(Get(c, 0, "/it/later"), "<absent>");
