@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "harness.h"
@@ -17,6 +18,7 @@ using namespace std::chrono_literals;
 
 constexpr int kPauseSubnet = 47;
 constexpr int kRemoveSubnet = 50;
+constexpr int kAddSubnet = 56;
 const char kFast[] =
     "  replace_after: 3s\n  leader_lease_ttl: 2s\n  reconcile_interval: 300ms\n"
     "  learner_timeout: 30s\n";
@@ -116,6 +118,32 @@ TEST(MaintenanceTest, RemovedNodeStaysOutUntilReadded) {
   ASSERT_EQ(readd.exit_code, 0) << readd.output;
   EXPECT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 40s)) << c.Logs();
   EXPECT_NE(MemberIdOf(c, "n3"), n3);
+}
+
+// The "add a node" runbook (docs/operations.md): a machine is added to cluster.nodes in every
+// config, the running agents reload (SIGHUP, as `systemctl reload steward`; their etcd keeps
+// running), the new agent starts as a spare, and a larger size makes it a voter.
+TEST(MaintenanceTest, ANodeAddedToEveryConfigJoinsAfterAReload) {
+  TestCluster c(kAddSubnet, 4, 3, kFast);
+  const std::string n3_line = "    - {name: n3, host: " + c.Host(2) + "}\n";
+  const std::string n4_line = "    - {name: n4, host: " + c.Host(3) + "}\n";
+  c.ReplaceInConfigs(n4_line, "");
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
+  std::vector<std::optional<pid_t>> etcd_before;
+  for (int i = 0; i < 3; ++i) etcd_before.push_back(c.EtcdPid(i));
+
+  c.ReplaceInConfigs(n3_line, n3_line + n4_line);
+  for (int i = 0; i < 3; ++i) c.SignalAgent(i, SIGHUP);
+  c.StartAgent(3);
+  // The reloaded agents see n4; their etcd kept running.
+  ASSERT_TRUE(WaitFor(
+      [&] { return c.Ctl({"status"}).output.find("n4") != std::string::npos; }, 30s))
+      << c.Logs();
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(c.EtcdPid(i), etcd_before[static_cast<size_t>(i)]) << i;
+  RunResult up = c.Ctl({"configure-cluster", "--size", "4"});
+  ASSERT_EQ(up.exit_code, 0) << up.output;
+  EXPECT_TRUE(c.WaitVoters({"n1", "n2", "n3", "n4"}, 120s)) << c.Logs();
 }
 
 }  // namespace
