@@ -210,9 +210,12 @@ absl::Status Agent::Wire() {
       [this] { return leadership_->Confirm(); }, RealControlEnv(config_, client_creds, canceller_),
       [this](uint64_t floor) { return leadership_->Raise(floor); });
   reconciler_->SetHistory(history_.get());
-  space_ = std::make_unique<SpaceKeeper>(cluster_client_.get(), history_.get(),
-                                         [this] { return leadership_->Confirm(); },
-                                         config_.node.name);
+  // Re-checked right before it acts: still the leader, or (S6) still no leader and no
+  // lower-named agent answering.
+  space_ = std::make_unique<SpaceKeeper>(
+      cluster_client_.get(), history_.get(),
+      [this] { return leadership_->leading() ? leadership_->Confirm() : ActsForSpaceWithoutLeader(); },
+      config_.node.name);
   return absl::OkStatus();
 }
 
@@ -538,6 +541,15 @@ void Agent::LeadershipLoop() {
   } while (SleepFor(period));
 }
 
+bool Agent::ActsForSpaceWithoutLeader() {
+  if (!leadership_->leader().empty() || leadership_->leading()) return false;
+  for (const auto& [name, client] : agents_) {
+    if (name >= config_.node.name) continue;
+    if (client->GetState(milliseconds(500)).ok()) return false;  // theirs to do
+  }
+  return true;
+}
+
 void Agent::ReconcileLoop() {
   while (SleepFor(milliseconds(0))) {
     Beat(reconcile_beat_);
@@ -545,6 +557,12 @@ void Agent::ReconcileLoop() {
     const bool leading = leadership_->leading();
     if (leading) progress = reconciler_->Pass(leadership_->term());
     if (leading && config_.cluster.recover_nospace && space_->Pass(leadership_->term())) {
+      progress = true;
+    }
+    // S6: NOSPACE refuses the lease a new leader needs, so with no leader nobody else could
+    // clear it.
+    if (!leading && config_.cluster.recover_nospace && ActsForSpaceWithoutLeader() &&
+        space_->Pass(0)) {
       progress = true;
     }
     // Settled (or not leading: winning the leadership wakes this loop), pass again after the

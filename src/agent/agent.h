@@ -70,6 +70,9 @@ class Agent {
   void ControlLoop();
   void LeadershipLoop();
   void ReconcileLoop();
+  // S6 (reconcile/space.h): no steward leader is seen, and no lower-named agent answers — this
+  // agent runs the NOSPACE recovery that NOSPACE keeps any new leader from running.
+  bool ActsForSpaceWithoutLeader();
   // Sleeps up to `d`; returns false if the agent is stopping.
   bool SleepFor(std::chrono::milliseconds d);
   // Brings the reconcile loop's next pass forward (a nudge from a node, or leadership won).

@@ -42,6 +42,7 @@ bool Leadership::Tick() {
     answered_at_ns_ = std::chrono::steady_clock::now().time_since_epoch().count();
     const auto& held = seen->responses(0).response_range();
     // Ours (a campaign whose reply was lost) or nobody's: campaign below.
+    if (held.kvs_size() == 0) leader_.clear();  // nobody leads until a campaign wins
     if (held.kvs_size() > 0 && held.kvs(0).value() != name_) {
       leader_ = held.kvs(0).value();
       const auto& epoch = seen->responses(1).response_range();

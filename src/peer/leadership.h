@@ -41,7 +41,7 @@ class Leadership {
 
   bool leading() const;
   uint64_t term() const;       // this agent's epoch while leading
-  std::string leader() const;  // the leader as last seen ("" if unknown)
+  std::string leader() const;  // the leader as last seen ("" if unknown, or the key is free)
   uint64_t leader_term() const;
   // Whether etcd answered this agent's last round within `d` (a quorum was reachable then).
   bool AnsweredWithin(std::chrono::steady_clock::duration d) const;

@@ -21,6 +21,11 @@
 //        too little): do not loop. Wait until kSpaceReturnWindow after that recovery, and say
 //        why (raise --quota-backend-bytes or delete data).
 //    S5  Otherwise act.
+//    S6  Who acts: the steward leader. But NOSPACE refuses the lease and the key a new leader
+//        needs, so when the alarm came while nobody led, nobody ever could: then the
+//        lowest-named agent that answers acts (no leader seen, and every lower-named agent
+//        silent), re-checking both right before it compacts (Agent::ActsForSpaceWithoutLeader).
+//        Its history records carry term 0.
 //
 // Thread-safety: the free functions are pure. A SpaceKeeper is owned by one thread (the
 // agent's reconcile loop).

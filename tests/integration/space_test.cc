@@ -22,7 +22,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-enum Subnet { kDefragAndAlarms = 45, kNospace = 48 };
+enum Subnet { kDefragAndAlarms = 45, kNospace = 48, kNospaceNoLeader = 59 };
 
 // The JSON document in a command's output (stderr's progress lines come first).
 nlohmann::json JsonIn(const std::string& out) {
@@ -195,6 +195,41 @@ TEST(SpaceTest, TheLeaderClearsNospaceByItself) {
   }
   EXPECT_TRUE(recovered) << history.output;
   std::cerr << "$ stewardctl history\n" << c.Ctl({"history"}).output;
+  EXPECT_NE(c.Logs().find("NOSPACE cleared"), std::string::npos) << c.Logs();
+}
+
+// S6: NOSPACE raised while no steward leader holds the key. etcd refuses the lease a new
+// leader needs, so no agent can become leader; the lowest-named agent that answers clears it.
+TEST(SpaceTest, NospaceWithoutAStewardLeaderIsClearedByTheLowestAgent) {
+  TestCluster c(kNospaceNoLeader, 3, 3, kFastLeader);
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
+  EtcdClient client = c.Client(c.ClientUrls());
+  ASSERT_TRUE(WaitFor([&] {
+    auto leader = client.Get(LeaderKey("it59"));
+    return leader.ok() && leader->has_value();
+  }, 30s)) << c.Logs();
+  // Every agent stops (etcd keeps serving) until the leader key's lease is gone.
+  for (int i = 0; i < 3; ++i) c.SignalAgent(i, SIGSTOP);
+  ASSERT_TRUE(WaitFor([&] {
+    auto leader = client.Get(LeaderKey("it59"));
+    return leader.ok() && !leader->has_value();
+  }, 30s));
+  auto st = client.Status(c.ClientUrl(0), 2000ms);
+  ASSERT_TRUE(st.ok()) << st.status();
+  ASSERT_TRUE(WaitFor([&] { return client.AlarmActivate(st->member_id, "NOSPACE").ok(); }, 15s));
+  EXPECT_FALSE(client.LeaseGrant(std::chrono::seconds(10)).ok()) << "NOSPACE refuses leases";
+  for (int i = 0; i < 3; ++i) c.SignalAgent(i, SIGCONT);
+  ASSERT_TRUE(WaitFor([&] {
+    auto alarms = client.AlarmList();
+    return alarms.ok() && alarms->empty();
+  }, 90s)) << c.Logs();
+  EXPECT_TRUE(WaitFor([&] { return client.Put("/it/nospace/after", "ok").ok(); }, 15s));
+  // Leadership can be taken again.
+  EXPECT_TRUE(WaitFor([&] {
+    auto leader = client.Get(LeaderKey("it59"));
+    return leader.ok() && leader->has_value();
+  }, 30s)) << c.Logs();
   EXPECT_NE(c.Logs().find("NOSPACE cleared"), std::string::npos) << c.Logs();
 }
 
