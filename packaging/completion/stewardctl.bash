@@ -41,7 +41,7 @@ _stewardctl() {
     remove-node) COMPREPLY=($(compgen -W "$common --yes --force --reason" -- "$cur")) ;;
     recover-quorum) COMPREPLY=($(compgen -W "$common --from --yes --force --wait" -- "$cur")) ;;
     destroy) COMPREPLY=($(compgen -W "$common --yes --force --reason" -- "$cur")) ;;
-    undestroy) COMPREPLY=($(compgen -W "$common --yes --wait" -- "$cur")) ;;
+    undestroy) COMPREPLY=($(compgen -W "$common --yes --wait --force" -- "$cur")) ;;
     alarm)
       if [ -z "$sub" ]; then
         COMPREPLY=($(compgen -W "list disarm" -- "$cur"))

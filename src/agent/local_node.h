@@ -32,6 +32,7 @@
 #include "etcd/flags.h"
 #include "peer/api.h"
 #include "peer/server.h"
+#include "reconcile/destroy.h"
 #include "reconcile/start_decision.h"
 #include "runner/runner.h"
 
@@ -113,6 +114,8 @@ class LocalNode : public NodeHandler {
   void MaybeUnfenceSelf();
   // FailedPrecondition while this node stopped its etcd for a destroy (SD1): no order starts it.
   absl::Status RefuseWhileDestroyed(const char* what);
+  // REQUIRES: mu_ held. Records the destroy on this node's disk and stops etcd (data kept).
+  absl::Status CarryOutDestroyLocked(const DestroyMark& mark);
   // Logs `msg` at info, but the same message at most once a minute.
   void Note(const std::string& msg);
 

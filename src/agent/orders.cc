@@ -143,6 +143,7 @@ absl::Status LocalNode::Wipe(const peer::OrderHeader& header) {
 absl::Status LocalNode::UnfenceLocked(const std::string& restore_id) {
   const std::string fenced = FencedRestoreId();
   if (fenced.empty()) return absl::OkStatus();
+  if (absl::Status s = RefuseWhileDestroyed("unfence"); !s.ok()) return s;
   if (fenced != restore_id) {
     return absl::FailedPreconditionError(
         absl::StrCat("fenced by restore ", fenced, ", not ", restore_id));
@@ -234,21 +235,22 @@ absl::Status LocalNode::Destroy(const peer::DestroyRequest& req) {
         "the store does not mark cluster ", config_.cluster.name, " destroyed by destroy ",
         req.destroy_id()));
   }
-  // Recorded first: an agent that restarts from here on keeps etcd stopped (SD1).
-  if (absl::Status s = disk_.Write(Marker::kDestroyed, req.destroy_id()); !s.ok()) return s;
-  held_ = true;
-  if (absl::Status s = runner_.Stop(); !s.ok()) {
-    held_ = false;
-    return s;
+  return CarryOutDestroyLocked(**mark);
+}
+
+absl::Status LocalNode::CarryOutDestroyLocked(const DestroyMark& mark) {
+  // Recorded first: an agent that restarts from here on keeps etcd stopped (SD1, and
+  // AdoptRunning / MayRestart). The data stays where it is: undestroy starts the members on it
+  // again, losing nothing; only on empty nodes does the final backup come into play.
+  if (disk_.Read(Marker::kDestroyed) != mark.id) {
+    if (absl::Status s = disk_.Write(Marker::kDestroyed, mark.id); !s.ok()) return s;
   }
-  std::string dest;
-  absl::Status aside = disk_.State() == DataDirState::kEmpty
-                           ? absl::OkStatus()
-                           : disk_.SetAside(absl::StrCat("destroyed-", req.destroy_id()), &dest);
+  held_ = true;
+  absl::Status stopped = runner_.Stop();
   held_ = false;  // SD1 keeps it stopped from here on
-  if (!aside.ok()) return aside;
-  spdlog::warn("{}; etcd stopped{}", DescribeDestroyMark(config_.cluster.name, **mark),
-               dest.empty() ? "" : absl::StrCat(", its data dir moved to ", dest));
+  if (!stopped.ok()) return stopped;
+  spdlog::warn("{}; etcd stopped, its data stays in {}", DescribeDestroyMark(config_.cluster.name, mark),
+               disk_.DataDir());
   return absl::OkStatus();
 }
 

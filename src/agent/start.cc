@@ -89,9 +89,35 @@ void LocalNode::AdoptRunning() {
   std::lock_guard<std::mutex> lock(mu_);
   // Keep the member serving; only record how to start it should it exit.
   RunEtcd(LaunchForData(), /*on_data=*/true);
+  // Unless the cluster was destroyed: this node recorded it (and was stopped mid-way), or it
+  // missed the order while its agent was down and its etcd ran on.
+  std::optional<DestroyMark> mark;
+  bool store_read = false;
+  if (env_.store != nullptr) {
+    if (auto m = ReadDestroyMark(*env_.store, config_.cluster.name); m.ok()) {
+      mark = *m;
+      store_read = true;
+    }
+  }
+  const std::string recorded = disk_.Read(Marker::kDestroyed);
+  if (!mark && !recorded.empty() && !store_read) {
+    DestroyMark unknown;  // the store cannot say: stay stopped (SD1)
+    unknown.id = recorded;
+    mark = unknown;
+  }
+  if (mark) {
+    if (absl::Status s = CarryOutDestroyLocked(*mark); !s.ok()) {
+      spdlog::error("cluster {} is destroyed, but stopping etcd failed: {}", config_.cluster.name,
+                    s.message());
+    }
+  }
 }
 
 bool LocalNode::MayRestart(std::string* why) {
+  if (std::string id = disk_.Read(Marker::kDestroyed); !id.empty()) {
+    *why = absl::StrCat("this node stopped its etcd for destroy ", id);
+    return false;
+  }
   if (DataLostUnderEtcd(true, started_on_data_, member_data_seen_, disk_.State())) {
     *why = absl::StrCat("the data dir ", disk_.DataDir(),
                         " of the member no longer holds its data; the leader replaces the member");
@@ -121,13 +147,21 @@ StartView LocalNode::ObserveStart() {
 }
 
 void LocalNode::MaybeStartEtcd() {
-  StartDecision d = DecideStart(ObserveStart());
+  const StartView view = ObserveStart();
+  StartDecision d = DecideStart(view);
   switch (d.action) {
     case StartAction::kWait:
       Note(d.reason);
       return;
     case StartAction::kSetPartialAside:
       SetPartialDataAside();  // logs; the next pass decides on the empty dir
+      return;
+    case StartAction::kRecordDestroyed:
+      if (absl::Status s = disk_.Write(Marker::kDestroyed, view.destroyed_id); !s.ok()) {
+        Note(absl::StrCat("cannot record the destroy: ", s.message()));
+      } else {
+        spdlog::warn("{}: this node keeps its etcd stopped", d.reason);
+      }
       return;
     case StartAction::kForgetDestroyed:
       if (absl::Status s = disk_.Remove(Marker::kDestroyed); !s.ok()) {

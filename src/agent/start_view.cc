@@ -66,16 +66,19 @@ StartView GatherStartView(const Config& config, const StartFacts& facts, EtcdApi
     if (config.cluster.nodes[static_cast<size_t>(i)].name == self.name) v.initial = true;
   }
   v.local_destroyed = facts.destroyed;
-  // A member's data starts without the store (a store outage must not keep a member down),
-  // unless this node stopped it for a destroy.
-  if (!v.local_destroyed.empty() || v.data == DataDirState::kEmpty) {
+  // The destroy mark, at every start decision (they are rare). An unreadable store stops only
+  // a node that recorded a destroy (SD1): a store outage must not keep a member down.
+  {
     if (store == nullptr) {
       v.destroy_store_error = "no backup store is configured";
     } else if (auto mark = ReadDestroyMark(*store, config.cluster.name); !mark.ok()) {
       v.destroy_store_error = std::string(mark.status().message());
     } else {
       v.destroy_store_ok = true;
-      if (mark->has_value()) v.destroyed = DescribeDestroyMark(config.cluster.name, **mark);
+      if (mark->has_value()) {
+        v.destroyed = DescribeDestroyMark(config.cluster.name, **mark);
+        v.destroyed_id = (*mark)->id;
+      }
     }
   }
   if (!v.local_destroyed.empty() || !v.destroyed.empty()) return v;

@@ -28,7 +28,8 @@ struct DestroyArgs {
 };
 
 // The newest backup the agents themselves would restore (not an imported file), checked
-// against its meta.json; nullopt if none.
+// against its meta.json; nullopt if none. A backup the store failed to return is not skipped
+// for an older one (the restore coordinator waits in that case too): nullopt.
 std::optional<BackupMeta> NewestValidBackup(BackupStore& store, const std::string& cluster) {
   auto listed = ListBackups(store, cluster);
   if (!listed.ok()) return std::nullopt;
@@ -36,7 +37,9 @@ std::optional<BackupMeta> NewestValidBackup(BackupStore& store, const std::strin
     if (!b.meta || !b.meta->imported_from.empty()) continue;
     VerifyOptions opts;
     opts.hash_content = false;
-    if (VerifyBackup(store, cluster, *b.meta, opts).ok()) return b.meta;
+    absl::Status s = VerifyBackup(store, cluster, *b.meta, opts);
+    if (s.ok()) return b.meta;
+    if (!absl::IsDataLoss(s)) return std::nullopt;
   }
   return std::nullopt;
 }
@@ -101,7 +104,7 @@ int TellAgents(const Config& config, const std::shared_ptr<grpc::ChannelCredenti
     const absl::Status& s = results[i];
     if (!s.ok()) ++failed;
     std::cerr << "  " << names[i] << ": "
-              << (s.ok() ? (undo ? "marker dropped" : "etcd stopped, data dir set aside")
+              << (s.ok() ? (undo ? "marker dropped" : "etcd stopped (its data stays in place)")
                          : std::string(s.message()))
               << "\n";
     (*out)["nodes"].push_back({{"node", names[i]}, {"ok", s.ok()},
@@ -145,8 +148,9 @@ int RunDestroy(const Common& c, const DestroyArgs& a) {
                                    ob.newest->revision, "); anything written since is lost;\n"))
             << "  2. the store is marked: no agent bootstraps, restores or starts this cluster "
                "until `stewardctl undestroy`;\n"
-            << "  3. etcd stops on every node (" << nodes << ") and each data dir is moved aside "
-               "on its node (removed/destroyed-<id> beside it). Clients lose the cluster.\n";
+            << "  3. etcd stops on every node (" << nodes << "); each data dir stays in place, "
+               "so undestroy resumes the cluster from it (or, on a node emptied since, from the "
+               "final backup). Clients lose the cluster.\n";
   for (const auto& s : ob.view.silent_agents) {
     std::cout << "  (--force) the agent of " << s << " does not answer: its etcd, if it runs, "
                  "keeps running until its agent restarts\n";
@@ -157,8 +161,9 @@ int RunDestroy(const Common& c, const DestroyArgs& a) {
   }
   std::optional<BackupMeta> last = ob.newest;
   if (plan.step == DestroyStep::kFinalBackupFirst) {
-    // No retention: it must not prune the backup that is the cluster's last state.
-    auto source = PickBackupSource(client);
+    // No retention: it must not prune the backup that is the cluster's last state. From a
+    // member that has caught up with the leader: the last state is everything acknowledged.
+    auto source = PickUpToDateSource(client, std::chrono::seconds(10));
     absl::StatusOr<BackupMeta> final_backup = absl::UnavailableError("no member to back up");
     if (!source.ok()) {
       final_backup = source.status();
@@ -179,7 +184,10 @@ int RunDestroy(const Common& c, const DestroyArgs& a) {
   // Asked again right before acting: the question and the backup may have taken minutes.
   Observed again = Observe(config, client, w.store.get(), o.credentials, a.force);
   DestroyPlan plan2 = PlanDestroy(again.view);
-  if (plan2.step == DestroyStep::kRefuse || plan2.step == DestroyStep::kAlready) {
+  const bool same_last_state =
+      plan.step == DestroyStep::kFinalBackupFirst ||
+      (again.newest && ob.newest && again.newest->name == ob.newest->name);
+  if (plan2.step != plan.step || !same_last_state) {
     std::cerr << "stewardctl: refusing to destroy: the cluster changed since the plan was "
                  "printed ("
               << plan2.rule << ": " << plan2.reason << "). Nothing else was changed"
@@ -225,8 +233,19 @@ int RunUndestroy(const Common& c, const DestroyArgs& a) {
   const Config& config = *w.config;
   EtcdClient::Options o = ClientOptions(c);
   auto mark = ReadDestroyMark(*w.store, config.cluster.name);
+  if (!mark.ok() && absl::IsDataLoss(mark.status()) && a.force) {
+    // A mark nobody can read keeps every agent stopped for good: --force removes it.
+    std::cerr << "warning: --force: removing a destroy mark that cannot be read ("
+              << mark.status().message() << ")\n";
+    if (absl::Status s = ClearDestroyMark(*w.store, config.cluster.name); !s.ok()) {
+      std::cerr << "stewardctl: removing the destroy mark: " << s.message() << "\n";
+      return 1;
+    }
+    mark = std::optional<DestroyMark>();
+  }
   if (!mark.ok()) {
     std::cerr << "stewardctl: reading the destroy mark: " << mark.status().message()
+              << (absl::IsDataLoss(mark.status()) ? " (--force removes it)" : "")
               << ". Nothing was changed.\n";
     return 1;
   }
@@ -237,12 +256,30 @@ int RunUndestroy(const Common& c, const DestroyArgs& a) {
               << " destroyed; asking the agents to drop any marker left over\n";
   } else {
     id = (*mark)->id;
-    std::cout << DescribeDestroyMark(config.cluster.name, **mark) << ".\n"
-              << (config.backup.auto_restore
-                      ? absl::StrCat("Undestroyed, the agents restore the newest backup (",
-                                     (*mark)->final_backup, ") by themselves.\n")
-                      : "backup.auto_restore is off: restore it with `stewardctl "
-                        "restore-backup NAME` afterwards.\n");
+    // What each node will do: start on its data, or (every node empty) restore.
+    auto states = AgentStates(config, o.credentials, milliseconds(2000));
+    size_t with_data = 0;
+    std::cout << DescribeDestroyMark(config.cluster.name, **mark) << ".\n";
+    for (const auto& n : config.cluster.nodes) {
+      auto it = states.find(n.name);
+      if (it != states.end() && it->second.has_data()) ++with_data;
+      std::cout << "  " << n.name << ": "
+                << (it == states.end()         ? "its agent does not answer"
+                    : it->second.has_data()    ? "holds its member's data: starts on it"
+                                               : "empty")
+                << "\n";
+    }
+    if (with_data == 0) {
+      std::cout << (config.backup.auto_restore
+                        ? absl::StrCat("Every node is empty: the agents restore the newest "
+                                       "backup (", (*mark)->final_backup, ") by themselves.\n")
+                        : "Every node is empty and backup.auto_restore is off: restore with "
+                          "`stewardctl restore-backup NAME` afterwards.\n");
+    } else if (with_data < static_cast<size_t>(config.cluster.size) / 2 + 1) {
+      std::cout << "Only " << with_data << " node(s) hold data, fewer than a quorum: they cannot "
+                << "form the cluster alone, and their data rules out an automatic restore. "
+                   "After undestroy, `stewardctl recover-quorum` rebuilds it from them.\n";
+    }
     if (!a.yes && !Confirmed()) {
       std::cout << "not undestroying; nothing was changed\n";
       return 1;
@@ -308,6 +345,7 @@ void AddDestroyCommands(CLI::App& app, Common* common, Commands* commands) {
                    "backup");
   AddCommonFlags(undestroy, common, true);
   undestroy->add_flag("--yes", args->yes, "do not ask for confirmation");
+  undestroy->add_flag("--force", args->force, "remove a destroy mark that cannot be read");
   undestroy->add_option("--wait", args->wait_seconds,
                         "seconds to wait for the cluster to be healthy again (0: do not wait)");
   commands->push_back({undestroy, [common, args] { return RunUndestroy(*common, *args); }});

@@ -83,7 +83,7 @@ DestroyPlan PlanDestroy(const DestroyView& v) {
     return {S::kRefuse, "X6",
             absl::StrCat("the agent of ", absl::StrJoin(v.silent_agents, ", "),
                          " does not answer, so its etcd would keep running; bring it back, or "
-                         "pass --force (it stops its etcd when its agent next starts)")};
+                         "pass --force (its agent stops its etcd when it comes back)")};
   }
   if (v.quorum) return {S::kFinalBackupFirst, "X7", "a quorum answers: final backup first"};
   if (v.force && v.newest_backup) {

@@ -2,7 +2,8 @@
 // <cluster>/control/destroyed.json, says: the cluster was retired on purpose, its last state is
 // the named final backup, and no agent may bootstrap, restore or start this cluster's etcd until
 // `stewardctl undestroy` removes the mark. Each agent that carried the destroy out also keeps a
-// "destroyed" marker on its disk, so it stays stopped when the store cannot be read.
+// "destroyed" marker on its disk, so it stays stopped when the store cannot be read. The data
+// dirs stay in place: undestroy starts the members on them again.
 //
 // Whether `stewardctl destroy` may go ahead is a pure function of what it observed (PlanDestroy,
 // tabled in tests/unit/destroy_test.cc), asked twice: before the final backup and again right
@@ -13,7 +14,7 @@
 //   X4 a restore is under way (or the store cannot tell): refuse;
 //   X5 cluster.adopt is set: refuse — members no agent manages would keep running;
 //   X6 an agent does not answer: refuse unless --force — its etcd would keep running until its
-//      agent restarts (which then sees the mark and waits);
+//      agent comes back (which then finds the mark and stops it);
 //   X7 a quorum answers: take a final backup, then destroy;
 //   X8 no quorum: with --force and a valid backup in the store, destroy and keep that newest
 //      backup as the last state; otherwise refuse.

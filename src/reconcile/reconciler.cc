@@ -122,6 +122,8 @@ absl::StatusOr<ClusterObservation> Reconciler::Observe() {
       v.has_data = st->has_data();
       v.local_member_id = st->member_id();
       v.switched_version = st->switched_version();
+      // Stopped for a destroy: nothing is replaced, wiped or added there (P1-P3).
+      if (!st->destroyed().empty()) v.paused = absl::StrCat("(destroy ", st->destroyed(), ")");
       if (st->highest_term() > agents_max_term_) {
         agents_max_term_ = st->highest_term();
         agents_max_term_leader_ = st->highest_term_leader();

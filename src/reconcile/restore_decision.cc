@@ -72,6 +72,12 @@ RestoreDecision DecideRestore(const RestoreView& v) {
     return Make(RestoreAction::kWait,
                 absl::StrCat("the backup store cannot be read (", v.store_error, "); waiting"));
   }
+  // R7 for a pending automatic restore whose orders have not gone out (one that began before
+  // the mark was written): the cluster was retired on purpose, so it is not restored.
+  if (v.pending && v.pending->automatic && !v.pending->ordered && !v.destroyed.empty() &&
+      !RuleOff("R7")) {
+    return Make(RestoreAction::kCancel, v.destroyed);
+  }
   if (v.pending) {
     if (!v.pending->automatic) {
       // An operator's command: the live cluster is being replaced on purpose. R2 still holds

@@ -26,8 +26,9 @@
 //      it" does not show that nobody did, and cancelling would strand the restored members
 //      behind their fence for good. The coordinator records this before its first order.
 //   R7 a cluster the store marks destroyed (stewardctl destroy) is never restored by itself: wait
-//      for `stewardctl undestroy`. (A pending restore follows R5/R6: destroy refuses to run
-//      while one is under way, and restore-backup refuses while the cluster is destroyed.)
+//      for `stewardctl undestroy`; a pending automatic restore whose orders have not gone out is
+//      cancelled (one with orders out follows R6; destroy refuses to run while a restore is
+//      under way, and restore-backup refuses while the cluster is destroyed).
 //   AD5 while adopting a running cluster (cluster.adopt), no automatic restore starts: the
 //      members no agent manages may still hold the cluster, and no agent can see their data.
 //      The operator's restore-backup still works.

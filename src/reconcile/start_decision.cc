@@ -12,6 +12,7 @@ const char* StartActionName(StartAction a) {
     case StartAction::kWait: return "wait";
     case StartAction::kBootstrap: return "bootstrap";
     case StartAction::kForgetDestroyed: return "forget-destroyed";
+    case StartAction::kRecordDestroyed: return "record-destroyed";
   }
   return "?";
 }
@@ -31,6 +32,7 @@ StartDecision DecideStart(const StartView& v) {
             absl::StrCat("the backup store no longer marks the cluster destroyed (destroy ",
                          v.local_destroyed, " was undone)")};
   }
+  if (!v.destroyed.empty() && !RuleOff("SD2")) return {A::kRecordDestroyed, v.destroyed};  // SD2
   switch (v.data) {
     case DataDirState::kPartial:  // S1
       return {A::kSetPartialAside,
@@ -41,7 +43,6 @@ StartDecision DecideStart(const StartView& v) {
     case DataDirState::kEmpty:
       break;
   }
-  if (!v.destroyed.empty() && !RuleOff("SD2")) return {A::kWait, v.destroyed};  // SD2
   if (v.adopting && !RuleOff("AD4")) {  // AD4
     return {A::kWait, absl::StrCat("cluster.adopt is set: node ", v.node, " never bootstraps; "
                                    "it joins the adopted cluster when the leader adds it")};

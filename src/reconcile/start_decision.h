@@ -5,8 +5,10 @@
 //
 // Rules, in order (the first that applies decides):
 //   SD1 a node that stopped its etcd for `stewardctl destroy` (its "destroyed" marker) stays
-//       stopped while the store marks the cluster destroyed or cannot be read; once the store
-//       shows the mark gone (undestroy), it drops its marker and decides again;
+//       stopped, data or not, while the store marks the cluster destroyed or cannot be read;
+//       once the store shows the mark gone (undestroy), it drops its marker and decides again;
+//   SD2 a node without that marker, of a cluster the store marks destroyed (it missed the
+//       order: its agent was down, or it is a new machine), records the marker (then SD1);
 //   S1 a data dir with member/ but no WAL is a failed first start or join: set it aside;
 //   S2 a data dir with a WAL is a member's: start etcd on it (it rejoins its cluster itself) —
 //   RM3 unless that member is provably no longer in its cluster: a linearizable member list
@@ -14,8 +16,6 @@
 //       exit again ("the member has been permanently removed"); wait for the leader to set the
 //       data aside, or for `stewardctl readd-node` after a remove-node. (Also asked before the
 //       runner restarts an etcd that exited: MemberRemoved.)
-//   SD2 an empty node of a cluster the store marks destroyed waits for undestroy (it neither
-//       bootstraps nor joins);
 //   S3 a node that was part of a running cluster and lost its data waits for the leader;
 //   S4 a spare (not among the first cluster.size nodes) waits for the leader;
 //   S5 a running cluster without this node, or with an entry for it that has run (or is not its
@@ -68,11 +68,12 @@ struct StartView {
   std::string store_error;
   bool cluster_existed = false;
   // SD1/SD2: this node's "destroyed" marker (the destroy's id, "" if none), and the store's
-  // destroy mark, read when that marker is set or the data dir is empty.
+  // destroy mark (read whenever a store is configured; starts are rare).
   std::string local_destroyed;
   bool destroy_store_ok = false;  // the mark was read (false without a store)
   std::string destroy_store_error;
   std::string destroyed;  // DescribeDestroyMark's text, "" if not marked
+  std::string destroyed_id;  // the mark's id
   // RM3, asked only for a member's data: why its member is provably out of its cluster ("" if
   // it is not, or that cannot be shown).
   std::string member_removed;
@@ -84,6 +85,7 @@ enum class StartAction {
   kWait,
   kBootstrap,
   kForgetDestroyed,  // SD1: drop the node's "destroyed" marker, then decide again
+  kRecordDestroyed,  // SD2: write the "destroyed" marker (the mark's id), then decide again
 };
 
 const char* StartActionName(StartAction a);

@@ -274,6 +274,12 @@ TEST(RestoreDecisionTest, R7_ADestroyedClusterIsNotRestored) {
   EXPECT_EQ(d.reason, v.destroyed);
   v.destroyed.clear();
   EXPECT_EQ(DecideRestore(v).action, RestoreAction::kStart);
+  // A pending automatic restore without orders out is cancelled once the mark is there.
+  v.destroyed = "cluster demo was destroyed";
+  v.pending = RestoreView::Pending{"r1", true, false};
+  EXPECT_EQ(DecideRestore(v).action, RestoreAction::kCancel);
+  v.pending->ordered = true;  // R6: carried through
+  EXPECT_EQ(DecideRestore(v).action, RestoreAction::kContinue);
 }
 
 }  // namespace steward

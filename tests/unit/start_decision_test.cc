@@ -149,19 +149,23 @@ TEST(StartDecisionTest, SD1_ADestroyedNodeStaysStoppedUntilTheMarkIsGone) {
   }
 }
 
-// SD2: an empty node of a destroyed cluster neither bootstraps nor joins the initial cluster;
-// a member's data without the node's own marker still starts (a store is never asked for it).
-TEST(StartDecisionTest, SD2_AnEmptyNodeOfADestroyedClusterWaits) {
+// SD2: a node without the marker, of a cluster the store marks destroyed (its agent was down
+// during the destroy, or a new machine), records it, whatever its data; then SD1 holds it.
+TEST(StartDecisionTest, SD2_ANodeThatMissedTheDestroyRecordsIt) {
+  for (DataDirState data : {DataDirState::kEmpty, DataDirState::kPartial, DataDirState::kMember}) {
+    StartView v = Fresh();
+    v.data = data;
+    v.destroy_store_ok = true;
+    v.destroyed = "cluster demo was destroyed";
+    v.destroyed_id = "1-0001";
+    EXPECT_EQ(DecideStart(v).action, StartAction::kRecordDestroyed);
+    v.local_destroyed = "1-0001";
+    EXPECT_EQ(DecideStart(v).action, StartAction::kWait);
+  }
+  // A store that cannot be read does not keep a member's data from starting.
   StartView v = Fresh();
-  v.destroy_store_ok = true;
-  v.destroyed = "cluster demo was destroyed";
-  EXPECT_EQ(DecideStart(v).action, StartAction::kWait);
-  v.cluster = ClusterAnswer::kInitialEntryUnstarted;
-  EXPECT_EQ(DecideStart(v).action, StartAction::kWait);
-  v.has_store = false;
-  v.cluster_existed = false;
-  EXPECT_EQ(DecideStart(v).reason, v.destroyed);
   v.data = DataDirState::kMember;
+  v.destroy_store_error = "connection refused";
   EXPECT_EQ(DecideStart(v).action, StartAction::kStartOnData);
 }
 
