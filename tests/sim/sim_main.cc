@@ -4,6 +4,7 @@
 //   steward_sim [--seeds N] [--steps M] [--seed S] [--nodes K] [--no-faults]
 //               [--rules-off R1,W5,...] [--trace] [--trace-lines N]
 //               [--fault-rate P] [--crash-rate P] [--lose-first-leader]
+//               [--destroy-at STEP --undestroy-at STEP]   (the operator destroys, then undoes)
 // Exit status: 0 if every seed kept every invariant, 1 otherwise (the first failing seed's
 // trace is printed, with the command that replays it).
 #include <chrono>
@@ -20,6 +21,7 @@ int main(int argc, char** argv) {
   uint64_t seed = 1;
   bool faults = true, trace = false, lose_first_leader = false;
   size_t trace_lines = 60;
+  int destroy_at = -1, undestroy_at = -1;
   double fault_rate = steward::sim::Options().fault_rate;
   double crash_rate = steward::sim::Options().crash_point_rate;
   std::set<std::string> off;
@@ -42,11 +44,14 @@ int main(int argc, char** argv) {
     else if (a == "--fault-rate") fault_rate = std::stod(next());
     else if (a == "--crash-rate") crash_rate = std::stod(next());
     else if (a == "--trace-lines") trace_lines = std::stoul(next());
+    else if (a == "--destroy-at") destroy_at = std::stoi(next());
+    else if (a == "--undestroy-at") undestroy_at = std::stoi(next());
     else if (a == "--rules-off") {
       for (auto r : absl::StrSplit(next(), ',', absl::SkipEmpty())) off.insert(std::string(r));
     } else {
       std::cerr << "usage: steward_sim [--seeds N] [--steps M] [--seed S] [--nodes K] "
-                   "[--no-faults] [--rules-off R1,W5] [--trace]\n";
+                   "[--no-faults] [--rules-off R1,W5] [--trace] [--destroy-at STEP "
+                   "--undestroy-at STEP]\n";
       return 2;
     }
   }
@@ -67,6 +72,8 @@ int main(int argc, char** argv) {
     o.trace_lines = trace_lines;
     o.fault_rate = fault_rate;
     o.crash_point_rate = crash_rate;
+    o.destroy_at = destroy_at;
+    o.undestroy_at = undestroy_at;
     auto r = steward::sim::RunSimulation(o);
     total_steps += r.steps;
     virtual_ms += r.virtual_ms;

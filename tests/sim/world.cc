@@ -19,6 +19,7 @@
 #include "etcd/member_id.h"
 #include "openssl/sha.h"
 #include "reconcile/admission.h"
+#include "reconcile/destroy.h"
 #include "spdlog/sinks/base_sink.h"
 #include "spdlog/spdlog.h"
 
@@ -76,6 +77,8 @@ struct Disk {
   std::string restore_id;
   std::string fenced;  // the "fenced" marker: the restore whose fenced start etcd is in
   std::string leader_term;  // the "leader-term" marker (TermGuard's "<term> <leader>")
+  std::string destroyed;    // the "destroyed" marker: the destroy this node stopped etcd for
+  std::string etcd_version;  // the "etcd-version" marker (no versions are simulated)
   // The data set aside last (removed/<label>; one copy, as FsNodeDisk keeps), and a restore's
   // staged data dir.
   std::shared_ptr<Disk> removed;
@@ -336,7 +339,14 @@ class World {
   bool healing_ = false;
   bool in_pause_ = false;
   bool trap_sprung_ = false, trap_done_ = false;  // Options::lose_first_leader
+  bool destroyed_ = false;  // the store holds the operator's destroy mark
+  bool undestroy_pending_ = false;
  public:
+  bool destroyed() const { return destroyed_; }
+  bool StoreUp() const { return store_.mode == SimStore::Mode::kUp; }
+  // The operator: stewardctl destroy --force / undestroy (Options::destroy_at).
+  void OperatorDestroy();
+  void OperatorUndestroy();
   int current_ = -1;  // the node whose code runs (only it can crash or pause mid-call)
   int speaker_ = -1;  // the node whose log lines these are (an order's handler: the target)
  private:
@@ -820,6 +830,8 @@ class SimDisk : public NodeDisk {
       case Marker::kFenced: return d().fenced;
       case Marker::kRestoreId: return d().restore_id;
       case Marker::kLeaderTerm: return d().leader_term;
+      case Marker::kDestroyed: return d().destroyed;
+      case Marker::kEtcdVersion: return d().etcd_version;
     }
     return "";
   }
@@ -830,6 +842,8 @@ class SimDisk : public NodeDisk {
       case Marker::kFenced: d().fenced = content; break;
       case Marker::kRestoreId: d().restore_id = content; break;
       case Marker::kLeaderTerm: d().leader_term = content; break;
+      case Marker::kDestroyed: d().destroyed = content; break;
+      case Marker::kEtcdVersion: d().etcd_version = content; break;
     }
     return absl::OkStatus();
   }
@@ -844,6 +858,8 @@ class SimDisk : public NodeDisk {
         break;
       case Marker::kRestoreId: d().restore_id.clear(); break;
       case Marker::kLeaderTerm: d().leader_term.clear(); break;
+      case Marker::kDestroyed: d().destroyed.clear(); break;
+      case Marker::kEtcdVersion: d().etcd_version.clear(); break;
     }
     return absl::OkStatus();
   }
@@ -888,6 +904,19 @@ class SimRunner : public Runner {
     return n().etcd_up ? std::optional<pid_t>(1000 + node_) : std::nullopt;
   }
   void Run(std::vector<std::string> flags) override {
+    // While destroyed, the only start allowed is the documented gap: a node that never learned
+    // of the destroy (no marker) restarting its member's own data while the store cannot be
+    // read (a store outage must not keep a member down). Everything else breaks SD1 (it
+    // recorded the destroy), SD2 (it could read the mark) or creates something (a bootstrap,
+    // a join, a restore on an empty dir).
+    if (w_->destroyed() && !n().etcd_up) {
+      const bool gap = n().disk.destroyed.empty() && !w_->StoreUp() &&
+                       n().disk.state == DataDirState::kMember;
+      if (!gap) {
+        w_->Violation(absl::StrCat("node ", n().spec.name,
+                                   " is asked to run etcd while the cluster is destroyed"));
+      }
+    }
     n().runner_wanted = true;
     n().etcd_flags = std::move(flags);
     n().restarts = 0;
@@ -1212,6 +1241,9 @@ absl::Status World::RestoreCluster(int i, const std::string& backup, const Snaps
   if (!restores_seen_.count(restore_id) || !clusters_.count(cid)) {
     if (!restores_seen_.count(restore_id)) ++result_.restores;
     restores_seen_.insert(restore_id);
+    if (destroyed_) {
+      Violation(absl::StrCat("restore ", restore_id, " applied while the cluster is destroyed"));
+    }
     // Ground truth: a restore is justified only when no cluster can reach quorum any more.
     for (uint64_t c : ClustersAbleToReachQuorum()) {
       Violation(absl::StrCat("restore ", restore_id, " of ", backup,
@@ -1781,12 +1813,69 @@ bool World::Healthy(std::string* why) {
   return false;
 }
 
+void World::OperatorDestroy() {
+  const std::string cluster = nodes_[0]->config.cluster.name;
+  // X4: not while a restore is under way (or the store cannot tell).
+  auto intent = ReadRestoreIntent(store_, cluster);
+  if (!intent.ok() || (intent->has_value() && !(*intent)->done && !(*intent)->cancelled)) return;
+  if (!destroyed_) {
+    DestroyMark mark;
+    mark.id = absl::StrCat("sim-", result_.destroys + 1);
+    mark.by = "operator";
+    if (!WriteDestroyMark(store_, cluster, mark).ok()) return;  // the store is down: later
+    destroyed_ = true;
+    ++result_.destroys;
+    Trace(absl::StrCat("OPERATOR destroy ", mark.id));
+  }
+  auto mark = ReadDestroyMark(store_, cluster);
+  if (!mark.ok() || !mark->has_value()) return;
+  // --force: the agents that answer carry it out; the others when they come back.
+  for (auto& n : nodes_) {
+    if (!n->agent_up || Paused(n->index) || !n->local) continue;
+    peer::DestroyRequest req;
+    req.set_destroy_id((*mark)->id);
+    speaker_ = n->index;
+    absl::Status s = n->local->Destroy(req);
+    speaker_ = -1;
+    Trace(n->index, absl::StrCat("destroy: ", s.ok() ? "carried out" : std::string(s.message())));
+  }
+  dirty_ = true;
+}
+
+void World::OperatorUndestroy() {
+  const std::string cluster = nodes_[0]->config.cluster.name;
+  if (destroyed_) {
+    if (!ClearDestroyMark(store_, cluster).ok()) return;  // the store is down: later
+    destroyed_ = false;
+    Trace("OPERATOR undestroy");
+  }
+  undestroy_pending_ = false;
+  for (auto& n : nodes_) {
+    if (!n->agent_up || Paused(n->index) || !n->local) continue;
+    peer::DestroyRequest req;
+    req.set_undo(true);
+    speaker_ = n->index;
+    absl::Status s = n->local->Destroy(req);
+    speaker_ = -1;
+    if (!s.ok()) undestroy_pending_ = true;
+  }
+  dirty_ = true;
+}
+
 Result World::Run() {
   std::uniform_int_distribution<int> dt(20, 300);
   for (int step = 0; step < o_.steps && result_.ok; ++step) {
     now_ += dt(rng_);
     dirty_ = true;
     Scheduled();
+    if (o_.destroy_at >= 0 && step >= o_.destroy_at &&
+        (o_.undestroy_at < 0 || step < o_.undestroy_at) &&
+        (step == o_.destroy_at || !destroyed_ || (step - o_.destroy_at) % 200 == 0)) {
+      OperatorDestroy();
+    }
+    if (o_.undestroy_at >= 0 && step >= o_.undestroy_at && (destroyed_ || step == o_.undestroy_at)) {
+      OperatorUndestroy();
+    }
     const int r = static_cast<int>(rng_() % 100);
     bool fault = false;
     if (o_.faults && std::uniform_real_distribution<double>(0, 1)(rng_) < o_.fault_rate) {
@@ -1831,6 +1920,7 @@ Result World::Run() {
   // Liveness: lift every fault; the cluster must be healthy at its size within the bound.
   if (result_.ok) {
     HealAll();
+    if (destroyed_ && o_.undestroy_at >= 0) OperatorUndestroy();  // the store is back
     healing_ = true;  // no more crash points
     const Ms deadline = now_ + o_.liveness_bound;
     std::string why;
@@ -1850,7 +1940,7 @@ Result World::Run() {
     }
     result_.live_at_end = Healthy(&why);
     result_.end_state = why;
-    if (result_.ok && !result_.live_at_end) {
+    if (result_.ok && !result_.live_at_end && !destroyed_) {
       // The agents must heal by themselves when a cluster still holds a majority of its
       // voters' data, or when nothing survives and a backup does (restore). Otherwise waiting
       // for an operator is right: a minority that survives with data is never overwritten.

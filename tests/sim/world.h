@@ -59,6 +59,12 @@ struct Options {
   // A scripted fault: the moment the first leader is elected, every node dies before its agent
   // can have seen it, and the first node that held data comes back re-imaged.
   bool lose_first_leader = false;
+  // The operator's `stewardctl destroy --force` at this step (-1: never), run again every 200
+  // steps while the cluster stays destroyed, and `undestroy` at `undestroy_at`. While the store
+  // marks the cluster destroyed, no agent may be asked to run etcd that is not running, and no
+  // restore may be applied (rules SD1, SD2, R7).
+  int destroy_at = -1;
+  int undestroy_at = -1;
 };
 
 struct Result {
@@ -75,6 +81,7 @@ struct Result {
   int restores = 0;
   int bootstraps = 0;
   int wipes = 0;
+  int destroys = 0;  // the operator's destroys that marked the store
   bool live_at_end = false;
   std::string end_state;
 };
