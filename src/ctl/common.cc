@@ -218,6 +218,40 @@ std::map<std::string, peer::NodeState> AgentStates(
   return states;
 }
 
+int WithJsonResult(const Common& c, const std::string& command, const std::function<int()>& run,
+                   const std::function<void(nlohmann::json*)>& extra) {
+  if (c.output != "json") return run();
+  // The command's own lines are kept for the document and shown on stderr as they come (a
+  // question such as "Continue? [y/N]" must still reach a person).
+  struct Tee : std::streambuf {
+    std::string text;
+    int overflow(int ch) override {
+      if (ch == EOF) return 0;
+      text.push_back(static_cast<char>(ch));
+      std::cerr.put(static_cast<char>(ch));
+      if (ch == '\n') std::cerr.flush();
+      return ch;
+    }
+  } tee;
+  std::streambuf* saved = std::cout.rdbuf(&tee);
+  int rc = 2;
+  try {
+    rc = run();
+  } catch (...) {
+    std::cout.rdbuf(saved);
+    throw;
+  }
+  std::cout.rdbuf(saved);
+  nlohmann::json j = {{"command", command}, {"exit_code", rc}, {"ok", rc == 0},
+                      {"messages", nlohmann::json::array()}};
+  for (auto line : absl::StrSplit(tee.text, '\n', absl::SkipEmpty())) {
+    j["messages"].push_back(std::string(line));
+  }
+  if (extra) extra(&j);
+  std::cout << j.dump(2) << "\n";
+  return rc;
+}
+
 bool Confirmed() {
   std::cout << "Continue? [y/N] " << std::flush;
   std::string answer;

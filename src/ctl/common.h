@@ -16,6 +16,7 @@
 #include "config/config.h"
 #include "ctl/status.h"
 #include "etcd/client.h"
+#include "nlohmann/json.hpp"
 #include "steward_peer.pb.h"
 
 namespace steward {
@@ -66,6 +67,14 @@ bool DestroyedRefuses(BackupStore& store, const std::string& cluster);
 std::map<std::string, peer::NodeState> AgentStates(
     const Config& config, const std::shared_ptr<grpc::ChannelCredentials>& creds,
     std::chrono::milliseconds timeout);
+
+// For a command whose result is an action rather than a table (pause, resume, drain,
+// remove-node, readd-node, recover-quorum): with -o json, what it says for people goes to
+// stderr, and stdout carries one JSON document: {"command", "exit_code", "ok", "messages": the
+// lines it said, plus what `extra` adds (e.g. the maintenance state afterwards)}. Otherwise it
+// just runs `run`.
+int WithJsonResult(const Common& c, const std::string& command, const std::function<int()>& run,
+                   const std::function<void(nlohmann::json*)>& extra = nullptr);
 
 // "Continue? [y/N]" on stdout; true only for "y" or "yes" on stdin.
 bool Confirmed();

@@ -620,22 +620,43 @@ std::string RemovalRefusal(const ClusterView& view, const std::string& node,
   return "";
 }
 
+// For -o json: the maintenance state as it stands after the command (status's
+// steward.maintenance), when the cluster answers.
+std::function<void(nlohmann::json*)> MaintenanceAfter(const Common& c) {
+  return [&c](nlohmann::json* j) {
+    int rc = 0;
+    auto config = ConfigFor(c, "maintenance", &rc);
+    if (!config) return;
+    EtcdClient client(config->ClusterClientUrls(), ClientOptions(c));
+    nlohmann::json state = ReadStewardState(client, *config);
+    if (state.contains("maintenance")) (*j)["maintenance"] = state["maintenance"];
+  };
+}
+
 void AddMaintenanceCommands(CLI::App& app, Common* common, Commands* commands) {
   // CLI11 binds to these; the commands' closures keep them alive.
   auto pause_args = std::make_shared<PauseArgs>();
   CLI::App* pause = app.add_subcommand(
       "pause", "stop the steward leader from replacing a node (or anything) for a while");
-  AddCommonFlags(pause, common, false);
+  AddCommonFlags(pause, common, true);
   pause->add_option("--node", pause_args->node, "the node to pause (default: the whole cluster)");
   pause->add_option("--for", pause_args->duration, "how long (default 1h, at most 7d; e.g. 30m, 2d)");
   pause->add_option("--reason", pause_args->reason, "why (shown in status)")->required();
-  commands->push_back({pause, [common, pause_args] { return RunPause(*common, *pause_args); }});
+  commands->push_back({pause, [common, pause_args] {
+                         return WithJsonResult(*common, "pause",
+                                               [&] { return RunPause(*common, *pause_args); },
+                                               MaintenanceAfter(*common));
+                       }});
 
   auto resume_node = std::make_shared<std::string>();
   CLI::App* resume = app.add_subcommand("resume", "end a pause (or a drain)");
-  AddCommonFlags(resume, common, false);
+  AddCommonFlags(resume, common, true);
   resume->add_option("--node", *resume_node, "the node (default: the cluster-wide pause)");
-  commands->push_back({resume, [common, resume_node] { return RunResume(*common, *resume_node); }});
+  commands->push_back({resume, [common, resume_node] {
+                         return WithJsonResult(*common, "resume",
+                                               [&] { return RunResume(*common, *resume_node); },
+                                               MaintenanceAfter(*common));
+                       }});
 
   auto move_node = std::make_shared<std::string>();
   CLI::App* move = app.add_subcommand("move-leader", "move etcd's leadership to NODE's member");
@@ -646,11 +667,15 @@ void AddMaintenanceCommands(CLI::App& app, Common* common, Commands* commands) {
   auto drain_args = std::make_shared<PauseArgs>();
   CLI::App* drain = app.add_subcommand(
       "drain", "move etcd leadership away from NODE, then pause it (resume --node ends it)");
-  AddCommonFlags(drain, common, false);
+  AddCommonFlags(drain, common, true);
   drain->add_option("node", drain_args->node, "the node")->required();
   drain->add_option("--for", drain_args->duration, "how long (default 1h, at most 7d)");
   drain->add_option("--reason", drain_args->reason, "why (shown in status)");
-  commands->push_back({drain, [common, drain_args] { return RunDrain(*common, *drain_args); }});
+  commands->push_back({drain, [common, drain_args] {
+                         return WithJsonResult(*common, "drain",
+                                               [&] { return RunDrain(*common, *drain_args); },
+                                               MaintenanceAfter(*common));
+                       }});
 
   struct RemoveArgs {
     std::string node, reason;
@@ -660,22 +685,32 @@ void AddMaintenanceCommands(CLI::App& app, Common* common, Commands* commands) {
   CLI::App* remove = app.add_subcommand(
       "remove-node", "remove NODE's member for good (quorum-checked, a backup first); the "
                      "leader does not add it back until readd-node");
-  AddCommonFlags(remove, common, false);
+  AddCommonFlags(remove, common, true);
   remove->add_option("node", remove_args->node, "the node")->required();
   remove->add_option("--reason", remove_args->reason, "why (shown in status)");
   remove->add_flag("--yes", remove_args->yes, "do not ask for confirmation");
   remove->add_flag("--force", remove_args->force, "go on when the backup fails");
   commands->push_back({remove, [common, remove_args] {
-                         return RunRemoveNode(*common, remove_args->node, remove_args->reason,
-                                              remove_args->yes, remove_args->force);
+                         return WithJsonResult(
+                             *common, "remove-node",
+                             [&] {
+                               return RunRemoveNode(*common, remove_args->node,
+                                                    remove_args->reason, remove_args->yes,
+                                                    remove_args->force);
+                             },
+                             MaintenanceAfter(*common));
                        }});
 
   auto readd_node = std::make_shared<std::string>();
   CLI::App* readd = app.add_subcommand(
       "readd-node", "undo remove-node: the leader adds NODE back (a learner, then a voter)");
-  AddCommonFlags(readd, common, false);
+  AddCommonFlags(readd, common, true);
   readd->add_option("node", *readd_node, "the node")->required();
-  commands->push_back({readd, [common, readd_node] { return RunReaddNode(*common, *readd_node); }});
+  commands->push_back({readd, [common, readd_node] {
+                         return WithJsonResult(*common, "readd-node",
+                                               [&] { return RunReaddNode(*common, *readd_node); },
+                                               MaintenanceAfter(*common));
+                       }});
 }
 
 }  // namespace steward

@@ -230,14 +230,17 @@ void AddRecoverCommands(CLI::App& app, Common* common, Commands* commands) {
       "recover-quorum",
       "after a majority of members is gone for good: rebuild the cluster from the surviving "
       "member with the most data (refused while a quorum answers)");
-  AddCommonFlags(recover, common, false);
+  AddCommonFlags(recover, common, true);
   recover->add_option("--from", args->from, "recover from this node's member, not the best one");
   recover->add_flag("--yes", args->yes, "do not ask for confirmation");
   recover->add_flag("--force", args->force,
                     "go on although the store holds a backup newer than the survivor");
   recover->add_option("--wait", args->wait_seconds,
                       "seconds to wait for the cluster to be back");
-  commands->push_back({recover, [common, args] { return RunRecoverQuorum(*common, *args); }});
+  commands->push_back({recover, [common, args] {
+                         return WithJsonResult(*common, "recover-quorum",
+                                               [&] { return RunRecoverQuorum(*common, *args); });
+                       }});
 }
 
 }  // namespace steward

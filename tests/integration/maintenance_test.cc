@@ -65,8 +65,20 @@ TEST(MaintenanceTest, PausedNodeIsNotReplacedUntilResumedAndMoveLeaderMovesLeade
   ASSERT_FALSE(j.is_discarded()) << again.output;
   EXPECT_EQ(j.value("moved", true), false);
 
-  RunResult paused = c.Ctl({"pause", "--node", "n2", "--for", "10m", "--reason", "kernel upgrade"});
+  // -o json: the lines for people on stderr, one document on stdout (printed last).
+  RunResult paused = c.Ctl({"pause", "--node", "n2", "--for", "10m", "--reason", "kernel upgrade",
+                            "-o", "json"});
   ASSERT_EQ(paused.exit_code, 0) << paused.output;
+  const size_t doc = paused.output.find("{\n  \"command\"");
+  ASSERT_NE(doc, std::string::npos) << paused.output;
+  auto pj = nlohmann::json::parse(paused.output.substr(doc), nullptr, false);
+  ASSERT_FALSE(pj.is_discarded()) << paused.output;
+  EXPECT_EQ(pj["command"], "pause");
+  EXPECT_EQ(pj["ok"], true);
+  ASSERT_FALSE(pj["messages"].empty()) << paused.output;
+  EXPECT_NE(pj["messages"][0].get<std::string>().find("paused node n2"), std::string::npos);
+  ASSERT_EQ(pj["maintenance"]["pauses"].size(), 1u) << paused.output;
+  EXPECT_EQ(pj["maintenance"]["pauses"][0]["node"], "n2");
   const uint64_t n2 = MemberIdOf(c, "n2");
   ASSERT_NE(n2, 0u);
   c.SignalAgent(1, SIGTERM);
