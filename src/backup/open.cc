@@ -20,6 +20,7 @@ absl::StatusOr<std::unique_ptr<BackupStore>> OpenStore(const BackupConfig& c) {
     o.access_key_id = c.s3.access_key_id;
     o.secret_access_key = c.s3.secret_access_key;
     o.session_token = c.s3.session_token;
+    o.ca_file = c.s3.ca_file;
     return NewS3Store(o);
   }
   return absl::InvalidArgumentError(absl::StrCat("backup.store: unsupported URL ", c.store));

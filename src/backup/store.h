@@ -67,6 +67,7 @@ struct S3Options {
   std::string access_key_id;
   std::string secret_access_key;
   std::string session_token;  // optional
+  std::string ca_file;        // PEM CA bundle for the endpoint's certificate ("": system's)
   uint64_t part_size = 16 << 20;  // multipart part size (S3's minimum is 5 MiB)
   int timeout_seconds = 60;       // per request (low-speed abort after this many idle seconds)
 };

@@ -1,5 +1,7 @@
 #include "config/config.h"
 
+#include "config/aws_credentials.h"
+
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -363,13 +365,15 @@ void ParseBackup(const YAML::Node& b, Config* c) {
     }
     if (const YAML::Node s = b["s3"]; s && !s.IsNull()) {
       CheckKeys(s, "backup.s3", {"endpoint", "region", "path_style", "access_key_id",
-                                 "secret_access_key", "session_token"});
+                                 "secret_access_key", "session_token", "profile", "ca_file"});
       bc.s3.endpoint = GetString(s, "backup.s3", "endpoint", false, "");
       bc.s3.region = GetString(s, "backup.s3", "region", false, "");
       bc.s3.path_style = GetBool(s, "backup.s3", "path_style", false);
       bc.s3.access_key_id = GetString(s, "backup.s3", "access_key_id", false, "");
       bc.s3.secret_access_key = GetString(s, "backup.s3", "secret_access_key", false, "");
       bc.s3.session_token = GetString(s, "backup.s3", "session_token", false, "");
+      bc.s3.profile = GetString(s, "backup.s3", "profile", false, "");
+      bc.s3.ca_file = GetString(s, "backup.s3", "ca_file", false, "");
     }
   }
   if (bc.interval < std::chrono::seconds(1)) Fail("backup.interval", "must be at least 1s");
@@ -395,8 +399,41 @@ void ParseBackup(const YAML::Node& b, Config* c) {
     if (bc.s3.secret_access_key.empty()) bc.s3.secret_access_key = EnvOr("AWS_SECRET_ACCESS_KEY", "");
     if (bc.s3.session_token.empty()) bc.s3.session_token = EnvOr("AWS_SESSION_TOKEN", "");
     if (bc.s3.access_key_id.empty() || bc.s3.secret_access_key.empty()) {
-      Fail("backup.s3", "no credentials: set backup.s3.access_key_id/secret_access_key or "
-                        "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY");
+      // The shared credentials file, as the AWS CLI and SDKs read it.
+      const bool named = !bc.s3.profile.empty() || !EnvOr("AWS_PROFILE", "").empty();
+      const std::string profile =
+          !bc.s3.profile.empty() ? bc.s3.profile : EnvOr("AWS_PROFILE", "default");
+      const std::string path = SharedCredentialsPath();
+      auto text = path.empty() ? absl::StatusOr<std::string>(absl::NotFoundError("no $HOME"))
+                               : ReadFile(path);
+      if (text.ok()) {
+        auto creds = ParseSharedCredentials(*text, profile, path);
+        if (creds.ok()) {
+          bc.s3.access_key_id = creds->access_key_id;
+          bc.s3.secret_access_key = creds->secret_access_key;
+          if (bc.s3.session_token.empty()) bc.s3.session_token = creds->session_token;
+        } else if (named || !absl::IsNotFound(creds.status())) {
+          Fail(bc.s3.profile.empty() ? "backup.s3" : "backup.s3.profile",
+               std::string(creds.status().message()));
+        }
+      } else if (named) {
+        Fail(bc.s3.profile.empty() ? "backup.s3" : "backup.s3.profile",
+             absl::StrCat("profile ", profile, ": cannot read the shared credentials file ",
+                          path.empty() ? "(no $HOME)" : path, ": ", text.status().message()));
+      }
+    }
+    if (bc.s3.access_key_id.empty() || bc.s3.secret_access_key.empty()) {
+      Fail("backup.s3", "no credentials: set backup.s3.access_key_id/secret_access_key, "
+                        "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or a profile in the shared "
+                        "credentials file (backup.s3.profile or AWS_PROFILE)");
+    }
+    if (!bc.s3.ca_file.empty() && t_host_checks) {
+      auto pem = ReadFile(bc.s3.ca_file);
+      if (!pem.ok()) {
+        Fail("backup.s3.ca_file", std::string(pem.status().message()));
+      } else if (pem->find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
+        Fail("backup.s3.ca_file", absl::StrCat(bc.s3.ca_file, " holds no PEM certificate"));
+      }
     }
   } else {
     Fail("backup.store", absl::StrCat("\"", bc.store, "\" is not a file:// or s3:// URL"));
@@ -848,7 +885,7 @@ absl::StatusOr<BackupConfig> BackupStoreFromUrl(const std::string& url) {
     ParseBackup(b, &c);
   } catch (const ConfigError& e) {
     std::string problem = absl::StrCat(e.key, ": ", e.problem);
-    for (const char* key : {"backup.s3.access_key_id/secret_access_key or ", "backup.store: "}) {
+    for (const char* key : {"backup.s3.access_key_id/secret_access_key, ", "backup.store: "}) {
       if (size_t at = problem.find(key); at != std::string::npos) problem.erase(at, strlen(key));
     }
     return absl::InvalidArgumentError(absl::StrCat("--backup-store: ", problem));

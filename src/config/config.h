@@ -128,6 +128,12 @@ struct S3Config {
   std::string access_key_id;      // default: $AWS_ACCESS_KEY_ID
   std::string secret_access_key;  // default: $AWS_SECRET_ACCESS_KEY (never logged)
   std::string session_token;      // default: $AWS_SESSION_TOKEN (never logged)
+  // Without keys in the config or AWS_*: this profile of the shared credentials file
+  // ($AWS_SHARED_CREDENTIALS_FILE, else ~/.aws/credentials); default $AWS_PROFILE, else "default".
+  std::string profile;
+  // PEM bundle of the CA(s) that signed the endpoint's certificate (MinIO or Ceph behind a
+  // private CA); empty: the system's trust store.
+  std::string ca_file;
 };
 
 struct BackupConfig {

@@ -109,7 +109,9 @@ std::string S3rver::Binary() {
 }
 
 absl::StatusOr<std::unique_ptr<S3rver>> S3rver::Start(const std::vector<std::string>& buckets,
-                                                      const std::string& host) {
+                                                      const std::string& host,
+                                                      const std::string& tls_cert,
+                                                      const std::string& tls_key) {
   const std::string bin = Binary();
   if (bin.empty()) return absl::NotFoundError("s3rver is not installed");
   std::string tmpl = (fs::temp_directory_path() / "steward-s3rver-XXXXXX").string();
@@ -134,6 +136,12 @@ absl::StatusOr<std::unique_ptr<S3rver>> S3rver::Start(const std::vector<std::str
     for (const auto& b : buckets) {
       argv.push_back("--configure-bucket");
       argv.push_back(b);
+    }
+    if (!tls_cert.empty()) {
+      for (const std::string& a : {std::string("--cert"), tls_cert, std::string("--key"), tls_key}) {
+        argv.push_back(a);
+      }
+      s->tls_ = true;
     }
     const std::string log = s->dir_ + "/s3rver.log";
     const pid_t pid = Spawn(argv, log);
@@ -190,7 +198,9 @@ S3rver::~S3rver() {
   }
 }
 
-std::string S3rver::Endpoint() const { return absl::StrCat("http://", host_, ":", port_); }
+std::string S3rver::Endpoint() const {
+  return absl::StrCat(tls_ ? "https://" : "http://", host_, ":", port_);
+}
 
 std::string S3rver::VhostEndpoint() const { return absl::StrCat("http://s3.localhost:", port_); }
 

@@ -29,8 +29,11 @@ class S3rver {
   // is "localhost", and libcurl resolves every *.localhost name to the loopback address.
   // `host` is the IPv4 address it listens on (the fault suite's bridge address for nodes in
   // network namespaces).
+  // With `tls_cert`/`tls_key` (PEM files), it serves HTTPS with that certificate.
   static absl::StatusOr<std::unique_ptr<S3rver>> Start(const std::vector<std::string>& buckets,
-                                                       const std::string& host = "127.0.0.1");
+                                                       const std::string& host = "127.0.0.1",
+                                                       const std::string& tls_cert = "",
+                                                       const std::string& tls_key = "");
 
   ~S3rver();
   S3rver(const S3rver&) = delete;
@@ -41,7 +44,7 @@ class S3rver {
   pid_t pid() const { return pid_; }
   // Where its buckets live: a bucket is the directory <data_dir>/<bucket>.
   std::string data_dir() const { return dir_ + "/data"; }
-  // For path-style addressing: "http://<host>:<port>".
+  // For path-style addressing: "http://<host>:<port>" ("https://" with TLS).
   std::string Endpoint() const;
   // For virtual-hosted addressing: "http://s3.localhost:<port>" (bucket.s3.localhost).
   std::string VhostEndpoint() const;
@@ -58,6 +61,7 @@ class S3rver {
   pid_t pid_ = 0;
   int port_ = 0;
   std::string host_ = "127.0.0.1";
+  bool tls_ = false;
   std::vector<std::string> argv_;  // how it was started, for Restart()
   std::string dir_;  // temp dir: data/ and s3rver.log
 };

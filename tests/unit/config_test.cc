@@ -7,8 +7,12 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_replace.h"
+#include "config/aws_credentials.h"
 
 namespace steward {
 namespace {
@@ -252,6 +256,72 @@ TEST_F(ConfigTest, AnS3SecretInAFileOthersCanReadIsRefused) {
   EXPECT_EQ(c.status().message().find("sekrit"), std::string::npos) << "the secret leaked";
   ::chmod(path.c_str(), 0640);
   EXPECT_TRUE(LoadConfig(path).ok());
+}
+
+// Issue 16: S3 credentials from the shared credentials file (AWS_PROFILE or backup.s3.profile)
+// when neither the config nor AWS_* give them, and backup.s3.ca_file checked at load.
+TEST_F(ConfigTest, S3CredentialsFromTheSharedFileAndACaFile) {
+  struct Env {  // restores the variables it touched
+    std::vector<std::pair<std::string, std::optional<std::string>>> saved;
+    void Set(const char* k, const char* v) {
+      const char* old = std::getenv(k);
+      saved.emplace_back(k, old ? std::optional<std::string>(old) : std::nullopt);
+      if (v) ::setenv(k, v, 1); else ::unsetenv(k);
+    }
+    ~Env() {
+      for (auto it = saved.rbegin(); it != saved.rend(); ++it) {
+        if (it->second) ::setenv(it->first.c_str(), it->second->c_str(), 1);
+        else ::unsetenv(it->first.c_str());
+      }
+    }
+  } env;
+  const std::string creds = (dir_ / "credentials").string();
+  std::ofstream(creds) << "# comment\n[default]\naws_access_key_id = DEFAULTKEY\n"
+                          "aws_secret_access_key = defaultsecret\n\n[minio]\n"
+                          "aws_access_key_id=MINIOKEY\naws_secret_access_key=miniosecret\n"
+                          "aws_session_token = tok\n";
+  env.Set("AWS_ACCESS_KEY_ID", nullptr);
+  env.Set("AWS_SECRET_ACCESS_KEY", nullptr);
+  env.Set("AWS_SESSION_TOKEN", nullptr);
+  env.Set("AWS_PROFILE", nullptr);
+  env.Set("AWS_SHARED_CREDENTIALS_FILE", creds.c_str());
+  auto with = [&](const std::string& s3) {
+    std::string text = Yaml();
+    text.replace(text.find("tls:"), 4, "backup:\n  store: s3://bucket/prefix\n" + s3 + "tls:");
+    return ParseConfig(text, "node.yaml");
+  };
+  auto c = with("");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->backup.s3.access_key_id, "DEFAULTKEY");
+  env.Set("AWS_PROFILE", "minio");
+  c = with("");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->backup.s3.access_key_id, "MINIOKEY");
+  EXPECT_EQ(c->backup.s3.session_token, "tok");
+  // The config's profile wins over AWS_PROFILE; a missing profile names the key and the file.
+  c = with("  s3: {profile: nosuch}\n");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("backup.s3.profile"), std::string::npos) << c.status();
+  EXPECT_NE(c.status().message().find("[nosuch]"), std::string::npos) << c.status();
+  // Keys in the environment win over the file.
+  env.Set("AWS_ACCESS_KEY_ID", "ENVKEY");
+  env.Set("AWS_SECRET_ACCESS_KEY", "envsecret");
+  c = with("");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->backup.s3.access_key_id, "ENVKEY");
+  // ca_file: must hold a PEM certificate.
+  const std::string not_pem = (dir_ / "not.pem").string();
+  std::ofstream(not_pem) << "hello\n";
+  c = with("  s3: {ca_file: " + not_pem + "}\n");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("backup.s3.ca_file"), std::string::npos) << c.status();
+  c = with("  s3: {ca_file: " + (dir_ / "missing.pem").string() + "}\n");
+  EXPECT_FALSE(c.ok());
+  // Parsing alone: a profile without its secret is refused, naming the profile, never a value.
+  auto bad = ParseSharedCredentials("[p]\naws_access_key_id = K\n", "p", "f");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("[p]"), std::string::npos);
+  EXPECT_EQ(ParseSharedCredentials("[q]\n", "p", "f").status().code(), absl::StatusCode::kNotFound);
 }
 
 // Issue 15: stewardctl reads a node's config on any machine, without root. What only the
