@@ -17,34 +17,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "common/sha256.h"
 
 namespace steward {
 namespace {
 
-class Sha256 {
- public:
-  Sha256() : ctx_(EVP_MD_CTX_new()) { EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr); }
-  ~Sha256() { EVP_MD_CTX_free(ctx_); }
-  Sha256(const Sha256&) = delete;
-  Sha256& operator=(const Sha256&) = delete;
-  void Update(std::string_view d) { EVP_DigestUpdate(ctx_, d.data(), d.size()); }
-  // The digest of what was hashed so far followed by `more`; this context is left as it was.
-  std::string CopyWith(std::string_view more) {
-    Sha256 copy;
-    EVP_MD_CTX_copy_ex(copy.ctx_, ctx_);
-    copy.Update(more);
-    return copy.Raw();
-  }
-  std::string Raw() {
-    unsigned char out[32];
-    unsigned int n = 0;
-    EVP_DigestFinal_ex(ctx_, out, &n);
-    return std::string(reinterpret_cast<char*>(out), n);
-  }
-
- private:
-  EVP_MD_CTX* ctx_;
-};
 
 std::string Hex(const std::string& raw) { return absl::BytesToHexString(raw); }
 

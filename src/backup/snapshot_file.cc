@@ -18,6 +18,7 @@
 #include "backup/pipeline.h"
 #include "common/files.h"
 #include "common/status.h"
+#include "common/sha256.h"
 
 namespace steward {
 namespace {
@@ -210,23 +211,6 @@ absl::Status ReadFileChunks(const std::string& path,
   return result;
 }
 
-class Sha256 {
- public:
-  Sha256() : ctx_(EVP_MD_CTX_new()) { EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr); }
-  ~Sha256() { EVP_MD_CTX_free(ctx_); }
-  Sha256(const Sha256&) = delete;
-  Sha256& operator=(const Sha256&) = delete;
-  void Update(std::string_view d) { EVP_DigestUpdate(ctx_, d.data(), d.size()); }
-  std::string Raw() {
-    unsigned char out[32];
-    unsigned int n = 0;
-    EVP_DigestFinal_ex(ctx_, out, &n);
-    return std::string(reinterpret_cast<char*>(out), n);
-  }
-
- private:
-  EVP_MD_CTX* ctx_;
-};
 
 }  // namespace
 
