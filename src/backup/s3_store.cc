@@ -16,6 +16,7 @@
 // Credentials never reach a message or a log: errors are built from S3's error code, and any text
 // taken from a response is scrubbed of the configured key id, secret and token.
 #include <curl/curl.h>
+#include <tinyxml2.h>
 
 #include <algorithm>
 #include <chrono>
@@ -66,74 +67,9 @@ constexpr long kMaxConnectSeconds = 10;
 // Idle curl handles kept for reuse (each keeps its connection alive).
 constexpr size_t kMaxIdleHandles = 8;
 
-// ---- XML, by string scanning ----------------------------------------------------------------
-// S3's responses are small, flat and machine-written; a scanner that finds <Tag>text</Tag> and
-// decodes entities is enough and adds no dependency.
-
-void AppendUtf8(uint32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
-
-// Decodes the predefined entities and numeric references (&#38; &#x26;). Anything else that
-// starts with '&' is kept as is rather than failing a whole listing over one odd key.
-std::string XmlDecode(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] != '&') {
-      out.push_back(s[i]);
-      continue;
-    }
-    size_t semi = s.find(';', i);
-    if (semi == std::string_view::npos || semi - i > 10) {
-      out.push_back('&');
-      continue;
-    }
-    std::string_view entity = s.substr(i + 1, semi - i - 1);
-    uint32_t cp = 0;
-    bool ok = true;
-    if (entity == "amp") {
-      cp = '&';
-    } else if (entity == "lt") {
-      cp = '<';
-    } else if (entity == "gt") {
-      cp = '>';
-    } else if (entity == "quot") {
-      cp = '"';
-    } else if (entity == "apos") {
-      cp = '\'';
-    } else if (entity.size() > 1 && entity[0] == '#') {
-      const bool hex = entity[1] == 'x' || entity[1] == 'X';
-      std::string digits(entity.substr(hex ? 2 : 1));
-      ok = !digits.empty() &&
-           (hex ? absl::SimpleHexAtoi(digits, &cp) : absl::SimpleAtoi(digits, &cp)) &&
-           cp <= 0x10FFFF;
-    } else {
-      ok = false;
-    }
-    if (!ok) {
-      out.push_back('&');
-      continue;
-    }
-    AppendUtf8(cp, &out);
-    i = semi;
-  }
-  return out;
-}
+// ---- XML ---------------------------------------------------------------------------------------
+// S3's responses are parsed with tinyxml2 (entities, CDATA, attributes and namespaces as XML
+// says), whitespace kept as sent: a key may begin or end with spaces.
 
 std::string XmlEscape(std::string_view s) {
   std::string out;
@@ -155,39 +91,36 @@ std::string XmlEscape(std::string_view s) {
   return out;
 }
 
-// The raw text of the first <tag>…</tag> (or <tag/>) at or after *pos, and *pos moved past it.
-// nullopt if there is none.
-std::optional<std::string_view> XmlElement(std::string_view xml, std::string_view tag,
-                                           size_t* pos) {
-  // (Debian's abseil has its own string_view, so no StrCat with std::string_view here.)
-  const std::string open = "<" + std::string(tag);
-  const std::string close = "</" + std::string(tag) + ">";
-  size_t at = *pos;
-  while (true) {
-    at = xml.find(open, at);
-    if (at == std::string_view::npos) return std::nullopt;
-    const size_t after = at + open.size();
-    // "<Key>" must not match "<KeyCount>".
-    if (after < xml.size() && (xml[after] == '>' || xml[after] == '/' || xml[after] == ' ')) break;
-    at = after;
+// A parsed response body; ok() is false for a body that is not XML.
+class XmlDoc {
+ public:
+  explicit XmlDoc(std::string_view body)
+      : doc_(/*processEntities=*/true, tinyxml2::PRESERVE_WHITESPACE) {
+    ok_ = doc_.Parse(body.data(), body.size()) == tinyxml2::XML_SUCCESS &&
+          doc_.RootElement() != nullptr;
   }
-  const size_t gt = xml.find('>', at);
-  if (gt == std::string_view::npos) return std::nullopt;
-  if (xml[gt - 1] == '/') {
-    *pos = gt + 1;
-    return std::string_view();
-  }
-  const size_t end = xml.find(close, gt + 1);
-  if (end == std::string_view::npos) return std::nullopt;
-  *pos = end + close.size();
-  return xml.substr(gt + 1, end - gt - 1);
+  bool ok() const { return ok_; }
+  std::string error() const { return ok_ ? "" : doc_.ErrorStr(); }
+  const tinyxml2::XMLElement* root() const { return ok_ ? doc_.RootElement() : nullptr; }
+
+ private:
+  tinyxml2::XMLDocument doc_;
+  bool ok_ = false;
+};
+
+// The text of `parent`'s first child element named `tag` ("" if none or empty).
+std::string ChildText(const tinyxml2::XMLElement* parent, const char* tag) {
+  if (parent == nullptr) return "";
+  const tinyxml2::XMLElement* e = parent->FirstChildElement(tag);
+  const char* text = e != nullptr ? e->GetText() : nullptr;
+  return text != nullptr ? text : "";
 }
 
-// Decoded text of the first <tag>, or "" if absent.
-std::string XmlText(std::string_view xml, std::string_view tag) {
-  size_t pos = 0;
-  auto v = XmlElement(xml, tag, &pos);
-  return v ? XmlDecode(*v) : std::string();
+// The text of the root's child `tag` in `body` ("" if the body is not XML or has none): the
+// fields of an error (<Error><Code>…) or of a small answer (<InitiateMultipartUploadResult>…).
+std::string XmlText(std::string_view body, const char* tag) {
+  XmlDoc doc(body);
+  return ChildText(doc.root(), tag);
 }
 
 // ---- HTTP -------------------------------------------------------------------------------------
@@ -885,21 +818,25 @@ class S3Store final : public BackupStore {
       if (!token.empty()) req.query.emplace_back("continuation-token", token);
       auto r = client_->Send(req);
       if (!r.ok()) return Annotate(r.status(), absl::StrCat("s3 list \"", prefix, "\""));
-      std::string_view xml = r->body;
-      size_t pos = 0;
-      while (auto contents = XmlElement(xml, "Contents", &pos)) {
+      XmlDoc doc(r->body);
+      if (!doc.ok()) {
+        return absl::InternalError(absl::StrCat("s3 list \"", prefix,
+                                                "\": the response is not XML: ", doc.error()));
+      }
+      for (const tinyxml2::XMLElement* contents = doc.root()->FirstChildElement("Contents");
+           contents != nullptr; contents = contents->NextSiblingElement("Contents")) {
         ObjectInfo info;
-        info.key = XmlText(*contents, "Key");
+        info.key = ChildText(contents, "Key");
         if (info.key.rfind(strip, 0) != 0) continue;  // cannot happen with a prefix query
         info.key.erase(0, strip.size());
-        if (!absl::SimpleAtoi(XmlText(*contents, "Size"), &info.size)) {
+        if (!absl::SimpleAtoi(ChildText(contents, "Size"), &info.size)) {
           return absl::InternalError(
               absl::StrCat("s3 list \"", prefix, "\": no size for \"", info.key, "\""));
         }
         out.push_back(std::move(info));
       }
-      if (XmlText(xml, "IsTruncated") != "true") break;
-      token = XmlText(xml, "NextContinuationToken");
+      if (ChildText(doc.root(), "IsTruncated") != "true") break;
+      token = ChildText(doc.root(), "NextContinuationToken");
       if (token.empty() || !seen_tokens.insert(token).second) {
         return absl::InternalError(absl::StrCat(
             "s3 list \"", prefix, "\": a truncated page without a new continuation token"));

@@ -599,6 +599,29 @@ TEST(S3StoreFaultTest, DoesNotRetryWhatAnOperatorMustFix) {
   }
 }
 
+// The listing is parsed as XML (tinyxml2): entities and CDATA decode as XML says, whitespace in
+// keys is kept, and a body that is not XML is an error rather than an empty listing.
+TEST(S3StoreFaultTest, AListingIsParsedAsXmlAndGarbageIsAnError) {
+  const std::string listing =
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+      "<ListBucketResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+      "<IsTruncated>false</IsTruncated>"
+      "<Contents><Key>a&amp;b &#x263A;</Key><Size>3</Size></Contents>"
+      "<Contents><Key><![CDATA[ <spaced> ]]></Key><Size>4</Size></Contents>"
+      "</ListBucketResult>";
+  ScriptedServer server({Response(200, "OK", listing), Response(200, "OK", "<html>oops")});
+  auto store = NewS3Store(ScriptedOptions(server));
+  auto listed = store->List("");
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), 2u);
+  EXPECT_EQ((*listed)[0].key, " <spaced> ");
+  EXPECT_EQ((*listed)[0].size, 4u);
+  EXPECT_EQ((*listed)[1].key, "a&b \xE2\x98\xBA");
+  auto garbage = store->List("");
+  EXPECT_FALSE(garbage.ok());
+  EXPECT_TRUE(Has(Msg(garbage.status()), "not XML")) << garbage.status();
+}
+
 TEST(S3StoreFaultTest, ResumesABrokenReadWhereItStopped) {
   // The first answer promises 10 bytes and breaks after 5.
   const std::string broken =
