@@ -138,6 +138,8 @@ int RunRecoverQuorum(const Common& c, const RecoverArgs& a) {
   WithStore w = OpenFromConfig(c, "recover-quorum");
   if (w.rc != 0) return w.rc;
   const Config& config = *w.config;
+  // A destroyed cluster is stopped on purpose: undestroy, not a recovery, brings it back.
+  if (DestroyedRefuses(*w.store, config.cluster.name)) return 1;
   EtcdClient::Options o = ClientOptions(c);
   EtcdClient client(config.AllClientUrls(), o);
   Observation ob = Observe(config, client, o.credentials, *w.store, a);

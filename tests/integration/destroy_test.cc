@@ -70,6 +70,9 @@ TEST(DestroyTest, NothingComesBackUntilUndestroyWhichRestoresTheFinalState) {
   // A restore is refused while the cluster is destroyed.
   RunResult restore = c.Ctl({"restore-backup", "--yes", "--force", "x"});
   EXPECT_EQ(restore.exit_code, 1) << restore.output;
+  RunResult recover = c.Ctl({"recover-quorum", "--yes"});
+  EXPECT_EQ(recover.exit_code, 1) << recover.output;
+  EXPECT_NE(recover.output.find("undestroy"), std::string::npos) << recover.output;
 
   // Undestroyed with the data in place, the members start on it: nothing is lost, not even what
   // came after the final backup. Then destroyed again (every agent answers: no --force).
