@@ -55,6 +55,16 @@ History::History(EtcdApi* etcd, std::string prefix, std::string node, size_t kee
 
 History::~History() { Stop(std::chrono::milliseconds(0)); }
 
+void History::Append(uint64_t term, const std::string& action, const std::string& reason,
+                     const std::string& result) {
+  Event e;
+  e.term = term;
+  e.action = action;
+  e.reason = reason;
+  e.result = result;
+  Append(std::move(e));
+}
+
 void History::Append(Event e) {
   e.node = node_;
   if (e.at_ms == 0) e.at_ms = NowMs();

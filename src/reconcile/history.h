@@ -48,6 +48,9 @@ class History {
 
   // Queues `e` (its `node` and, when 0, `at_ms` are filled in).
   void Append(Event e);
+  // The same for a decision's event: what it did, why, and how it went.
+  void Append(uint64_t term, const std::string& action, const std::string& reason,
+              const std::string& result);
   // Writes what is queued (up to `timeout`) and stops the writer. Idempotent.
   void Stop(std::chrono::milliseconds timeout = std::chrono::milliseconds(2000));
 

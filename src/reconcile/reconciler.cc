@@ -290,13 +290,7 @@ bool Reconciler::Pass(uint64_t leader_term) {
 
 void Reconciler::Record(uint64_t term, const std::string& action, const std::string& reason,
                         const std::string& result) {
-  if (history_ == nullptr) return;
-  Event e;
-  e.term = term;
-  e.action = action;
-  e.reason = reason;
-  e.result = result;
-  history_->Append(std::move(e));
+  if (history_ != nullptr) history_->Append(term, action, reason, result);
 }
 
 void Reconciler::ExportMembers(const ClusterObservation& obs) {

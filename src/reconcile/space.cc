@@ -152,13 +152,7 @@ milliseconds SpaceKeeper::Now() const {
 
 void SpaceKeeper::Record(uint64_t term, const std::string& action, const std::string& reason,
                          const std::string& result) {
-  if (history_ == nullptr) return;
-  Event e;
-  e.term = term;
-  e.action = action;
-  e.reason = reason;
-  e.result = result;
-  history_->Append(std::move(e));
+  if (history_ != nullptr) history_->Append(term, action, reason, result);
 }
 
 bool SpaceKeeper::Pass(uint64_t term) {
