@@ -8,7 +8,7 @@ PKGS=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libcurl4-openssl-dev libssl-dev libyaml-cpp-dev nlohmann-json3-dev libtinyxml2-dev
   libspdlog-dev libfmt-dev libcli11-dev libzstd-dev libcpp-httplib-dev
-  libabsl-dev libgtest-dev libgmock-dev libsystemd-dev help2man
+  libabsl-dev libgtest-dev libgmock-dev libsystemd-dev help2man curl
   etcd-server etcd-client
 )
 
@@ -152,6 +152,14 @@ if [ "${1:-}" = "--test" ]; then
     echo "install-deps: installing systemd (for systemd-analyze)" >&2
     $SUDO apt-get update -qq
     $SUDO apt-get install -y -qq --no-install-recommends systemd
+  fi
+  # Patroni 3.0.2 (etcd3 backend): the auth test runs patronictl through etcd's HTTP gateway.
+  # python3-idna is only recommended by python3-urllib3, yet Patroni fails every request
+  # without it (docs/clients.md).
+  if [ ! -x /usr/bin/patronictl ] || ! /usr/bin/python3 -c 'import idna' 2>/dev/null; then
+    echo "install-deps: installing patroni and python3-idna (for the auth test)" >&2
+    $SUDO apt-get update -qq
+    $SUDO apt-get install -y -qq --no-install-recommends patroni python3-idna
   fi
   if [ ! -x "$here/tests/s3rver/node_modules/.bin/s3rver" ]; then
     echo "install-deps: installing s3rver (npm) into tests/s3rver" >&2

@@ -216,6 +216,24 @@ absl::Status Agent::Wire() {
       cluster_client_.get(), history_.get(),
       [this] { return leadership_->leading() ? leadership_->Confirm() : ActsForSpaceWithoutLeader(); },
       config_.node.name);
+  if (config_.auth.managed()) {
+    auth_ = std::make_unique<AuthKeeper>(
+        cluster_client_.get(), history_.get(), config_.auth.mode, config_.auth.admin_users,
+        [this] {
+          // Reported names first; with issued certificates a silent agent's name is known
+          // anyway (node_certs.cc issues "<node>-client"); with the operator's files it is not.
+          std::map<std::string, std::string> users;
+          const auto& reported = reconciler_->node_users();
+          for (const NodeSpec& n : config_.cluster.nodes) {
+            auto it = reported.find(n.name);
+            std::string u = it != reported.end() ? it->second : "";
+            if (u.empty() && config_.tls.mode == "issued") u = ClientCommonName(n.name);
+            users[n.name] = u;
+          }
+          return users;
+        },
+        [this] { return leadership_->Confirm(); }, AuthKeeper::Options());
+  }
   return absl::OkStatus();
 }
 
@@ -559,6 +577,7 @@ void Agent::ReconcileLoop() {
     if (leading && config_.cluster.recover_nospace && space_->Pass(leadership_->term())) {
       progress = true;
     }
+    if (leading && auth_ != nullptr && auth_->Pass(leadership_->term())) progress = true;
     // S6: NOSPACE refuses the lease a new leader needs, so with no leader nobody else could
     // clear it.
     if (!leading && config_.cluster.recover_nospace && ActsForSpaceWithoutLeader() &&

@@ -44,6 +44,7 @@
 #include "reconcile/history.h"
 #include "reconcile/reconciler.h"
 #include "reconcile/restore.h"
+#include "reconcile/auth.h"
 #include "reconcile/space.h"
 #include "reconcile/start_decision.h"
 #include "runner/runner.h"
@@ -106,6 +107,7 @@ class Agent {
   std::unique_ptr<RestoreCoordinator> restorer_;
   std::unique_ptr<Reconciler> reconciler_;
   std::unique_ptr<SpaceKeeper> space_;  // the leader's NOSPACE recovery (reconcile/space.h)
+  std::unique_ptr<AuthKeeper> auth_;    // auth.mode on/off (reconcile/auth.h); else null
   std::unique_ptr<AdminServer> admin_;
   std::unique_ptr<History> history_;  // decisions and orders, appended to etcd
   // When each loop last came round (steady clock, ns): /healthz.

@@ -126,6 +126,9 @@ class LocalNode : public NodeHandler {
 
   std::mutex mu_;  // serializes orders and the control pass's own start decision
   std::string restore_error_;  // guarded by mu_
+  // The client certificate's common name, read once it exists (State()).
+  std::mutex client_user_mu_;
+  std::string client_user_;  // guarded by client_user_mu_
   std::atomic<bool> held_{false};  // the leader stopped etcd; do not restart it on our own
   // For DataLostUnderEtcd: etcd was last started on member data (not a join or a bootstrap),
   // and the data dir held member data since it was started.

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/local_node.h"
 #include "etcd/member_id.h"
+#include "pki/pki.h"
 #include "reconcile/admission.h"
 #include "reconcile/destroy.h"
 #include "spdlog/spdlog.h"
@@ -26,6 +27,15 @@ peer::NodeState LocalNode::State() {
   s.set_restore_id(disk_.Read(Marker::kRestoreId));
   s.set_switched_version(disk_.Read(Marker::kEtcdVersion));
   s.set_destroyed(disk_.Read(Marker::kDestroyed));
+  if (config_.tls.enabled()) {
+    std::lock_guard<std::mutex> lock(client_user_mu_);
+    if (client_user_.empty()) {
+      if (auto info = ReadCert(config_.Tls().client_cert); info.ok()) {
+        client_user_ = info->common_name;
+      }
+    }
+    s.set_client_user(client_user_);
+  }
   {
     std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
     if (lock.owns_lock()) s.set_restore_error(restore_error_);

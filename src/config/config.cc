@@ -440,6 +440,35 @@ void ParseBackup(const YAML::Node& b, Config* c) {
   }
 }
 
+void ParseAuth(const YAML::Node& a, Config* c) {
+  AuthConfig& ac = c->auth;
+  if (!a || a.IsNull()) return;
+  CheckKeys(a, "auth", {"mode", "admin_users"});
+  ac.mode = GetString(a, "auth", "mode", false, ac.mode);
+  if (ac.mode != "unmanaged" && ac.mode != "on" && ac.mode != "off") {
+    Fail("auth.mode", absl::StrCat("\"", ac.mode, "\" is not one of unmanaged, on, off"));
+  }
+  if (const YAML::Node users = a["admin_users"]; users && !users.IsNull()) {
+    if (!users.IsSequence()) Fail("auth.admin_users", "must be a list of certificate common names");
+    ac.admin_users.clear();
+    for (size_t i = 0; i < users.size(); ++i) {
+      const std::string key = absl::StrCat("auth.admin_users[", i, "]");
+      if (!users[i].IsScalar() || users[i].Scalar().empty()) {
+        Fail(key, "must be a certificate common name");
+      }
+      if (users[i].Scalar() == "root") {
+        Fail(key, "\"root\" is etcd's own root user, which etcd-steward keeps without a password");
+      }
+      ac.admin_users.push_back(users[i].Scalar());
+    }
+  }
+  // etcd takes a client certificate's common name as the user: without TLS nobody could be
+  // anybody, and the agents would be locked out.
+  if (ac.mode == "on" && !c->tls.enabled()) {
+    Fail("auth.mode", "on needs TLS (users are client certificates' common names); tls.mode is off");
+  }
+}
+
 void CheckReadable(const std::string& key, const std::string& path) {
   if (!t_host_checks) return;
   if (::access(path.c_str(), R_OK) != 0) {
@@ -565,7 +594,7 @@ void ParseAdopt(const YAML::Node& a, Config* c) {
 Config Parse(const YAML::Node& root) {
   Config c;
   if (!root || root.IsNull()) Fail("cluster", "is required (the file is empty)");
-  CheckKeys(root, "", {"cluster", "node", "etcd", "runner", "backup", "tls"});
+  CheckKeys(root, "", {"cluster", "node", "etcd", "runner", "backup", "tls", "auth"});
 
   // cluster
   const YAML::Node cl = root["cluster"];
@@ -790,6 +819,7 @@ Config Parse(const YAML::Node& root) {
   }
   ParseBackup(root["backup"], &c);
   ParseTls(root["tls"], &c);
+  ParseAuth(root["auth"], &c);
   ParseAdopt(cl["adopt"], &c);
   CheckDataDir("node.data_dir", c.node.data_dir);
   return c;

@@ -146,6 +146,17 @@ struct BackupConfig {
   S3Config s3;
 };
 
+// etcd's authentication and roles (docs/clients.md). Mode "unmanaged" (the default): the agents
+// leave etcd's auth as they find it. "on": the steward leader keeps auth enabled, with a
+// password-less user holding etcd's root role for every agent (its client certificate's common
+// name) and for each of admin_users; applications get confined users with `stewardctl access
+// grant`. "off": the leader keeps auth disabled. "on" needs TLS (users are certificate names).
+struct AuthConfig {
+  std::string mode = "unmanaged";  // unmanaged, on, off
+  std::vector<std::string> admin_users = {"steward-admin"};  // the CN `stewardctl pki init` gives
+  bool managed() const { return mode != "unmanaged"; }
+};
+
 // TLS on etcd's client and peer URLs and on the agents' API. Mode "issued" (the default): each
 // agent issues its own certificates from the operator's CA. Mode "files": the operator's own
 // files, with etcd's (and etcd-wrapper's) names. Mode "off": plain text, only when written.
@@ -182,6 +193,7 @@ struct Config {
   RunnerConfig runner;
   BackupConfig backup;
   TlsConfig tls;
+  AuthConfig auth;
   std::string source;  // the file it was loaded from, for messages
 
   const NodeSpec& self() const;  // REQUIRES: a validated config

@@ -31,6 +31,7 @@
 #include "reconcile/destroy.h"
 #include "ctl/recover_cmd.h"
 #include "ctl/snapshot_cmd.h"
+#include "ctl/access_cmd.h"
 #include "ctl/space_cmd.h"
 #include "reconcile/plan.h"
 #include "ctl/status.h"
@@ -735,6 +736,7 @@ int CtlMain(int argc, char** argv) {
   AddRecoverCommands(app, &common, &commands);
   AddDestroyCommands(app, &common, &commands);
   AddSpaceCommands(app, &common, &commands);
+  AddAccessCommands(app, &common, &commands);
   DashboardOptions dashboard_options;
   CLI::App* dashboard = AddDashboardCommand(app, &dashboard_options);
   std::string pki_dir;
@@ -750,6 +752,11 @@ int CtlMain(int argc, char** argv) {
       ->required();
   pki_issue->add_option("--client", client_name, "the certificate's name (CN; NAME.crt, NAME.key)")
       ->required();
+  PkiIssueOptions issue_options;
+  pki_issue->add_flag("--gateway", issue_options.gateway,
+                      "for etcd's HTTP gateway (Patroni): the name in O, no CN; it logs in with a "
+                      "password");
+  pki_issue->add_flag("--renew", issue_options.renew, "replace the existing NAME.crt and NAME.key");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -775,7 +782,7 @@ int CtlMain(int argc, char** argv) {
     if (c.app->parsed()) return c.run();
   }
   if (pki_init->parsed()) return RunPkiInit(pki_dir);
-  if (pki_issue->parsed()) return RunPkiIssueClient(pki_dir, client_name, std::cout, std::cerr);
+  if (pki_issue->parsed()) return RunPkiIssueClient(pki_dir, client_name, issue_options, std::cout, std::cerr);
   if (status->parsed()) return RunStatus(common);
   if (configure->parsed()) return RunConfigureCluster(common, size, etcd_version);
   if (get->parsed()) return RunGet(common);

@@ -117,16 +117,16 @@ int RunPkiInit(const std::string& dir_arg, std::ostream& out, std::ostream& err)
 
 int RunPkiInit(const std::string& dir) { return RunPkiInit(dir, std::cout, std::cerr); }
 
-int RunPkiIssueClient(const std::string& dir, const std::string& name, std::ostream& out,
-                      std::ostream& err) {
+int RunPkiIssueClient(const std::string& dir, const std::string& name,
+                      const PkiIssueOptions& options, std::ostream& out, std::ostream& err) {
   const bool valid = !name.empty() && name.size() <= 64 &&
                      std::all_of(name.begin(), name.end(), [](char c) {
                        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
                               (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
                      });
-  if (!valid || name == "ca" || name == "admin") {
+  if (!valid || name == "ca" || name == "admin" || name == "root") {
     err << "stewardctl pki issue: --client \"" << name
-        << "\" must be 1-64 letters, digits, '-', '_' or '.', and not ca or admin\n";
+        << "\" must be 1-64 letters, digits, '-', '_' or '.', and not ca, admin or root\n";
     return 2;
   }
   const std::string ca_cert = (fs::path(dir) / "ca.crt").string();
@@ -134,12 +134,33 @@ int RunPkiIssueClient(const std::string& dir, const std::string& name, std::ostr
   const std::string cert = (fs::path(dir) / (name + ".crt")).string();
   const std::string key = (fs::path(dir) / (name + ".key")).string();
   std::error_code ec;
-  if (fs::exists(cert, ec)) {
-    err << "stewardctl pki issue: refusing to overwrite " << cert << "\n";
+  const bool exists = fs::exists(cert, ec);
+  if (exists && !options.renew) {
+    err << "stewardctl pki issue: refusing to overwrite " << cert << " (--renew replaces it)\n";
     return 1;
+  }
+  if (!exists && options.renew) {
+    err << "stewardctl pki issue: --renew: there is no " << cert << " to renew\n";
+    return 1;
+  }
+  if (exists) {
+    // A renewal keeps the kind: a gateway certificate that grew a CN would be refused by etcd.
+    auto old = ReadCert(cert);
+    if (!old.ok()) {
+      err << "stewardctl pki issue: --renew: " << old.status().message() << "\n";
+      return 1;
+    }
+    if (old->common_name.empty() != options.gateway) {
+      err << "stewardctl pki issue: --renew: " << cert << " is "
+          << (old->common_name.empty() ? "a gateway certificate (no CN): add --gateway"
+                                       : "a CN certificate: drop --gateway")
+          << "\n";
+      return 1;
+    }
   }
   CertRequest req;
   req.common_name = name;
+  req.name_in_organization = options.gateway;
   req.client_auth = true;
   req.lifetime = kAdminLifetime;
   if (auto s = IssueCert(ca_cert, ca_key, req, cert, key); !s.ok()) {
@@ -148,8 +169,9 @@ int RunPkiIssueClient(const std::string& dir, const std::string& name, std::ostr
   }
   std::string valid_until = "?";
   if (auto info = ReadCert(cert); info.ok()) valid_until = DateOf(info->not_after);
-  out << "issued the client certificate " << ShellQuote(cert) << " and its key "
-      << ShellQuote(key) << " (CN " << name << ", valid until " << valid_until << ")\n"
+  out << (exists ? "renewed" : "issued") << " the client certificate " << ShellQuote(cert)
+      << " and its key " << ShellQuote(key) << " (" << (options.gateway ? "O " : "CN ") << name
+      << ", valid until " << valid_until << ")\n"
       << "for a Kubernetes API server: --etcd-cafile " << ShellQuote(ca_cert)
       << " --etcd-certfile " << ShellQuote(cert) << " --etcd-keyfile " << ShellQuote(key) << "\n";
   return 0;

@@ -30,6 +30,14 @@
 namespace steward {
 
 
+// A role's key permission (etcd's authpb.Permission). range_end empty: the one key `key`;
+// "\0": every key from `key` on; otherwise [key, range_end).
+struct RolePermission {
+  enum Type { kRead = 0, kWrite = 1, kReadWrite = 2 } type = kRead;
+  std::string key;
+  std::string range_end;
+};
+
 struct AlarmInfo {
   uint64_t member_id = 0;
   std::string alarm;  // "NOSPACE", "CORRUPT"
@@ -71,6 +79,26 @@ class EtcdClient : public EtcdApi {
   // nullopt when the key does not exist. Linearizable.
   absl::StatusOr<std::optional<std::string>> Get(const std::string& key) override;
   absl::StatusOr<std::vector<AlarmInfo>> AlarmList();
+
+  // --- authentication and roles ---
+  // Whether etcd's authentication is on. etcd 3.4 has no AuthStatus call: this asks to
+  // authenticate a user that cannot exist, which etcd refuses with "not enabled" or "failed".
+  absl::StatusOr<bool> AuthEnabled();
+  absl::Status AuthEnable();
+  absl::Status AuthDisable();
+  absl::StatusOr<std::vector<std::string>> UserList();
+  // The user's roles; NotFound-like FailedPrecondition ("user name not found") if absent.
+  absl::StatusOr<std::vector<std::string>> UserGet(const std::string& name);
+  // `password` empty: a user without a password (certificate common name only).
+  absl::Status UserAdd(const std::string& name, const std::string& password);
+  absl::Status UserDelete(const std::string& name);
+  absl::Status UserChangePassword(const std::string& name, const std::string& password);
+  absl::Status UserGrantRole(const std::string& user, const std::string& role);
+  absl::StatusOr<std::vector<std::string>> RoleList();
+  absl::StatusOr<std::vector<RolePermission>> RoleGet(const std::string& role);
+  absl::Status RoleAdd(const std::string& role);
+  absl::Status RoleDelete(const std::string& role);
+  absl::Status RoleGrantPermission(const std::string& role, const RolePermission& perm);
   absl::Status AlarmDisarm(uint64_t member_id, const std::string& alarm);
   // Raises an alarm by hand, as etcd itself would (fault tests use it for NOSPACE).
   absl::Status AlarmActivate(uint64_t member_id, const std::string& alarm);
@@ -112,8 +140,11 @@ class EtcdClient : public EtcdApi {
     std::unique_ptr<etcdserverpb::Cluster::Stub> cluster;
     std::unique_ptr<etcdserverpb::Maintenance::Stub> maintenance;
     std::unique_ptr<etcdserverpb::Lease::Stub> lease;
+    std::unique_ptr<etcdserverpb::Auth::Stub> auth;
   };
   Stubs& StubsFor(const std::string& endpoint);
+  // The etcd leader's client URL as the members answer ("" if none is known).
+  std::string LeaderClientUrl();
   absl::Status AlarmAction(uint64_t member_id, const std::string& alarm, bool on);
   void SetDeadline(grpc::ClientContext& ctx, std::chrono::milliseconds timeout) const;
   // Runs `call` on each endpoint in turn until one succeeds or fails with an error that says

@@ -9,8 +9,10 @@
 
 namespace steward {
 
+// Every cluster's reserved prefix starts with this.
+inline constexpr char kStewardKeyRoot[] = "/steward/";
 inline std::string ReservedPrefix(const std::string& cluster) {
-  return "/steward/" + cluster + "/";
+  return kStewardKeyRoot + cluster + "/";
 }
 // The steward leader's lease-backed election key; its value is the leader's node name.
 inline std::string LeaderKey(const std::string& cluster) { return ReservedPrefix(cluster) + "leader"; }

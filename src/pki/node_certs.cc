@@ -13,6 +13,9 @@
 #include "pki/pki.h"
 
 namespace steward {
+
+std::string ClientCommonName(const std::string& node) { return absl::StrCat(node, "-client"); }
+
 namespace {
 namespace fs = std::filesystem;
 
@@ -37,7 +40,7 @@ std::vector<Role> Roles(const TlsPaths& p) {
 CertRequest RequestFor(const Config& c, const Role& r) {
   CertRequest req;
   const NodeSpec& self = c.self();
-  req.common_name = r.server ? self.name : absl::StrCat(self.name, "-client");
+  req.common_name = r.server ? self.name : ClientCommonName(self.name);
   req.dns_names = {self.name, "localhost"};
   req.ip_addresses = {"127.0.0.1"};
   if (IsIp(self.host)) {

@@ -19,6 +19,10 @@ namespace steward {
 // Returns InvalidArgument/FailedPrecondition/NotFound/PermissionDenied naming the file.
 absl::Status PrepareNodeTls(const Config& config);
 
+// The common name of the client certificate an agent on `node` is issued (tls.mode issued):
+// its etcd user when auth.mode is on.
+std::string ClientCommonName(const std::string& node);
+
 // issued only: renews what is due. Returns true if anything was reissued. etcd reads its
 // certificate files on every new TLS handshake, so renewed files apply without a restart.
 absl::StatusOr<bool> RenewNodeTls(const Config& config, std::chrono::system_clock::time_point now);

@@ -236,7 +236,8 @@ absl::StatusOr<std::pair<PendingFile, PendingFile>> WritePair(X509* cert, EVP_PK
 // validity. Issuer, extensions and signature are the caller's.
 absl::StatusOr<X509Ptr> NewCert(const std::string& cn, EVP_PKEY* key,
                                 system_clock::time_point not_before,
-                                system_clock::time_point not_after) {
+                                system_clock::time_point not_after,
+                                const char* name_field = "CN") {
   X509Ptr x(X509_new());
   if (!x) return OpenSslError("allocating a certificate");
   BignumPtr bn(BN_new());
@@ -253,7 +254,7 @@ absl::StatusOr<X509Ptr> NewCert(const std::string& cn, EVP_PKEY* key,
       ASN1_TIME_set(X509_getm_notAfter(x.get()), system_clock::to_time_t(not_after)) == nullptr) {
     return OpenSslError("setting the validity");
   }
-  if (X509_NAME_add_entry_by_txt(X509_get_subject_name(x.get()), "CN", MBSTRING_UTF8,
+  if (X509_NAME_add_entry_by_txt(X509_get_subject_name(x.get()), name_field, MBSTRING_UTF8,
                                  reinterpret_cast<const unsigned char*>(cn.data()),
                                  static_cast<int>(cn.size()), -1, 0) != 1) {
     return OpenSslError(
@@ -466,7 +467,8 @@ absl::Status IssueCertImpl(const std::string& ca_cert_path, const std::string& c
 
   auto key = NewKey();
   if (!key.ok()) return key.status();
-  auto x = NewCert(req.common_name, key->get(), issued - kClockSkewAllowance, not_after);
+  auto x = NewCert(req.common_name, key->get(), issued - kClockSkewAllowance, not_after,
+                   req.name_in_organization ? "O" : "CN");
   if (!x.ok()) return x.status();
   X509* cert = x->get();
   if (X509_set_issuer_name(cert, X509_get_subject_name(ca_cert->get())) != 1) {
@@ -654,6 +656,15 @@ absl::StatusOr<CertInfo> ReadCert(const std::string& path) {
   if (!x.ok()) return x.status();
   CertInfo info;
   info.subject = Subject(X509_get_subject_name(x->get()));
+  X509_NAME* subject = X509_get_subject_name(x->get());
+  if (int i = X509_NAME_get_index_by_NID(subject, NID_commonName, -1); i >= 0) {
+    const ASN1_STRING* d = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, i));
+    unsigned char* utf8 = nullptr;
+    if (int n = ASN1_STRING_to_UTF8(&utf8, d); n >= 0) {
+      info.common_name.assign(reinterpret_cast<char*>(utf8), static_cast<size_t>(n));
+      OPENSSL_free(utf8);
+    }
+  }
   ReadSubjectAltNames(x->get(), &info.dns_names, &info.ip_addresses, &info.uris);
   info.not_before = Asn1TimeToTimePoint(X509_get0_notBefore(x->get()));
   info.not_after = Asn1TimeToTimePoint(X509_get0_notAfter(x->get()));

@@ -71,6 +71,10 @@ absl::Status CreateCa(const std::string& dir, const std::string& common_name);
 // What to put into an issued certificate.
 struct CertRequest {
   std::string common_name;                // subject CN; required (TLS peers match the SANs)
+  // Put common_name into the subject's O instead of its CN, leaving no CN: etcd 3.4 refuses a
+  // certificate with a CN on its HTTP gateway once authentication is on (gateway clients such
+  // as Patroni authenticate with a user name and password instead).
+  bool name_in_organization = false;
   std::vector<std::string> dns_names;     // subjectAltName DNS entries
   std::vector<std::string> ip_addresses;  // subjectAltName IP entries, IPv4 or IPv6 literals
   // subjectAltName URI entries: etcd-steward's roles (steward://<cluster>/agent/<node>,
@@ -102,6 +106,7 @@ absl::Status IssueCert(const std::string& ca_cert_path, const std::string& ca_ke
 // What ReadCert reports about a certificate.
 struct CertInfo {
   std::string subject;                    // RFC 2253, e.g. "CN=steward-admin"
+  std::string common_name;                // the subject's CN ("" if none): etcd's user name
   std::vector<std::string> dns_names;     // subjectAltName DNS entries, in order
   std::vector<std::string> ip_addresses;  // subjectAltName IPs, canonical text ("::1")
   std::vector<std::string> uris;          // subjectAltName URIs, in order

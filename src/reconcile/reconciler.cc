@@ -118,6 +118,7 @@ absl::StatusOr<ClusterObservation> Reconciler::Observe() {
     auto& st = states[i];
     if (st.ok()) {
       v.agent_up = true;
+      node_users_[n.name] = st->client_user();
       v.etcd_running = st->etcd_running();
       v.has_data = st->has_data();
       v.local_member_id = st->member_id();

@@ -63,6 +63,9 @@ class Reconciler {
   // The last pass found nothing to do: the cluster is at its spec and healthy. The agent then
   // passes less often, and a node's nudge (a change in its state) brings the next pass forward.
   bool settled() const { return settled_; }
+  // Per node, the user its agent last reported connecting to etcd as (missing: never
+  // answered). Called on the reconcile thread, like Pass.
+  const std::map<std::string, std::string>& node_users() const { return node_users_; }
   // Where decisions are recorded (reconcile/history.h); null: nowhere. Set before passes run.
   void SetHistory(History* history) { history_ = history; }
 
@@ -104,6 +107,8 @@ class Reconciler {
   std::string last_failure_;
   std::string last_decision_;
   std::map<std::string, std::unique_ptr<PeerApi>> agents_;
+  // The user each node's agent last said it connects to etcd as (NodeState.client_user).
+  std::map<std::string, std::string> node_users_;
   std::map<uint64_t, std::chrono::steady_clock::time_point> unhealthy_since_;
   std::vector<std::string> recorded_voters_;  // as last written to the store
   int64_t max_revision_ = 0;        // the highest revision any member reported
