@@ -105,10 +105,24 @@ TEST(AuthTest, AgentsTurnAuthOnStayInChargeAndAnApplicationIsConfinedToItsPrefix
     return v.ok() && v->value_or("") == "1";
   }, 90s)) << c.Logs();
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
-  RunResult backup = c.Ctl({"backup"}, true, 60s);
-  EXPECT_EQ(backup.exit_code, 0) << backup.output;
+  const std::string backup = TakeBackup(c);
+  ASSERT_FALSE(backup.empty());
   RunResult status = c.Ctl({"status"});
   EXPECT_EQ(status.exit_code, 0) << status.output;
+
+  // A restore under auth: the restored members' own steps (revoking the backup's leases on the
+  // fenced member, settling) run as the agents' users, which came back with the backup.
+  ASSERT_TRUE(app.Put("/app/x", "2").ok());
+  RunResult restored = c.Ctl({"restore-backup", backup, "--yes", "--wait", "120"}, true, 150s);
+  ASSERT_EQ(restored.exit_code, 0) << restored.output << c.Logs();
+  ASSERT_TRUE(WaitFor([&] {
+    auto v = app.Get("/app/x");
+    return v.ok() && v->value_or("") == "1";
+  }, 30s)) << c.Logs();
+  auto still_on = admin.AuthEnabled();
+  ASSERT_TRUE(still_on.ok()) << still_on.status();
+  EXPECT_TRUE(*still_on);
+  EXPECT_FALSE(app.Get("/steward/it/spec").ok());
 
   // Revoked, the application is locked out again.
   RunResult revoke = c.Ctl({"access", "revoke", "app"});

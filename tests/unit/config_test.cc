@@ -460,5 +460,25 @@ TEST_F(ConfigTest, MetricsPortIsCheckedAndExclusiveWithTheFlag) {
       << both.status();
 }
 
+TEST_F(ConfigTest, AuthModeIsCheckedAndNeedsTls) {
+  auto c = ParseConfig(Yaml(), "node.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->auth.mode, "unmanaged");  // the agents leave etcd's auth alone unless told
+  EXPECT_EQ(c->auth.admin_users, std::vector<std::string>{"steward-admin"});
+  ExpectError("tls:\n", "auth:\n  mode: yes\ntls:\n", {"auth.mode", "unmanaged, on, off"});
+  ExpectError("tls:\n", "auth:\n  mode: on\ntls:\n", {"auth.mode", "needs TLS"});
+  ExpectError("tls:\n", "auth:\n  mode: off\n  admin_users: [root]\ntls:\n",
+              {"auth.admin_users[0]", "etcd's own root user"});
+  ExpectError("tls:\n", "auth:\n  mode: off\n  admin_users: ops\ntls:\n",
+              {"auth.admin_users", "list"});
+  ExpectError("tls:\n", "auth:\n  mod: on\ntls:\n", {"auth.mod", "unknown key"});
+  auto off = ParseConfig(absl::StrReplaceAll(Yaml(), {{"tls:\n", "auth:\n  mode: off\n  "
+                                                                  "admin_users: [ops, bob]\ntls:\n"}}),
+                         "node.yaml");
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_EQ(off->auth.mode, "off");
+  EXPECT_EQ(off->auth.admin_users, (std::vector<std::string>{"ops", "bob"}));
+}
+
 }  // namespace
 }  // namespace steward
