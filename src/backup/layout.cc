@@ -110,6 +110,9 @@ nlohmann::json MetaToJson(const BackupMeta& m) {
           {"unix_time", m.unix_time},
           {"generation", m.generation}};
   if (!m.imported_from.empty()) j["imported_from"] = m.imported_from;
+  if (!m.encryption_key_id.empty()) {
+    j["encryption"] = {{"cipher", "aes-256-gcm"}, {"key_id", m.encryption_key_id}};
+  }
   return j;
 }
 
@@ -135,6 +138,9 @@ absl::StatusOr<BackupMeta> MetaFromJson(const std::string& text) {
     m.unix_time = j.at("unix_time").get<int64_t>();
     m.generation = j.value("generation", int64_t{0});
     m.imported_from = j.value("imported_from", "");
+    if (j.contains("encryption") && j["encryption"].is_object()) {
+      m.encryption_key_id = j["encryption"].value("key_id", "");
+    }
     if (m.sha256.size() != 64) return absl::DataLossError("meta.json: sha256 is malformed");
     return m;
   } catch (const nlohmann::json::exception& e) {

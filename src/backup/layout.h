@@ -39,6 +39,9 @@ struct BackupMeta {
   // path. An automatic restore never picks such a backup: it restores only what the cluster
   // backed up itself.
   std::string imported_from;
+  // The id of the key snapshot.db.zst is encrypted with (backup.encryption; "": in clear).
+  // sha256 and compressed_size describe the compressed stream before encryption.
+  std::string encryption_key_id;
 };
 
 // Newest first: higher generation, then higher revision, then name. Never the clock: a backup

@@ -1,10 +1,40 @@
 #include "backup/open.h"
 
 #include "absl/strings/str_cat.h"
+#include "backup/encryption.h"
 
 namespace steward {
 
+namespace {
+
+absl::StatusOr<std::unique_ptr<BackupStore>> OpenPlain(const BackupConfig& c);
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<BackupStore>> OpenStore(const BackupConfig& c) {
+  auto store = OpenPlain(c);
+  if (!store.ok() || *store == nullptr || !c.encryption.enabled()) return store;
+  auto current = LoadEncryptionKey(c.encryption.key_file);
+  if (!current.ok()) {
+    return absl::Status(current.status().code(),
+                        absl::StrCat("backup.encryption.key_file: ", current.status().message()));
+  }
+  std::vector<EncryptionKey> old;
+  for (size_t i = 0; i < c.encryption.old_key_files.size(); ++i) {
+    auto k = LoadEncryptionKey(c.encryption.old_key_files[i]);
+    if (!k.ok()) {
+      return absl::Status(k.status().code(),
+                          absl::StrCat("backup.encryption.old_key_files[", i, "]: ",
+                                       k.status().message()));
+    }
+    old.push_back(*std::move(k));
+  }
+  return NewEncryptedStore(*std::move(store), *std::move(current), std::move(old));
+}
+
+namespace {
+
+absl::StatusOr<std::unique_ptr<BackupStore>> OpenPlain(const BackupConfig& c) {
   if (c.store.empty()) return std::unique_ptr<BackupStore>();
   if (c.store.rfind("file://", 0) == 0) return NewFileStore(c.store.substr(7));
   if (c.store.rfind("s3://", 0) == 0) {
@@ -25,5 +55,7 @@ absl::StatusOr<std::unique_ptr<BackupStore>> OpenStore(const BackupConfig& c) {
   }
   return absl::InvalidArgumentError(absl::StrCat("backup.store: unsupported URL ", c.store));
 }
+
+}  // namespace
 
 }  // namespace steward

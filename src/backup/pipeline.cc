@@ -191,6 +191,7 @@ absl::StatusOr<BackupMeta> StoreSnapshotStream(BackupStore& store, BackupMeta me
   meta.compressed_size = compressed;
   meta.sha256 = Hex(stored_hash.Raw());
   meta.db_sha256 = Hex(etcd_hash.Whole());
+  meta.encryption_key_id = store.EncryptionKeyId();
   if (absl::Status s = store.Put(MetaKey(meta.cluster, meta.name), MetaToJson(meta).dump(2));
       !s.ok()) {
     return Annotate(s, "backup: writing meta.json");
@@ -283,6 +284,12 @@ absl::StatusOr<std::vector<ListedBackup>> ListBackups(BackupStore& store,
 
 absl::Status VerifyBackup(BackupStore& store, const std::string& cluster, const BackupMeta& meta,
                           const VerifyOptions& opts) {
+  // Said plainly, before a byte is read (a keyless read would fail as "does not decompress").
+  if (!meta.encryption_key_id.empty() && store.EncryptionKeyId().empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "backup ", meta.name, " is encrypted (key ", meta.encryption_key_id,
+        "); set backup.encryption.key_file (and old_key_files) to the key files"));
+  }
   const bool decompress = opts.hash_content || !opts.out_path.empty();
   int fd = -1;
   std::string tmp;

@@ -151,7 +151,9 @@ void BackupScheduler::Publish() {
   auto secs = [](WallClock::time_point t) {
     return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
   };
-  nlohmann::json j = {{"store", store_->Describe()}, {"last_success", last_name_}};
+  nlohmann::json j = {{"store", store_->Describe()},
+                      {"last_success", last_name_},
+                      {"encryption_key_id", store_->EncryptionKeyId()}};
   if (last_success_) j["last_success_at"] = secs(*last_success_);
   if (!last_error_.empty()) {
     j["last_error"] = last_error_;

@@ -52,6 +52,8 @@ class BackupStore {
   virtual absl::StatusOr<std::vector<ObjectInfo>> List(const std::string& prefix) = 0;
   // OK if the object did not exist.
   virtual absl::Status Delete(const std::string& key) = 0;
+  // The id of the key new snapshot objects are encrypted with ("": not encrypted).
+  virtual std::string EncryptionKeyId() const { return ""; }
 };
 
 // A local directory. `root` must exist: it is never created (every call fails with

@@ -1,5 +1,7 @@
 #include "config/config.h"
 
+#include "backup/encryption.h"
+
 #include "config/aws_credentials.h"
 
 #include <arpa/inet.h>
@@ -349,7 +351,7 @@ void ParseBackup(const YAML::Node& b, Config* c) {
   BackupConfig& bc = c->backup;
   if (b && !b.IsNull()) {
     CheckKeys(b, "backup", {"store", "interval", "before_change_min_interval", "auto_restore",
-                            "retention", "s3"});
+                            "retention", "s3", "encryption"});
     bc.store = GetString(b, "backup", "store", false, "");
     bc.interval = GetDuration(b, "backup", "interval", bc.interval);
     bc.before_change_min_interval =
@@ -374,6 +376,32 @@ void ParseBackup(const YAML::Node& b, Config* c) {
       bc.s3.session_token = GetString(s, "backup.s3", "session_token", false, "");
       bc.s3.profile = GetString(s, "backup.s3", "profile", false, "");
       bc.s3.ca_file = GetString(s, "backup.s3", "ca_file", false, "");
+    }
+    if (const YAML::Node e = b["encryption"]; e && !e.IsNull()) {
+      const std::string p = "backup.encryption";
+      CheckKeys(e, p, {"key_file", "old_key_files"});
+      bc.encryption.key_file = GetString(e, p, "key_file", true, "");
+      if (const YAML::Node old = e["old_key_files"]; old && !old.IsNull()) {
+        if (!old.IsSequence()) Fail(p + ".old_key_files", "must be a list of key files");
+        for (size_t i = 0; i < old.size(); ++i) {
+          if (!old[i].IsScalar() || old[i].Scalar().empty()) {
+            Fail(absl::StrCat(p, ".old_key_files[", i, "]"), "must be a file name");
+          }
+          bc.encryption.old_key_files.push_back(old[i].Scalar());
+        }
+      }
+      // The key is needed by every backup and restore: a bad one is a config error now, not
+      // a failed backup at 3 a.m. (Only where the agent runs: stewardctl may lack the file.)
+      if (t_host_checks) {
+        if (auto k = LoadEncryptionKey(bc.encryption.key_file); !k.ok()) {
+          Fail(p + ".key_file", std::string(k.status().message()));
+        }
+        for (size_t i = 0; i < bc.encryption.old_key_files.size(); ++i) {
+          if (auto k = LoadEncryptionKey(bc.encryption.old_key_files[i]); !k.ok()) {
+            Fail(absl::StrCat(p, ".old_key_files[", i, "]"), std::string(k.status().message()));
+          }
+        }
+      }
     }
   }
   if (bc.interval < std::chrono::seconds(1)) Fail("backup.interval", "must be at least 1s");

@@ -136,6 +136,13 @@ struct S3Config {
   std::string ca_file;
 };
 
+// Backups encrypted at rest (backup/encryption.h): key files of 32 bytes in base64.
+struct EncryptionConfig {
+  std::string key_file;                    // new backups; "": in clear (status warns)
+  std::vector<std::string> old_key_files;  // earlier keys, for restoring older backups
+  bool enabled() const { return !key_file.empty(); }
+};
+
 struct BackupConfig {
   std::string store;  // file:///dir or s3://bucket/prefix; empty: no backups (a warning)
   std::chrono::milliseconds interval{30LL * 60000};
@@ -144,6 +151,7 @@ struct BackupConfig {
   bool auto_restore = true;  // restore the newest valid backup after total loss, unasked
   RetentionConfig retention;
   S3Config s3;
+  EncryptionConfig encryption;
 };
 
 // etcd's authentication and roles (docs/clients.md). Mode "unmanaged" (the default): the agents

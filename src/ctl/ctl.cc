@@ -189,6 +189,7 @@ int RunBackup(const Common& c) {
   nlohmann::json published = {{"store", w.store->Describe()},
                               {"last_success", meta->name},
                               {"last_success_at", meta->unix_time},
+                              {"encryption_key_id", w.store->EncryptionKeyId()},
                               {"taken_by", "stewardctl"}};
   if (absl::Status s = client.Put(BackupStatusKey(*w.config), published.dump()); !s.ok()) {
     std::cerr << "warning: the backup is stored, but status does not show it yet: "
@@ -238,6 +239,9 @@ int RunListBackups(const Common& c) {
       }
       if (!m.imported_from.empty()) {
         note += absl::StrCat(note.empty() ? "" : "; ", "imported from ", m.imported_from);
+      }
+      if (!m.encryption_key_id.empty()) {
+        note += absl::StrCat(note.empty() ? "" : "; ", "encrypted (key ", m.encryption_key_id, ")");
       }
       rows.push_back({m.name, UtcTime(m.unix_time), std::to_string(m.generation),
                       std::to_string(m.revision), HumanBytes(static_cast<int64_t>(m.db_size)),

@@ -270,6 +270,10 @@ std::string DescribeStewardState(const nlohmann::json& j, int64_t now) {
                 ? std::string("none")
                 : b.value("last_success", std::string()) + " (" +
                       std::to_string(now - b.value("last_success_at", now)) + "s ago)");
+    if (b.contains("encryption_key_id") && b.value("encryption_key_id", std::string()).empty()) {
+      out += "\n                NOT ENCRYPTED: backups hold every secret the cluster holds, in "
+             "clear (backup.encryption.key_file)";
+    }
     if (b.contains("last_error")) {
       out += "\n                last error " +
              std::to_string(now - b.value("last_error_at", now)) +
