@@ -137,6 +137,7 @@ class CancellableReads : public BackupStore {
   CancellableReads(BackupStore& store, const std::function<bool()>& cancelled)
       : store_(store), cancelled_(cancelled) {}
   std::string Describe() const override { return store_.Describe(); }
+  std::string EncryptionKeyId() const override { return store_.EncryptionKeyId(); }
   absl::StatusOr<std::unique_ptr<ObjectWriter>> Create(const std::string& key) override {
     return store_.Create(key);
   }

@@ -120,9 +120,12 @@ TEST(MaintenanceTest, RemovedNodeStaysOutUntilReadded) {
   std::this_thread::sleep_for(8s);
   EXPECT_EQ(c.Status().members.size(), 2u) << c.Logs();
   // Its removed member's etcd exits by itself, and is not restarted over and over (RM3): the
-  // agent sees the member is out of its cluster and says so.
+  // agent sees the member is out of its cluster and says so. One restart may slip through
+  // when the removed member was the etcd leader: until the others elect a new one, no
+  // linearizable member list can prove the removal, and an unproven removal is not acted on
+  // (CI run of 2026-11-26: one restart, then RM3). Before RM3 it was 7 restarts in 8 s.
   EXPECT_EQ(c.EtcdProcessCount(2), 0) << c.Logs();
-  EXPECT_EQ(Count(AgentLog(c, 2), "started etcd pid"), starts_before) << c.Logs();
+  EXPECT_LE(Count(AgentLog(c, 2), "started etcd pid"), starts_before + 1) << c.Logs();
   EXPECT_NE(AgentLog(c, 2).find("is no longer in cluster"), std::string::npos) << c.Logs();
   RunResult status = c.Ctl({"status"});
   EXPECT_NE(status.output.find("removed:        n3"), std::string::npos) << status.output;
