@@ -152,6 +152,13 @@ class CancellableReads : public BackupStore {
       return sink(chunk);
     });
   }
+  absl::Status ReadEncrypted(const std::string& key, const std::string& key_id,
+                             const std::function<absl::Status(std::string_view)>& sink) override {
+    return store_.ReadEncrypted(key, key_id, [&](std::string_view chunk) {
+      if (cancelled_ && cancelled_()) return absl::CancelledError("the agent is shutting down");
+      return sink(chunk);
+    });
+  }
   absl::StatusOr<std::vector<ObjectInfo>> List(const std::string& prefix) override {
     return store_.List(prefix);
   }

@@ -4,6 +4,7 @@
 #include <openssl/rand.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -150,13 +151,22 @@ class EncryptedStore : public BackupStore {
     keys_[current_.id] = current_.key;
     for (EncryptionKey& k : old) keys_.emplace(k.id, std::move(k.key));
   }
+  // Locked: no key could be read (`why`).
+  EncryptedStore(std::unique_ptr<BackupStore> inner, std::string why)
+      : inner_(std::move(inner)), chunk_(kDefaultEncryptionChunk), locked_(std::move(why)) {}
 
   std::string Describe() const override {
+    if (!locked_.empty()) return absl::StrCat(inner_->Describe(), " (encrypted, key unreadable)");
     return absl::StrCat(inner_->Describe(), " (encrypted, key ", current_.id, ")");
   }
-  std::string EncryptionKeyId() const override { return current_.id; }
+  std::string EncryptionKeyId() const override {
+    return locked_.empty() ? current_.id : "unreadable";
+  }
 
   absl::StatusOr<std::unique_ptr<ObjectWriter>> Create(const std::string& key) override {
+    if (!locked_.empty() && IsEncryptedObjectKey(key)) {
+      return absl::FailedPreconditionError(absl::StrCat("cannot encrypt ", key, ": ", locked_));
+    }
     auto w = inner_->Create(key);
     if (!w.ok() || !IsEncryptedObjectKey(key)) return w;
     return std::unique_ptr<ObjectWriter>(
@@ -182,10 +192,11 @@ class EncryptedStore : public BackupStore {
   absl::Status Read(const std::string& key,
                     const std::function<absl::Status(std::string_view)>& sink) override {
     if (!IsEncryptedObjectKey(key)) return inner_->Read(key, sink);
-    Decryptor d(this, key, sink);
-    absl::Status s = inner_->Read(key, [&](std::string_view c) { return d.Feed(c); });
-    if (!s.ok()) return s;
-    return d.Finish();
+    return Decrypt(key, "", sink);
+  }
+  absl::Status ReadEncrypted(const std::string& key, const std::string& key_id,
+                             const std::function<absl::Status(std::string_view)>& sink) override {
+    return Decrypt(key, key_id, sink);
   }
   absl::StatusOr<std::vector<ObjectInfo>> List(const std::string& prefix) override {
     return inner_->List(prefix);
@@ -193,12 +204,21 @@ class EncryptedStore : public BackupStore {
   absl::Status Delete(const std::string& key) override { return inner_->Delete(key); }
 
  private:
+  absl::Status Decrypt(const std::string& key, const std::string& expected_id,
+                       const std::function<absl::Status(std::string_view)>& sink) {
+    Decryptor d(this, key, expected_id, sink);
+    absl::Status s = inner_->Read(key, [&](std::string_view c) { return d.Feed(c); });
+    if (!s.ok()) return s;
+    return d.Finish();
+  }
+
   // Undoes EncryptingWriter as the bytes arrive, holding back at most one chunk.
   class Decryptor {
    public:
-    Decryptor(EncryptedStore* store, const std::string& key,
+    // `expected_id` non-empty: meta.json says the object is encrypted with that key.
+    Decryptor(EncryptedStore* store, const std::string& key, const std::string& expected_id,
               const std::function<absl::Status(std::string_view)>& sink)
-        : store_(store), object_(key), sink_(sink) {}
+        : store_(store), object_(key), expected_id_(expected_id), sink_(sink) {}
 
     absl::Status Feed(std::string_view c) {
       if (plain_) return sink_(c);
@@ -206,6 +226,7 @@ class EncryptedStore : public BackupStore {
       if (header_.empty()) {
         if (buffer_.size() < kMagicSize) return absl::OkStatus();
         if (buffer_.compare(0, kMagicSize, kMagic, kMagicSize) != 0) {
+          if (!expected_id_.empty()) return NotEncrypted();
           // Written before encryption was turned on: read as it is.
           plain_ = true;
           std::string held = std::move(buffer_);
@@ -231,6 +252,7 @@ class EncryptedStore : public BackupStore {
       if (plain_) return absl::OkStatus();
       if (header_.empty()) {
         if (buffer_.size() < kMagicSize || buffer_.compare(0, kMagicSize, kMagic, kMagicSize) != 0) {
+          if (!expected_id_.empty()) return NotEncrypted();
           return buffer_.empty() ? absl::OkStatus() : sink_(buffer_);  // a tiny plain object
         }
         return absl::DataLossError(absl::StrCat(object_, ": the encryption header is cut off"));
@@ -239,13 +261,26 @@ class EncryptedStore : public BackupStore {
     }
 
    private:
+    absl::Status NotEncrypted() {
+      return absl::DataLossError(absl::StrCat(object_, " is not encrypted, but meta.json says it "
+                                              "is (key ", expected_id_, "): it was replaced"));
+    }
+
     absl::Status ParseHeader() {
+      if (!store_->locked_.empty()) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("cannot decrypt ", object_, ": ", store_->locked_));
+      }
       header_ = buffer_.substr(0, kHeaderSize);
       const std::string id = absl::BytesToHexString(header_.substr(kMagicSize, kIdSize));
+      if (!expected_id_.empty() && id != expected_id_) {
+        return absl::DataLossError(absl::StrCat(object_, " is encrypted with key ", id,
+                                                ", but meta.json says key ", expected_id_));
+      }
       const auto* c = reinterpret_cast<const unsigned char*>(header_.data() + kMagicSize + kIdSize);
       chunk_ = (uint32_t{c[0]} << 24) | (uint32_t{c[1]} << 16) | (uint32_t{c[2]} << 8) | c[3];
       prefix_ = header_.substr(kMagicSize + kIdSize + 4, kPrefixSize);
-      if (chunk_ == 0 || chunk_ > (64u << 20)) {
+      if (chunk_ == 0 || chunk_ > kMaxEncryptionChunk) {
         return absl::DataLossError(absl::StrCat(object_, ": bad chunk size ", chunk_, " in its header"));
       }
       auto it = store_->keys_.find(id);
@@ -275,6 +310,7 @@ class EncryptedStore : public BackupStore {
 
     EncryptedStore* store_;
     std::string object_;
+    std::string expected_id_;
     const std::function<absl::Status(std::string_view)>& sink_;
     std::string buffer_, header_, key_, prefix_;
     uint32_t chunk_ = 0;
@@ -286,6 +322,7 @@ class EncryptedStore : public BackupStore {
   EncryptionKey current_;
   std::map<std::string, std::string> keys_;  // id -> key
   uint32_t chunk_;
+  std::string locked_;  // why no key could be read ("": keys at hand)
 };
 
 }  // namespace
@@ -327,8 +364,14 @@ std::unique_ptr<BackupStore> NewEncryptedStore(std::unique_ptr<BackupStore> inne
                                                EncryptionKey current,
                                                std::vector<EncryptionKey> old,
                                                uint32_t chunk_size) {
+  chunk_size = std::clamp<uint32_t>(chunk_size, 1, kMaxEncryptionChunk);
   return std::make_unique<EncryptedStore>(std::move(inner), std::move(current), std::move(old),
                                           chunk_size);
+}
+
+std::unique_ptr<BackupStore> NewLockedEncryptedStore(std::unique_ptr<BackupStore> inner,
+                                                     std::string why) {
+  return std::make_unique<EncryptedStore>(std::move(inner), std::move(why));
 }
 
 }  // namespace steward

@@ -33,6 +33,7 @@ namespace steward {
 
 inline constexpr size_t kEncryptionKeySize = 32;
 inline constexpr uint32_t kDefaultEncryptionChunk = 1u << 20;
+inline constexpr uint32_t kMaxEncryptionChunk = 64u << 20;
 
 struct EncryptionKey {
   std::string id;   // 16 hex characters
@@ -51,9 +52,15 @@ bool IsEncryptedObjectKey(const std::string& key);
 // of `current` and `old` (by the id in the object's header). An object encrypted with a key not
 // given is a FailedPrecondition naming its id and the ids at hand; one that does not
 // authenticate is DataLoss.
+// REQUIRES: 0 < chunk_size <= kMaxEncryptionChunk.
 std::unique_ptr<BackupStore> NewEncryptedStore(std::unique_ptr<BackupStore> inner,
                                                EncryptionKey current,
                                                std::vector<EncryptionKey> old,
                                                uint32_t chunk_size = kDefaultEncryptionChunk);
+
+// Encryption is configured but the keys cannot be read (`why`): snapshot objects are neither
+// written nor read (FailedPrecondition with `why`); the rest passes through.
+std::unique_ptr<BackupStore> NewLockedEncryptedStore(std::unique_ptr<BackupStore> inner,
+                                                     std::string why);
 
 }  // namespace steward

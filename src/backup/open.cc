@@ -11,21 +11,23 @@ absl::StatusOr<std::unique_ptr<BackupStore>> OpenPlain(const BackupConfig& c);
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<BackupStore>> OpenStore(const BackupConfig& c) {
+absl::StatusOr<std::unique_ptr<BackupStore>> OpenStore(const BackupConfig& c,
+                                                       bool tolerate_unreadable_keys) {
   auto store = OpenPlain(c);
   if (!store.ok() || *store == nullptr || !c.encryption.enabled()) return store;
+  auto unreadable = [&](const absl::Status& s,
+                        const std::string& key) -> absl::StatusOr<std::unique_ptr<BackupStore>> {
+    absl::Status named(s.code(), absl::StrCat(key, ": ", s.message()));
+    if (!tolerate_unreadable_keys) return named;
+    return NewLockedEncryptedStore(*std::move(store), std::string(named.message()));
+  };
   auto current = LoadEncryptionKey(c.encryption.key_file);
-  if (!current.ok()) {
-    return absl::Status(current.status().code(),
-                        absl::StrCat("backup.encryption.key_file: ", current.status().message()));
-  }
+  if (!current.ok()) return unreadable(current.status(), "backup.encryption.key_file");
   std::vector<EncryptionKey> old;
   for (size_t i = 0; i < c.encryption.old_key_files.size(); ++i) {
     auto k = LoadEncryptionKey(c.encryption.old_key_files[i]);
     if (!k.ok()) {
-      return absl::Status(k.status().code(),
-                          absl::StrCat("backup.encryption.old_key_files[", i, "]: ",
-                                       k.status().message()));
+      return unreadable(k.status(), absl::StrCat("backup.encryption.old_key_files[", i, "]"));
     }
     old.push_back(*std::move(k));
   }

@@ -305,7 +305,12 @@ absl::Status VerifyBackup(BackupStore& store, const std::string& cluster, const 
   uint64_t stored = 0, db = 0;
   size_t last_ret = 0;
   bool hash_stored = opts.hash_stored;
-  absl::Status s = store.Read(SnapshotKey(cluster, meta.name), [&](std::string_view c) {
+  auto read = [&](const std::function<absl::Status(std::string_view)>& sink) {
+    const std::string key = SnapshotKey(cluster, meta.name);
+    return meta.encryption_key_id.empty() ? store.Read(key, sink)
+                                          : store.ReadEncrypted(key, meta.encryption_key_id, sink);
+  };
+  absl::Status s = read([&](std::string_view c) {
     if (stored == 0 && !hash_stored && !FrameHasChecksum(c)) {
       hash_stored = true;  // nothing else would catch a flipped byte in the content
     }

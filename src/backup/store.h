@@ -54,6 +54,14 @@ class BackupStore {
   virtual absl::Status Delete(const std::string& key) = 0;
   // The id of the key new snapshot objects are encrypted with ("": not encrypted).
   virtual std::string EncryptionKeyId() const { return ""; }
+  // Read, for an object meta.json says is encrypted with `key_id`: a store that decrypts
+  // refuses an object that is not encrypted (a plaintext object put in its place) or is under
+  // another key. Others read as Read does.
+  virtual absl::Status ReadEncrypted(const std::string& key, const std::string& key_id,
+                                     const std::function<absl::Status(std::string_view)>& sink) {
+    (void)key_id;
+    return Read(key, sink);
+  }
 };
 
 // A local directory. `root` must exist: it is never created (every call fails with

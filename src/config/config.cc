@@ -849,6 +849,12 @@ Config Parse(const YAML::Node& root) {
   ParseTls(root["tls"], &c);
   ParseAuth(root["auth"], &c);
   ParseAdopt(cl["adopt"], &c);
+  // The adopted members are reached with another identity (cluster.adopt's files, or none),
+  // which would be no etcd user: with auth on, the agents would be locked out of them.
+  if (c.auth.mode == "on" && c.cluster.adopt.enabled()) {
+    Fail("auth.mode", "on cannot be combined with cluster.adopt; turn it on once the adoption is "
+                      "done and cluster.adopt is removed");
+  }
   CheckDataDir("node.data_dir", c.node.data_dir);
   return c;
 }

@@ -229,10 +229,24 @@ int RunGrant(const Common& c, const GrantOptions& g) {
     did.push_back(absl::StrCat("added the user ", g.name,
                                password.empty() ? " (certificate only)" : " (with a password)"));
   } else if (!password.empty()) {
-    if (auto s = client.UserChangePassword(g.name, password); !s.ok()) {
-      return fail("changing the password", s);
+    // etcd 3.4 keeps a certificate-only user's "no password" option through a password change,
+    // so its logins would still fail: the user is made again, with the password and the same
+    // roles (its connections are refused for that moment).
+    auto had = client.UserGet(g.name);
+    if (!had.ok()) return fail("reading the user", had.status());
+    if (auto s = client.UserDelete(g.name); !s.ok()) return fail("re-creating the user", s);
+    if (auto s = client.UserAdd(g.name, password); !s.ok()) {
+      return fail(absl::StrCat("re-creating the user (it had the roles ",
+                               absl::StrJoin(*had, ", "), "; run the command again)"),
+                  s);
     }
-    did.push_back(absl::StrCat("changed ", g.name, "'s password"));
+    for (const std::string& role : *had) {
+      if (role == g.name) continue;  // granted below
+      if (auto s = client.UserGrantRole(g.name, role); !s.ok()) {
+        return fail(absl::StrCat("granting ", g.name, " its role ", role, " again"), s);
+      }
+    }
+    did.push_back(absl::StrCat("made the user ", g.name, " again with a password, keeping its roles"));
   }
   if (auto s = client.UserGrantRole(g.name, g.name); !s.ok()) return fail("granting the role", s);
   did.push_back(absl::StrCat("granted the role ", g.name, " to the user ", g.name));

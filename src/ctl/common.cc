@@ -122,7 +122,15 @@ WithStore OpenFromConfig(const Common& c, const char* what, bool store_only) {
       w.rc = 2;
       return w;
     }
+    // The config's keys stay unless others are given (they belong to the store, not the URL).
+    EncryptionConfig keys = config->backup.encryption;
     config->backup = *bc;
+    config->backup.encryption = keys;
+    if (!c.encryption_key_files.empty()) {
+      config->backup.encryption.key_file = c.encryption_key_files.front();
+      config->backup.encryption.old_key_files.assign(c.encryption_key_files.begin() + 1,
+                                                     c.encryption_key_files.end());
+    }
     if (!c.cluster.empty()) config->cluster.name = c.cluster;
     if (config->cluster.name.empty()) {
       std::cerr << "stewardctl: " << what << " --backup-store needs --cluster NAME (the "
@@ -136,7 +144,7 @@ WithStore OpenFromConfig(const Common& c, const char* what, bool store_only) {
     w.rc = 2;
     return w;
   }
-  auto store = OpenStore(config->backup);
+  auto store = OpenStore(config->backup, /*tolerate_unreadable_keys=*/true);
   if (!store.ok()) {
     std::cerr << "stewardctl: backup store: " << store.status().message() << "\n";
     w.rc = 1;
@@ -272,6 +280,8 @@ void AddCommonFlags(CLI::App* sub, Common* common, bool output) {
                   "a backup store's URL (file:///dir or s3://bucket/prefix; AWS_* credentials) "
                   "for the store-only commands, instead of --config");
   sub->add_option("--cluster", common->cluster, "the cluster's name, with --backup-store");
+  sub->add_option("--encryption-key-file", common->encryption_key_files,
+                  "with --backup-store: a backup.encryption key file (repeat for old keys)");
   if (output) {
     sub->add_option("-o,-w,--output,--write-out", common->output, "table, json or simple")
         ->check(CLI::IsMember({"table", "json", "simple"}));

@@ -31,6 +31,8 @@ struct Common {
   // store's URL and the cluster's name (credentials from AWS_* variables).
   std::string backup_store;
   std::string cluster;
+  // With --backup-store: the encryption key files (the first for new backups, the rest old).
+  std::vector<std::string> encryption_key_files;
 };
 
 // A parsed subcommand runs `run`; it returns the exit status (0 ok, 1 failed, 2 usage).

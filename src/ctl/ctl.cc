@@ -68,7 +68,7 @@ int RunStatus(const Common& c) {
   if (!c.config_path.empty() && !view.reachable) {
     auto config = LoadClientConfig(c.config_path);
     if (config.ok() && !config->backup.store.empty()) {
-      if (auto store = OpenStore(config->backup); store.ok()) {
+      if (auto store = OpenStore(config->backup, /*tolerate_unreadable_keys=*/true); store.ok()) {
         if (auto mark = ReadDestroyMark(**store, config->cluster.name);
             mark.ok() && mark->has_value()) {
           destroyed = DescribeDestroyMark(config->cluster.name, **mark);
@@ -679,6 +679,8 @@ int CtlMain(int argc, char** argv) {
                  "a backup store's URL for list-backups and backup export without --config "
                  "(file:///dir or s3://bucket/prefix; credentials from AWS_*)");
   app.add_option("--cluster", common.cluster, "the cluster's name, with --backup-store");
+  app.add_option("--encryption-key-file", common.encryption_key_files,
+                 "with --backup-store: a backup.encryption key file (repeat for old keys)");
   app.add_option("-o,-w,--output,--write-out", common.output, "table, json or simple (table)")
       ->check(outputs);
   auto add_common = [&common](CLI::App* sub) { AddCommonFlags(sub, &common, false); };

@@ -120,6 +120,19 @@ absl::StatusOr<bool> EtcdClient::AuthEnabled() {
   return s;
 }
 
+absl::StatusOr<std::string> EtcdClient::Authenticate(const std::string& name,
+                                                     const std::string& password) {
+  etcdserverpb::AuthenticateRequest req;
+  req.set_name(name);
+  req.set_password(password);
+  etcdserverpb::AuthenticateResponse resp;
+  absl::Status s = CallAny("Authenticate", true, [&](Stubs& st, grpc::ClientContext& ctx) {
+    return st.auth->Authenticate(&ctx, req, &resp);
+  });
+  if (!s.ok()) return s;
+  return resp.token();
+}
+
 absl::Status EtcdClient::AuthEnable() {
   etcdserverpb::AuthEnableResponse resp;
   return CallAny("AuthEnable", false, [&](Stubs& st, grpc::ClientContext& ctx) {
@@ -171,17 +184,6 @@ absl::Status EtcdClient::UserDelete(const std::string& name) {
   etcdserverpb::AuthUserDeleteResponse resp;
   return CallAny("UserDelete", false, [&](Stubs& st, grpc::ClientContext& ctx) {
     return st.auth->UserDelete(&ctx, req, &resp);
-  });
-}
-
-absl::Status EtcdClient::UserChangePassword(const std::string& name,
-                                            const std::string& password) {
-  etcdserverpb::AuthUserChangePasswordRequest req;
-  req.set_name(name);
-  req.set_password(password);
-  etcdserverpb::AuthUserChangePasswordResponse resp;
-  return CallAny("UserChangePassword", false, [&](Stubs& st, grpc::ClientContext& ctx) {
-    return st.auth->UserChangePassword(&ctx, req, &resp);
   });
 }
 
@@ -341,7 +343,10 @@ absl::Status EtcdClient::MemberPromote(uint64_t id) {
     SetDeadline(ctx, options_.timeout);
     grpc::Status s = StubsFor(leader).cluster->MemberPromote(&ctx, req, &resp);
     if (s.ok()) return absl::OkStatus();
-    if (s.error_code() != grpc::StatusCode::UNAVAILABLE) {
+    // The leader's own answer stands (a learner not caught up, a refusal); a leader that did
+    // not answer may have changed: then any member, as before.
+    if (s.error_code() != grpc::StatusCode::UNAVAILABLE &&
+        s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
       return FromGrpc(s, absl::StrCat("MemberPromote at the leader ", leader));
     }
   }

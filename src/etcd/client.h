@@ -84,6 +84,8 @@ class EtcdClient : public EtcdApi {
   // Whether etcd's authentication is on. etcd 3.4 has no AuthStatus call: this asks to
   // authenticate a user that cannot exist, which etcd refuses with "not enabled" or "failed".
   absl::StatusOr<bool> AuthEnabled();
+  // Logs `name` in with `password` (what gateway clients such as Patroni do); the token.
+  absl::StatusOr<std::string> Authenticate(const std::string& name, const std::string& password);
   absl::Status AuthEnable();
   absl::Status AuthDisable();
   absl::StatusOr<std::vector<std::string>> UserList();
@@ -92,7 +94,6 @@ class EtcdClient : public EtcdApi {
   // `password` empty: a user without a password (certificate common name only).
   absl::Status UserAdd(const std::string& name, const std::string& password);
   absl::Status UserDelete(const std::string& name);
-  absl::Status UserChangePassword(const std::string& name, const std::string& password);
   absl::Status UserGrantRole(const std::string& user, const std::string& role);
   absl::StatusOr<std::vector<std::string>> RoleList();
   absl::StatusOr<std::vector<RolePermission>> RoleGet(const std::string& role);

@@ -657,7 +657,13 @@ absl::StatusOr<CertInfo> ReadCert(const std::string& path) {
   CertInfo info;
   info.subject = Subject(X509_get_subject_name(x->get()));
   X509_NAME* subject = X509_get_subject_name(x->get());
-  if (int i = X509_NAME_get_index_by_NID(subject, NID_commonName, -1); i >= 0) {
+  // The last CN, as Go's crypto/x509 (and so etcd) takes it.
+  int last_cn = -1;
+  for (int i = X509_NAME_get_index_by_NID(subject, NID_commonName, -1); i >= 0;
+       i = X509_NAME_get_index_by_NID(subject, NID_commonName, i)) {
+    last_cn = i;
+  }
+  if (int i = last_cn; i >= 0) {
     const ASN1_STRING* d = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, i));
     unsigned char* utf8 = nullptr;
     if (int n = ASN1_STRING_to_UTF8(&utf8, d); n >= 0) {

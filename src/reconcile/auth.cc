@@ -35,6 +35,9 @@ AuthPlan DecideAuth(const AuthView& v) {
     }
   }
   for (const std::string& u : v.admin_users) needed.push_back(u);
+  // Root first, once; the others sorted, once each.
+  needed.erase(std::remove(needed.begin() + 1, needed.end(), std::string(kEtcdRootUser)),
+               needed.end());
   std::sort(needed.begin() + 1, needed.end());
   needed.erase(std::unique(needed.begin() + 1, needed.end()), needed.end());
 
@@ -107,8 +110,10 @@ absl::StatusOr<AuthView> AuthKeeper::Observe() {
 
 bool AuthKeeper::Pass(uint64_t term) {
   const auto now = std::chrono::steady_clock::now();
-  if (last_check_ && now - *last_check_ < options_.check_every) return false;
+  const auto every = settled_ ? options_.settled_every : options_.check_every;
+  if (last_check_ && now - *last_check_ < every) return false;
   last_check_ = now;
+  settled_ = false;
   auto view = Observe();
   if (!view.ok()) {  // AU6
     const std::string e(view.status().message());
@@ -125,7 +130,10 @@ bool AuthKeeper::Pass(uint64_t term) {
     }
     last_wait_ = plan.wait;
   }
-  if (plan.steps.empty()) return false;
+  if (plan.steps.empty()) {
+    settled_ = plan.wait.empty();
+    return false;
+  }
   if (confirm_leader_ && !confirm_leader_()) return false;
   std::vector<std::string> done;
   for (const AuthStep& step : plan.steps) {

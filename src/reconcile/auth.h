@@ -69,7 +69,10 @@ std::string DescribeAuthStep(const AuthStep& step);
 class AuthKeeper {
  public:
   struct Options {
+    // While something is to be done or awaited; once nothing is (each look costs etcd a few
+    // raft proposals and a failed-login log line), every `settled_every`.
     std::chrono::milliseconds check_every{10000};
+    std::chrono::milliseconds settled_every{60000};
   };
   // `client` and `history` (may be null) must outlive this object. `node_users` gives, per
   // configured node, the user its agent connects as ("" unknown; called on the keeper's
@@ -97,6 +100,7 @@ class AuthKeeper {
   std::optional<std::chrono::steady_clock::time_point> last_check_;
   std::string last_wait_;
   std::string last_error_;
+  bool settled_ = false;  // the last look found nothing to do or wait for
 };
 
 }  // namespace steward

@@ -82,6 +82,18 @@ TEST(AuthTest, AgentsTurnAuthOnStayInChargeAndAnApplicationIsConfinedToItsPrefix
   EXPECT_FALSE(theirs.ok());
   EXPECT_TRUE(absl::StrContains(theirs.status().message(), "permission denied")) << theirs.status();
   EXPECT_FALSE(app.Put("/other", "1").ok());
+  // A password for the certificate user (etcd keeps a password-less user password-less through
+  // a change of password: the user is made again) - it logs in, and keeps its prefix.
+  const std::string password_file = c.Root() + "/app.password";
+  std::ofstream(password_file) << "app-password\n";
+  RunResult with_password =
+      c.Ctl({"access", "grant", "app", "--prefix", "/app/", "--password-file", password_file});
+  ASSERT_EQ(with_password.exit_code, 0) << with_password.output;
+  auto token = admin.Authenticate("app", "app-password");
+  EXPECT_TRUE(token.ok()) << token.status();
+  EXPECT_FALSE(admin.Authenticate("app", "wrong").ok());
+  ASSERT_TRUE(app.Put("/app/x", "1").ok());
+
   RunResult table = c.Ctl({"access", "list"});
   ASSERT_EQ(table.exit_code, 0) << table.output;
   std::cerr << "$ stewardctl access list\n" << table.output;

@@ -87,6 +87,17 @@ TEST(DecideAuthTest, AUserNeverLosesAnythingAndOthersAreLeftAlone) {
   for (const AuthStep& s : p.steps) EXPECT_NE(s.user, "app");
 }
 
+TEST(DecideAuthTest, AnAgentNamedRootIsRootOnce) {
+  AuthView v;
+  v.mode = "on";
+  v.node_users = {{"n1", "root"}};
+  v.admin_users = {"root"};
+  AuthPlan p = DecideAuth(v);
+  std::vector<AuthStep> want = {{S::kAddRootRole, ""}, {S::kAddUser, "root"},
+                                {S::kGrantRoot, "root"}, {S::kEnable, ""}};
+  EXPECT_EQ(p.steps, want);
+}
+
 TEST(DecideAuthTest, OffDisablesOnlyWhatIsOn) {  // AU1
   AuthView v = OnWithEverything();
   v.mode = "off";

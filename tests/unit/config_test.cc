@@ -472,6 +472,8 @@ TEST_F(ConfigTest, AuthModeIsCheckedAndNeedsTls) {
   ExpectError("tls:\n", "auth:\n  mode: off\n  admin_users: ops\ntls:\n",
               {"auth.admin_users", "list"});
   ExpectError("tls:\n", "auth:\n  mod: on\ntls:\n", {"auth.mod", "unknown key"});
+  ExpectError("tls:\n  mode: off\n", "auth:\n  mode: on\ntls:\n  mode: off\n",
+              {"auth.mode", "needs TLS"});
   auto off = ParseConfig(absl::StrReplaceAll(Yaml(), {{"tls:\n", "auth:\n  mode: off\n  "
                                                                   "admin_users: [ops, bob]\ntls:\n"}}),
                          "node.yaml");

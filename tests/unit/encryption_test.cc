@@ -203,5 +203,97 @@ TEST_F(EncryptionTest, KeyFilesAreBase64Of32BytesAndPrivate) {
             absl::StatusCode::kNotFound);
 }
 
+// Hands every read on in 5-byte pieces, so headers and chunks arrive split across calls.
+class Trickle : public BackupStore {
+ public:
+  explicit Trickle(std::unique_ptr<BackupStore> inner) : inner_(std::move(inner)) {}
+  std::string Describe() const override { return inner_->Describe(); }
+  absl::StatusOr<std::unique_ptr<ObjectWriter>> Create(const std::string& key) override {
+    return inner_->Create(key);
+  }
+  absl::Status Put(const std::string& key, const std::string& content) override {
+    return inner_->Put(key, content);
+  }
+  absl::StatusOr<std::string> Get(const std::string& key) override { return inner_->Get(key); }
+  absl::Status Read(const std::string& key,
+                    const std::function<absl::Status(std::string_view)>& sink) override {
+    return inner_->Read(key, [&](std::string_view c) {
+      for (size_t at = 0; at < c.size(); at += 5) {
+        if (absl::Status s = sink(c.substr(at, 5)); !s.ok()) return s;
+      }
+      return absl::OkStatus();
+    });
+  }
+  absl::StatusOr<std::vector<ObjectInfo>> List(const std::string& prefix) override {
+    return inner_->List(prefix);
+  }
+  absl::Status Delete(const std::string& key) override { return inner_->Delete(key); }
+
+ private:
+  std::unique_ptr<BackupStore> inner_;
+};
+
+TEST_F(EncryptionTest, ReadsInPiecesAndAReplacedObjectIsRefusedWhenMetaSaysEncrypted) {
+  auto store = NewEncryptedStore(std::make_unique<Trickle>(NewFileStore(dir_.string())), key_, {},
+                                 kChunk);
+  std::string content;
+  for (int i = 0; i < 90; ++i) content.push_back(static_cast<char>('A' + i % 50));
+  ASSERT_TRUE(Write(*store, content).ok());
+  auto collect = [&](bool expect_encrypted, const std::string& id) -> absl::StatusOr<std::string> {
+    std::string out;
+    auto sink = [&](std::string_view d) {
+      out.append(d.data(), d.size());
+      return absl::OkStatus();
+    };
+    absl::Status s = expect_encrypted ? store->ReadEncrypted(kObject, id, sink)
+                                      : store->Read(kObject, sink);
+    if (!s.ok()) return s;
+    return out;
+  };
+  auto back = collect(true, key_.id);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, content);
+  // meta.json names another key: refused.
+  EXPECT_EQ(collect(true, other_.id).status().code(), absl::StatusCode::kDataLoss);
+  // A plaintext object in place of the encrypted one (a changed magic): a plain read takes it
+  // as a backup from before encryption, but not when meta.json says it is encrypted.
+  std::string swapped = Raw();
+  swapped[0] = 'X';
+  SetRaw(swapped);
+  auto refused = collect(true, key_.id);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kDataLoss) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("not encrypted"));
+  SetRaw("tiny");  // shorter than the magic
+  EXPECT_EQ(collect(true, key_.id).status().code(), absl::StatusCode::kDataLoss);
+  auto tiny = collect(false, "");
+  ASSERT_TRUE(tiny.ok()) << tiny.status();
+  EXPECT_EQ(*tiny, "tiny");
+}
+
+TEST_F(EncryptionTest, AStoreWithUnreadableKeysNeitherWritesNorReadsSnapshots) {
+  ASSERT_TRUE(Write(*Store(key_), "secret").ok());
+  auto locked = NewLockedEncryptedStore(NewFileStore(dir_.string()),
+                                        "backup.encryption.key_file: /k: Permission denied");
+  auto w = locked->Create(kObject);
+  EXPECT_EQ(w.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(w.status().message(), HasSubstr("Permission denied"));
+  auto r = locked->Get(kObject);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(r.status().message(), HasSubstr("key_file"));
+  ASSERT_TRUE(locked->Put("c/control/created.json", "{}").ok());
+  EXPECT_TRUE(locked->Get("c/control/created.json").ok());
+}
+
+TEST_F(EncryptionTest, VerifyingAnEncryptedBackupWithoutKeysSaysSoBeforeReading) {
+  BackupMeta meta;
+  meta.cluster = "c";
+  meta.name = "20260101T000000Z-00000000000000000001";
+  meta.encryption_key_id = key_.id;
+  auto plain = NewFileStore(dir_.string());
+  absl::Status s = VerifyBackup(*plain, "c", meta, VerifyOptions());
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(s.message(), HasSubstr("backup.encryption.key_file"));
+}
+
 }  // namespace
 }  // namespace steward
