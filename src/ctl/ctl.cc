@@ -76,14 +76,26 @@ int RunStatus(const Common& c) {
       }
     }
   }
+  // Asked here, not by the status page (which polls): each probe is a failed login in etcd's log.
+  std::optional<bool> auth;
+  if (view.reachable) {
+    if (auto on = client.AuthEnabled(); on.ok()) auth = *on;
+  }
   if (c.output == "json") {
     nlohmann::json j = StatusToJson(view);
     j["steward"] = steward;
+    if (auth) j["auth_enabled"] = *auth;
     if (!destroyed.empty()) j["destroyed"] = destroyed;
     std::cout << j.dump(2) << "\n";
   } else {
     std::cout << RenderStatusTable(view);
     if (!steward.empty()) std::cout << DescribeStewardState(steward, UnixNow());
+    if (auth) {
+      std::cout << (*auth ? "auth:           on: applications see only what their etcd user may "
+                            "(stewardctl access list)\n"
+                          : "auth:           off: any certificate of the CA reads and writes every "
+                            "key (auth.mode: on, docs/clients.md)\n");
+    }
     if (!destroyed.empty()) std::cout << destroyed << "\n";
   }
   return view.healthy ? 0 : 1;

@@ -121,6 +121,9 @@ TEST(AuthTest, AgentsTurnAuthOnStayInChargeAndAnApplicationIsConfinedToItsPrefix
   ASSERT_FALSE(backup.empty());
   RunResult status = c.Ctl({"status"});
   EXPECT_EQ(status.exit_code, 0) << status.output;
+  EXPECT_TRUE(absl::StrContains(status.output, "auth:           on")) << status.output;
+  // This cluster's backups are in clear: status says so.
+  EXPECT_TRUE(absl::StrContains(status.output, "NOT ENCRYPTED")) << status.output;
 
   // A restore under auth: the restored members' own steps (revoking the backup's leases on the
   // fenced member, settling) run as the agents' users, which came back with the backup.

@@ -73,6 +73,10 @@ TEST(EncryptionTest, BackupsHoldNoPlaintextRestoreThroughTheKeyAndSurviveARotati
   EXPECT_FALSE(StoreHolds(c.Root() + "/backups", kCanary)) << "the store holds the value in clear";
   const std::string meta = Slurp(c.Root() + "/backups/it29/backups/" + first + "/meta.json");
   EXPECT_TRUE(absl::StrContains(meta, id1)) << meta;
+  RunResult status = c.Ctl({"status"});
+  EXPECT_FALSE(absl::StrContains(status.output, "NOT ENCRYPTED")) << status.output;
+  EXPECT_TRUE(absl::StrContains(status.output, "(encrypted, key " + id1 + ")")) << status.output;
+  EXPECT_TRUE(absl::StrContains(status.output, "auth:           off")) << status.output;
   RunResult listed = c.Ctl({"list-backups"});
   EXPECT_TRUE(absl::StrContains(listed.output, "encrypted (key " + id1 + ")")) << listed.output;
   // zstd may code a literal so that the value is not stored verbatim even in clear: the
