@@ -40,15 +40,21 @@ nlohmann::json JsonIn(const std::string& out) {
   return nlohmann::json::parse(out.substr(from), nullptr, false);
 }
 
-TEST(AuthTest, AgentsTurnAuthOnStayInChargeAndAnApplicationIsConfinedToItsPrefix) {
-  TestCluster c(kAuthOn, 3, 3, kFastLeader, absl::StrCat(kFileBackup, kAuthOnYaml));
+// Starts the three agents; true once they are voters and the leader has turned auth on.
+bool StartWithAuthOn(TestCluster& c) {
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
-  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
+  if (!c.WaitVoters({"n1", "n2", "n3"}, 60s)) return false;
   EtcdClient admin = c.Client(c.ClientUrls());
-  ASSERT_TRUE(WaitFor([&] {
+  return WaitFor([&] {
     auto on = admin.AuthEnabled();
     return on.ok() && *on;
-  }, 30s)) << c.Logs();
+  }, 30s);
+}
+
+TEST(AuthTest, AgentsTurnAuthOnStayInChargeAndAnApplicationIsConfinedToItsPrefix) {
+  TestCluster c(kAuthOn, 3, 3, kFastLeader, absl::StrCat(kFileBackup, kAuthOnYaml));
+  ASSERT_TRUE(StartWithAuthOn(c)) << c.Logs();
+  EtcdClient admin = c.Client(c.ClientUrls());
 
   // Every agent's user and the operator's hold the root role.
   RunResult list = c.Ctl({"access", "list", "-o", "json"});
@@ -150,13 +156,8 @@ TEST(AuthTest, PatroniReachesItsPrefixThroughTheGatewayWithAPassword) {
     GTEST_FAIL() << "patronictl is missing (scripts/install-deps.sh --test installs patroni)";
   }
   TestCluster c(kPatroni, 3, 3, kFastLeader, kAuthOnYaml);
-  for (int i = 0; i < 3; ++i) c.StartAgent(i);
-  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
+  ASSERT_TRUE(StartWithAuthOn(c)) << c.Logs();
   EtcdClient admin = c.Client(c.ClientUrls());
-  ASSERT_TRUE(WaitFor([&] {
-    auto on = admin.AuthEnabled();
-    return on.ok() && *on;
-  }, 30s)) << c.Logs();
 
   // A gateway certificate (no CN: etcd 3.4 refuses one with a CN on the gateway once auth is
   // on) and a password.
