@@ -482,5 +482,49 @@ TEST_F(ConfigTest, AuthModeIsCheckedAndNeedsTls) {
   EXPECT_EQ(off->auth.admin_users, (std::vector<std::string>{"ops", "bob"}));
 }
 
+TEST_F(ConfigTest, AuthOnWithAdoptIsRefused) {
+  std::string ca = (dir_ / "ca.crt").string(), key = (dir_ / "ca.key").string();
+  std::ofstream(ca) << "x";
+  std::ofstream(key) << "x";
+  ::chmod(key.c_str(), 0600);
+  std::string text = Yaml();
+  text.replace(text.find("mode: off"), 9, "mode: issued\n  ca_cert: " + ca + "\n  ca_key: " + key);
+  const std::string ports = "  ports: {client: 2379, peer: 2380, agent: 2381, admin: 2382}\n";
+  text.replace(text.find(ports), ports.size(),
+               ports + "  adopt:\n    endpoints: [https://127.0.0.21:2379]\n");
+  ASSERT_TRUE(ParseConfig(text, "node.yaml").ok());
+  auto c = ParseConfig(text + "auth:\n  mode: on\n", "node.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("auth.mode"), std::string::npos) << c.status();
+  EXPECT_NE(c.status().message().find("cluster.adopt"), std::string::npos) << c.status();
+}
+
+TEST_F(ConfigTest, EncryptionKeyFilesAreCheckedAndNamed) {
+  const std::string key = (dir_ / "backup.key").string();
+  std::ofstream(key) << "c2hvcnQ=\n";  // "short"
+  ::chmod(key.c_str(), 0600);
+  const std::string store = "backup:\n  store: file:///tmp\n  encryption:\n";
+  ExpectError("tls:\n", store + "    key_file: " + key + "\ntls:\n",
+              {"backup.encryption.key_file", "32-byte key"});
+  ExpectError("tls:\n", store + "    old_key_files: [/x]\ntls:\n",
+              {"backup.encryption.key_file", "is required"});
+  ExpectError("tls:\n", store + "    key_file: /nonexistent/k\ntls:\n",
+              {"backup.encryption.key_file", "/nonexistent/k"});
+  std::ofstream(key, std::ios::trunc) << std::string(43, 'A') << "=\n";  // 32 zero bytes
+  ::chmod(key.c_str(), 0644);
+  ExpectError("tls:\n", store + "    key_file: " + key + "\ntls:\n",
+              {"backup.encryption.key_file", "readable by group or others"});
+  ::chmod(key.c_str(), 0600);
+  auto c = ParseConfig(absl::StrReplaceAll(Yaml(), {{"tls:\n", store + "    key_file: " + key +
+                                                                    "\n    old_key_files: [" +
+                                                                    key + "]\ntls:\n"}}),
+                       "node.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->backup.encryption.key_file, key);
+  EXPECT_EQ(c->backup.encryption.old_key_files.size(), 1u);
+  ExpectError("tls:\n", store + "    key_file: " + key + "\n    old_key_files: [/nonexistent/o]\ntls:\n",
+              {"backup.encryption.old_key_files[0]", "/nonexistent/o"});
+}
+
 }  // namespace
 }  // namespace steward
