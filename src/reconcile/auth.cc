@@ -99,12 +99,19 @@ absl::StatusOr<AuthView> AuthKeeper::Observe() {
   v.root_role = HasRole(*roles, kEtcdRootRole);
   auto users = client_->UserList();
   if (!users.ok()) return users.status();
+  v.node_users = node_users_();
+  // Roles only of the users DecideAuth looks at (each UserGet is a raft proposal in etcd 3.4;
+  // applications' users are the operator's business).
+  std::set<std::string> needed(admin_users_.begin(), admin_users_.end());
+  needed.insert(kEtcdRootUser);
+  for (const auto& [node, user] : v.node_users) needed.insert(user);
   for (const std::string& u : *users) {
+    v.users[u] = {};
+    if (needed.count(u) == 0) continue;
     auto r = client_->UserGet(u);
     if (!r.ok()) return r.status();
     v.users[u] = *r;
   }
-  v.node_users = node_users_();
   return v;
 }
 

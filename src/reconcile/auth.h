@@ -43,7 +43,8 @@ struct AuthView {
   std::string mode;    // on, off (unmanaged never gets here)
   bool enabled = false;  // etcd's auth is on
   bool root_role = false;  // the root role exists
-  // Every existing user, with its roles.
+  // Every existing user, with its roles (the Observe of AuthKeeper reads the roles only of the
+  // users DecideAuth needs: root, the agents', the admin users).
   std::map<std::string, std::vector<std::string>> users;
   // Per configured node: the user its agent connects as; "" when not known (AU3).
   std::map<std::string, std::string> node_users;
