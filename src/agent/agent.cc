@@ -204,10 +204,17 @@ absl::Status Agent::Wire() {
   admin_ = std::make_unique<AdminServer>(
       config_.self().host, config_.cluster.ports.admin, std::move(admin),
       config_.tls.enabled() ? std::optional<TlsPaths>(config_.Tls()) : std::nullopt);
+  ControlEnv reconcile_env = RealControlEnv(config_, client_creds, canceller_);
+  reconcile_env.dial_agent = [this, dial = reconcile_env.dial_agent](
+                                 const NodeSpec& n) -> std::unique_ptr<PeerApi> {
+    if (n.name != config_.node.name) return dial(n);
+    return std::make_unique<SelfPeer>(dial(n),
+                                      [this] { return StateWithTerms(*node_, *terms_); });
+  };
   reconciler_ = std::make_unique<Reconciler>(
       config_, cluster_client_.get(), store_.get(), backups_.get(),
       [this] { return restorer_ != nullptr && restorer_->RestorePending(); },
-      [this] { return leadership_->Confirm(); }, RealControlEnv(config_, client_creds, canceller_),
+      [this] { return leadership_->Confirm(); }, std::move(reconcile_env),
       [this](uint64_t floor) { return leadership_->Raise(floor); });
   reconciler_->SetHistory(history_.get());
   // Re-checked right before it acts: still the leader, or (S6) still no leader and no
@@ -332,6 +339,7 @@ void Agent::Shutdown(bool stop_etcd) {
   // Each leaves its step to be retried by the next pass or agent.
   stopping_flag_ = true;
   canceller_->Cancel();
+  if (leadership_) leadership_->Interrupt();
   cv_.notify_all();
   control_wake_.Wake();
   if (reconcile_thread_.joinable()) reconcile_thread_.join();
@@ -417,7 +425,7 @@ void Agent::ControlLoop() {
     }
     // etcd answered the leadership loop lately: a quorum is up, and no automatic restore can
     // be due. Only a restore ordered from stewardctl can, and that may wait a few seconds.
-    const bool quorum_up = leadership_->AnsweredWithin(config_.cluster.leader_lease_ttl);
+    const bool quorum_up = leadership_->Answering();
     // The quorum just stopped answering: a restore may be due now, not at the next idle pass.
     if (was_quorum_up && !quorum_up) next_restore_pass = std::chrono::steady_clock::now();
     was_quorum_up = quorum_up;
@@ -545,8 +553,10 @@ void Agent::LeadershipLoop() {
   // The leader renews its lease three times per TTL. A follower only reads the key, twice per
   // TTL: a dead leader's key expires after the TTL and is taken within half a TTL more.
   const auto ttl = std::chrono::duration_cast<milliseconds>(config_.cluster.leader_lease_ttl);
+  // (At most 10 s: /healthz calls a leadership loop silent for 30 s stuck.)
+  constexpr milliseconds kFollowerLookEvery(10000);
   milliseconds period(0);
-  do {
+  while (!Stopping()) {
     Beat(leadership_beat_);
     const bool was_leading = leading_.load();
     leadership_->Tick();
@@ -554,9 +564,15 @@ void Agent::LeadershipLoop() {
     if (leading_ && !was_leading) WakeReconciler();
     // (At most 10 s: /healthz calls a leadership loop silent for 30 s stuck.)
     period = std::clamp(leading_ ? ttl / 3 : ttl / 2, milliseconds(300), milliseconds(10000));
-    std::lock_guard<std::mutex> lock(seen_leader_mu_);
-    seen_leader_ = leadership_->leader();
-  } while (SleepFor(period));
+    {
+      std::lock_guard<std::mutex> lock(seen_leader_mu_);
+      seen_leader_ = leadership_->leader();
+    }
+    // A follower waits on a watch of the leader key (a freed key wakes it at once) and looks
+    // again at least every 10 s; it polls only when it has no watch.
+    if (!leading_ && leadership_->WaitForChange(kFollowerLookEvery)) continue;
+    SleepFor(period);
+  }
 }
 
 bool Agent::ActsForSpaceWithoutLeader() {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -47,8 +48,34 @@ struct MemberStatus {
 std::vector<std::string> FailureErrors(const MemberStatus& st);
 // The alarms among `errors` ("NOSPACE", "CORRUPT"), for display.
 std::vector<std::string> AlarmErrors(const MemberStatus& st);
+class EtcdApi;
+// Several keys in one linearizable read (a transaction of ranges): nullopt for a missing key.
+absl::StatusOr<std::vector<std::optional<std::string>>> GetKeys(
+    EtcdApi& etcd, const std::vector<std::string>& keys);
 // Member IDs in human output, as etcdctl prints them.
 std::string HexId(uint64_t id);
+
+// Changes to a few keys, pushed by etcd over one open stream (etcd's Watch).
+class KeyWatch {
+ public:
+  virtual ~KeyWatch() = default;
+  // Waits up to `timeout` for changes: the events (empty when none came in time). An error
+  // when the stream broke (etcd went away, the start revision was compacted, Cancel()): the
+  // watch is then useless, open another.
+  virtual absl::StatusOr<std::vector<etcdserverpb::Event>> Wait(
+      std::chrono::milliseconds timeout) = 0;
+  // Thread-safe: a pending or later Wait returns CANCELLED at once.
+  virtual void Cancel() = 0;
+};
+
+// A lease kept alive over one open stream (etcd's LeaseKeepAlive).
+class LeaseStream {
+ public:
+  virtual ~LeaseStream() = default;
+  // One keep-alive round trip: NotFound when the lease has expired; any other error leaves the
+  // stream broken (open another, or use EtcdApi::LeaseKeepAliveOnce).
+  virtual absl::Status KeepAlive(int64_t lease, std::chrono::milliseconds timeout) = 0;
+};
 
 class EtcdApi {
  public:
@@ -81,6 +108,19 @@ class EtcdApi {
   // NotFound when the lease has expired.
   virtual absl::Status LeaseKeepAliveOnce(int64_t lease) = 0;
   virtual absl::StatusOr<etcdserverpb::TxnResponse> Txn(const etcdserverpb::TxnRequest& req) = 0;
+
+  // Streams, opened on the endpoint that answered last. Unimplemented by default: callers then
+  // poll (the simulation's etcd and the test fakes have no streams).
+  // A watch on `keys` (each a single key) for every change after `after_revision`.
+  virtual absl::StatusOr<std::unique_ptr<KeyWatch>> WatchKeys(
+      const std::vector<std::string>& /*keys*/, int64_t /*after_revision*/,
+      std::chrono::milliseconds /*timeout*/) {
+    return absl::UnimplementedError("no watch streams");
+  }
+  virtual absl::StatusOr<std::unique_ptr<LeaseStream>> OpenLeaseStream(
+      std::chrono::milliseconds /*timeout*/) {
+    return absl::UnimplementedError("no lease streams");
+  }
 
   // --- one endpoint ---
   virtual absl::StatusOr<MemberStatus> Status(const std::string& endpoint,

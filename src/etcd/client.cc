@@ -1,5 +1,7 @@
 #include "etcd/client.h"
 
+#include "etcd/stream.h"
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -66,6 +68,7 @@ EtcdClient::Stubs& EtcdClient::StubsFor(const std::string& endpoint) {
     slot->maintenance = etcdserverpb::Maintenance::NewStub(slot->channel);
     slot->lease = etcdserverpb::Lease::NewStub(slot->channel);
     slot->auth = etcdserverpb::Auth::NewStub(slot->channel);
+    slot->watch = etcdserverpb::Watch::NewStub(slot->channel);
   }
   return *slot;
 }
@@ -449,6 +452,24 @@ std::optional<std::string> AlarmName(const std::string& e) {
 }
 }  // namespace
 
+absl::StatusOr<std::vector<std::optional<std::string>>> GetKeys(
+    EtcdApi& etcd, const std::vector<std::string>& keys) {
+  etcdserverpb::TxnRequest txn;
+  for (const std::string& key : keys) txn.add_success()->mutable_request_range()->set_key(key);
+  auto resp = etcd.Txn(txn);
+  if (!resp.ok()) return resp.status();
+  if (resp->responses_size() != static_cast<int>(keys.size())) {
+    return absl::InternalError("a read transaction answered with the wrong number of ranges");
+  }
+  std::vector<std::optional<std::string>> out;
+  for (const auto& r : resp->responses()) {
+    const auto& range = r.response_range();
+    out.push_back(range.kvs_size() > 0 ? std::optional<std::string>(range.kvs(0).value())
+                                       : std::nullopt);
+  }
+  return out;
+}
+
 std::vector<std::string> FailureErrors(const MemberStatus& st) {
   std::vector<std::string> out;
   for (const auto& e : st.errors) {
@@ -495,9 +516,151 @@ absl::Status EtcdClient::LeaseKeepAliveOnce(int64_t lease) {
   return absl::OkStatus();
 }
 
+std::string EtcdClient::PreferredEndpoint() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return endpoints_.empty() ? "" : endpoints_[preferred_ % endpoints_.size()];
+}
+
+namespace {
+
+class GrpcKeyWatch : public KeyWatch {
+ public:
+  explicit GrpcKeyWatch(const std::string& endpoint)
+      : stream_(absl::StrCat("watch on ", endpoint)) {}
+
+  absl::Status Open(etcdserverpb::Watch::Stub* stub, const std::vector<std::string>& keys,
+                    int64_t after_revision, std::chrono::milliseconds timeout) {
+    absl::Status s = stream_.Start(
+        [stub](grpc::ClientContext* ctx, grpc::CompletionQueue* cq) {
+          return stub->PrepareAsyncWatch(ctx, cq);
+        },
+        timeout);
+    if (!s.ok()) return s;
+    for (const std::string& key : keys) {
+      etcdserverpb::WatchRequest req;
+      auto* create = req.mutable_create_request();
+      create->set_key(key);
+      create->set_start_revision(after_revision + 1);
+      if (s = stream_.Write(req, timeout); !s.ok()) return s;
+    }
+    // etcd answers each create in order ("created"); events may already follow.
+    size_t created = 0;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (created < keys.size()) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return absl::DeadlineExceededError("watch: not created in time");
+      auto resp = stream_.Read(left);
+      if (!resp.ok()) return resp.status();
+      if (!resp->has_value()) continue;
+      if (absl::Status bad = Check(**resp); !bad.ok()) return bad;
+      if ((*resp)->created()) ++created;
+      for (auto& e : *(*resp)->mutable_events()) early_.push_back(std::move(e));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::vector<etcdserverpb::Event>> Wait(std::chrono::milliseconds timeout) override {
+    if (!early_.empty()) return std::exchange(early_, {});
+    auto resp = stream_.Read(timeout);
+    if (!resp.ok()) return resp.status();
+    std::vector<etcdserverpb::Event> events;
+    if (!resp->has_value()) return events;
+    if (absl::Status bad = Check(**resp); !bad.ok()) return bad;
+    for (auto& e : *(*resp)->mutable_events()) events.push_back(std::move(e));
+    return events;
+  }
+
+  void Cancel() override { stream_.Cancel(); }
+
+ private:
+  static absl::Status Check(const etcdserverpb::WatchResponse& resp) {
+    if (resp.canceled()) {
+      if (resp.compact_revision() != 0) {
+        return absl::OutOfRangeError(absl::StrCat(
+            "watch: the start revision is compacted (oldest kept: ", resp.compact_revision(), ")"));
+      }
+      return absl::AbortedError(absl::StrCat("watch cancelled by etcd: ", resp.cancel_reason()));
+    }
+    return absl::OkStatus();
+  }
+
+  BidiStream<etcdserverpb::WatchRequest, etcdserverpb::WatchResponse> stream_;
+  std::vector<etcdserverpb::Event> early_;  // events that came with the creation answers
+};
+
+class GrpcLeaseStream : public LeaseStream {
+ public:
+  explicit GrpcLeaseStream(const std::string& endpoint)
+      : stream_(absl::StrCat("lease keep-alive on ", endpoint)) {}
+
+  absl::Status Open(etcdserverpb::Lease::Stub* stub, std::chrono::milliseconds timeout) {
+    return stream_.Start(
+        [stub](grpc::ClientContext* ctx, grpc::CompletionQueue* cq) {
+          return stub->PrepareAsyncLeaseKeepAlive(ctx, cq);
+        },
+        timeout);
+  }
+
+  absl::Status KeepAlive(int64_t lease, std::chrono::milliseconds timeout) override {
+    if (!broken_.ok()) return broken_;
+    etcdserverpb::LeaseKeepAliveRequest req;
+    req.set_id(lease);
+    absl::Status s = stream_.Write(req, timeout);
+    if (s.ok()) {
+      auto resp = stream_.Read(timeout);
+      if (!resp.ok()) {
+        s = resp.status();
+      } else if (!resp->has_value()) {
+        // A late answer would be taken for the next round's: the stream is done.
+        s = absl::DeadlineExceededError("lease keep-alive: no answer in time");
+      } else if ((*resp)->id() != lease) {
+        s = absl::InternalError("lease keep-alive: an answer for another lease");
+      } else if ((*resp)->ttl() <= 0) {
+        return absl::NotFoundError(absl::StrCat("lease ", lease, " has expired"));
+      } else {
+        return absl::OkStatus();
+      }
+    }
+    broken_ = s;
+    return s;
+  }
+
+ private:
+  BidiStream<etcdserverpb::LeaseKeepAliveRequest, etcdserverpb::LeaseKeepAliveResponse> stream_;
+  absl::Status broken_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<KeyWatch>> EtcdClient::WatchKeys(
+    const std::vector<std::string>& keys, int64_t after_revision,
+    std::chrono::milliseconds timeout) {
+  const std::string endpoint = PreferredEndpoint();
+  if (endpoint.empty()) return absl::InvalidArgumentError("watch: no endpoints");
+  auto watch = std::make_unique<GrpcKeyWatch>(endpoint);
+  if (absl::Status s = watch->Open(StubsFor(endpoint).watch.get(), keys, after_revision, timeout);
+      !s.ok()) {
+    return s;
+  }
+  return std::unique_ptr<KeyWatch>(std::move(watch));
+}
+
+absl::StatusOr<std::unique_ptr<LeaseStream>> EtcdClient::OpenLeaseStream(
+    std::chrono::milliseconds timeout) {
+  const std::string endpoint = PreferredEndpoint();
+  if (endpoint.empty()) return absl::InvalidArgumentError("lease stream: no endpoints");
+  auto stream = std::make_unique<GrpcLeaseStream>(endpoint);
+  if (absl::Status s = stream->Open(StubsFor(endpoint).lease.get(), timeout); !s.ok()) return s;
+  return std::unique_ptr<LeaseStream>(std::move(stream));
+}
+
 absl::StatusOr<etcdserverpb::TxnResponse> EtcdClient::Txn(const etcdserverpb::TxnRequest& req) {
   etcdserverpb::TxnResponse resp;
-  absl::Status s = CallAny("Txn", false, [&](Stubs& st, grpc::ClientContext& ctx) {
+  // A transaction of reads only may be retried on another member after a timeout.
+  bool read_only = req.compare_size() == 0 && req.failure_size() == 0;
+  for (const auto& op : req.success()) read_only = read_only && op.has_request_range();
+  absl::Status s = CallAny("Txn", read_only, [&](Stubs& st, grpc::ClientContext& ctx) {
     return st.kv->Txn(&ctx, req, &resp);
   });
   if (!s.ok()) return s;

@@ -112,6 +112,12 @@ class EtcdClient : public EtcdApi {
   absl::Status LeaseKeepAliveOnce(int64_t lease) override;
   // A raw transaction, for compare-and-swap on the reserved prefix.
   absl::StatusOr<etcdserverpb::TxnResponse> Txn(const etcdserverpb::TxnRequest& req) override;
+  // Streams on the endpoint that answered last (see EtcdApi).
+  absl::StatusOr<std::unique_ptr<KeyWatch>> WatchKeys(const std::vector<std::string>& keys,
+                                                      int64_t after_revision,
+                                                      std::chrono::milliseconds timeout) override;
+  absl::StatusOr<std::unique_ptr<LeaseStream>> OpenLeaseStream(
+      std::chrono::milliseconds timeout) override;
 
   // --- one endpoint ---
   absl::StatusOr<MemberStatus> Status(const std::string& endpoint);
@@ -142,8 +148,10 @@ class EtcdClient : public EtcdApi {
     std::unique_ptr<etcdserverpb::Maintenance::Stub> maintenance;
     std::unique_ptr<etcdserverpb::Lease::Stub> lease;
     std::unique_ptr<etcdserverpb::Auth::Stub> auth;
+    std::unique_ptr<etcdserverpb::Watch::Stub> watch;
   };
   Stubs& StubsFor(const std::string& endpoint);
+  std::string PreferredEndpoint();
   // The etcd leader's client URL as the members answer ("" if none is known).
   std::string LeaderClientUrl();
   absl::Status AlarmAction(uint64_t member_id, const std::string& alarm, bool on);

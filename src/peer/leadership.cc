@@ -15,11 +15,38 @@ Leadership::Leadership(EtcdApi* client, std::string key, std::string epoch_key,
       name_(std::move(node_name)),
       ttl_(ttl) {}
 
+namespace {
+constexpr std::chrono::milliseconds kStreamTimeout(1000);
+}  // namespace
+
+void Leadership::Answered(std::chrono::steady_clock::duration valid_for) {
+  answer_valid_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(valid_for).count();
+  answered_at_ns_ = std::chrono::steady_clock::now().time_since_epoch().count();
+}
+
+absl::Status Leadership::KeepAliveLocked() {
+  // Over the open stream when there is one; else (it broke, or cannot be had) one round trip
+  // that fails over between the endpoints, and a new stream next time.
+  if (lease_stream_ == nullptr) {
+    if (auto opened = client_->OpenLeaseStream(kStreamTimeout); opened.ok()) {
+      lease_stream_ = std::move(*opened);
+    }
+  }
+  if (lease_stream_ != nullptr) {
+    absl::Status s = lease_stream_->KeepAlive(lease_, kStreamTimeout);
+    if (s.ok() || absl::IsNotFound(s)) return s;
+    spdlog::debug("lease keep-alive stream: {}", s.message());
+    lease_stream_.reset();
+  }
+  return client_->LeaseKeepAliveOnce(lease_);
+}
+
 bool Leadership::Tick() {
   std::lock_guard<std::mutex> lock(mu_);
   if (leading_) {
-    absl::Status s = client_->LeaseKeepAliveOnce(lease_);
+    absl::Status s = KeepAliveLocked();
     if (!s.ok()) {
+      lease_stream_.reset();
       if (leading_) spdlog::warn("lost leadership (term {}): {}", term_, s.message());
       // An expired lease took the key with it; an unreachable etcd may have expired it too.
       if (absl::IsNotFound(s) || leading_) lease_ = 0;
@@ -28,7 +55,7 @@ bool Leadership::Tick() {
     }
   }
   if (leading_) {
-    answered_at_ns_ = std::chrono::steady_clock::now().time_since_epoch().count();
+    Answered(ttl_);
     return true;
   }
   // While another agent holds the key, a follower only looks (one linearizable read of the key
@@ -38,8 +65,12 @@ bool Leadership::Tick() {
     look.add_success()->mutable_request_range()->set_key(key_);
     look.add_success()->mutable_request_range()->set_key(epoch_key_);
     auto seen = client_->Txn(look);
-    if (!seen.ok() || seen->responses_size() < 2) return false;
-    answered_at_ns_ = std::chrono::steady_clock::now().time_since_epoch().count();
+    look_revision_ = 0;  // no watch rests on a failed look: poll until one succeeds
+    if (!seen.ok() || seen->responses_size() < 2) {
+      answer_valid_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(ttl_).count();
+      return false;
+    }
+    Answered(ttl_);
     const auto& held = seen->responses(0).response_range();
     // Ours (a campaign whose reply was lost) or nobody's: campaign below.
     if (held.kvs_size() == 0) leader_.clear();  // nobody leads until a campaign wins
@@ -48,6 +79,7 @@ bool Leadership::Tick() {
       const auto& epoch = seen->responses(1).response_range();
       uint64_t e = 0;
       if (epoch.kvs_size() > 0 && absl::SimpleAtoi(epoch.kvs(0).value(), &e)) leader_term_ = e;
+      look_revision_ = seen->header().revision();  // another agent leads: watch from here
       return false;
     }
   }
@@ -93,12 +125,14 @@ bool Leadership::Tick() {
     leader_ = name_;
     leader_term_ = term_;
     spdlog::info("became the steward leader (epoch {})", term_);
+    DropWatch();
     return true;
   }
   if (resp->responses_size() > 0 && resp->responses(0).response_range().kvs_size() > 0) {
     const auto& kv = resp->responses(0).response_range().kvs(0);
     leader_ = kv.value();
     leader_term_ = epoch->value;
+    if (kv.value() != name_) look_revision_ = resp->header().revision();  // lost: watch
     // An earlier campaign whose reply was lost may have won with this very lease.
     if (kv.value() == name_ && kv.lease() == lease_) {
       leading_ = true;
@@ -106,6 +140,7 @@ bool Leadership::Tick() {
       key_revision_ = kv.create_revision();
       epoch_mod_revision_ = epoch->mod_revision;
       spdlog::info("became the steward leader (epoch {})", term_);
+      DropWatch();
       return true;
     }
   }
@@ -154,6 +189,7 @@ bool Leadership::Raise(uint64_t floor) {
   if (!resp->succeeded()) {
     spdlog::warn("lost leadership (epoch {}): the leader key or the epoch changed", term_);
     leading_ = false;
+    lease_stream_.reset();
     return false;
   }
   spdlog::info("raised the epoch from {} to {} (an agent had seen term {})", term_, next, floor);
@@ -196,6 +232,65 @@ void Leadership::Resign() {
   }
   lease_ = 0;
   leading_ = false;
+  lease_stream_.reset();
+}
+
+bool Leadership::WaitForChange(std::chrono::milliseconds max) {
+  int64_t after = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Only while another agent holds the key: a free key is campaigned for every round.
+    if (leading_ || look_revision_ == 0) return false;
+    after = look_revision_;
+  }
+  std::shared_ptr<KeyWatch> watch;
+  {
+    std::lock_guard<std::mutex> lock(watch_mu_);
+    if (interrupted_) return true;
+    watch = watch_;
+  }
+  if (watch == nullptr) {
+    // From the last look on: a change between that look and now is delivered at once.
+    auto opened = client_->WatchKeys({key_, epoch_key_}, after, kStreamTimeout);
+    if (!opened.ok()) {
+      if (!absl::IsUnimplemented(opened.status())) {
+        spdlog::debug("watching the leader key: {}", opened.status().message());
+      }
+      return false;
+    }
+    watch = std::move(*opened);
+    std::lock_guard<std::mutex> lock(watch_mu_);
+    if (interrupted_) return true;
+    watch_ = watch;
+  }
+  // The watch is open: the last answer stands while it is (the caller waits up to `max`).
+  answer_valid_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         ttl_ + max + std::chrono::seconds(1))
+                         .count();
+  const auto began = std::chrono::steady_clock::now();
+  auto events = watch->Wait(max);
+  if (events.ok()) return true;  // changed, or quiet for `max`: look again either way
+  spdlog::debug("watch on the leader key ended: {}", events.status().message());
+  // Its member may be gone: no answer counts any more until the next look.
+  answered_at_ns_ = 0;
+  {
+    std::lock_guard<std::mutex> lock(watch_mu_);
+    if (watch_ == watch) watch_.reset();
+  }
+  // Look again at once (the leader's member may have gone with the key's last change), unless
+  // watches keep breaking as soon as they open: then poll.
+  return std::chrono::steady_clock::now() - began > std::chrono::seconds(1);
+}
+
+void Leadership::DropWatch() {
+  std::lock_guard<std::mutex> lock(watch_mu_);
+  watch_.reset();
+}
+
+void Leadership::Interrupt() {
+  std::lock_guard<std::mutex> lock(watch_mu_);
+  interrupted_ = true;
+  if (watch_ != nullptr) watch_->Cancel();
 }
 
 bool Leadership::leading() const {
@@ -214,6 +309,10 @@ uint64_t Leadership::leader_term() const {
   std::lock_guard<std::mutex> lock(mu_);
   return leader_term_;
 }
+bool Leadership::Answering() const {
+  return AnsweredWithin(std::chrono::nanoseconds(answer_valid_ns_.load()));
+}
+
 bool Leadership::AnsweredWithin(std::chrono::steady_clock::duration d) const {
   const int64_t at = answered_at_ns_.load();
   return at != 0 && std::chrono::steady_clock::now().time_since_epoch() -

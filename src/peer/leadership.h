@@ -7,16 +7,24 @@
 // While etcd has no quorum nobody can win, so nobody leads: the reconciler then does nothing,
 // and agents keep restarting their members with data (they are never wiped).
 //
+// What an idle agent costs is mostly this loop, so nothing is polled that etcd can push: a
+// follower waits on a watch of the leader key and the epoch (a leader that dies or resigns
+// frees the key, and the followers campaign at once), and looks again only when the watch
+// fires or has been quiet for its bound; the leader renews its lease over one open stream.
+// Without streams (the simulation) it polls.
+//
 // Thread-safe.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "etcd/api.h"
 
 namespace steward {
@@ -45,6 +53,17 @@ class Leadership {
   uint64_t leader_term() const;
   // Whether etcd answered this agent's last round within `d` (a quorum was reachable then).
   bool AnsweredWithin(std::chrono::steady_clock::duration d) const;
+  // Whether etcd answers lately: it answered within the TTL, or a follower's watch has stayed
+  // open since its last answer (a watch breaks when its member goes away).
+  bool Answering() const;
+
+  // Following: waits until the leader key or the epoch changes after this agent's last look
+  // (on a watch, kept open across calls), or `max` passes, or the watch breaks: returns true
+  // when the caller should look again now. False when no watch can be had (or watches break
+  // as soon as they open): the caller polls instead.
+  bool WaitForChange(std::chrono::milliseconds max);
+  // Thread-safe: ends a WaitForChange under way; later ones return at once.
+  void Interrupt();
 
  private:
   struct Epoch {
@@ -52,6 +71,9 @@ class Leadership {
     int64_t mod_revision = 0;  // 0: no epoch key yet
   };
   absl::StatusOr<Epoch> ReadEpochLocked();
+  absl::Status KeepAliveLocked();
+  void Answered(std::chrono::steady_clock::duration valid_for);
+  void DropWatch();  // a leader needs no watch
 
   EtcdApi* client_;
   const std::string key_;
@@ -66,9 +88,16 @@ class Leadership {
   int64_t epoch_mod_revision_ = 0;  // mod revision of the epoch key as we last wrote it
   std::string leader_;
   uint64_t leader_term_ = 0;
+  int64_t look_revision_ = 0;                  // etcd's revision at a follower's last look
+  std::unique_ptr<LeaseStream> lease_stream_;  // the leader's keep-alive stream
+  // The follower's watch; its own lock, so that Interrupt() never waits behind a tick.
+  std::mutex watch_mu_;
+  std::shared_ptr<KeyWatch> watch_ ABSL_GUARDED_BY(watch_mu_);
+  bool interrupted_ ABSL_GUARDED_BY(watch_mu_) = false;
   // Steady-clock ns of etcd's last answer to a tick; atomic so that AnsweredWithin never waits
   // behind a tick that is waiting on etcd (the control loop asks it every pass).
   std::atomic<int64_t> answered_at_ns_{0};
+  std::atomic<int64_t> answer_valid_ns_{0};  // how long that answer counts (Answering)
 };
 
 }  // namespace steward
