@@ -46,20 +46,15 @@ peer::NodeState LocalNode::State() {
       s.set_cluster_id(id->cluster_id);
     }
   }
-  if (pid) {
-    const std::string url =
-        s.fenced() ? config_.FenceUrl(config_.self()) : config_.ClientUrl(config_.self());
-    if (auto st = env_.local->Status(url, milliseconds(300)); st.ok()) {
-      s.set_raft_index(st->raft_index);
-      s.set_raft_term(st->raft_term);
-      // The leader asks every pass: mark "joined" as soon as a leader is seen, not only on
-      // the control loop's next round.
-      if (st->leader != 0 && s.has_data() && !s.ever_joined() && !s.fenced()) {
-        MarkJoined();
-        s.set_ever_joined(true);
-        s.set_bootstrapping(false);
-      }
-      s.set_etcd_version(st->version);
+  // The leader asks every pass: mark "joined" as soon as a leader is seen, not only on the
+  // control loop's next round. Only then is etcd asked: a settled cluster's leader asks every
+  // agent every idle pass, and the answer would change nothing.
+  if (pid && s.has_data() && !s.ever_joined() && !s.fenced()) {
+    auto st = env_.local->Status(config_.ClientUrl(config_.self()), milliseconds(300));
+    if (st.ok() && st->leader != 0) {
+      MarkJoined();
+      s.set_ever_joined(true);
+      s.set_bootstrapping(false);
     }
   }
   return s;

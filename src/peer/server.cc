@@ -11,6 +11,13 @@
 
 namespace steward {
 
+peer::NodeState StateWithTerms(NodeHandler& handler, const TermGuard& terms) {
+  peer::NodeState out = handler.State();
+  out.set_highest_term(terms.newest());
+  out.set_highest_term_leader(terms.newest_leader());
+  return out;
+}
+
 grpc::Status ToGrpc(const absl::Status& s) {
   if (s.ok()) return grpc::Status::OK;
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
@@ -93,9 +100,7 @@ class PeerServer::Service final : public peer::Peer::Service {
 
   grpc::Status GetState(grpc::ServerContext*, const peer::GetStateRequest*,
                         peer::NodeState* out) override {
-    *out = handler_->State();
-    out->set_highest_term(terms_->newest());
-    out->set_highest_term_leader(terms_->newest_leader());
+    *out = StateWithTerms(*handler_, *terms_);
     return grpc::Status::OK;
   }
   grpc::Status Join(grpc::ServerContext* ctx, const peer::StartRequest* req,

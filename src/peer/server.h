@@ -67,6 +67,9 @@ class TermGuard {
   std::string newest_leader_;
 };
 
+// What GetState answers: the node's state with the newest term this agent has admitted.
+peer::NodeState StateWithTerms(NodeHandler& handler, const TermGuard& terms);
+
 class PeerServer {
  public:
   // `credentials`: InsecureServerCredentials() when TLS is off. With TLS, `cluster` is set and

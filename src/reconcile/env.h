@@ -57,10 +57,16 @@ std::vector<T> FanOut(bool parallel, const std::vector<std::function<T()>>& call
     for (const auto& c : calls) results.push_back(c());
     return results;
   }
+  if (calls.empty()) return results;
+  // The last call runs on this thread: one thread fewer started per fan-out.
   std::vector<std::future<T>> futures;
-  futures.reserve(calls.size());
-  for (const auto& c : calls) futures.push_back(std::async(std::launch::async, c));
+  futures.reserve(calls.size() - 1);
+  for (size_t i = 0; i + 1 < calls.size(); ++i) {
+    futures.push_back(std::async(std::launch::async, calls[i]));
+  }
+  T last = calls.back()();
   for (auto& f : futures) results.push_back(f.get());
+  results.push_back(std::move(last));
   return results;
 }
 

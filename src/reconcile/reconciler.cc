@@ -64,8 +64,10 @@ absl::StatusOr<ClusterObservation> Reconciler::Observe() {
   obs.desired_size = config_.cluster.size;
   obs.adopting = config_.cluster.adopt.enabled();
   for (const auto& [version, binary] : config_.etcd.versions) obs.available_versions.push_back(version);
-  auto spec = etcd_->Get(SpecKey(config_));
-  if (!spec.ok()) return Annotate(spec.status(), "reading the cluster spec");
+  // The spec and the maintenance state in one linearizable read.
+  auto both = GetKeys(*etcd_, {SpecKey(config_), MaintenanceKey(config_.cluster.name)});
+  if (!both.ok()) return Annotate(both.status(), "reading the cluster spec");
+  const std::optional<std::string>* spec = &(*both)[0];
   if (spec->has_value()) {
     auto j = nlohmann::json::parse(**spec, nullptr, false);
     if (!j.is_discarded() && j.contains("size") && j["size"].is_number_integer()) {
@@ -81,10 +83,7 @@ absl::StatusOr<ClusterObservation> Reconciler::Observe() {
   // planner could replace a node under maintenance: an unreadable or malformed document
   // makes the pass wait.
   Maintenance maintenance;
-  auto maintenance_text = etcd_->Get(MaintenanceKey(config_.cluster.name));
-  if (!maintenance_text.ok()) {
-    return Annotate(maintenance_text.status(), "reading the maintenance state");
-  }
+  const std::optional<std::string>* maintenance_text = &(*both)[1];
   if (maintenance_text->has_value()) {
     auto parsed = MaintenanceFromJson(**maintenance_text);
     if (!parsed.ok()) {
