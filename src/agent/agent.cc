@@ -550,10 +550,11 @@ std::string Agent::SeenLeader() {
 }
 
 void Agent::LeadershipLoop() {
-  // The leader renews its lease three times per TTL. A follower only reads the key, twice per
-  // TTL: a dead leader's key expires after the TTL and is taken within half a TTL more.
+  // The leader renews its lease three times per TTL. A follower reads the key, then waits on a
+  // watch of it: a dead leader's key expires after the TTL and is taken at once. Without a
+  // watch it reads twice per TTL.
   const auto ttl = std::chrono::duration_cast<milliseconds>(config_.cluster.leader_lease_ttl);
-  // (At most 10 s: /healthz calls a leadership loop silent for 30 s stuck.)
+  // (At most 10 s, as every pause here: /healthz calls a leadership loop silent for 30 s stuck.)
   constexpr milliseconds kFollowerLookEvery(10000);
   milliseconds period(0);
   while (!Stopping()) {
@@ -562,7 +563,6 @@ void Agent::LeadershipLoop() {
     leadership_->Tick();
     leading_ = leadership_->leading();
     if (leading_ && !was_leading) WakeReconciler();
-    // (At most 10 s: /healthz calls a leadership loop silent for 30 s stuck.)
     period = std::clamp(leading_ ? ttl / 3 : ttl / 2, milliseconds(300), milliseconds(10000));
     {
       std::lock_guard<std::mutex> lock(seen_leader_mu_);

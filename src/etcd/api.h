@@ -66,6 +66,8 @@ class KeyWatch {
       std::chrono::milliseconds timeout) = 0;
   // Thread-safe: a pending or later Wait returns CANCELLED at once.
   virtual void Cancel() = 0;
+  // The member that serves the watch (0 if unknown).
+  virtual uint64_t member_id() const { return 0; }
 };
 
 // A lease kept alive over one open stream (etcd's LeaseKeepAlive).

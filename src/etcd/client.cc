@@ -523,6 +523,11 @@ std::string EtcdClient::PreferredEndpoint() {
 
 namespace {
 
+// etcd's "require leader" metadata (clientv3.WithRequireLeader): the member refuses the stream,
+// and cancels it later, while it has no raft leader. Without it a watch on a member cut off
+// from its quorum would stay open and silent.
+void RequireLeader(grpc::ClientContext* ctx) { ctx->AddMetadata("hasleader", "true"); }
+
 class GrpcKeyWatch : public KeyWatch {
  public:
   explicit GrpcKeyWatch(const std::string& endpoint)
@@ -532,6 +537,7 @@ class GrpcKeyWatch : public KeyWatch {
                     int64_t after_revision, std::chrono::milliseconds timeout) {
     absl::Status s = stream_.Start(
         [stub](grpc::ClientContext* ctx, grpc::CompletionQueue* cq) {
+          RequireLeader(ctx);
           return stub->PrepareAsyncWatch(ctx, cq);
         },
         timeout);
@@ -555,6 +561,7 @@ class GrpcKeyWatch : public KeyWatch {
       if (!resp->has_value()) continue;
       if (absl::Status bad = Check(**resp); !bad.ok()) return bad;
       if ((*resp)->created()) ++created;
+      member_id_ = (*resp)->header().member_id();
       for (auto& e : *(*resp)->mutable_events()) early_.push_back(std::move(e));
     }
     return absl::OkStatus();
@@ -572,6 +579,7 @@ class GrpcKeyWatch : public KeyWatch {
   }
 
   void Cancel() override { stream_.Cancel(); }
+  uint64_t member_id() const override { return member_id_; }
 
  private:
   static absl::Status Check(const etcdserverpb::WatchResponse& resp) {
@@ -587,6 +595,7 @@ class GrpcKeyWatch : public KeyWatch {
 
   BidiStream<etcdserverpb::WatchRequest, etcdserverpb::WatchResponse> stream_;
   std::vector<etcdserverpb::Event> early_;  // events that came with the creation answers
+  uint64_t member_id_ = 0;
 };
 
 class GrpcLeaseStream : public LeaseStream {
@@ -597,6 +606,7 @@ class GrpcLeaseStream : public LeaseStream {
   absl::Status Open(etcdserverpb::Lease::Stub* stub, std::chrono::milliseconds timeout) {
     return stream_.Start(
         [stub](grpc::ClientContext* ctx, grpc::CompletionQueue* cq) {
+          RequireLeader(ctx);
           return stub->PrepareAsyncLeaseKeepAlive(ctx, cq);
         },
         timeout);

@@ -47,6 +47,11 @@ class BidiStream {
 
   absl::Status Write(const Req& req, std::chrono::milliseconds timeout) {
     if (!error_.ok()) return error_;
+    // gRPC allows one write in flight: after a write or start that timed out, none more.
+    if (pending_[kStart] || pending_[kWrite]) {
+      return Fail(absl::FailedPreconditionError(
+          absl::StrCat(what_, ": an earlier start or write has not completed")));
+    }
     rw_->Write(req, TagOf(kWrite));
     pending_[kWrite] = true;
     return Await(kWrite, timeout);

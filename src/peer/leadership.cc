@@ -1,5 +1,7 @@
 #include "peer/leadership.h"
 
+#include <algorithm>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
@@ -33,7 +35,11 @@ absl::Status Leadership::KeepAliveLocked() {
     }
   }
   if (lease_stream_ != nullptr) {
-    absl::Status s = lease_stream_->KeepAlive(lease_, kStreamTimeout);
+    // A short bound: a member gone silent must leave the fallback time within the TTL.
+    const auto budget = std::clamp<std::chrono::milliseconds>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(ttl_) / 10,
+        std::chrono::milliseconds(200), kStreamTimeout);
+    absl::Status s = lease_stream_->KeepAlive(lease_, budget);
     if (s.ok() || absl::IsNotFound(s)) return s;
     spdlog::debug("lease keep-alive stream: {}", s.message());
     lease_stream_.reset();
@@ -80,6 +86,7 @@ bool Leadership::Tick() {
       uint64_t e = 0;
       if (epoch.kvs_size() > 0 && absl::SimpleAtoi(epoch.kvs(0).value(), &e)) leader_term_ = e;
       look_revision_ = seen->header().revision();  // another agent leads: watch from here
+      look_member_ = seen->header().member_id();
       return false;
     }
   }
@@ -132,7 +139,10 @@ bool Leadership::Tick() {
     const auto& kv = resp->responses(0).response_range().kvs(0);
     leader_ = kv.value();
     leader_term_ = epoch->value;
-    if (kv.value() != name_) look_revision_ = resp->header().revision();  // lost: watch
+    if (kv.value() != name_) {  // lost: watch from here
+      look_revision_ = resp->header().revision();
+      look_member_ = resp->header().member_id();
+    }
     // An earlier campaign whose reply was lost may have won with this very lease.
     if (kv.value() == name_ && kv.lease() == lease_) {
       leading_ = true;
@@ -237,37 +247,47 @@ void Leadership::Resign() {
 
 bool Leadership::WaitForChange(std::chrono::milliseconds max) {
   int64_t after = 0;
+  uint64_t member = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     // Only while another agent holds the key: a free key is campaigned for every round.
     if (leading_ || look_revision_ == 0) return false;
     after = look_revision_;
+    member = look_member_;
   }
   std::shared_ptr<KeyWatch> watch;
+  std::chrono::steady_clock::time_point opened;
   {
     std::lock_guard<std::mutex> lock(watch_mu_);
     if (interrupted_) return true;
+    // The looks moved to another member (the watch's may be gone without a word, its host
+    // down): watch where the last look was answered.
+    if (watch_ != nullptr && member != 0 && watch_->member_id() != 0 &&
+        watch_->member_id() != member) {
+      watch_.reset();
+    }
     watch = watch_;
+    opened = watch_opened_;
   }
   if (watch == nullptr) {
     // From the last look on: a change between that look and now is delivered at once.
-    auto opened = client_->WatchKeys({key_, epoch_key_}, after, kStreamTimeout);
-    if (!opened.ok()) {
-      if (!absl::IsUnimplemented(opened.status())) {
-        spdlog::debug("watching the leader key: {}", opened.status().message());
+    auto made = client_->WatchKeys({key_, epoch_key_}, after, kStreamTimeout);
+    if (!made.ok()) {
+      if (!absl::IsUnimplemented(made.status())) {
+        spdlog::debug("watching the leader key: {}", made.status().message());
       }
       return false;
     }
-    watch = std::move(*opened);
+    watch = std::move(*made);
     std::lock_guard<std::mutex> lock(watch_mu_);
     if (interrupted_) return true;
     watch_ = watch;
+    watch_opened_ = opened = std::chrono::steady_clock::now();
   }
   // The watch is open: the last answer stands while it is (the caller waits up to `max`).
   answer_valid_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(
                          ttl_ + max + std::chrono::seconds(1))
                          .count();
-  const auto began = std::chrono::steady_clock::now();
   auto events = watch->Wait(max);
   if (events.ok()) return true;  // changed, or quiet for `max`: look again either way
   spdlog::debug("watch on the leader key ended: {}", events.status().message());
@@ -279,7 +299,7 @@ bool Leadership::WaitForChange(std::chrono::milliseconds max) {
   }
   // Look again at once (the leader's member may have gone with the key's last change), unless
   // watches keep breaking as soon as they open: then poll.
-  return std::chrono::steady_clock::now() - began > std::chrono::seconds(1);
+  return std::chrono::steady_clock::now() - opened > std::chrono::seconds(1);
 }
 
 void Leadership::DropWatch() {

@@ -89,11 +89,13 @@ class Leadership {
   std::string leader_;
   uint64_t leader_term_ = 0;
   int64_t look_revision_ = 0;                  // etcd's revision at a follower's last look
+  uint64_t look_member_ = 0;                   // the member that answered it
   std::unique_ptr<LeaseStream> lease_stream_;  // the leader's keep-alive stream
   // The follower's watch; its own lock, so that Interrupt() never waits behind a tick.
   std::mutex watch_mu_;
   std::shared_ptr<KeyWatch> watch_ ABSL_GUARDED_BY(watch_mu_);
   bool interrupted_ ABSL_GUARDED_BY(watch_mu_) = false;
+  std::chrono::steady_clock::time_point watch_opened_ ABSL_GUARDED_BY(watch_mu_);
   // Steady-clock ns of etcd's last answer to a tick; atomic so that AnsweredWithin never waits
   // behind a tick that is waiting on etcd (the control loop asks it every pass).
   std::atomic<int64_t> answered_at_ns_{0};
