@@ -183,14 +183,17 @@ TEST(StatusPageTest, PageShowsEveryMemberAndAKilledOneWithoutAReload) {
   EXPECT_EQ(page.exit_code, 200);
   EXPECT_EQ(page.output, StatusPageHtml());
   // Any agent serves the whole cluster's view: every member healthy, a steward leader, the
-  // first backup (taken as soon as a leader is elected) in the list.
+  // first backup (taken as soon as a leader is elected) in the list. The list also shows a
+  // backup still being written (its data stored, its meta.json not yet: "complete": false), so
+  // wait for the first one to be complete.
   nlohmann::json doc;
   ASSERT_TRUE(WaitFor(
       [&] {
         RunResult r = c.AdminGet(1, "/status.json");
         doc = nlohmann::json::parse(r.output, nullptr, false);
         return r.exit_code == 200 && !doc.is_discarded() && doc.value("healthy", false) &&
-               doc["steward"].contains("leader") && !doc["backup_list"].empty();
+               doc["steward"].contains("leader") && !doc["backup_list"].empty() &&
+               doc["backup_list"][0].value("complete", false);
       },
       60s))
       << doc.dump(2);
