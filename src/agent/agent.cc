@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "common/subprocess.h"
 #include "common/files.h"
+#include "common/memory_trim.h"
 #include "common/status.h"
 #include "backup/open.h"
 #include "etcd/flags.h"
@@ -397,6 +398,10 @@ void Agent::ControlLoop() {
       std::min<milliseconds>(std::chrono::minutes(1), config_.tls.cert_lifetime / 20);
   auto next_tls_check = std::chrono::steady_clock::now() + tls_check_every;
   auto next_off_warning = std::chrono::steady_clock::now() + std::chrono::hours(1);
+  // Settled and idle, the agent gives back the pages it touched only while starting or while
+  // working (common/memory_trim.h): first a minute after start, then hourly.
+  auto next_memory_release = started + std::chrono::minutes(1);
+  bool released_once = false;
   do {
     Beat(control_beat_);
     if (std::chrono::steady_clock::now() >= next_off_warning) {
@@ -443,6 +448,17 @@ void Agent::ControlLoop() {
           (quorum_up && !restorer_->RestorePending()
                ? config_.cluster.idle_interval
                : milliseconds(fresh && !node_->HasMemberData() ? 250 : 1000));
+    }
+    if (quorum_up && node_->Settled() &&
+        std::chrono::steady_clock::now() >= next_memory_release) {
+      const std::string what = Describe(ReleaseIdleMemory());
+      if (released_once) {
+        spdlog::debug("idle: {}", what);
+      } else {
+        spdlog::info("idle: {}", what);
+      }
+      released_once = true;
+      next_memory_release = std::chrono::steady_clock::now() + std::chrono::hours(1);
     }
     // Settled, the loop sleeps until the data dir changes (a wipe is noticed at once) or the
     // idle interval passes; otherwise it looks four times a second.

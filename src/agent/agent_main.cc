@@ -15,13 +15,13 @@ extern char** environ;
 #include "absl/strings/str_join.h"
 #include "agent/agent.h"
 #include "common/log_format.h"
+#include "common/sd_notify.h"
 #include "common/status.h"
 #include "config/dropin.h"
 #include "grpc/support/log.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
-#include "systemd/sd-daemon.h"
 
 namespace steward {
 namespace fs = std::filesystem;
@@ -191,8 +191,8 @@ int AgentMain(int argc, char** argv) {
     return 2;
   }
   // Under systemd (Type=notify): the peer API serves and the loops run. A no-op elsewhere.
-  sd_notifyf(0, "READY=1\nMAINPID=%lu\nSTATUS=agent %s running; etcd supervised",
-             static_cast<unsigned long>(::getpid()), STEWARD_VERSION);
+  NotifySystemd(absl::StrCat("READY=1\nMAINPID=", ::getpid(), "\nSTATUS=agent ", STEWARD_VERSION,
+                             " running; etcd supervised"));
   int sig = 0;
   sigwait(&set, &sig);
   if (sig == SIGHUP) {
@@ -200,7 +200,7 @@ int AgentMain(int argc, char** argv) {
     // from the binary now installed at its path — the upgrade path; etcd keeps serving and the
     // new agent adopts it, so an upgrade of the agent never restarts etcd.
     spdlog::info("SIGHUP: restarting the agent (etcd keeps running)");
-    sd_notify(0, "RELOADING=1\nSTATUS=restarting the agent; etcd keeps running");
+    NotifySystemd("RELOADING=1\nSTATUS=restarting the agent; etcd keeps running");
     agent.Shutdown(false);
     spdlog::default_logger()->flush();
     const std::string self = InstalledBinary();
@@ -210,7 +210,7 @@ int AgentMain(int argc, char** argv) {
     return 1;
   }
   spdlog::info("signal {} received; stopping", sig);
-  sd_notify(0, "STOPPING=1\nSTATUS=stopping the agent and etcd");
+  NotifySystemd("STOPPING=1\nSTATUS=stopping the agent and etcd");
   agent.Shutdown(true);
   return 0;
 }

@@ -15,7 +15,6 @@
 //
 // Credentials never reach a message or a log: errors are built from S3's error code, and any text
 // taken from a response is scrubbed of the configured key id, secret and token.
-#include <curl/curl.h>
 #include <tinyxml2.h>
 
 #include <algorithm>
@@ -39,6 +38,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "backup/curl_loader.h"
 #include "backup/sigv4.h"
 #include "backup/store.h"
 #include "common/backoff.h"
@@ -47,6 +47,10 @@
 
 namespace steward {
 namespace {
+
+// libcurl's entry points (loaded on first use, backup/curl_loader.h). Only called once a client's
+// Init() has loaded them.
+const CurlApi& Curl() { return **LoadCurl(); }
 
 using Sink = std::function<absl::Status(std::string_view)>;
 
@@ -192,7 +196,7 @@ size_t OnBody(char* data, size_t size, size_t n, void* arg) {
   auto* t = static_cast<Transfer*>(arg);
   const size_t len = size * n;
   long code = 0;
-  curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &code);
+  Curl().easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &code);
   if (t->sink == nullptr || code / 100 != 2) {
     if (t->sink == nullptr || t->response->body.size() < kMaxErrorBody) {
       t->response->body.append(data, len);
@@ -264,7 +268,7 @@ int OnSeek(void* arg, curl_off_t offset, int origin) {
 }
 
 struct SlistDeleter {
-  void operator()(curl_slist* l) const { curl_slist_free_all(l); }
+  void operator()(curl_slist* l) const { Curl().slist_free_all(l); }
 };
 
 // ---- the client -----------------------------------------------------------------------------
@@ -281,8 +285,6 @@ std::string Trim(std::string s, char c) {
 class S3Client {
  public:
   explicit S3Client(const S3Options& options) : options_(options) {
-    static std::once_flag curl_init;
-    std::call_once(curl_init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
     options_.prefix = Trim(options_.prefix, '/');
     if (options_.part_size == 0) options_.part_size = S3Options().part_size;
     if (options_.region.empty()) options_.region = "us-east-1";
@@ -293,7 +295,7 @@ class S3Client {
   }
 
   ~S3Client() {
-    for (CURL* h : idle_) curl_easy_cleanup(h);
+    for (CURL* h : idle_) Curl().easy_cleanup(h);
   }
 
   S3Client(const S3Client&) = delete;
@@ -367,7 +369,8 @@ class S3Client {
     auto e = ParseEndpoint(endpoint_url_);
     if (!e.ok()) return e.status();
     endpoint_ = *e;
-    return absl::OkStatus();
+    // Every curl call below comes after this (requests check init_ first).
+    return LoadCurl().status();
   }
 
   std::string HostFor() const {
@@ -480,17 +483,17 @@ class S3Client {
         return h;
       }
     }
-    return curl_easy_init();
+    return Curl().easy_init();
   }
 
   void Release(CURL* h) {
-    curl_easy_reset(h);  // keeps the connection and DNS caches
+    Curl().easy_reset(h);  // keeps the connection and DNS caches
     std::lock_guard<std::mutex> lock(mu_);
     if (idle_.size() < kMaxIdleHandles) {
       idle_.push_back(h);
       return;
     }
-    curl_easy_cleanup(h);
+    Curl().easy_cleanup(h);
   }
 
   struct Attempt {
@@ -535,12 +538,12 @@ class S3Client {
 
     curl_slist* raw = nullptr;
     for (const auto& [name, value] : sr.headers) {
-      raw = curl_slist_append(raw, absl::StrCat(name, ": ", value).c_str());
+      raw = Curl().slist_append(raw, absl::StrCat(name, ": ", value).c_str());
     }
-    raw = curl_slist_append(raw, absl::StrCat("Authorization: ", sig.authorization).c_str());
+    raw = Curl().slist_append(raw, absl::StrCat("Authorization: ", sig.authorization).c_str());
     // No "Expect: 100-continue": curl would wait up to a second on every part for a server that
     // does not answer it, and some S3-compatible proxies mishandle it.
-    raw = curl_slist_append(raw, "Expect:");
+    raw = Curl().slist_append(raw, "Expect:");
     std::unique_ptr<curl_slist, SlistDeleter> headers(raw);
 
     CURL* h = Acquire();
@@ -556,45 +559,45 @@ class S3Client {
     t.response = response;
     char error[CURL_ERROR_SIZE] = {0};
 
-    curl_easy_setopt(h, CURLOPT_URL, url.c_str());
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers.get());
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    Curl().easy_setopt(h, CURLOPT_URL, url.c_str());
+    Curl().easy_setopt(h, CURLOPT_HTTPHEADER, headers.get());
+    Curl().easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     // What we signed is what we send: no "/../" squashing.
-    curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);
-    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
-    curl_easy_setopt(h, CURLOPT_USERAGENT, "etcd-steward/" STEWARD_VERSION);
-    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, error);
+    Curl().easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);
+    Curl().easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+    Curl().easy_setopt(h, CURLOPT_USERAGENT, "etcd-steward/" STEWARD_VERSION);
+    Curl().easy_setopt(h, CURLOPT_ERRORBUFFER, error);
     const long timeout = std::max(1, options_.timeout_seconds);
     // Connecting takes milliseconds when the server is there; a short bound keeps four attempts
     // at a black-holed endpoint from taking minutes.
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, std::min(timeout, kMaxConnectSeconds));
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, timeout);
-    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
-    if (!options_.ca_file.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, options_.ca_file.c_str());
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, OnBody);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &t);
-    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, OnHeader);
-    curl_easy_setopt(h, CURLOPT_HEADERDATA, response);
+    Curl().easy_setopt(h, CURLOPT_CONNECTTIMEOUT, std::min(timeout, kMaxConnectSeconds));
+    Curl().easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    Curl().easy_setopt(h, CURLOPT_LOW_SPEED_TIME, timeout);
+    Curl().easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    if (!options_.ca_file.empty()) Curl().easy_setopt(h, CURLOPT_CAINFO, options_.ca_file.c_str());
+    Curl().easy_setopt(h, CURLOPT_WRITEFUNCTION, OnBody);
+    Curl().easy_setopt(h, CURLOPT_WRITEDATA, &t);
+    Curl().easy_setopt(h, CURLOPT_HEADERFUNCTION, OnHeader);
+    Curl().easy_setopt(h, CURLOPT_HEADERDATA, response);
     if (req.method == "GET") {
-      curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+      Curl().easy_setopt(h, CURLOPT_HTTPGET, 1L);
     } else if (req.method == "HEAD") {
-      curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+      Curl().easy_setopt(h, CURLOPT_NOBODY, 1L);
     } else if (req.method == "PUT" || req.method == "POST") {
       // An upload of a known size; CUSTOMREQUEST turns the PUT into a POST where needed.
-      curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
-      curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, req.method.c_str());
-      curl_easy_setopt(h, CURLOPT_READFUNCTION, OnUpload);
-      curl_easy_setopt(h, CURLOPT_READDATA, &t);
-      curl_easy_setopt(h, CURLOPT_SEEKFUNCTION, OnSeek);
-      curl_easy_setopt(h, CURLOPT_SEEKDATA, &t);
-      curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(req.body.size()));
+      Curl().easy_setopt(h, CURLOPT_UPLOAD, 1L);
+      Curl().easy_setopt(h, CURLOPT_CUSTOMREQUEST, req.method.c_str());
+      Curl().easy_setopt(h, CURLOPT_READFUNCTION, OnUpload);
+      Curl().easy_setopt(h, CURLOPT_READDATA, &t);
+      Curl().easy_setopt(h, CURLOPT_SEEKFUNCTION, OnSeek);
+      Curl().easy_setopt(h, CURLOPT_SEEKDATA, &t);
+      Curl().easy_setopt(h, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(req.body.size()));
     } else {
-      curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, req.method.c_str());
+      Curl().easy_setopt(h, CURLOPT_CUSTOMREQUEST, req.method.c_str());
     }
 
-    const CURLcode rc = curl_easy_perform(h);
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &response->status);
+    const CURLcode rc = Curl().easy_perform(h);
+    Curl().easy_getinfo(h, CURLINFO_RESPONSE_CODE, &response->status);
     Release(h);
     a.delivered = t.delivered;
     if (rc == CURLE_OK) return a;
@@ -604,7 +607,7 @@ class S3Client {
       return a;
     }
     const std::string what =
-        Redact(absl::StrCat(curl_easy_strerror(rc), error[0] ? ": " : "", error));
+        Redact(absl::StrCat(Curl().easy_strerror(rc), error[0] ? ": " : "", error));
     switch (rc) {
       case CURLE_UNSUPPORTED_PROTOCOL:
       case CURLE_URL_MALFORMAT:
