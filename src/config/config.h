@@ -61,8 +61,10 @@ struct ClusterConfig {
   // Pause between reconcile passes that changed nothing.
   std::chrono::milliseconds reconcile_interval{500};
   // Pause between passes while the cluster is settled (at its spec, every member healthy).
-  // A node whose state changes nudges the leader, so healing does not wait for it.
-  std::chrono::milliseconds idle_interval{5000};
+  // A node whose state changes nudges the leader, so healing does not wait for it. What waits
+  // for it: noticing a node that died silently (machine gone; replaced after replace_after
+  // anyway) and a NOSPACE alarm. 10 s keeps a settled leader near 0.1 % of a core.
+  std::chrono::milliseconds idle_interval{10000};
   // The steward leader clears a NOSPACE alarm by itself: compact, defragment member by member,
   // disarm (reconcile/space.h). false: an operator does it (stewardctl defrag, alarm disarm).
   bool recover_nospace = true;
