@@ -10,6 +10,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -41,15 +42,26 @@ class OnDemandPool : public httplib::TaskQueue {
   OnDemandPool(size_t max, std::chrono::seconds linger) : max_(max), linger_(linger) {}
 
   void enqueue(std::function<void()> fn) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     jobs_.push_back(std::move(fn));
     // Enough idle workers for every queued job: wake one. Otherwise add a worker if allowed
     // (at the limit the job waits for the next free one).
     if (idle_ >= jobs_.size()) {
       work_.notify_one();
-    } else if (live_ < max_) {
-      ++live_;
+      return;
+    }
+    if (live_ >= max_) return;
+    try {
       std::thread([this] { Work(); }).detach();
+      ++live_;  // the new worker needs the lock to start: it cannot finish before this
+    } catch (const std::system_error& e) {
+      // No thread to be had (a pids limit): a running worker takes the job later; with none,
+      // this (the listening) thread serves it, rather than leave it queued for ever.
+      if (live_ > 0) return;
+      std::function<void()> job = std::move(jobs_.back());
+      jobs_.pop_back();
+      lock.unlock();
+      job();
     }
   }
 

@@ -1,11 +1,13 @@
 #include "common/memory_trim.h"
 
+#include <elf.h>
+#include <link.h>
 #include <malloc.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
-#include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -14,52 +16,6 @@
 
 namespace steward {
 namespace {
-
-struct Mapping {
-  uintptr_t start = 0, end = 0;
-  bool candidate = false;  // private, read-only, backed by a file
-  uint64_t rss_kib = 0, anonymous_kib = 0;
-};
-
-// /proc/self/smaps: a header line per mapping ("start-end perms offset dev inode path"), then
-// "Key: value kB" lines.
-std::vector<Mapping> ReadMappings() {
-  std::error_code ec;
-  const std::string exe = std::filesystem::read_symlink("/proc/self/exe", ec).string();
-  std::vector<Mapping> out;
-  std::ifstream in("/proc/self/smaps");
-  std::string line;
-  while (std::getline(in, line)) {
-    const size_t colon = line.find(':');
-    const size_t space = line.find(' ');
-    // A header's first field is the address range: its first space comes before any colon
-    // (the device field "fd:01" comes later).
-    if (space != std::string::npos && (colon == std::string::npos || space < colon)) {
-      std::vector<std::string> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
-      Mapping m;
-      std::vector<std::string> range = absl::StrSplit(f[0], '-');
-      if (range.size() != 2 || f.size() < 2 ||
-          !absl::SimpleHexAtoi(range[0], &m.start) || !absl::SimpleHexAtoi(range[1], &m.end)) {
-        continue;
-      }
-      const std::string& perms = f[1];
-      // Only the program and its shared libraries: they stay mapped for the process's life
-      // (nothing here unloads a library), so a range read here is still the same mapping when
-      // madvise runs. Other files may be unmapped and the range reused meanwhile.
-      m.candidate = f.size() >= 6 && (f[5] == exe || f[5].find(".so") != std::string::npos) &&
-                    perms.size() == 4 && perms[0] == 'r' && perms[1] == '-' && perms[3] == 'p';
-      out.push_back(m);
-      continue;
-    }
-    if (out.empty()) continue;
-    uint64_t kib = 0;
-    std::vector<std::string> kv = absl::StrSplit(line, ' ', absl::SkipEmpty());
-    if (kv.size() < 2 || !absl::SimpleAtoi(kv[1], &kib)) continue;
-    if (kv[0] == "Rss:") out.back().rss_kib = kib;
-    if (kv[0] == "Anonymous:") out.back().anonymous_kib = kib;
-  }
-  return out;
-}
 
 uint64_t RssBytes() {
   std::ifstream in("/proc/self/status");
@@ -73,20 +29,71 @@ uint64_t RssBytes() {
   return 0;
 }
 
+// Does the object's dynamic section ask for text relocations (code written at load time)?
+bool HasTextRelocations(const dl_phdr_info* info) {
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_DYNAMIC) continue;
+    const auto* dyn = reinterpret_cast<const ElfW(Dyn)*>(info->dlpi_addr + ph.p_vaddr);
+    for (; dyn->d_tag != DT_NULL; ++dyn) {
+      if (dyn->d_tag == DT_TEXTREL) return true;
+      if (dyn->d_tag == DT_FLAGS && (dyn->d_un.d_val & DF_TEXTREL) != 0) return true;
+    }
+  }
+  return false;
+}
+
+struct Walk {
+  uintptr_t page = 4096;
+  uintptr_t vdso = 0;
+  MemoryRelease* out = nullptr;
+};
+
+// Called by dl_iterate_phdr for every loaded object (the program, each library), with the
+// dynamic loader's lock held: no library is loaded or unloaded while it runs, so the segments
+// it releases are exactly the ones it reads.
+int ReleaseObject(dl_phdr_info* info, size_t, void* arg) {
+  auto* walk = static_cast<Walk*>(arg);
+  if (walk->vdso != 0 && info->dlpi_addr == walk->vdso) return 0;  // the kernel's, not a file
+  if (HasTextRelocations(info)) return 0;
+  // Read-only after relocation (GOT, vtables): written once at load time, so its pages are
+  // private copies that differ from the file.
+  uintptr_t relro_start = 0, relro_end = 0;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type == PT_GNU_RELRO) {
+      relro_start = info->dlpi_addr + ph.p_vaddr;
+      relro_end = relro_start + ph.p_memsz;
+    }
+  }
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    // Only segments never written: loaded from the file, not writable (code, constants).
+    if (ph.p_type != PT_LOAD || (ph.p_flags & PF_W) != 0 || ph.p_filesz == 0) continue;
+    const uintptr_t seg_start = info->dlpi_addr + ph.p_vaddr;
+    const uintptr_t seg_end = seg_start + ph.p_filesz;
+    if (relro_end > relro_start && seg_start < relro_end && relro_start < seg_end) continue;
+    // Whole pages inside the segment only: a page shared with a neighbour is left alone.
+    const uintptr_t start = (seg_start + walk->page - 1) & ~(walk->page - 1);
+    const uintptr_t end = seg_end & ~(walk->page - 1);
+    if (end <= start) continue;
+    if (::madvise(reinterpret_cast<void*>(start), end - start, MADV_DONTNEED) == 0) {
+      ++walk->out->segments;
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 MemoryRelease ReleaseIdleMemory() {
   MemoryRelease r;
   r.rss_before = RssBytes();
-  for (const Mapping& m : ReadMappings()) {
-    // A page with a private copy (relocated read-only data, a debugger's breakpoint) would be
-    // dropped and read back from the file: leave such a mapping alone.
-    if (!m.candidate || m.rss_kib == 0 || m.anonymous_kib != 0) continue;
-    if (::madvise(reinterpret_cast<void*>(m.start), m.end - m.start, MADV_DONTNEED) == 0) {
-      ++r.mappings;
-      r.file_bytes += m.rss_kib * 1024;
-    }
-  }
+  Walk walk;
+  walk.page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  walk.vdso = static_cast<uintptr_t>(::getauxval(AT_SYSINFO_EHDR));
+  walk.out = &r;
+  ::dl_iterate_phdr(ReleaseObject, &walk);
   ::malloc_trim(0);
   r.rss_after = RssBytes();
   return r;
@@ -94,9 +101,8 @@ MemoryRelease ReleaseIdleMemory() {
 
 std::string Describe(const MemoryRelease& r) {
   constexpr double kMiB = 1024.0 * 1024.0;
-  return absl::StrFormat("released %d read-only mappings (%.1f MiB resident); RSS %.1f -> %.1f MiB",
-                         r.mappings, r.file_bytes / kMiB, r.rss_before / kMiB,
-                         r.rss_after / kMiB);
+  return absl::StrFormat("released %d read-only segments; RSS %.1f -> %.1f MiB", r.segments,
+                         r.rss_before / kMiB, r.rss_after / kMiB);
 }
 
 }  // namespace steward
