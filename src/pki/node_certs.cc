@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -152,6 +153,47 @@ absl::Status PrepareNodeTls(const Config& c) {
 absl::StatusOr<bool> RenewNodeTls(const Config& c, std::chrono::system_clock::time_point now) {
   if (c.tls.mode != "issued") return false;
   return Issue(c, now);
+}
+
+std::string NodeTlsRenewer::FilesStamp() const {
+  const TlsPaths p = config_.Tls();
+  std::vector<std::string> files = {config_.tls.ca_cert, p.ca};
+  for (const Role& r : Roles(p)) {
+    files.push_back(r.cert);
+    files.push_back(r.key);
+  }
+  std::string out;
+  for (const std::string& f : files) {
+    struct stat st;
+    if (::stat(f.c_str(), &st) != 0) {
+      absl::StrAppend(&out, "-;");
+      continue;
+    }
+    absl::StrAppend(&out, st.st_dev, ":", st.st_ino, ":", st.st_size, ":", st.st_mtim.tv_sec, ".",
+                    st.st_mtim.tv_nsec, ";");
+  }
+  return out;
+}
+
+absl::StatusOr<bool> NodeTlsRenewer::Check(std::chrono::system_clock::time_point now) {
+  if (config_.tls.mode != "issued") return false;
+  const auto steady = std::chrono::steady_clock::now();
+  if (!stamp_.empty() && now < due_ && steady < next_sweep_ && FilesStamp() == stamp_) {
+    return false;
+  }
+  ++full_checks_;
+  stamp_.clear();
+  auto renewed = RenewNodeTls(config_, now);
+  if (!renewed.ok()) return renewed;
+  // The earliest certificate's renewal time; one that does not parse is looked at again next.
+  due_ = std::chrono::system_clock::time_point::max();
+  for (const Role& r : Roles(config_.Tls())) {
+    auto info = ReadCert(r.cert);
+    due_ = std::min(due_, info.ok() ? RenewalTime(*info) : now);
+  }
+  next_sweep_ = steady + std::chrono::hours(1);
+  stamp_ = FilesStamp();
+  return renewed;
 }
 
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> TlsChannelCredentials(

@@ -27,6 +27,28 @@ std::string ClientCommonName(const std::string& node);
 // certificate files on every new TLS handshake, so renewed files apply without a restart.
 absl::StatusOr<bool> RenewNodeTls(const Config& config, std::chrono::system_clock::time_point now);
 
+// RenewNodeTls for a loop that asks every minute: the full check parses and verifies every
+// certificate (OpenSSL's X.509 code, megabytes of pages an idle agent otherwise leaves alone),
+// so it runs only when one of the files changed (by stat), when the earliest certificate
+// falls due, or an hour after the last full check. Not thread-safe; `config` must outlive it.
+class NodeTlsRenewer {
+ public:
+  explicit NodeTlsRenewer(const Config& config) : config_(config) {}
+  // As RenewNodeTls. A failure is retried in full at the next call.
+  absl::StatusOr<bool> Check(std::chrono::system_clock::time_point now);
+  // How many full checks have run (for tests).
+  int full_checks() const { return full_checks_; }
+
+ private:
+  std::string FilesStamp() const;
+
+  const Config& config_;
+  std::string stamp_;  // the files' stat at the last full check; "" forces one
+  std::chrono::system_clock::time_point due_;
+  std::chrono::steady_clock::time_point next_sweep_;
+  int full_checks_ = 0;
+};
+
 // gRPC credentials from PEM files: a client that presents `cert` (none when `cert` and `key`
 // are empty) and trusts `ca`; a server that
 // presents `cert` and requires clients to present a certificate signed by `ca`.

@@ -696,6 +696,15 @@ bool NeedsRenewal(const CertInfo& cert, system_clock::time_point now) {
   return elapsed * 3 >= window * 2;
 }
 
+system_clock::time_point RenewalTime(const CertInfo& cert) {
+  if (cert.not_after <= cert.not_before) return system_clock::time_point::min();
+  const auto nb = std::chrono::floor<std::chrono::seconds>(cert.not_before);
+  const int64_t window = (std::chrono::floor<std::chrono::seconds>(cert.not_after) - nb).count();
+  // elapsed * 3 >= window * 2, the least whole `elapsed` that holds; also before not_after.
+  const int64_t elapsed = (window * 2 + 2) / 3;
+  return std::min<system_clock::time_point>(nb + std::chrono::seconds(elapsed), cert.not_after);
+}
+
 absl::StatusOr<X509Ptr> LoadCert(const std::string& path) {
   return LoadFirstCert(path, "certificate");
 }

@@ -139,6 +139,9 @@ absl::Status CheckCertFiles(const std::string& cert_path, const std::string& key
 // window is empty. False before not_before: such a certificate is not valid, but renewing it
 // would not help.
 bool NeedsRenewal(const CertInfo& cert, std::chrono::system_clock::time_point now);
+// The first instant at which NeedsRenewal(cert, t) holds (whole seconds; time_point::min() for
+// an empty window).
+std::chrono::system_clock::time_point RenewalTime(const CertInfo& cert);
 
 // Roles, carried as subjectAltName URIs. An agent of cluster C on node N holds AgentRoleUri(C, N);
 // the operator's certificate (stewardctl pki init) holds kOperatorRoleUri.

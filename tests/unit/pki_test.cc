@@ -378,16 +378,24 @@ TEST(PkiRenewalTest, NeedsRenewalAfterTwoThirdsOfTheLifetime) {
   EXPECT_TRUE(NeedsRenewal(c, t0 + hours(2)));
   EXPECT_TRUE(NeedsRenewal(c, t0 + hours(3)));
   EXPECT_TRUE(NeedsRenewal(c, t0 + days(365)));
+  EXPECT_EQ(RenewalTime(c), t0 + hours(2));
+  c.not_after = t0 + seconds(10);  // 2/3 of 10 s: due at 7 s, the first whole second
+  EXPECT_EQ(RenewalTime(c), t0 + seconds(7));
+  EXPECT_FALSE(NeedsRenewal(c, t0 + seconds(7) - std::chrono::nanoseconds(1)));
+  EXPECT_TRUE(NeedsRenewal(c, t0 + seconds(7)));
 
   // An empty or inverted window can only be replaced.
   c.not_after = t0;
   EXPECT_TRUE(NeedsRenewal(c, t0 - hours(1)));
+  EXPECT_EQ(RenewalTime(c), system_clock::time_point::min());
 
   // Dates beyond the clock's range do not overflow.
   c.not_after = system_clock::time_point::max();
   EXPECT_FALSE(NeedsRenewal(c, t0 + days(365)));
   c.not_before = system_clock::time_point::min();
   EXPECT_FALSE(NeedsRenewal(c, t0));
+  EXPECT_FALSE(NeedsRenewal(c, RenewalTime(c) - seconds(1)));
+  EXPECT_TRUE(NeedsRenewal(c, RenewalTime(c)));
 }
 
 // Real TLS, in memory: a client and a server SSL joined by a BIO pair.
@@ -585,6 +593,63 @@ TEST_F(PkiTest, ExtraSansAreInTheNodesServerCertificates) {
   server = ReadCert(c.Tls().server_cert);
   ASSERT_TRUE(server.ok());
   EXPECT_THAT(server->dns_names, ::testing::Contains("etcd-lb.example.com"));
+}
+
+// The agent asks every minute; only a changed file, a certificate falling due or the hourly
+// sweep makes it parse and verify the certificates again.
+TEST_F(PkiTest, RenewerChecksInFullOnlyWhenAFileChangesOrACertificateFallsDue) {
+  Config c;
+  c.cluster.name = "k8s";
+  c.cluster.size = 1;
+  c.cluster.nodes = {{"n1", "127.0.0.11"}};
+  c.node.name = "n1";
+  c.node.data_dir = (dir_ / "node").string();
+  c.tls.mode = "issued";
+  c.tls.ca_cert = ca_cert_;
+  c.tls.ca_key = ca_key_;
+  c.tls.cert_lifetime = std::chrono::hours(3);
+  ASSERT_TRUE(PrepareNodeTls(c).ok());
+  const auto now = std::chrono::system_clock::now();
+  NodeTlsRenewer renewer(c);
+  auto r = renewer.Check(now);  // the first call always looks
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(*r);
+  EXPECT_EQ(renewer.full_checks(), 1);
+  const std::string server_before = Slurp(c.Tls().server_cert);
+  for (int i = 1; i <= 3; ++i) {
+    r = renewer.Check(now + std::chrono::minutes(i));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_FALSE(*r);
+  }
+  EXPECT_EQ(renewer.full_checks(), 1);
+  EXPECT_EQ(Slurp(c.Tls().server_cert), server_before);
+
+  // A file removed behind the agent's back: noticed at the next call, and issued again.
+  fs::remove(c.Tls().client_cert);
+  r = renewer.Check(now + std::chrono::minutes(4));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(*r);
+  EXPECT_EQ(renewer.full_checks(), 2);
+  EXPECT_TRUE(fs::exists(c.Tls().client_cert));
+  r = renewer.Check(now + std::chrono::minutes(5));
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(*r);
+  EXPECT_EQ(renewer.full_checks(), 2);
+
+  // Two hours into three: every certificate is due, and is renewed on the first call after.
+  auto server = ReadCert(c.Tls().server_cert);
+  ASSERT_TRUE(server.ok());
+  const auto due = RenewalTime(*server);
+  EXPECT_FALSE(NeedsRenewal(*server, due - std::chrono::seconds(1)));
+  EXPECT_TRUE(NeedsRenewal(*server, due));
+  r = renewer.Check(due - std::chrono::seconds(1));
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(*r);
+  EXPECT_EQ(renewer.full_checks(), 2);
+  r = renewer.Check(due + std::chrono::seconds(1));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(*r);
+  EXPECT_NE(Slurp(c.Tls().server_cert), server_before);
 }
 
 TEST_F(PkiTest, PkiInitPrintsAnAbsoluteDir) {
