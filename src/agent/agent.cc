@@ -122,6 +122,9 @@ absl::Status Agent::Wire() {
     if (!per_endpoint.ok()) return per_endpoint.status();
     co.credentials_for = *per_endpoint;
   }
+  // One connection per member for all three clients: an idle agent's cost is mostly its
+  // connections' upkeep (docs/architecture.md, "What an idle agent costs").
+  co.channels = EtcdClient::NewChannelPool();
   peers_client_ = std::make_unique<EtcdClient>(others, co);
   local_client_ = std::make_unique<EtcdClient>(
       std::vector<std::string>{config_.ClientUrl(config_.self())}, co);
@@ -397,6 +400,7 @@ void Agent::ControlLoop() {
   const milliseconds tls_check_every =
       std::min<milliseconds>(std::chrono::minutes(1), config_.tls.cert_lifetime / 20);
   auto next_tls_check = std::chrono::steady_clock::now() + tls_check_every;
+  NodeTlsRenewer tls_renewer(config_);
   auto next_off_warning = std::chrono::steady_clock::now() + std::chrono::hours(1);
   // Settled and idle, the agent gives back the pages it touched only while starting or while
   // working (common/memory_trim.h): first a minute after start, then hourly.
@@ -410,7 +414,7 @@ void Agent::ControlLoop() {
     }
     if (config_.tls.mode == "issued" && std::chrono::steady_clock::now() >= next_tls_check) {
       // etcd reads its certificate files on every handshake: renewed files apply at once.
-      auto renewed = RenewNodeTls(config_, std::chrono::system_clock::now());
+      auto renewed = tls_renewer.Check(std::chrono::system_clock::now());
       if (!renewed.ok()) {
         spdlog::error("renewing certificates: {}", renewed.status().message());
       } else if (*renewed) {

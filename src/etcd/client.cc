@@ -39,12 +39,23 @@ MemberInfo FromProto(const etcdserverpb::Member& m) {
 EtcdClient::EtcdClient(std::vector<std::string> endpoints)
     : EtcdClient(std::move(endpoints), Options{}) {}
 
+struct EtcdClient::ChannelPool {
+  std::mutex mu;
+  std::map<std::string, std::unique_ptr<Stubs>> stubs ABSL_GUARDED_BY(mu);
+};
+
+std::shared_ptr<EtcdClient::ChannelPool> EtcdClient::NewChannelPool() {
+  return std::make_shared<ChannelPool>();
+}
+
 EtcdClient::EtcdClient(std::vector<std::string> endpoints, Options options)
-    : endpoints_(std::move(endpoints)), options_(std::move(options)) {}
+    : endpoints_(std::move(endpoints)),
+      options_(std::move(options)),
+      channels_(options_.channels ? options_.channels : NewChannelPool()) {}
 
 EtcdClient::Stubs& EtcdClient::StubsFor(const std::string& endpoint) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto& slot = stubs_[endpoint];
+  std::lock_guard<std::mutex> lock(channels_->mu);
+  auto& slot = channels_->stubs[endpoint];
   if (!slot) {
     grpc::ChannelArguments args;
     // Reconnect quickly after an etcd restart; the defaults back off for up to two minutes.

@@ -48,6 +48,7 @@ std::string GrpcTarget(const std::string& url);
 
 class EtcdClient : public EtcdApi {
  public:
+  struct ChannelPool;  // one channel per endpoint, shared by clients (Options::channels)
   struct Options {
     std::chrono::milliseconds timeout{5000};
     // Plain-text when null; TLS credentials plug in here.
@@ -56,7 +57,13 @@ class EtcdClient : public EtcdApi {
     // the agents' own); a null result falls back to `credentials`.
     std::function<std::shared_ptr<grpc::ChannelCredentials>(const std::string& endpoint)>
         credentials_for;
+    // Clients given the same pool share one channel (one connection) per endpoint; each keeps
+    // its own endpoints, timeout and preferred member. They must dial with the same
+    // credentials. Null: the client's channels are its own.
+    std::shared_ptr<ChannelPool> channels;
   };
+  // A pool for Options::channels.
+  static std::shared_ptr<ChannelPool> NewChannelPool();
 
   explicit EtcdClient(std::vector<std::string> endpoints);
   EtcdClient(std::vector<std::string> endpoints, Options options);
@@ -163,8 +170,8 @@ class EtcdClient : public EtcdApi {
 
   std::vector<std::string> endpoints_;
   Options options_;
+  std::shared_ptr<ChannelPool> channels_;
   std::mutex mu_;
-  std::map<std::string, std::unique_ptr<Stubs>> stubs_ ABSL_GUARDED_BY(mu_);
   size_t preferred_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
