@@ -180,6 +180,10 @@ absl::Status Agent::Wire() {
     restorer_ = std::make_unique<RestoreCoordinator>(config_, store_.get(), cluster_client_.get(),
                                                      std::move(env));
     restorer_->SetHistory(history_.get());
+    if (config_.backup.delta_interval.count() > 0) {
+      deltas_ = std::make_unique<DeltaWriter>(config_, store_.get(), cluster_client_.get(),
+                                              [this] { return leading_.load(); });
+    }
   }
   AdminHandlers admin;
   admin.not_alive = [this] { return NotAlive(); };
@@ -309,6 +313,12 @@ absl::Status Agent::Start() {
     pthread_setname_np(pthread_self(), "st-reconcile");
     ReconcileLoop();
   });
+  if (deltas_) {
+    delta_thread_ = std::thread([this] {
+      pthread_setname_np(pthread_self(), "st-deltas");
+      deltas_->Run();
+    });
+  }
   return absl::OkStatus();
 }
 
@@ -346,6 +356,8 @@ void Agent::Shutdown(bool stop_etcd) {
   if (leadership_) leadership_->Interrupt();
   cv_.notify_all();
   control_wake_.Wake();
+  if (deltas_) deltas_->Stop();
+  if (delta_thread_.joinable()) delta_thread_.join();
   if (reconcile_thread_.joinable()) reconcile_thread_.join();
   if (leadership_thread_.joinable()) leadership_thread_.join();
   if (control_.joinable()) control_.join();

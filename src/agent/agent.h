@@ -30,6 +30,7 @@
 #include "absl/status/status.h"
 #include "agent/local_node.h"
 #include "agent/node_disk.h"
+#include "backup/delta_writer.h"
 #include "backup/scheduler.h"
 #include "backup/store.h"
 #include "common/dir_watch.h"
@@ -104,6 +105,7 @@ class Agent {
   std::unique_ptr<PeerServer> server_;
   std::unique_ptr<Leadership> leadership_;
   std::unique_ptr<BackupScheduler> backups_;
+  std::unique_ptr<DeltaWriter> deltas_;  // backup.delta_interval > 0 and a store
   std::unique_ptr<RestoreCoordinator> restorer_;
   std::unique_ptr<Reconciler> reconciler_;
   std::unique_ptr<SpaceKeeper> space_;  // the leader's NOSPACE recovery (reconcile/space.h)
@@ -123,7 +125,7 @@ class Agent {
   std::condition_variable cv_;
   bool stopping_ = false;
   bool nudged_ = false;  // guarded by mu_: the reconcile loop should pass now
-  std::thread control_, leadership_thread_, reconcile_thread_;
+  std::thread control_, leadership_thread_, reconcile_thread_, delta_thread_;
 };
 
 // The agent's main(): flags, config, logging, signals. Returns the process exit status

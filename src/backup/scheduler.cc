@@ -1,5 +1,7 @@
 #include "backup/scheduler.h"
 
+#include "backup/delta.h"
+
 #include "admin/metrics.h"
 
 #include "absl/strings/str_cat.h"
@@ -54,6 +56,10 @@ absl::StatusOr<BackupMeta> BackupAndPrune(const Config& config, BackupStore& sto
       }
       if (absl::Status s = store.Delete(SnapshotKey(config.cluster.name, name)); !s.ok()) {
         spdlog::warn("retention: deleting {}: {}", name, s.message());
+      }
+      // Its deltas apply to it alone.
+      if (absl::Status s = DeleteDeltas(store, config.cluster.name, name); !s.ok()) {
+        spdlog::warn("retention: deleting the deltas of {}: {}", name, s.message());
       }
     }
     if (!skew.empty()) spdlog::warn("retention: {}", skew);

@@ -351,12 +351,13 @@ void ParseBackup(const YAML::Node& b, Config* c) {
   BackupConfig& bc = c->backup;
   if (b && !b.IsNull()) {
     CheckKeys(b, "backup", {"store", "interval", "before_change_min_interval", "auto_restore",
-                            "retention", "s3", "encryption"});
+                            "delta_interval", "retention", "s3", "encryption"});
     bc.store = GetString(b, "backup", "store", false, "");
     bc.interval = GetDuration(b, "backup", "interval", bc.interval);
     bc.before_change_min_interval =
         GetDuration(b, "backup", "before_change_min_interval", bc.before_change_min_interval);
     bc.auto_restore = GetBool(b, "backup", "auto_restore", bc.auto_restore);
+    bc.delta_interval = GetDuration(b, "backup", "delta_interval", bc.delta_interval);
     if (const YAML::Node r = b["retention"]; r && !r.IsNull()) {
       CheckKeys(r, "backup.retention", {"keep_all_for", "hourly_for", "daily_for"});
       bc.retention.keep_all_for =
@@ -405,6 +406,9 @@ void ParseBackup(const YAML::Node& b, Config* c) {
     }
   }
   if (bc.interval < std::chrono::seconds(1)) Fail("backup.interval", "must be at least 1s");
+  if (bc.delta_interval.count() != 0 && bc.delta_interval < std::chrono::milliseconds(100)) {
+    Fail("backup.delta_interval", "must be 0 (off) or at least 100ms");
+  }
   const std::pair<const char*, std::chrono::milliseconds> periods[] = {
       {"backup.retention.keep_all_for", bc.retention.keep_all_for},
       {"backup.retention.hourly_for", bc.retention.hourly_for},

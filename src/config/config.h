@@ -151,6 +151,9 @@ struct BackupConfig {
   // Backups before membership changes are taken at most this often.
   std::chrono::milliseconds before_change_min_interval{5LL * 60000};
   bool auto_restore = true;  // restore the newest valid backup after total loss, unasked
+  // The leader stores what changed since the newest full backup this often (delta backups,
+  // backup/delta.h); 0 turns them off.
+  std::chrono::milliseconds delta_interval{10000};
   RetentionConfig retention;
   S3Config s3;
   EncryptionConfig encryption;

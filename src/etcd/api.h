@@ -119,6 +119,13 @@ class EtcdApi {
       std::chrono::milliseconds /*timeout*/) {
     return absl::UnimplementedError("no watch streams");
   }
+  // Every change to keys in [key, range_end) (etcd's range_end: "\0" with key "\0" is the
+  // whole keyspace) after `after_revision`, over one stream.
+  virtual absl::StatusOr<std::unique_ptr<KeyWatch>> WatchRange(
+      const std::string& /*key*/, const std::string& /*range_end*/, int64_t /*after_revision*/,
+      std::chrono::milliseconds /*timeout*/) {
+    return absl::UnimplementedError("no watch streams");
+  }
   virtual absl::StatusOr<std::unique_ptr<LeaseStream>> OpenLeaseStream(
       std::chrono::milliseconds /*timeout*/) {
     return absl::UnimplementedError("no lease streams");

@@ -544,7 +544,9 @@ class GrpcKeyWatch : public KeyWatch {
   explicit GrpcKeyWatch(const std::string& endpoint)
       : stream_(absl::StrCat("watch on ", endpoint)) {}
 
-  absl::Status Open(etcdserverpb::Watch::Stub* stub, const std::vector<std::string>& keys,
+  // `keys`: (key, range_end) pairs, one watch each on the stream.
+  absl::Status Open(etcdserverpb::Watch::Stub* stub,
+                    const std::vector<std::pair<std::string, std::string>>& keys,
                     int64_t after_revision, std::chrono::milliseconds timeout) {
     absl::Status s = stream_.Start(
         [stub](grpc::ClientContext* ctx, grpc::CompletionQueue* cq) {
@@ -553,10 +555,11 @@ class GrpcKeyWatch : public KeyWatch {
         },
         timeout);
     if (!s.ok()) return s;
-    for (const std::string& key : keys) {
+    for (const auto& [key, range_end] : keys) {
       etcdserverpb::WatchRequest req;
       auto* create = req.mutable_create_request();
       create->set_key(key);
+      if (!range_end.empty()) create->set_range_end(range_end);
       create->set_start_revision(after_revision + 1);
       if (s = stream_.Write(req, timeout); !s.ok()) return s;
     }
@@ -659,8 +662,25 @@ absl::StatusOr<std::unique_ptr<KeyWatch>> EtcdClient::WatchKeys(
     std::chrono::milliseconds timeout) {
   const std::string endpoint = PreferredEndpoint();
   if (endpoint.empty()) return absl::InvalidArgumentError("watch: no endpoints");
+  std::vector<std::pair<std::string, std::string>> ranges;
+  for (const std::string& k : keys) ranges.emplace_back(k, "");
   auto watch = std::make_unique<GrpcKeyWatch>(endpoint);
-  if (absl::Status s = watch->Open(StubsFor(endpoint).watch.get(), keys, after_revision, timeout);
+  if (absl::Status s =
+          watch->Open(StubsFor(endpoint).watch.get(), ranges, after_revision, timeout);
+      !s.ok()) {
+    return s;
+  }
+  return std::unique_ptr<KeyWatch>(std::move(watch));
+}
+
+absl::StatusOr<std::unique_ptr<KeyWatch>> EtcdClient::WatchRange(
+    const std::string& key, const std::string& range_end, int64_t after_revision,
+    std::chrono::milliseconds timeout) {
+  const std::string endpoint = PreferredEndpoint();
+  if (endpoint.empty()) return absl::InvalidArgumentError("watch: no endpoints");
+  auto watch = std::make_unique<GrpcKeyWatch>(endpoint);
+  if (absl::Status s = watch->Open(StubsFor(endpoint).watch.get(), {{key, range_end}},
+                                   after_revision, timeout);
       !s.ok()) {
     return s;
   }

@@ -123,6 +123,10 @@ class EtcdClient : public EtcdApi {
   absl::StatusOr<std::unique_ptr<KeyWatch>> WatchKeys(const std::vector<std::string>& keys,
                                                       int64_t after_revision,
                                                       std::chrono::milliseconds timeout) override;
+  absl::StatusOr<std::unique_ptr<KeyWatch>> WatchRange(const std::string& key,
+                                                       const std::string& range_end,
+                                                       int64_t after_revision,
+                                                       std::chrono::milliseconds timeout) override;
   absl::StatusOr<std::unique_ptr<LeaseStream>> OpenLeaseStream(
       std::chrono::milliseconds timeout) override;
 

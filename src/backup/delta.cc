@@ -1,0 +1,353 @@
+#include "backup/delta.h"
+
+#include <zstd.h>
+
+#include <algorithm>
+#include <map>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/sha256.h"
+#include "common/status.h"
+
+namespace steward {
+namespace {
+
+// A delta holds at most delta_interval of writes (or the writer's size bound): whatever is
+// bigger than this was not written by us.
+constexpr uint64_t kMaxDeltaBytes = 512ull << 20;
+constexpr char kObjectSuffix[] = ".delta.zst";
+constexpr char kMetaSuffix[] = ".json";
+
+std::string Hex(const std::string& raw) { return absl::BytesToHexString(raw); }
+
+absl::StatusOr<std::pair<int64_t, int64_t>> ParseDeltaName(const std::string& name) {
+  auto dash = name.find('-');
+  int64_t from = 0, to = 0;
+  if (dash != 20 || name.size() != 41 || !absl::SimpleAtoi(name.substr(0, 20), &from) ||
+      !absl::SimpleAtoi(name.substr(21), &to) || from < 0 || to <= from) {
+    return absl::InvalidArgumentError(absl::StrCat("not a delta name: ", name));
+  }
+  return std::make_pair(from, to);
+}
+
+}  // namespace
+
+std::string DeltasPrefix(const std::string& cluster, const std::string& base) {
+  return absl::StrCat(cluster, "/deltas/", base, "/");
+}
+std::string DeltaName(int64_t from_revision, int64_t to_revision) {
+  return absl::StrFormat("%020d-%020d", from_revision, to_revision);
+}
+std::string DeltaObjectKey(const std::string& cluster, const std::string& base,
+                           const std::string& name) {
+  return absl::StrCat(DeltasPrefix(cluster, base), name, kObjectSuffix);
+}
+std::string DeltaMetaKey(const std::string& cluster, const std::string& base,
+                         const std::string& name) {
+  return absl::StrCat(DeltasPrefix(cluster, base), name, kMetaSuffix);
+}
+
+nlohmann::json DeltaMetaToJson(const DeltaMeta& m) {
+  nlohmann::json j = {{"name", m.name},
+                      {"cluster", m.cluster},
+                      {"cluster_id", absl::StrFormat("%x", m.cluster_id)},
+                      {"base", m.base},
+                      {"from_revision", m.from_revision},
+                      {"to_revision", m.to_revision},
+                      {"revisions", m.revisions},
+                      {"events", m.events},
+                      {"first_unix_ms", m.first_unix_ms},
+                      {"last_unix_ms", m.last_unix_ms},
+                      {"stored_size", m.stored_size},
+                      {"sha256", m.sha256},
+                      {"compression", "zstd"},
+                      {"node", m.node}};
+  if (!m.encryption_key_id.empty()) {
+    j["encryption"] = {{"cipher", "aes-256-gcm"}, {"key_id", m.encryption_key_id}};
+  }
+  return j;
+}
+
+absl::StatusOr<DeltaMeta> DeltaMetaFromJson(const std::string& text) {
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return absl::DataLossError("delta meta is not JSON");
+  try {
+    DeltaMeta m;
+    m.name = j.at("name").get<std::string>();
+    m.cluster = j.at("cluster").get<std::string>();
+    if (!absl::SimpleHexAtoi(j.at("cluster_id").get<std::string>(), &m.cluster_id)) {
+      return absl::DataLossError("delta meta: cluster_id is malformed");
+    }
+    m.base = j.at("base").get<std::string>();
+    m.from_revision = j.at("from_revision").get<int64_t>();
+    m.to_revision = j.at("to_revision").get<int64_t>();
+    m.revisions = j.value("revisions", int64_t{0});
+    m.events = j.value("events", int64_t{0});
+    m.first_unix_ms = j.value("first_unix_ms", int64_t{0});
+    m.last_unix_ms = j.value("last_unix_ms", int64_t{0});
+    m.stored_size = j.at("stored_size").get<uint64_t>();
+    m.sha256 = j.at("sha256").get<std::string>();
+    m.node = j.value("node", "");
+    if (j.contains("encryption") && j["encryption"].is_object()) {
+      m.encryption_key_id = j["encryption"].value("key_id", "");
+    }
+    auto range = ParseDeltaName(m.name);
+    if (!range.ok() || range->first != m.from_revision || range->second != m.to_revision) {
+      return absl::DataLossError(
+          absl::StrCat("delta meta: its name ", m.name, " does not match its revisions"));
+    }
+    if (m.sha256.size() != 64) return absl::DataLossError("delta meta: sha256 is malformed");
+    return m;
+  } catch (const nlohmann::json::exception& e) {
+    return absl::DataLossError(absl::StrCat("delta meta: ", e.what()));
+  }
+}
+
+absl::StatusOr<DeltaMeta> WriteDelta(BackupStore& store, const backup::DeltaChunk& chunk,
+                                     const std::string& node) {
+  if (chunk.revisions().empty() || chunk.to_revision() <= chunk.from_revision()) {
+    return absl::InvalidArgumentError("delta: nothing to store");
+  }
+  std::string raw;
+  if (!chunk.SerializeToString(&raw)) return absl::InternalError("delta: cannot serialize");
+  std::string packed(ZSTD_compressBound(raw.size()), '\0');
+  ZSTD_CCtx* cctx = ZSTD_createCCtx();
+  ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, 3);
+  ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
+  const size_t n = ZSTD_compress2(cctx, packed.data(), packed.size(), raw.data(), raw.size());
+  ZSTD_freeCCtx(cctx);
+  if (ZSTD_isError(n)) {
+    return absl::InternalError(absl::StrCat("delta: zstd: ", ZSTD_getErrorName(n)));
+  }
+  packed.resize(n);
+
+  DeltaMeta m;
+  m.name = DeltaName(chunk.from_revision(), chunk.to_revision());
+  m.cluster = chunk.cluster();
+  m.cluster_id = chunk.cluster_id();
+  m.base = chunk.base();
+  m.from_revision = chunk.from_revision();
+  m.to_revision = chunk.to_revision();
+  m.revisions = chunk.revisions_size();
+  for (const auto& r : chunk.revisions()) m.events += r.events_size();
+  m.first_unix_ms = chunk.revisions(0).unix_ms();
+  m.last_unix_ms = chunk.revisions(chunk.revisions_size() - 1).unix_ms();
+  m.stored_size = packed.size();
+  Sha256 h;
+  h.Update(packed);
+  m.sha256 = Hex(h.Raw());
+  m.encryption_key_id = store.EncryptionKeyId();
+  m.node = node;
+
+  auto writer = store.Create(DeltaObjectKey(m.cluster, m.base, m.name));
+  if (!writer.ok()) return Annotate(writer.status(), "delta: creating the object");
+  if (absl::Status s = (*writer)->Write(packed); !s.ok()) return Annotate(s, "delta: writing");
+  if (absl::Status s = (*writer)->Commit(); !s.ok()) return Annotate(s, "delta: storing");
+  if (absl::Status s = store.Put(DeltaMetaKey(m.cluster, m.base, m.name),
+                                 DeltaMetaToJson(m).dump(2));
+      !s.ok()) {
+    return Annotate(s, "delta: writing its meta");
+  }
+  return m;
+}
+
+absl::StatusOr<backup::DeltaChunk> ReadDelta(BackupStore& store, const DeltaMeta& meta) {
+  const std::string key = DeltaObjectKey(meta.cluster, meta.base, meta.name);
+  if (meta.stored_size > kMaxDeltaBytes) {
+    return absl::DataLossError(absl::StrCat("delta ", meta.name, ": too large to be ours"));
+  }
+  if (!meta.encryption_key_id.empty() && store.EncryptionKeyId().empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "delta ", meta.name, " is encrypted (key ", meta.encryption_key_id,
+        "); set backup.encryption.key_file (and old_key_files) to the key files"));
+  }
+  std::string packed;
+  auto sink = [&](std::string_view c) -> absl::Status {
+    if (packed.size() + c.size() > meta.stored_size) {
+      return absl::DataLossError(absl::StrCat("delta ", meta.name, ": larger than its meta says"));
+    }
+    packed.append(c);
+    return absl::OkStatus();
+  };
+  absl::Status s = meta.encryption_key_id.empty()
+                       ? store.Read(key, sink)
+                       : store.ReadEncrypted(key, meta.encryption_key_id, sink);
+  if (!s.ok()) return Annotate(s, absl::StrCat("delta ", meta.name));
+  if (packed.size() != meta.stored_size) {
+    return absl::DataLossError(absl::StrCat("delta ", meta.name, ": ", packed.size(),
+                                            " bytes stored, its meta says ", meta.stored_size));
+  }
+  Sha256 h;
+  h.Update(packed);
+  if (Hex(h.Raw()) != meta.sha256) {
+    return absl::DataLossError(absl::StrCat("delta ", meta.name, ": sha256 mismatch"));
+  }
+  const unsigned long long size = ZSTD_getFrameContentSize(packed.data(), packed.size());
+  if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN ||
+      size > kMaxDeltaBytes * 8) {
+    return absl::DataLossError(absl::StrCat("delta ", meta.name, ": not a zstd frame we wrote"));
+  }
+  std::string raw(size, '\0');
+  const size_t n = ZSTD_decompress(raw.data(), raw.size(), packed.data(), packed.size());
+  if (ZSTD_isError(n) || n != size) {
+    return absl::DataLossError(absl::StrCat("delta ", meta.name, ": zstd: ",
+                                            ZSTD_isError(n) ? ZSTD_getErrorName(n) : "short"));
+  }
+  backup::DeltaChunk chunk;
+  if (!chunk.ParseFromString(raw)) {
+    return absl::DataLossError(absl::StrCat("delta ", meta.name, ": does not parse"));
+  }
+  if (chunk.cluster() != meta.cluster || chunk.cluster_id() != meta.cluster_id ||
+      chunk.base() != meta.base || chunk.from_revision() != meta.from_revision ||
+      chunk.to_revision() != meta.to_revision) {
+    return absl::DataLossError(absl::StrCat("delta ", meta.name, ": holds another range or cluster"));
+  }
+  int64_t last = chunk.from_revision();
+  for (const auto& r : chunk.revisions()) {
+    if (r.revision() <= last || r.revision() > chunk.to_revision()) {
+      return absl::DataLossError(
+          absl::StrCat("delta ", meta.name, ": revision ", r.revision(), " out of order"));
+    }
+    last = r.revision();
+  }
+  return chunk;
+}
+
+DeltaChain BuildDeltaChain(const BackupMeta& base, const std::vector<DeltaMeta>& metas,
+                           const std::vector<std::string>& unreadable) {
+  DeltaChain chain;
+  chain.end_revision = base.revision;
+  // By start: at each step the one that reaches furthest (overlaps from two writers at once
+  // cover the same history).
+  std::map<int64_t, const DeltaMeta*> furthest;
+  std::vector<std::string> foreign;
+  for (const DeltaMeta& m : metas) {
+    if (m.cluster != base.cluster || m.cluster_id != base.cluster_id || m.base != base.name) {
+      foreign.push_back(m.name);
+      continue;
+    }
+    auto& slot = furthest[m.from_revision];
+    if (slot == nullptr || m.to_revision > slot->to_revision) slot = &m;
+  }
+  while (true) {
+    auto it = furthest.find(chain.end_revision);
+    if (it == furthest.end()) break;
+    chain.deltas.push_back(*it->second);
+    chain.end_revision = it->second->to_revision;
+  }
+  auto later = furthest.upper_bound(chain.end_revision);
+  if (later != furthest.end()) {
+    chain.stopped = absl::StrCat("no delta starts at revision ", chain.end_revision,
+                                 ", the next one starts at ", later->first);
+  }
+  if (!unreadable.empty()) {
+    absl::StrAppend(&chain.stopped, chain.stopped.empty() ? "" : "; ", "unreadable: ",
+                    unreadable.front(), unreadable.size() > 1 ? " and more" : "");
+  }
+  if (!foreign.empty()) {
+    absl::StrAppend(&chain.stopped, chain.stopped.empty() ? "" : "; ",
+                    "of another cluster or base: ", foreign.front());
+  }
+  return chain;
+}
+
+absl::StatusOr<DeltaChain> ListDeltaChain(BackupStore& store, const BackupMeta& base) {
+  const std::string prefix = DeltasPrefix(base.cluster, base.name);
+  auto objects = store.List(prefix);
+  if (!objects.ok()) return Annotate(objects.status(), "listing deltas");
+  std::vector<DeltaMeta> metas;
+  std::vector<std::string> unreadable;
+  for (const auto& o : *objects) {
+    if (!absl::EndsWith(o.key, kMetaSuffix)) continue;
+    const std::string name =
+        o.key.substr(prefix.size(), o.key.size() - prefix.size() - sizeof(kMetaSuffix) + 1);
+    auto text = store.Get(o.key);
+    if (!text.ok()) {
+      if (absl::IsNotFound(text.status())) continue;  // pruned meanwhile
+      return Annotate(text.status(), absl::StrCat("reading delta ", name));
+    }
+    auto m = DeltaMetaFromJson(*text);
+    if (!m.ok() || m->name != name) {
+      unreadable.push_back(name);
+      continue;
+    }
+    metas.push_back(*std::move(m));
+  }
+  return BuildDeltaChain(base, metas, unreadable);
+}
+
+absl::StatusOr<RestorePoint> FindRestorePoint(BackupStore& store, const BackupMeta& base,
+                                              int64_t to_revision, int64_t to_unix_ms) {
+  auto chain = ListDeltaChain(store, base);
+  if (!chain.ok()) return chain.status();
+  RestorePoint p;
+  p.revision = base.revision;
+  p.stopped = chain->stopped;
+  const auto within = [&](const backup::DeltaRevision& r) {
+    return (to_revision == 0 || r.revision() <= to_revision) &&
+           (to_unix_ms == 0 || r.unix_ms() <= to_unix_ms);
+  };
+  for (const DeltaMeta& m : chain->deltas) {
+    if ((to_revision != 0 && m.from_revision >= to_revision) ||
+        (to_unix_ms != 0 && m.first_unix_ms > to_unix_ms)) {
+      return p;
+    }
+    auto chunk = ReadDelta(store, m);
+    if (!chunk.ok()) {
+      // A store that did not answer says nothing about the chain: ask again later.
+      if (!absl::IsDataLoss(chunk.status())) return chunk.status();
+      p.stopped = std::string(chunk.status().message());
+      return p;
+    }
+    ++p.deltas;
+    for (const auto& r : chunk->revisions()) {
+      if (!within(r)) return p;
+      p.revision = r.revision();
+      p.unix_ms = r.unix_ms();
+    }
+  }
+  return p;
+}
+
+absl::Status ForEachDeltaRevision(
+    BackupStore& store, const BackupMeta& base, int64_t to_revision,
+    const std::function<absl::Status(const backup::DeltaRevision&)>& apply) {
+  if (to_revision <= base.revision) return absl::OkStatus();
+  auto chain = ListDeltaChain(store, base);
+  if (!chain.ok()) return chain.status();
+  if (chain->end_revision < to_revision) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the deltas of backup ", base.name, " no longer reach revision ", to_revision,
+        " (they end at ", chain->end_revision, chain->stopped.empty() ? "" : ": ", chain->stopped,
+        ")"));
+  }
+  for (const DeltaMeta& m : chain->deltas) {
+    if (m.from_revision >= to_revision) break;
+    auto chunk = ReadDelta(store, m);
+    if (!chunk.ok()) return chunk.status();
+    for (const auto& r : chunk->revisions()) {
+      if (r.revision() > to_revision) return absl::OkStatus();
+      if (absl::Status s = apply(r); !s.ok()) return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DeleteDeltas(BackupStore& store, const std::string& cluster, const std::string& base) {
+  auto objects = store.List(DeltasPrefix(cluster, base));
+  if (!objects.ok()) return objects.status();
+  // Metas first: a delta whose meta is gone is no longer part of any chain.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const auto& o : *objects) {
+      if (absl::EndsWith(o.key, kMetaSuffix) != (pass == 0)) continue;
+      if (absl::Status s = store.Delete(o.key); !s.ok()) return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace steward

@@ -1,0 +1,98 @@
+// Delta backups: what changed after a full backup, as a chain of store objects, so a restore
+// after total loss loses seconds of writes instead of everything since the last full backup.
+//
+// Layout (docs/backup-layout.md), beside the full backup `base` they apply to:
+//   <cluster>/deltas/<base>/<from, 20 digits>-<to, 20 digits>.delta.zst   the changes of the
+//       revisions (from, to]: a steward.backup.DeltaChunk, zstd-compressed (then encrypted
+//       when backup.encryption is on)
+//   <cluster>/deltas/<base>/<from>-<to>.json   written last: its presence marks a complete delta
+// A chain starts at the base's revision; each delta starts where the one before it ends. Two
+// leaders for a moment may store overlapping deltas: both hold the same cluster's history, so
+// the chain takes, at each step, the delta that reaches furthest.
+//
+// Thread-compatible; the store must be thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "backup/layout.h"
+#include "backup/store.h"
+#include "steward_backup.pb.h"
+
+namespace steward {
+
+struct DeltaMeta {
+  std::string name;  // "<from>-<to>"
+  std::string cluster;
+  uint64_t cluster_id = 0;
+  std::string base;  // the full backup's name
+  int64_t from_revision = 0;  // exclusive
+  int64_t to_revision = 0;    // inclusive
+  int64_t revisions = 0;      // how many revisions carry events in it
+  int64_t events = 0;
+  int64_t first_unix_ms = 0;  // when the leader received its first and last revision
+  int64_t last_unix_ms = 0;
+  uint64_t stored_size = 0;   // bytes of the compressed object, before encryption
+  std::string sha256;         // hex sha256 of the compressed object, before encryption
+  std::string encryption_key_id;
+  std::string node;           // the agent that wrote it
+};
+
+std::string DeltasPrefix(const std::string& cluster, const std::string& base);
+std::string DeltaName(int64_t from_revision, int64_t to_revision);
+std::string DeltaObjectKey(const std::string& cluster, const std::string& base,
+                           const std::string& name);
+std::string DeltaMetaKey(const std::string& cluster, const std::string& base,
+                         const std::string& name);
+nlohmann::json DeltaMetaToJson(const DeltaMeta& m);
+absl::StatusOr<DeltaMeta> DeltaMetaFromJson(const std::string& text);
+
+// Stores `chunk` (its cluster, base and revisions set; at least one revision) as a delta of
+// (chunk.from_revision, chunk.to_revision]: the object, then its meta. `node` names the writer.
+absl::StatusOr<DeltaMeta> WriteDelta(BackupStore& store, const backup::DeltaChunk& chunk,
+                                     const std::string& node);
+
+// Reads a delta and checks it: size and sha256 against its meta, zstd's frame checksum, and
+// that it holds what its meta says (cluster, base, revisions in order within (from, to]).
+// DataLoss names the check that failed.
+absl::StatusOr<backup::DeltaChunk> ReadDelta(BackupStore& store, const DeltaMeta& meta);
+
+// The chain of `base` as its metas say (no object is read). Pure.
+struct DeltaChain {
+  std::vector<DeltaMeta> deltas;  // in order, each starting where the one before ends
+  int64_t end_revision = 0;       // the base's revision when there is no delta
+  // Why the chain ends before deltas that exist ("" when it does not): a gap, a meta that
+  // does not parse or belongs to another cluster.
+  std::string stopped;
+};
+DeltaChain BuildDeltaChain(const BackupMeta& base, const std::vector<DeltaMeta>& metas,
+                           const std::vector<std::string>& unreadable = {});
+
+// Lists the deltas of `base` and builds its chain (reads the metas, not the objects).
+absl::StatusOr<DeltaChain> ListDeltaChain(BackupStore& store, const BackupMeta& base);
+
+// Where a restore of `base` plus its deltas can stop: the newest revision at or before both
+// limits (0: no limit) that every delta up to it proves (each object read and checked).
+struct RestorePoint {
+  int64_t revision = 0;   // the base's revision when no delta applies
+  int64_t unix_ms = 0;    // when the leader received that revision (0: the base itself)
+  int64_t deltas = 0;     // how many deltas apply
+  std::string stopped;    // why it stops before the limits or the chain's end ("" if not)
+};
+absl::StatusOr<RestorePoint> FindRestorePoint(BackupStore& store, const BackupMeta& base,
+                                              int64_t to_revision = 0, int64_t to_unix_ms = 0);
+
+// Calls `apply` with every revision of `base`'s chain after the base, up to `to_revision`
+// inclusive, in order. Fails (without calling `apply` further) if the chain no longer reaches
+// `to_revision` or an object fails its checks.
+absl::Status ForEachDeltaRevision(BackupStore& store, const BackupMeta& base, int64_t to_revision,
+                                  const std::function<absl::Status(const backup::DeltaRevision&)>& apply);
+
+// Deletes every delta of `base` (retention, when the base goes).
+absl::Status DeleteDeltas(BackupStore& store, const std::string& cluster, const std::string& base);
+
+}  // namespace steward

@@ -1,0 +1,219 @@
+#include "backup/delta_writer.h"
+
+#include <algorithm>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "backup/delta.h"
+#include "backup/pipeline.h"
+#include "backup/scheduler.h"
+#include "common/status.h"
+#include "etcd/keys.h"
+#include "spdlog/spdlog.h"
+
+namespace steward {
+namespace {
+
+constexpr std::chrono::seconds kOpenTimeout{5};
+// How often a leader with changes to store asks the store whether a newer full backup exists.
+constexpr std::chrono::seconds kBaseCheckEvery{30};
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The newest complete backup of the cluster `cluster_id`, if any.
+absl::StatusOr<std::optional<BackupMeta>> NewestBase(BackupStore& store, const std::string& cluster,
+                                                     uint64_t cluster_id) {
+  auto listed = ListBackups(store, cluster);
+  if (!listed.ok()) return listed.status();
+  for (const auto& b : *listed) {
+    if (b.meta && b.meta->cluster_id == cluster_id) return b.meta;
+  }
+  return std::optional<BackupMeta>();
+}
+
+}  // namespace
+
+DeltaWriter::DeltaWriter(const Config& config, BackupStore* store, EtcdApi* etcd,
+                         std::function<bool()> leading)
+    : config_(config), store_(store), etcd_(etcd), leading_(std::move(leading)) {}
+
+void DeltaWriter::Stop() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stopping_ = true;
+  if (watch_ != nullptr) watch_->Cancel();
+  wake_.notify_all();
+}
+
+std::string DeltaWriter::status() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return status_;
+}
+
+void DeltaWriter::SetStatus(std::string s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  status_ = std::move(s);
+}
+
+void DeltaWriter::Sleep(std::chrono::milliseconds d) {
+  std::unique_lock<std::mutex> lock(mu_);
+  wake_.wait_for(lock, d, [this] { return stopping_; });
+}
+
+bool DeltaWriter::Keep(const std::string& key) const {
+  const std::string reserved = ReservedPrefix(config_);
+  if (!absl::StartsWith(key, reserved)) return true;
+  return key == SpecKey(config_) || key == MaintenanceKey(config_.cluster.name);
+}
+
+void DeltaWriter::Run() {
+  const auto interval = config_.backup.delta_interval;
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return;
+    }
+    if (!leading_()) {
+      SetStatus("not leading");
+      Sleep(interval);
+      continue;
+    }
+    absl::Status s = Session();
+    if (!s.ok()) {
+      spdlog::warn("delta backups: {}; starting again from the store in {}s", s.message(),
+                   std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::seconds>(
+                                            interval).count()));
+      SetStatus(absl::StrCat("interrupted: ", s.message()));
+    }
+    Sleep(interval);
+  }
+}
+
+absl::Status DeltaWriter::Session() {
+  const auto interval = config_.backup.delta_interval;
+  uint64_t cluster_id = 0;
+  if (auto members = etcd_->MemberList(&cluster_id); !members.ok()) return members.status();
+  auto base = NewestBase(*store_, config_.cluster.name, cluster_id);
+  if (!base.ok()) return Annotate(base.status(), "finding the full backup to follow");
+  if (!base->has_value()) {
+    SetStatus("waiting for a full backup of this cluster");
+    return absl::OkStatus();
+  }
+  const BackupMeta& b = **base;
+  auto chain = ListDeltaChain(*store_, b);
+  if (!chain.ok()) return chain.status();
+  if (!chain->stopped.empty()) {
+    // What follows a gap cannot be applied; the chain goes on from where it is whole.
+    spdlog::warn("delta backups of {}: {}; going on from revision {}", b.name, chain->stopped,
+                 chain->end_revision);
+  }
+  int64_t cursor = chain->end_revision;
+  auto opened = etcd_->WatchRange(std::string(1, '\0'), std::string(1, '\0'), cursor,
+                                  kOpenTimeout);
+  if (!opened.ok()) {
+    if (absl::IsOutOfRange(opened.status())) {
+      spdlog::warn("delta backups: etcd no longer holds the changes after revision {} ({}); "
+                   "taking a full backup to start a new chain from",
+                   cursor, opened.status().message());
+      auto taken = BackupAndPrune(config_, *store_, *etcd_, config_.node.name);
+      if (!taken.ok()) return Annotate(taken.status(), "the full backup after a compaction");
+      return absl::OkStatus();
+    }
+    return Annotate(opened.status(), "watching the keyspace");
+  }
+  std::shared_ptr<KeyWatch> watch = std::move(*opened);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return absl::OkStatus();
+    watch_ = watch;
+  }
+  struct Unset {
+    DeltaWriter* w;
+    ~Unset() {
+      std::lock_guard<std::mutex> lock(w->mu_);
+      w->watch_.reset();
+    }
+  } unset{this};
+  spdlog::info("delta backups: following backup {} from revision {}", b.name, cursor);
+  SetStatus(absl::StrCat("backup ", b.name, " + ", chain->deltas.size(), " delta(s), to revision ",
+                         cursor));
+
+  backup::DeltaChunk pending;
+  size_t pending_bytes = 0;
+  auto reset = [&] {
+    pending.Clear();
+    pending.set_cluster(b.cluster);
+    pending.set_cluster_id(b.cluster_id);
+    pending.set_base(b.name);
+    pending.set_from_revision(cursor);
+    pending_bytes = 0;
+  };
+  reset();
+  int64_t stored = chain->deltas.size();
+  auto flush = [&]() -> absl::Status {
+    if (pending.revisions().empty()) return absl::OkStatus();
+    pending.set_to_revision(cursor);
+    auto m = WriteDelta(*store_, pending, config_.node.name);
+    if (!m.ok()) return m.status();
+    ++stored;
+    spdlog::debug("delta backups: stored {} ({} events)", m->name, m->events);
+    SetStatus(absl::StrCat("backup ", b.name, " + ", stored, " delta(s), to revision ", cursor));
+    reset();
+    return absl::OkStatus();
+  };
+  auto next_flush = std::chrono::steady_clock::now() + interval;
+  auto next_base_check = std::chrono::steady_clock::now() + kBaseCheckEvery;
+  while (leading_()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return absl::OkStatus();
+    }
+    const auto now = std::chrono::steady_clock::now();
+    const auto wait = std::max<std::chrono::milliseconds>(
+        std::chrono::milliseconds(1),
+        std::chrono::duration_cast<std::chrono::milliseconds>(next_flush - now));
+    auto events = watch->Wait(pending.revisions().empty() ? interval : wait);
+    if (!events.ok()) {
+      // Whatever was received is history all the same: keep it before starting again.
+      (void)flush();
+      return Annotate(events.status(), "the watch ended");
+    }
+    for (auto& e : *events) {
+      const int64_t rev = e.kv().mod_revision();
+      if (rev <= cursor) continue;  // cannot happen on one stream; never store twice
+      if (Keep(e.kv().key())) {
+        if (pending.revisions().empty() ||
+            pending.revisions(pending.revisions_size() - 1).revision() != rev) {
+          auto* r = pending.add_revisions();
+          r->set_revision(rev);
+          r->set_unix_ms(NowMs());
+        }
+        pending_bytes += e.kv().key().size() + e.kv().value().size() + 32;
+        *pending.mutable_revisions(pending.revisions_size() - 1)->add_events() = std::move(e);
+      }
+      // etcd sends a revision's events together: the cursor is a whole revision.
+      cursor = std::max(cursor, rev);
+    }
+    const bool due = std::chrono::steady_clock::now() >= next_flush;
+    if ((due || pending_bytes >= kMaxPendingBytes) && !pending.revisions().empty()) {
+      if (std::chrono::steady_clock::now() >= next_base_check) {
+        next_base_check = std::chrono::steady_clock::now() + kBaseCheckEvery;
+        auto newest = NewestBase(*store_, config_.cluster.name, b.cluster_id);
+        if (newest.ok() && newest->has_value() && (*newest)->name != b.name) {
+          if (absl::Status s = flush(); !s.ok()) return s;
+          spdlog::info("delta backups: backup {} is newer; following it", (*newest)->name);
+          return absl::OkStatus();
+        }
+      }
+      if (absl::Status s = flush(); !s.ok()) return s;
+    }
+    if (due) next_flush = std::chrono::steady_clock::now() + interval;
+  }
+  // No longer leading: the next leader goes on from what is stored.
+  return flush();
+}
+
+}  // namespace steward

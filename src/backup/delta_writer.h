@@ -1,0 +1,65 @@
+// The steward leader's delta backups (backup/delta.h): one watch on the whole keyspace from
+// the end of the newest full backup's chain, and every backup.delta_interval (or once the
+// pending changes pass a size bound) a delta of what came, stored with BackupStore.
+//
+// - A new leader resumes where the store's chain ends: etcd still holds that history (unless
+//   compacted), so nothing is skipped and nothing stored twice.
+// - A newer full backup moves the chain to it (the old chain is finished first).
+// - A start revision etcd has compacted cannot be watched from: a full backup is taken, logged,
+//   and the chain starts again from it.
+// - The agents' own keys under the reserved prefix are left out, except the operator's
+//   (the spec and the maintenance document): a restore writes the rest anew.
+//
+// Run() is the body of one thread; Stop() and status() are thread-safe.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "absl/status/status.h"
+#include "backup/store.h"
+#include "config/config.h"
+#include "etcd/api.h"
+
+namespace steward {
+
+class DeltaWriter {
+ public:
+  // `leading`: whether this agent leads now. `etcd` must be thread-safe.
+  DeltaWriter(const Config& config, BackupStore* store, EtcdApi* etcd,
+              std::function<bool()> leading);
+
+  // Until Stop(): while leading, keeps the chain going; otherwise looks again every interval.
+  void Run();
+  void Stop();
+  // One line for logs and status: how far the chain reaches, or why it does not.
+  std::string status() const;
+
+  // The pending changes are stored once they pass this many bytes, whatever the interval.
+  static constexpr size_t kMaxPendingBytes = 8u << 20;
+
+ private:
+  // One leadership's worth: returns when leadership or the watch ends, or on an error.
+  absl::Status Session();
+  bool Keep(const std::string& key) const;
+  void SetStatus(std::string s);
+  void Sleep(std::chrono::milliseconds d);
+
+  const Config& config_;
+  BackupStore* store_;
+  EtcdApi* etcd_;
+  std::function<bool()> leading_;
+
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::shared_ptr<KeyWatch> watch_;  // the open watch, for Stop()
+  std::string status_ = "not leading";
+};
+
+}  // namespace steward

@@ -1,0 +1,203 @@
+// Delta backups (backup/delta.h): the chain, the object checks, the restore point, and the
+// replay's transactions — on a file store, without etcd.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "backup/delta.h"
+#include "backup/store.h"
+#include "reconcile/restore.h"
+
+namespace steward {
+namespace {
+
+namespace fs = std::filesystem;
+
+BackupMeta Base(int64_t revision) {
+  BackupMeta b;
+  b.name = "20261127T080000Z-" + std::string(20 - std::to_string(revision).size(), '0') +
+           std::to_string(revision);
+  b.cluster = "demo";
+  b.cluster_id = 0xabcdef0123456789ULL;
+  b.revision = revision;
+  return b;
+}
+
+DeltaMeta Meta(const BackupMeta& b, int64_t from, int64_t to) {
+  DeltaMeta m;
+  m.name = DeltaName(from, to);
+  m.cluster = b.cluster;
+  m.cluster_id = b.cluster_id;
+  m.base = b.name;
+  m.from_revision = from;
+  m.to_revision = to;
+  return m;
+}
+
+TEST(DeltaChainTest, FollowsContiguousDeltasAndTakesTheFurthestOfOverlaps) {
+  const BackupMeta b = Base(100);
+  // Two writers for a moment stored (110, 120] and (110, 125]: both are the same history.
+  auto chain = BuildDeltaChain(b, {Meta(b, 125, 130), Meta(b, 100, 110), Meta(b, 110, 120),
+                                   Meta(b, 110, 125)});
+  ASSERT_EQ(chain.deltas.size(), 3u);
+  EXPECT_EQ(chain.deltas[0].name, DeltaName(100, 110));
+  EXPECT_EQ(chain.deltas[1].name, DeltaName(110, 125));
+  EXPECT_EQ(chain.deltas[2].name, DeltaName(125, 130));
+  EXPECT_EQ(chain.end_revision, 130);
+  EXPECT_EQ(chain.stopped, "");
+}
+
+TEST(DeltaChainTest, StopsAtAGapAndIgnoresOtherClustersDeltas) {
+  const BackupMeta b = Base(100);
+  DeltaMeta foreign = Meta(b, 110, 140);
+  foreign.cluster_id = 1;  // a restored cluster's history is another history
+  auto chain = BuildDeltaChain(b, {Meta(b, 100, 110), foreign, Meta(b, 115, 120)});
+  ASSERT_EQ(chain.deltas.size(), 1u);
+  EXPECT_EQ(chain.end_revision, 110);
+  EXPECT_NE(chain.stopped.find("no delta starts at revision 110, the next one starts at 115"),
+            std::string::npos)
+      << chain.stopped;
+  EXPECT_NE(chain.stopped.find("another cluster"), std::string::npos) << chain.stopped;
+
+  auto none = BuildDeltaChain(b, {});
+  EXPECT_TRUE(none.deltas.empty());
+  EXPECT_EQ(none.end_revision, 100);
+  EXPECT_EQ(none.stopped, "");
+}
+
+TEST(DeltaMetaTest, RoundTripsAndRefusesANameThatDisagreesWithItsRevisions) {
+  const BackupMeta b = Base(7);
+  DeltaMeta m = Meta(b, 7, 9);
+  m.sha256 = std::string(64, 'a');
+  m.events = 3;
+  m.first_unix_ms = 1764230400123;
+  auto back = DeltaMetaFromJson(DeltaMetaToJson(m).dump());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->cluster_id, m.cluster_id);
+  EXPECT_EQ(back->first_unix_ms, m.first_unix_ms);
+  EXPECT_EQ(back->events, 3);
+  auto j = DeltaMetaToJson(m);
+  j["to_revision"] = 10;
+  EXPECT_FALSE(DeltaMetaFromJson(j.dump()).ok());
+  EXPECT_FALSE(DeltaMetaFromJson("not json").ok());
+}
+
+class DeltaStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() / ("steward-delta-" + std::to_string(getpid()));
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+    store_ = NewFileStore(root_.string());
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  // A delta of (from, to] with one put of key k<rev> = v<rev> per revision in `revs`.
+  DeltaMeta Write(const BackupMeta& b, int64_t from, int64_t to, std::vector<int64_t> revs,
+                  int64_t t0_ms = 1764230400000) {
+    backup::DeltaChunk c;
+    c.set_cluster(b.cluster);
+    c.set_cluster_id(b.cluster_id);
+    c.set_base(b.name);
+    c.set_from_revision(from);
+    c.set_to_revision(to);
+    for (int64_t r : revs) {
+      auto* rev = c.add_revisions();
+      rev->set_revision(r);
+      rev->set_unix_ms(t0_ms + r * 1000);
+      auto* e = rev->add_events();
+      e->mutable_kv()->set_key("k" + std::to_string(r));
+      e->mutable_kv()->set_value("v" + std::to_string(r));
+      e->mutable_kv()->set_mod_revision(r);
+    }
+    auto m = WriteDelta(*store_, c, "n1");
+    EXPECT_TRUE(m.ok()) << m.status();
+    return m.ok() ? *m : DeltaMeta{};
+  }
+
+  fs::path root_;
+  std::unique_ptr<BackupStore> store_;
+};
+
+TEST_F(DeltaStoreTest, WrittenDeltasReadBackAndFormTheRestorePoint) {
+  const BackupMeta b = Base(100);
+  Write(b, 100, 103, {101, 103});
+  Write(b, 103, 110, {104, 108});
+  auto chain = ListDeltaChain(*store_, b);
+  ASSERT_TRUE(chain.ok()) << chain.status();
+  ASSERT_EQ(chain->deltas.size(), 2u);
+  EXPECT_EQ(chain->end_revision, 110);
+
+  auto chunk = ReadDelta(*store_, chain->deltas[1]);
+  ASSERT_TRUE(chunk.ok()) << chunk.status();
+  ASSERT_EQ(chunk->revisions_size(), 2);
+  EXPECT_EQ(chunk->revisions(1).events(0).kv().value(), "v108");
+
+  auto all = FindRestorePoint(*store_, b);
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->revision, 108);  // the last revision that holds a change
+  EXPECT_EQ(all->deltas, 2);
+  EXPECT_EQ(all->stopped, "");
+  auto mid = FindRestorePoint(*store_, b, /*to_revision=*/104);
+  ASSERT_TRUE(mid.ok());
+  EXPECT_EQ(mid->revision, 104);
+  auto by_time = FindRestorePoint(*store_, b, 0, /*to_unix_ms=*/1764230400000 + 103 * 1000);
+  ASSERT_TRUE(by_time.ok());
+  EXPECT_EQ(by_time->revision, 103);
+
+  std::vector<int64_t> seen;
+  ASSERT_TRUE(ForEachDeltaRevision(*store_, b, 104, [&](const backup::DeltaRevision& r) {
+                seen.push_back(r.revision());
+                return absl::OkStatus();
+              }).ok());
+  EXPECT_EQ(seen, (std::vector<int64_t>{101, 103, 104}));
+  EXPECT_FALSE(ForEachDeltaRevision(*store_, b, 111, [](const backup::DeltaRevision&) {
+                 return absl::OkStatus();
+               }).ok())
+      << "a point past the chain's end must be refused";
+
+  ASSERT_TRUE(DeleteDeltas(*store_, "demo", b.name).ok());
+  auto gone = ListDeltaChain(*store_, b);
+  ASSERT_TRUE(gone.ok());
+  EXPECT_TRUE(gone->deltas.empty());
+}
+
+TEST_F(DeltaStoreTest, ATamperedDeltaStopsTheRestorePointBeforeIt) {
+  const BackupMeta b = Base(100);
+  Write(b, 100, 102, {101, 102});
+  DeltaMeta second = Write(b, 102, 105, {104});
+  Write(b, 105, 107, {106});
+  // Flip a byte of the middle object.
+  const fs::path object = root_ / DeltaObjectKey("demo", b.name, second.name);
+  std::string bytes;
+  {
+    std::ifstream in(object, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  ASSERT_FALSE(bytes.empty());
+  bytes[bytes.size() / 2] ^= 0x40;
+  std::ofstream(object, std::ios::binary | std::ios::trunc) << bytes;
+
+  auto read = ReadDelta(*store_, second);
+  EXPECT_TRUE(absl::IsDataLoss(read.status())) << read.status();
+  auto p = FindRestorePoint(*store_, b);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->revision, 102) << "the restore stops at the last good point";
+  EXPECT_EQ(p->deltas, 1);
+  EXPECT_NE(p->stopped.find("sha256"), std::string::npos) << p->stopped;
+  EXPECT_FALSE(ForEachDeltaRevision(*store_, b, 106, [](const backup::DeltaRevision&) {
+                 return absl::OkStatus();
+               }).ok());
+
+  // A missing delta in the middle: the chain itself ends there.
+  fs::remove(root_ / DeltaMetaKey("demo", b.name, second.name));
+  auto chain = ListDeltaChain(*store_, b);
+  ASSERT_TRUE(chain.ok());
+  EXPECT_EQ(chain->end_revision, 102);
+  EXPECT_NE(chain->stopped.find("starts at 105"), std::string::npos) << chain->stopped;
+}
+
+}  // namespace
+}  // namespace steward
