@@ -18,6 +18,7 @@
 #include "ctl/status.h"
 #include "etcd/client.h"
 #include "nlohmann/json.hpp"
+#include "backup/delta.h"
 #include "backup/layout.h"
 #include "backup/open.h"
 #include "backup/pipeline.h"
@@ -223,6 +224,13 @@ int RunListBackups(const Common& c) {
   const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
+  // Each backup's delta chain, as the deltas' metas say (the objects are checked on restore).
+  std::map<std::string, DeltaChain> chains;
+  for (const auto& b : *listed) {
+    if (!b.meta) continue;
+    auto chain = ListDeltaChain(*w.store, *b.meta);
+    if (chain.ok()) chains[b.name] = *std::move(chain);
+  }
   if (c.output == "json") {
     nlohmann::json j = nlohmann::json::array();
     for (const auto& b : *listed) {
@@ -230,6 +238,13 @@ int RunListBackups(const Common& c) {
         nlohmann::json m = MetaToJson(*b.meta);
         m["complete"] = true;
         m["time_in_future"] = BackupTimeInFuture(*b.meta, now);
+        if (auto it = chains.find(b.name); it != chains.end()) {
+          const DeltaChain& ch = it->second;
+          m["deltas"] = {{"count", ch.deltas.size()},
+                         {"to_revision", ch.end_revision},
+                         {"last_unix_ms", ch.deltas.empty() ? 0 : ch.deltas.back().last_unix_ms},
+                         {"stopped", ch.stopped}};
+        }
         j.push_back(m);
       } else {
         j.push_back({{"name", b.name}, {"complete", false}, {"error", b.error}});
@@ -239,7 +254,9 @@ int RunListBackups(const Common& c) {
     return 0;
   }
   std::vector<std::vector<std::string>> rows = {
-      {"NAME", "TIME (UTC)", "GEN", "REVISION", "SIZE", "COMPRESSED", "ETCD", "FROM", "NOTE"}};
+      {"NAME", "TIME (UTC)", "GEN", "REVISION", "SIZE", "COMPRESSED", "ETCD", "FROM", "DELTAS",
+       "NOTE"}};
+  std::string newest_point;
   int future = 0;
   for (const auto& b : *listed) {
     if (b.meta) {
@@ -255,12 +272,30 @@ int RunListBackups(const Common& c) {
       if (!m.encryption_key_id.empty()) {
         note += absl::StrCat(note.empty() ? "" : "; ", "encrypted (key ", m.encryption_key_id, ")");
       }
+      std::string deltas = "-";
+      if (auto it = chains.find(m.name); it != chains.end() && !it->second.deltas.empty()) {
+        const DeltaChain& ch = it->second;
+        deltas = absl::StrCat(ch.deltas.size(), " to rev ", ch.end_revision, " (",
+                              UtcTime(ch.deltas.back().last_unix_ms / 1000), ")");
+        if (!ch.stopped.empty()) {
+          note += absl::StrCat(note.empty() ? "" : "; ", "deltas stop: ", ch.stopped);
+        }
+        if (newest_point.empty()) {
+          newest_point = absl::StrCat("revision ", ch.end_revision, ", received ",
+                                      UtcTime(ch.deltas.back().last_unix_ms / 1000), " (backup ",
+                                      m.name, " + ", ch.deltas.size(), " delta(s))");
+        }
+      }
+      if (newest_point.empty()) {
+        newest_point = absl::StrCat("revision ", m.revision, ", taken ", UtcTime(m.unix_time),
+                                    " (backup ", m.name, ")");
+      }
       rows.push_back({m.name, UtcTime(m.unix_time), std::to_string(m.generation),
                       std::to_string(m.revision), HumanBytes(static_cast<int64_t>(m.db_size)),
                       HumanBytes(static_cast<int64_t>(m.compressed_size)), m.etcd_version,
-                      m.member, note});
+                      m.member, deltas, note});
     } else {
-      rows.push_back({b.name, "-", "-", "-", "-", "-", "-", "-", "(" + b.error + ")"});
+      rows.push_back({b.name, "-", "-", "-", "-", "-", "-", "-", "-", "(" + b.error + ")"});
     }
   }
   std::vector<size_t> width(rows[0].size(), 0);
@@ -277,6 +312,7 @@ int RunListBackups(const Common& c) {
   }
   std::cout << "\n" << listed->size() << " backup(s) in " << w.store->Describe()
             << ", newest first by generation and revision (not by time)\n";
+  if (!newest_point.empty()) std::cout << "newest restorable point: " << newest_point << "\n";
   if (future > 0) {
     std::cout << "warning: " << future << " backup(s) are dated in the future: the clock of "
               << "whoever took them was ahead. Their order comes from their revision.\n";
@@ -345,11 +381,44 @@ int WaitForRestore(const Config& config, BackupStore& store, const EtcdClient::O
   return 1;
 }
 
-int RunRestoreBackup(const Common& c, const std::string& name, bool yes, bool force,
-                     int wait_seconds) {
+absl::StatusOr<int64_t> ParsePointTime(const std::string& text) {
+  int64_t secs = 0;
+  if (absl::SimpleAtoi(text, &secs) && secs > 0) return secs * 1000;
+  std::tm tm{};
+  const char* end = strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+  if (end == nullptr || (std::string(end) != "Z" && std::string(end) != "+00:00")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--to-time: '", text, "' is neither UTC time like 2026-11-27T08:40:00Z nor Unix seconds"));
+  }
+  return static_cast<int64_t>(timegm(&tm)) * 1000;
+}
+
+int RunRestoreBackup(const Common& c, const std::string& name_arg, bool yes, bool force,
+                     int wait_seconds, PointInTime pit) {
   WithStore w = OpenFromConfig(c, "restore-backup");
   if (w.rc != 0) return w.rc;
   const Config& config = *w.config;
+  std::string name = name_arg;
+  if (name.empty()) {
+    // The newest complete backup at or before the point, and its deltas after it.
+    pit.deltas = true;
+    auto listed = ListBackups(*w.store, config.cluster.name);
+    if (!listed.ok()) {
+      std::cerr << "stewardctl: " << listed.status().message() << "\n";
+      return 1;
+    }
+    for (const auto& b : *listed) {
+      if (!b.meta) continue;
+      if (pit.to_revision != 0 && b.meta->revision > pit.to_revision) continue;
+      if (pit.to_unix_ms != 0 && b.meta->unix_time * 1000 > pit.to_unix_ms) continue;
+      name = b.name;
+      break;
+    }
+    if (name.empty()) {
+      std::cerr << "stewardctl: no complete backup at or before the point asked for\n";
+      return 1;
+    }
+  }
   if (config.cluster.adopt.enabled()) {
     // The agents restore only their own nodes: the members no agent manages would go on
     // running the old cluster beside the restored one.
@@ -371,11 +440,41 @@ int RunRestoreBackup(const Common& c, const std::string& name, bool yes, bool fo
   }
   if (RestoreMayBeUnderWay(*w.store, config.cluster.name)) return 1;
   if (DestroyedRefuses(*w.store, config.cluster.name)) return 1;
+  // The deltas after the backup, each read and checked, up to the point asked for.
+  RestorePoint point;
+  point.revision = meta->revision;
+  if (pit.deltas) {
+    auto found = FindRestorePoint(*w.store, *meta, pit.to_revision, pit.to_unix_ms);
+    if (!found.ok()) {
+      std::cerr << "stewardctl: reading the deltas of backup " << name << ": "
+                << found.status().message() << "\n";
+      return 1;
+    }
+    point = *found;
+    if (pit.to_revision != 0 && point.revision < pit.to_revision) {
+      // Asked for a later point than the chain proves: never restore less than asked for.
+      auto chain = ListDeltaChain(*w.store, *meta);
+      const bool chain_ends_early =
+          !point.stopped.empty() || !chain.ok() || chain->end_revision < pit.to_revision;
+      if (chain_ends_early) {
+        std::cerr << "stewardctl: refusing to restore: the deltas of backup " << name
+                  << " reach revision " << point.revision << ", not " << pit.to_revision
+                  << (point.stopped.empty() ? "" : " (" + point.stopped + ")")
+                  << ". Nothing was changed.\n";
+        return 1;
+      }
+    }
+    if (!point.stopped.empty()) {
+      std::cerr << "warning: the deltas of backup " << name << " stop at revision "
+                << point.revision << ": " << point.stopped << "\n";
+    }
+  }
   if (!yes) {
     std::cout << "This stops every etcd member of cluster " << config.cluster.name
               << " and replaces all of its data with backup " << name << " (revision "
-              << meta->revision << ", taken " << UtcTime(meta->unix_time)
-              << "). Writes since then are lost (a fresh backup is taken first).\n";
+              << meta->revision << ", taken " << UtcTime(meta->unix_time) << ")"
+              << DescribePoint(point)
+              << ". Writes since then are lost (a fresh backup is taken first).\n";
     if (!Confirmed()) {
       std::cout << "not restoring\n";
       return 1;
@@ -449,6 +548,10 @@ int RunRestoreBackup(const Common& c, const std::string& name, bool yes, bool fo
   }
   RestoreIntent intent = NewRestoreIntent(config, name, "stewardctl", *generation, bump,
                                           Clock::Real()->UnixSeconds(), RealControlEnv(config, nullptr).nonce());
+  intent.delta_to = point.deltas > 0 ? point.revision : 0;
+  if (intent.delta_to > 0) {
+    std::cerr << "restoring backup " << name << DescribePoint(point) << "\n";
+  }
   if (absl::Status s = WriteRestoreIntent(*w.store, config.cluster.name, intent); !s.ok()) {
     std::cerr << "stewardctl: recording the restore: " << s.message() << "\n";
     return 1;
@@ -738,7 +841,17 @@ int CtlMain(int argc, char** argv) {
   CLI::App* restore = app.add_subcommand(
       "restore-backup", "stop every member and restore the whole cluster from a backup");
   add_common(restore);
-  restore->add_option("name", restore_name, "the backup's name (see list-backups)")->required();
+  restore->add_option("name", restore_name,
+                      "the backup's name (see list-backups); without it, the newest backup and "
+                      "every delta stored after it");
+  int64_t to_revision = 0;
+  std::string to_time;
+  restore->add_option("--to-revision", to_revision,
+                      "replay the backup's deltas up to this revision (refused if they do not "
+                      "reach it)");
+  restore->add_option("--to-time", to_time,
+                      "replay the deltas received up to this UTC time (2026-11-27T08:40:00Z or "
+                      "Unix seconds)");
   restore->add_flag("--yes", yes, "do not ask for confirmation");
   restore->add_flag("--force", force,
                     "restore even when the safety backup of the current cluster fails");

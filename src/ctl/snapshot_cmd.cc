@@ -365,17 +365,33 @@ void AddSnapshotCommands(CLI::App& app, Common* common, Commands* commands) {
                                           "FILE, not both\n";
                              return 2;
                            }
-                           if (args->from_file.empty()) {
-                             if (name.empty()) {
-                               std::cerr << "stewardctl: restore-backup needs NAME (see "
-                                            "list-backups) or --from-file FILE\n";
+                           // A point in time: the backup's deltas, up to it.
+                           PointInTime pit;
+                           if (restore->get_option("--to-revision")->count() > 0) {
+                             pit.to_revision = restore->get_option("--to-revision")->as<int64_t>();
+                           }
+                           if (restore->get_option("--to-time")->count() > 0) {
+                             auto t = ParsePointTime(
+                                 restore->get_option("--to-time")->as<std::string>());
+                             if (!t.ok()) {
+                               std::cerr << "stewardctl: " << t.status().message() << "\n";
                                return 2;
                              }
+                             pit.to_unix_ms = *t;
+                           }
+                           pit.deltas = pit.to_revision != 0 || pit.to_unix_ms != 0;
+                           if (args->from_file.empty()) {
                              if (args->skip_hash_check) {
                                std::cerr << "stewardctl: --skip-hash-check goes with --from-file\n";
                                return 2;
                              }
-                             return RunRestoreBackup(*common, name, yes, force, wait);
+                             // No name: the newest backup and every delta after it.
+                             return RunRestoreBackup(*common, name, yes, force, wait, pit);
+                           }
+                           if (pit.deltas) {
+                             std::cerr << "stewardctl: --to-revision and --to-time go with a "
+                                          "stored backup, not --from-file\n";
+                             return 2;
                            }
                            return RunRestoreFromFile(*common, args->from_file,
                                                      args->skip_hash_check, yes, force, wait);

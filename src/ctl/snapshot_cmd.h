@@ -7,6 +7,7 @@
 #pragma once
 
 #include "CLI/CLI.hpp"
+#include "absl/status/statusor.h"
 #include "ctl/common.h"
 
 namespace steward {
@@ -20,8 +21,17 @@ void AddSnapshotCommands(CLI::App& app, Common* common, Commands* commands);
 int RunRestoreFromFile(const Common& c, const std::string& file, bool skip_hash_check, bool yes,
                        bool force, int wait_seconds);
 
-// The named restore (ctl.cc): verify, safety backup, intent, wait.
+// Where restore-backup stops replaying deltas (0: no limit).
+struct PointInTime {
+  int64_t to_revision = 0;
+  int64_t to_unix_ms = 0;
+  bool deltas = false;  // replay the backup's deltas (up to the limits, else to their end)
+};
+// The named restore (ctl.cc): verify, safety backup, intent, wait. An empty `name`: the newest
+// backup at or before the point, with its deltas.
 int RunRestoreBackup(const Common& c, const std::string& name, bool yes, bool force,
-                     int wait_seconds);
+                     int wait_seconds, PointInTime point = {});
+// "2026-11-27T08:40:00Z" or Unix seconds, as ms since the epoch.
+absl::StatusOr<int64_t> ParsePointTime(const std::string& text);
 
 }  // namespace steward

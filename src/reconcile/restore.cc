@@ -39,6 +39,7 @@ absl::StatusOr<std::optional<RestoreIntent>> ReadRestoreIntent(BackupStore& stor
     r.ordered = j.value("ordered", false);
     r.generation = j.value("generation", int64_t{1});
     r.bump_revision = j.value("bump_revision", int64_t{0});
+    r.delta_to = j.value("delta_to", int64_t{0});
     r.cancelled = j.value("cancelled", false);
     r.cancel_reason = j.value("cancel_reason", "");
     r.created_at = j.value("created_at", int64_t{0});
@@ -59,6 +60,7 @@ absl::Status WriteRestoreIntent(BackupStore& store, const std::string& cluster,
                       {"token", r.token},   {"requested_by", r.requested_by},
                       {"generation", r.generation},
                       {"bump_revision", r.bump_revision},
+                      {"delta_to", r.delta_to},
                       {"done", r.done},     {"settled", r.settled},
                       {"ordered", r.ordered},
                       {"created_at", r.created_at},
@@ -367,6 +369,66 @@ bool RestoreCoordinator::WaitForLeader(EtcdApi& etcd, std::chrono::seconds bound
   return false;
 }
 
+absl::StatusOr<RestorePoint> RestoreCoordinator::DeltaPointFor(const std::string& backup) {
+  auto text = store_->Get(MetaKey(config_.cluster.name, backup));
+  if (!text.ok()) return text.status();
+  auto meta = MetaFromJson(*text);
+  if (!meta.ok()) return meta.status();
+  auto point = FindRestorePoint(*store_, *meta);
+  if (point.ok() && !point->stopped.empty()) {
+    spdlog::error("restore: the deltas of backup {} stop at revision {}: {}", backup,
+                  point->revision, point->stopped);
+  }
+  return point;
+}
+
+std::string DescribePoint(const RestorePoint& p) {
+  if (p.deltas == 0) return "";
+  return absl::StrCat(" + ", p.deltas, " delta(s), to revision ", p.revision,
+                      p.stopped.empty() ? "" : absl::StrCat(" (the deltas stop there: ", p.stopped, ")"));
+}
+
+absl::Status ReplayDeltas(BackupStore& store, const std::string& cluster, const std::string& backup,
+                          int64_t to_revision, EtcdApi& etcd, int64_t* replayed) {
+  auto text = store.Get(MetaKey(cluster, backup));
+  if (!text.ok()) return Annotate(text.status(), "reading the backup's meta.json");
+  auto meta = MetaFromJson(*text);
+  if (!meta.ok()) return meta.status();
+  // etcd takes at most 128 operations (--max-txn-ops) and 1.5 MiB per request: a revision
+  // with more goes in several transactions; nobody sees the cluster before it is settled.
+  constexpr int kMaxOps = 100;
+  constexpr size_t kMaxBytes = 1u << 20;
+  return ForEachDeltaRevision(store, *meta, to_revision, [&](const backup::DeltaRevision& r) {
+    etcdserverpb::TxnRequest txn;
+    size_t bytes = 0;
+    auto send = [&]() -> absl::Status {
+      if (txn.success_size() == 0) return absl::OkStatus();
+      auto done = etcd.Txn(txn);
+      if (!done.ok()) return Annotate(done.status(), absl::StrCat("replaying revision ", r.revision()));
+      txn.Clear();
+      bytes = 0;
+      return absl::OkStatus();
+    };
+    for (const auto& e : r.events()) {
+      if (txn.success_size() >= kMaxOps || bytes + e.kv().key().size() + e.kv().value().size() > kMaxBytes) {
+        if (absl::Status s = send(); !s.ok()) return s;
+      }
+      // A key under a lease goes with it: the restore revokes every lease, as for the backup.
+      if (e.type() == etcdserverpb::Event::PUT && e.kv().lease() == 0) {
+        auto* put = txn.add_success()->mutable_request_put();
+        put->set_key(e.kv().key());
+        put->set_value(e.kv().value());
+      } else {
+        txn.add_success()->mutable_request_delete_range()->set_key(e.kv().key());
+      }
+      bytes += e.kv().key().size() + e.kv().value().size();
+    }
+    if (absl::Status s = send(); !s.ok()) return s;
+    ++*replayed;
+    return absl::OkStatus();
+  });
+}
+
 absl::Status RestoreCoordinator::Settle(const RestoreIntent& intent, EtcdApi& fenced) {
   // A lease in the backup still names the holder of a lock or a leader key at the moment of
   // the backup, and a client that kept its lease ID would keep that lock alive after the
@@ -384,6 +446,18 @@ absl::Status RestoreCoordinator::Settle(const RestoreIntent& intent, EtcdApi& fe
   if (!leases->empty()) {
     spdlog::info("restore {}: revoked {} lease(s) that came with the backup (their keys are "
                  "deleted)", intent.id, leases->size());
+  }
+  // The changes stored after the backup, in order. Replaying them again after an interrupted
+  // settle leaves the same state: every key they touch ends as its last change says.
+  if (intent.delta_to > 0) {
+    int64_t replayed = 0;
+    if (absl::Status s = ReplayDeltas(*store_, config_.cluster.name, intent.backup,
+                                      intent.delta_to, fenced, &replayed);
+        !s.ok()) {
+      return Annotate(s, "replaying the deltas");
+    }
+    spdlog::info("restore {}: replayed {} revision(s) of deltas after backup {}, to revision {}",
+                 intent.id, replayed, intent.backup, intent.delta_to);
   }
   if (absl::Status s = fenced.Put(EtcdGenerationKey(config_.cluster.name),
                                   absl::StrCat(intent.generation));
@@ -477,10 +551,18 @@ void RestoreCoordinator::Pass() {
       break;
     }
   }
+  // The deltas stored after it, each read and checked: what the restore replays.
+  auto point = DeltaPointFor(*backup);
+  if (!point.ok()) {
+    Note(absl::StrCat("cannot read the deltas of backup ", *backup, ": ",
+                      point.status().message(), "; waiting"));
+    return;
+  }
   RestoreIntent fresh = NewRestoreIntent(config_, *backup, "auto", *generation, *bump,
                                          env_.clock->UnixSeconds(), env_.nonce());
-  spdlog::warn("restore: {}; restoring the newest valid backup {} (restore {})", d.reason,
-               *backup, fresh.id);
+  fresh.delta_to = point->deltas > 0 ? point->revision : 0;
+  spdlog::warn("restore: {}; restoring the newest valid backup {}{} (restore {})", d.reason,
+               *backup, DescribePoint(*point), fresh.id);
   if (absl::Status s = WriteRestoreIntent(*store_, config_.cluster.name, fresh); !s.ok()) {
     Note(absl::StrCat("cannot record the restore intent: ", s.message()));
     return;

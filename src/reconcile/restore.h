@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "backup/delta.h"
 #include "backup/layout.h"
 #include "backup/store.h"
 #include "common/status.h"
@@ -48,6 +49,10 @@ struct RestoreIntent {
   int64_t generation = 1;
   // How far each member raises the restored revision (RevisionBump); the same on every node.
   int64_t bump_revision = 0;
+  // The revision the backup's deltas (backup/delta.h) are replayed to while fenced; 0 or the
+  // backup's own revision: none. Chosen, and every delta up to it checked, before the intent
+  // is written: every coordinator replays the same.
+  int64_t delta_to = 0;
   // The restored cluster's leases are revoked and its generation recorded (while fenced); from
   // here on members are unfenced, and nothing may revoke leases again.
   bool settled = false;
@@ -73,6 +78,14 @@ RestoreIntent NewRestoreIntent(const Config& config, const std::string& backup,
 // The highest revision the cluster was seen to serve, kept in the store by the leader:
 //   <cluster>/control/revision.json  {"revision": R, "updated_at": <unix seconds>}
 // 0 when nothing is recorded.
+// Replays the deltas of `backup` (backup/delta.h) up to `to_revision` onto `etcd`, one
+// transaction per revision (split when etcd's request limits need it); keys put under a lease
+// are deleted instead. `replayed` counts the revisions.
+absl::Status ReplayDeltas(BackupStore& store, const std::string& cluster, const std::string& backup,
+                          int64_t to_revision, EtcdApi& etcd, int64_t* replayed);
+// " + N delta(s), to revision R" for a log line ("" without deltas).
+std::string DescribePoint(const RestorePoint& p);
+
 absl::StatusOr<int64_t> ReadHighestRevision(BackupStore& store, const std::string& cluster);
 absl::Status WriteHighestRevision(BackupStore& store, const std::string& cluster, int64_t revision,
                                   int64_t now_unix);
@@ -145,6 +158,8 @@ class RestoreCoordinator {
   std::optional<std::string> NewestValidBackup();
   // RevisionBump for restoring `backup`, from its meta.json and the store's revision record.
   absl::StatusOr<int64_t> BumpFor(const std::string& backup);
+  // Where the deltas of `backup` let a restore reach (every one up to there checked).
+  absl::StatusOr<RestorePoint> DeltaPointFor(const std::string& backup);
   std::map<std::string, peer::NodeState> States();
   void Note(const std::string& msg);
 

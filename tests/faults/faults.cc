@@ -302,7 +302,9 @@ std::string FaultRig::RestoredBackupRevision(int64_t* revision) const {
   if (!listed.ok()) return std::string(listed.status().message());
   for (const auto& b : *listed) {
     if (b.name == (*intent)->backup && b.meta) {
-      *revision = b.meta->revision;
+      // With delta backups the restore reaches past the full backup: every write up to there
+      // must be back.
+      *revision = std::max(b.meta->revision, (*intent)->delta_to);
       return "";
     }
   }

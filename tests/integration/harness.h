@@ -133,6 +133,9 @@ class TestCluster {
 // file store under the test's temp dir (ROOT is replaced by it).
 inline constexpr char kFastLeader[] = "  leader_lease_ttl: 2s\n  reconcile_interval: 300ms\n";
 inline constexpr char kFileBackup[] = "backup:\n  store: file://ROOT/backups\n  interval: 1h\n";
+// The same without delta backups: a restore after total loss is the full backup alone.
+inline constexpr char kFileBackupNoDeltas[] =
+    "backup:\n  store: file://ROOT/backups\n  interval: 1h\n  delta_interval: 0s\n";
 
 // Helpers shared by the backup and safety tests.
 // Puts k=v through any node, retried (bounded: 15 s); a failure is a test failure.
