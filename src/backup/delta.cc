@@ -24,11 +24,12 @@ constexpr char kMetaSuffix[] = ".json";
 
 std::string Hex(const std::string& raw) { return absl::BytesToHexString(raw); }
 
+// "<from>-<to>-<node>": the writer's name keeps two leaders of a moment from writing one key.
 absl::StatusOr<std::pair<int64_t, int64_t>> ParseDeltaName(const std::string& name) {
-  auto dash = name.find('-');
   int64_t from = 0, to = 0;
-  if (dash != 20 || name.size() != 41 || !absl::SimpleAtoi(name.substr(0, 20), &from) ||
-      !absl::SimpleAtoi(name.substr(21), &to) || from < 0 || to <= from) {
+  if (name.size() < 43 || name[20] != '-' || name[41] != '-' ||
+      !absl::SimpleAtoi(name.substr(0, 20), &from) ||
+      !absl::SimpleAtoi(name.substr(21, 20), &to) || from < 0 || to <= from) {
     return absl::InvalidArgumentError(absl::StrCat("not a delta name: ", name));
   }
   return std::make_pair(from, to);
@@ -39,8 +40,8 @@ absl::StatusOr<std::pair<int64_t, int64_t>> ParseDeltaName(const std::string& na
 std::string DeltasPrefix(const std::string& cluster, const std::string& base) {
   return absl::StrCat(cluster, "/deltas/", base, "/");
 }
-std::string DeltaName(int64_t from_revision, int64_t to_revision) {
-  return absl::StrFormat("%020d-%020d", from_revision, to_revision);
+std::string DeltaName(int64_t from_revision, int64_t to_revision, const std::string& node) {
+  return absl::StrFormat("%020d-%020d-%s", from_revision, to_revision, node);
 }
 std::string DeltaObjectKey(const std::string& cluster, const std::string& base,
                            const std::string& name) {
@@ -126,7 +127,7 @@ absl::StatusOr<DeltaMeta> WriteDelta(BackupStore& store, const backup::DeltaChun
   packed.resize(n);
 
   DeltaMeta m;
-  m.name = DeltaName(chunk.from_revision(), chunk.to_revision());
+  m.name = DeltaName(chunk.from_revision(), chunk.to_revision(), node);
   m.cluster = chunk.cluster();
   m.cluster_id = chunk.cluster_id();
   m.base = chunk.base();
@@ -221,28 +222,41 @@ DeltaChain BuildDeltaChain(const BackupMeta& base, const std::vector<DeltaMeta>&
                            const std::vector<std::string>& unreadable) {
   DeltaChain chain;
   chain.end_revision = base.revision;
-  // By start: at each step the one that reaches furthest (overlaps from two writers at once
-  // cover the same history).
-  std::map<int64_t, const DeltaMeta*> furthest;
+  // Two leaders of a moment may store overlapping deltas that start at different revisions:
+  // both hold the same history, so at each step any delta that covers the revision after the
+  // chain's end will do, and the one that reaches furthest is taken. Readers skip the
+  // revisions it repeats.
+  std::vector<const DeltaMeta*> ours;
   std::vector<std::string> foreign;
   for (const DeltaMeta& m : metas) {
     if (m.cluster != base.cluster || m.cluster_id != base.cluster_id || m.base != base.name) {
       foreign.push_back(m.name);
       continue;
     }
-    auto& slot = furthest[m.from_revision];
-    if (slot == nullptr || m.to_revision > slot->to_revision) slot = &m;
+    ours.push_back(&m);
   }
   while (true) {
-    auto it = furthest.find(chain.end_revision);
-    if (it == furthest.end()) break;
-    chain.deltas.push_back(*it->second);
-    chain.end_revision = it->second->to_revision;
+    const DeltaMeta* next = nullptr;
+    for (const DeltaMeta* m : ours) {
+      if (m->from_revision <= chain.end_revision && m->to_revision > chain.end_revision &&
+          (next == nullptr || m->to_revision > next->to_revision)) {
+        next = m;
+      }
+    }
+    if (next == nullptr) break;
+    chain.deltas.push_back(*next);
+    chain.end_revision = next->to_revision;
   }
-  auto later = furthest.upper_bound(chain.end_revision);
-  if (later != furthest.end()) {
-    chain.stopped = absl::StrCat("no delta starts at revision ", chain.end_revision,
-                                 ", the next one starts at ", later->first);
+  int64_t next_start = 0;
+  for (const DeltaMeta* m : ours) {
+    if (m->from_revision > chain.end_revision &&
+        (next_start == 0 || m->from_revision < next_start)) {
+      next_start = m->from_revision;
+    }
+  }
+  if (next_start != 0) {
+    chain.stopped = absl::StrCat("no delta covers revision ", chain.end_revision + 1,
+                                 ", the next one starts at ", next_start);
   }
   if (!unreadable.empty()) {
     absl::StrAppend(&chain.stopped, chain.stopped.empty() ? "" : "; ", "unreadable: ",
@@ -292,7 +306,7 @@ absl::StatusOr<RestorePoint> FindRestorePoint(BackupStore& store, const BackupMe
            (to_unix_ms == 0 || r.unix_ms() <= to_unix_ms);
   };
   for (const DeltaMeta& m : chain->deltas) {
-    if ((to_revision != 0 && m.from_revision >= to_revision) ||
+    if ((to_revision != 0 && p.revision >= to_revision) ||
         (to_unix_ms != 0 && m.first_unix_ms > to_unix_ms)) {
       return p;
     }
@@ -305,12 +319,48 @@ absl::StatusOr<RestorePoint> FindRestorePoint(BackupStore& store, const BackupMe
     }
     ++p.deltas;
     for (const auto& r : chunk->revisions()) {
+      if (r.revision() <= p.revision) continue;  // repeated by an overlapping delta
       if (!within(r)) return p;
       p.revision = r.revision();
       p.unix_ms = r.unix_ms();
     }
   }
   return p;
+}
+
+absl::StatusOr<std::pair<size_t, RestorePoint>> ChooseRestoreBase(
+    BackupStore& store, const std::vector<BackupMeta>& backups, int64_t to_revision,
+    int64_t to_unix_ms) {
+  const auto eligible = [&](const BackupMeta& b) {
+    if (to_revision != 0 && (b.revision_max == 0 || b.revision_max > to_revision)) return false;
+    if (to_unix_ms != 0 && b.unix_time * 1000 > to_unix_ms) return false;
+    return true;
+  };
+  size_t first = backups.size();
+  for (size_t i = 0; i < backups.size(); ++i) {
+    if (eligible(backups[i])) {
+      first = i;
+      break;
+    }
+  }
+  if (first == backups.size()) {
+    return absl::NotFoundError("no complete backup holds only changes at or before the point");
+  }
+  auto point = FindRestorePoint(store, backups[first], to_revision, to_unix_ms);
+  if (!point.ok()) return point.status();
+  for (size_t j = first + 1; j < backups.size(); ++j) {
+    const BackupMeta& older = backups[j];
+    if (!eligible(older)) continue;
+    if (older.cluster_id != backups[first].cluster_id ||
+        older.generation != backups[first].generation) {
+      break;
+    }
+    auto further = FindRestorePoint(store, older, to_revision, to_unix_ms);
+    if (!further.ok()) return further.status();
+    if (further->revision > point->revision) return std::make_pair(j, *further);
+    break;
+  }
+  return std::make_pair(first, *point);
 }
 
 absl::Status ForEachDeltaRevision(
@@ -325,14 +375,18 @@ absl::Status ForEachDeltaRevision(
         " (they end at ", chain->end_revision, chain->stopped.empty() ? "" : ": ", chain->stopped,
         ")"));
   }
+  int64_t applied = base.revision;
   for (const DeltaMeta& m : chain->deltas) {
-    if (m.from_revision >= to_revision) break;
+    if (applied >= to_revision) break;
     auto chunk = ReadDelta(store, m);
     if (!chunk.ok()) return chunk.status();
     for (const auto& r : chunk->revisions()) {
+      if (r.revision() <= applied) continue;  // repeated by an overlapping delta
       if (r.revision() > to_revision) return absl::OkStatus();
       if (absl::Status s = apply(r); !s.ok()) return s;
+      applied = r.revision();
     }
+    applied = std::max(applied, std::min(m.to_revision, to_revision));
   }
   return absl::OkStatus();
 }

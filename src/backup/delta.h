@@ -2,13 +2,15 @@
 // after total loss loses seconds of writes instead of everything since the last full backup.
 //
 // Layout (docs/backup-layout.md), beside the full backup `base` they apply to:
-//   <cluster>/deltas/<base>/<from, 20 digits>-<to, 20 digits>.delta.zst   the changes of the
+//   <cluster>/deltas/<base>/<from, 20 digits>-<to, 20 digits>-<node>.delta.zst   the changes of the
 //       revisions (from, to]: a steward.backup.DeltaChunk, zstd-compressed (then encrypted
 //       when backup.encryption is on)
-//   <cluster>/deltas/<base>/<from>-<to>.json   written last: its presence marks a complete delta
-// A chain starts at the base's revision; each delta starts where the one before it ends. Two
-// leaders for a moment may store overlapping deltas: both hold the same cluster's history, so
-// the chain takes, at each step, the delta that reaches furthest.
+//   <cluster>/deltas/<base>/<from>-<to>-<node>.json   written last: its presence marks a
+//       complete delta (<node>: the agent that wrote it, so two writers never share a key)
+// A chain starts at the base's revision; each delta covers the revision after the one before
+// it. Two leaders of a moment may store overlapping deltas: both hold the same cluster's
+// history, so the chain takes, at each step, the delta that reaches furthest, and readers skip
+// the revisions it repeats.
 //
 // Thread-compatible; the store must be thread-safe.
 #pragma once
@@ -26,7 +28,7 @@
 namespace steward {
 
 struct DeltaMeta {
-  std::string name;  // "<from>-<to>"
+  std::string name;  // "<from>-<to>-<node>"
   std::string cluster;
   uint64_t cluster_id = 0;
   std::string base;  // the full backup's name
@@ -43,7 +45,7 @@ struct DeltaMeta {
 };
 
 std::string DeltasPrefix(const std::string& cluster, const std::string& base);
-std::string DeltaName(int64_t from_revision, int64_t to_revision);
+std::string DeltaName(int64_t from_revision, int64_t to_revision, const std::string& node);
 std::string DeltaObjectKey(const std::string& cluster, const std::string& base,
                            const std::string& name);
 std::string DeltaMetaKey(const std::string& cluster, const std::string& base,
@@ -63,7 +65,7 @@ absl::StatusOr<backup::DeltaChunk> ReadDelta(BackupStore& store, const DeltaMeta
 
 // The chain of `base` as its metas say (no object is read). Pure.
 struct DeltaChain {
-  std::vector<DeltaMeta> deltas;  // in order, each starting where the one before ends
+  std::vector<DeltaMeta> deltas;  // in order, each covering the revision after the one before
   int64_t end_revision = 0;       // the base's revision when there is no delta
   // Why the chain ends before deltas that exist ("" when it does not): a gap, a meta that
   // does not parse or belongs to another cluster.
@@ -85,6 +87,17 @@ struct RestorePoint {
 };
 absl::StatusOr<RestorePoint> FindRestorePoint(BackupStore& store, const BackupMeta& base,
                                               int64_t to_revision = 0, int64_t to_unix_ms = 0);
+
+// Which of `backups` (complete ones, newest first by BackupNewer) a restore to the point should
+// start from, and how far its deltas take it. Eligible: with `to_revision`, a backup whose
+// snapshot holds nothing after it (revision_max known and at or before it); with `to_unix_ms`,
+// one taken at or before it. The newest eligible one, unless the next older eligible one of
+// the same cluster and generation reaches further (right after a full backup, before the
+// leader's deltas have moved to it, the changes are in the older one's chain). NotFound if
+// none is eligible. Returns the index into `backups`.
+absl::StatusOr<std::pair<size_t, RestorePoint>> ChooseRestoreBase(
+    BackupStore& store, const std::vector<BackupMeta>& backups, int64_t to_revision = 0,
+    int64_t to_unix_ms = 0);
 
 // Calls `apply` with every revision of `base`'s chain after the base, up to `to_revision`
 // inclusive, in order. Fails (without calling `apply` further) if the chain no longer reaches

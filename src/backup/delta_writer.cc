@@ -82,6 +82,10 @@ void DeltaWriter::Run() {
       continue;
     }
     absl::Status s = Session();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return;  // Stop() cancelled the watch: not a failure
+    }
     if (!s.ok()) {
       spdlog::warn("delta backups: {}; starting again from the store in {}s", s.message(),
                    std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::seconds>(
@@ -111,17 +115,20 @@ absl::Status DeltaWriter::Session() {
                  chain->end_revision);
   }
   int64_t cursor = chain->end_revision;
+  // etcd no longer holds the changes after `cursor` (it answers so at once, or right after
+  // accepting the watch): only a new full backup can start a chain again.
+  auto compacted = [&](const absl::Status& why) -> absl::Status {
+    spdlog::warn("delta backups: etcd no longer holds the changes after revision {} ({}); "
+                 "taking a full backup to start a new chain from",
+                 cursor, why.message());
+    auto taken = BackupAndPrune(config_, *store_, *etcd_, config_.node.name);
+    if (!taken.ok()) return Annotate(taken.status(), "the full backup after a compaction");
+    return absl::OkStatus();
+  };
   auto opened = etcd_->WatchRange(std::string(1, '\0'), std::string(1, '\0'), cursor,
                                   kOpenTimeout);
   if (!opened.ok()) {
-    if (absl::IsOutOfRange(opened.status())) {
-      spdlog::warn("delta backups: etcd no longer holds the changes after revision {} ({}); "
-                   "taking a full backup to start a new chain from",
-                   cursor, opened.status().message());
-      auto taken = BackupAndPrune(config_, *store_, *etcd_, config_.node.name);
-      if (!taken.ok()) return Annotate(taken.status(), "the full backup after a compaction");
-      return absl::OkStatus();
-    }
+    if (absl::IsOutOfRange(opened.status())) return compacted(opened.status());
     return Annotate(opened.status(), "watching the keyspace");
   }
   std::shared_ptr<KeyWatch> watch = std::move(*opened);
@@ -169,7 +176,7 @@ absl::Status DeltaWriter::Session() {
   while (leading_()) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (stopping_) return absl::OkStatus();
+      if (stopping_) break;  // store what came (below)
     }
     const auto now = std::chrono::steady_clock::now();
     const auto wait = std::max<std::chrono::milliseconds>(
@@ -177,6 +184,7 @@ absl::Status DeltaWriter::Session() {
         std::chrono::duration_cast<std::chrono::milliseconds>(next_flush - now));
     auto events = watch->Wait(pending.revisions().empty() ? interval : wait);
     if (!events.ok()) {
+      if (absl::IsOutOfRange(events.status())) return compacted(events.status());
       // Whatever was received is history all the same: keep it before starting again.
       (void)flush();
       return Annotate(events.status(), "the watch ended");
@@ -212,7 +220,7 @@ absl::Status DeltaWriter::Session() {
     }
     if (due) next_flush = std::chrono::steady_clock::now() + interval;
   }
-  // No longer leading: the next leader goes on from what is stored.
+  // No longer leading, or stopping: the next leader goes on from what is stored.
   return flush();
 }
 

@@ -21,7 +21,11 @@ struct BackupMeta {
   std::string cluster;         // cluster name from the config
   std::string etcd_version;
   uint64_t cluster_id = 0;
-  int64_t revision = 0;
+  int64_t revision = 0;  // the member's revision as the snapshot began: it holds at least this
+  // Its revision once the snapshot was streamed: it holds nothing above this (0: unknown, a
+  // backup from before delta backups). A point-in-time restore starts only from a backup
+  // whose revision_max is at or before the point.
+  int64_t revision_max = 0;
   uint64_t raft_index = 0;
   uint64_t db_size = 0;          // bytes of the snapshot as etcd streamed it (incl. its hash)
   uint64_t compressed_size = 0;  // bytes of snapshot.db.zst

@@ -163,7 +163,8 @@ absl::StatusOr<BackupSource> PickUpToDateSource(EtcdApi& etcd, std::chrono::mill
 }
 
 absl::StatusOr<BackupMeta> StoreSnapshotStream(BackupStore& store, BackupMeta meta,
-                                               const SnapshotProducer& produce) {
+                                               const SnapshotProducer& produce,
+                                               const std::function<void(BackupMeta*)>& finish) {
   auto writer = store.Create(SnapshotKey(meta.cluster, meta.name));
   if (!writer.ok()) return Annotate(writer.status(), "backup: creating the snapshot object");
   Sha256 stored_hash;
@@ -192,6 +193,7 @@ absl::StatusOr<BackupMeta> StoreSnapshotStream(BackupStore& store, BackupMeta me
   meta.sha256 = Hex(stored_hash.Raw());
   meta.db_sha256 = Hex(etcd_hash.Whole());
   meta.encryption_key_id = store.EncryptionKeyId();
+  if (finish) finish(&meta);
   if (absl::Status s = store.Put(MetaKey(meta.cluster, meta.name), MetaToJson(meta).dump(2));
       !s.ok()) {
     return Annotate(s, "backup: writing meta.json");
@@ -235,6 +237,11 @@ absl::StatusOr<BackupMeta> TakeBackup(EtcdApi& etcd, const BackupSource& source,
           return sink(chunk);
         },
         timeout);
+  }, [&](BackupMeta* m) {
+    // An upper bound of what the snapshot holds, for point-in-time restores (0 if unknown).
+    if (auto after = etcd.Status(source.endpoint, std::chrono::milliseconds(2000)); after.ok()) {
+      m->revision_max = after->revision;
+    }
   });
 }
 

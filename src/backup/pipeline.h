@@ -49,8 +49,10 @@ absl::StatusOr<BackupSource> PickUpToDateSource(EtcdApi& etcd, std::chrono::mill
 // the trailer matches. Returns `meta` with the sizes and hashes filled in.
 using SnapshotProducer =
     std::function<absl::StatusOr<uint64_t>(const std::function<absl::Status(std::string_view)>&)>;
+// `finish`, if set, may fill in more of the meta right before meta.json is written.
 absl::StatusOr<BackupMeta> StoreSnapshotStream(BackupStore& store, BackupMeta meta,
-                                               const SnapshotProducer& produce);
+                                               const SnapshotProducer& produce,
+                                               const std::function<void(BackupMeta*)>& finish = {});
 
 struct ListedBackup {
   std::string name;

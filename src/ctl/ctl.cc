@@ -383,14 +383,29 @@ int WaitForRestore(const Config& config, BackupStore& store, const EtcdClient::O
 
 absl::StatusOr<int64_t> ParsePointTime(const std::string& text) {
   int64_t secs = 0;
-  if (absl::SimpleAtoi(text, &secs) && secs > 0) return secs * 1000;
-  std::tm tm{};
-  const char* end = strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
-  if (end == nullptr || (std::string(end) != "Z" && std::string(end) != "+00:00")) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--to-time: '", text, "' is neither UTC time like 2026-11-27T08:40:00Z nor Unix seconds"));
+  if (absl::SimpleAtoi(text, &secs)) {
+    // Milliseconds (list-backups -o json's) would read as a date tens of millennia away.
+    if (secs <= 0 || secs > 100'000'000'000) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--to-time: ", text, " is not Unix seconds (milliseconds? divide by 1000)"));
+    }
+  } else {
+    std::tm tm{};
+    const char* end = strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+    if (end == nullptr || (std::string(end) != "Z" && std::string(end) != "+00:00")) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--to-time: '", text, "' is neither UTC time like 2026-11-27T08:40:00Z nor Unix seconds"));
+    }
+    secs = static_cast<int64_t>(timegm(&tm));
   }
-  return static_cast<int64_t>(timegm(&tm)) * 1000;
+  const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  if (secs > now + 300) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--to-time: ", text, " is in the future; omit it to restore everything stored"));
+  }
+  return secs * 1000;
 }
 
 int RunRestoreBackup(const Common& c, const std::string& name_arg, bool yes, bool force,
@@ -407,17 +422,16 @@ int RunRestoreBackup(const Common& c, const std::string& name_arg, bool yes, boo
       std::cerr << "stewardctl: " << listed.status().message() << "\n";
       return 1;
     }
+    std::vector<BackupMeta> complete;
     for (const auto& b : *listed) {
-      if (!b.meta) continue;
-      if (pit.to_revision != 0 && b.meta->revision > pit.to_revision) continue;
-      if (pit.to_unix_ms != 0 && b.meta->unix_time * 1000 > pit.to_unix_ms) continue;
-      name = b.name;
-      break;
+      if (b.meta) complete.push_back(*b.meta);
     }
-    if (name.empty()) {
-      std::cerr << "stewardctl: no complete backup at or before the point asked for\n";
+    auto choice = ChooseRestoreBase(*w.store, complete, pit.to_revision, pit.to_unix_ms);
+    if (!choice.ok()) {
+      std::cerr << "stewardctl: " << choice.status().message() << "\n";
       return 1;
     }
+    name = complete[choice->first].name;
   }
   if (config.cluster.adopt.enabled()) {
     // The agents restore only their own nodes: the members no agent manages would go on
@@ -443,6 +457,20 @@ int RunRestoreBackup(const Common& c, const std::string& name_arg, bool yes, boo
   // The deltas after the backup, each read and checked, up to the point asked for.
   RestorePoint point;
   point.revision = meta->revision;
+  if (pit.to_revision != 0 && (meta->revision_max == 0 || meta->revision_max > pit.to_revision)) {
+    std::cerr << "stewardctl: refusing to restore: backup " << name << " may hold changes after "
+              << "revision " << pit.to_revision << " (its snapshot reaches revision "
+              << (meta->revision_max == 0 ? std::string("unknown") : std::to_string(meta->revision_max))
+              << "); name an older backup, or none to let stewardctl choose. Nothing was "
+              << "changed.\n";
+    return 1;
+  }
+  if (pit.to_unix_ms != 0 && meta->unix_time * 1000 > pit.to_unix_ms) {
+    std::cerr << "stewardctl: refusing to restore: backup " << name << " was taken at "
+              << UtcTime(meta->unix_time) << ", after the time asked for; name an older backup, "
+              << "or none. Nothing was changed.\n";
+    return 1;
+  }
   if (pit.deltas) {
     auto found = FindRestorePoint(*w.store, *meta, pit.to_revision, pit.to_unix_ms);
     if (!found.ok()) {
@@ -467,6 +495,13 @@ int RunRestoreBackup(const Common& c, const std::string& name_arg, bool yes, boo
     if (!point.stopped.empty()) {
       std::cerr << "warning: the deltas of backup " << name << " stop at revision "
                 << point.revision << ": " << point.stopped << "\n";
+    }
+    if (pit.to_unix_ms != 0 && point.unix_ms < pit.to_unix_ms - 60000) {
+      // Quiet time and a writer that was down look alike in the chain: say how far it goes.
+      std::cerr << "warning: the newest change stored up to that time was received at "
+                << (point.unix_ms == 0 ? std::string("(none after the backup)")
+                                       : UtcTime(point.unix_ms / 1000))
+                << "; the restore stops there\n";
     }
   }
   if (!yes) {

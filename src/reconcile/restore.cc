@@ -369,15 +369,39 @@ bool RestoreCoordinator::WaitForLeader(EtcdApi& etcd, std::chrono::seconds bound
   return false;
 }
 
-absl::StatusOr<RestorePoint> RestoreCoordinator::DeltaPointFor(const std::string& backup) {
-  auto text = store_->Get(MetaKey(config_.cluster.name, backup));
-  if (!text.ok()) return text.status();
-  auto meta = MetaFromJson(*text);
-  if (!meta.ok()) return meta.status();
-  auto point = FindRestorePoint(*store_, *meta);
-  if (point.ok() && !point->stopped.empty()) {
-    spdlog::error("restore: the deltas of backup {} stop at revision {}: {}", backup,
-                  point->revision, point->stopped);
+absl::StatusOr<RestorePoint> RestoreCoordinator::DeltaPointFor(std::string* backup) {
+  auto listed = ListBackups(*store_, config_.cluster.name);
+  if (!listed.ok()) return listed.status();
+  // The chosen backup and the complete ones older than it, as the restore may take them.
+  std::vector<BackupMeta> candidates;
+  for (const auto& b : *listed) {
+    if (!b.meta || !b.meta->imported_from.empty()) continue;
+    if (candidates.empty() && b.name != *backup) continue;
+    candidates.push_back(*b.meta);
+  }
+  if (candidates.empty()) return absl::NotFoundError(absl::StrCat("backup ", *backup, " is gone"));
+  auto choice = ChooseRestoreBase(*store_, candidates);
+  if (!choice.ok()) return choice.status();
+  auto& [index, point] = *choice;
+  if (index != 0) {
+    const BackupMeta& older = candidates[index];
+    VerifyOptions opts;
+    opts.hash_content = false;
+    if (absl::Status s = VerifyBackup(*store_, config_.cluster.name, older, opts); s.ok()) {
+      spdlog::warn("restore: the deltas of backup {} reach revision {}, past those of the newer "
+                   "{}: restoring {} with them",
+                   older.name, point.revision, *backup, older.name);
+      *backup = older.name;
+    } else {
+      // The older one does not check out: the newest with its own deltas.
+      auto own = FindRestorePoint(*store_, candidates[0]);
+      if (!own.ok()) return own.status();
+      point = *own;
+    }
+  }
+  if (!point.stopped.empty()) {
+    spdlog::error("restore: the deltas of backup {} stop at revision {}: {}", *backup,
+                  point.revision, point.stopped);
   }
   return point;
 }
@@ -524,7 +548,16 @@ void RestoreCoordinator::Pass() {
     Note("every member is lost and no valid backup is found; waiting for an operator");
     return;
   }
-  // Choosing and verifying the backup took a while: decide again on a fresh observation.
+  // The deltas stored after it, each read and checked: what the restore replays (possibly
+  // from the backup before it, whose chain may reach further right after a full backup).
+  auto point = DeltaPointFor(&*backup);
+  if (!point.ok()) {
+    Note(absl::StrCat("cannot read the deltas of backup ", *backup, ": ",
+                      point.status().message(), "; waiting"));
+    return;
+  }
+  // Choosing and verifying the backup and its deltas took a while: decide again on a fresh
+  // observation.
   Observed again = Observe();
   if (RestoreDecision d2 = DecideRestore(again.view); d2.action != RestoreAction::kStart) {
     Note(absl::StrCat("not restoring after all: ", d2.reason));
@@ -551,17 +584,10 @@ void RestoreCoordinator::Pass() {
       break;
     }
   }
-  // The deltas stored after it, each read and checked: what the restore replays.
-  auto point = DeltaPointFor(*backup);
-  if (!point.ok()) {
-    Note(absl::StrCat("cannot read the deltas of backup ", *backup, ": ",
-                      point.status().message(), "; waiting"));
-    return;
-  }
   RestoreIntent fresh = NewRestoreIntent(config_, *backup, "auto", *generation, *bump,
                                          env_.clock->UnixSeconds(), env_.nonce());
   fresh.delta_to = point->deltas > 0 ? point->revision : 0;
-  spdlog::warn("restore: {}; restoring the newest valid backup {}{} (restore {})", d.reason,
+  spdlog::warn("restore: {}; restoring backup {}{} (restore {})", d.reason,
                *backup, DescribePoint(*point), fresh.id);
   if (absl::Status s = WriteRestoreIntent(*store_, config_.cluster.name, fresh); !s.ok()) {
     Note(absl::StrCat("cannot record the restore intent: ", s.message()));

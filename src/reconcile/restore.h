@@ -158,8 +158,9 @@ class RestoreCoordinator {
   std::optional<std::string> NewestValidBackup();
   // RevisionBump for restoring `backup`, from its meta.json and the store's revision record.
   absl::StatusOr<int64_t> BumpFor(const std::string& backup);
-  // Where the deltas of `backup` let a restore reach (every one up to there checked).
-  absl::StatusOr<RestorePoint> DeltaPointFor(const std::string& backup);
+  // Where the deltas of `*backup` let a restore reach (every one up to there checked); may
+  // switch `*backup` to the one before it when that one's deltas reach further.
+  absl::StatusOr<RestorePoint> DeltaPointFor(std::string* backup);
   std::map<std::string, peer::NodeState> States();
   void Note(const std::string& msg);
 

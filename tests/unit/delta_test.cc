@@ -8,6 +8,7 @@
 
 #include "backup/delta.h"
 #include "backup/store.h"
+#include "ctl/snapshot_cmd.h"
 #include "reconcile/restore.h"
 
 namespace steward {
@@ -27,7 +28,7 @@ BackupMeta Base(int64_t revision) {
 
 DeltaMeta Meta(const BackupMeta& b, int64_t from, int64_t to) {
   DeltaMeta m;
-  m.name = DeltaName(from, to);
+  m.name = DeltaName(from, to, "n1");
   m.cluster = b.cluster;
   m.cluster_id = b.cluster_id;
   m.base = b.name;
@@ -42,10 +43,23 @@ TEST(DeltaChainTest, FollowsContiguousDeltasAndTakesTheFurthestOfOverlaps) {
   auto chain = BuildDeltaChain(b, {Meta(b, 125, 130), Meta(b, 100, 110), Meta(b, 110, 120),
                                    Meta(b, 110, 125)});
   ASSERT_EQ(chain.deltas.size(), 3u);
-  EXPECT_EQ(chain.deltas[0].name, DeltaName(100, 110));
-  EXPECT_EQ(chain.deltas[1].name, DeltaName(110, 125));
-  EXPECT_EQ(chain.deltas[2].name, DeltaName(125, 130));
+  EXPECT_EQ(chain.deltas[0].name, DeltaName(100, 110, "n1"));
+  EXPECT_EQ(chain.deltas[1].name, DeltaName(110, 125, "n1"));
+  EXPECT_EQ(chain.deltas[2].name, DeltaName(125, 130, "n1"));
   EXPECT_EQ(chain.end_revision, 130);
+  EXPECT_EQ(chain.stopped, "");
+}
+
+// A leader's last flush (100, 150] and the next leader's (100, 130], (130, 160]: the chain
+// goes on through the overlap instead of stopping at 150 (review finding).
+TEST(DeltaChainTest, GoesOnThroughDeltasThatOverlapWithoutSharingAnEnd) {
+  const BackupMeta b = Base(100);
+  auto chain = BuildDeltaChain(b, {Meta(b, 100, 150), Meta(b, 100, 130), Meta(b, 130, 160),
+                                   Meta(b, 160, 170)});
+  ASSERT_EQ(chain.deltas.size(), 3u) << chain.stopped;
+  EXPECT_EQ(chain.deltas[0].to_revision, 150);
+  EXPECT_EQ(chain.deltas[1].from_revision, 130);
+  EXPECT_EQ(chain.end_revision, 170);
   EXPECT_EQ(chain.stopped, "");
 }
 
@@ -56,7 +70,7 @@ TEST(DeltaChainTest, StopsAtAGapAndIgnoresOtherClustersDeltas) {
   auto chain = BuildDeltaChain(b, {Meta(b, 100, 110), foreign, Meta(b, 115, 120)});
   ASSERT_EQ(chain.deltas.size(), 1u);
   EXPECT_EQ(chain.end_revision, 110);
-  EXPECT_NE(chain.stopped.find("no delta starts at revision 110, the next one starts at 115"),
+  EXPECT_NE(chain.stopped.find("no delta covers revision 111, the next one starts at 115"),
             std::string::npos)
       << chain.stopped;
   EXPECT_NE(chain.stopped.find("another cluster"), std::string::npos) << chain.stopped;
@@ -96,7 +110,7 @@ class DeltaStoreTest : public ::testing::Test {
 
   // A delta of (from, to] with one put of key k<rev> = v<rev> per revision in `revs`.
   DeltaMeta Write(const BackupMeta& b, int64_t from, int64_t to, std::vector<int64_t> revs,
-                  int64_t t0_ms = 1764230400000) {
+                  const std::string& node = "n1", int64_t t0_ms = 1764230400000) {
     backup::DeltaChunk c;
     c.set_cluster(b.cluster);
     c.set_cluster_id(b.cluster_id);
@@ -112,7 +126,7 @@ class DeltaStoreTest : public ::testing::Test {
       e->mutable_kv()->set_value("v" + std::to_string(r));
       e->mutable_kv()->set_mod_revision(r);
     }
-    auto m = WriteDelta(*store_, c, "n1");
+    auto m = WriteDelta(*store_, c, node);
     EXPECT_TRUE(m.ok()) << m.status();
     return m.ok() ? *m : DeltaMeta{};
   }
@@ -158,6 +172,18 @@ TEST_F(DeltaStoreTest, WrittenDeltasReadBackAndFormTheRestorePoint) {
                }).ok())
       << "a point past the chain's end must be refused";
 
+  // Another writer of a moment stored an overlapping delta: its repeats are skipped.
+  Write(b, 101, 112, {103, 104, 108, 112}, "n2");
+  std::vector<int64_t> replayed;
+  ASSERT_TRUE(ForEachDeltaRevision(*store_, b, 112, [&](const backup::DeltaRevision& r) {
+                replayed.push_back(r.revision());
+                return absl::OkStatus();
+              }).ok());
+  EXPECT_EQ(replayed, (std::vector<int64_t>{101, 103, 104, 108, 112}));
+  auto further = FindRestorePoint(*store_, b);
+  ASSERT_TRUE(further.ok());
+  EXPECT_EQ(further->revision, 112);
+
   ASSERT_TRUE(DeleteDeltas(*store_, "demo", b.name).ok());
   auto gone = ListDeltaChain(*store_, b);
   ASSERT_TRUE(gone.ok());
@@ -197,6 +223,48 @@ TEST_F(DeltaStoreTest, ATamperedDeltaStopsTheRestorePointBeforeIt) {
   ASSERT_TRUE(chain.ok());
   EXPECT_EQ(chain->end_revision, 102);
   EXPECT_NE(chain->stopped.find("starts at 105"), std::string::npos) << chain->stopped;
+}
+
+// Right after a full backup the leader's deltas are still in the older backup's chain: a
+// restore takes the older one when it reaches further; a point before a backup's snapshot
+// ended is never restored from that backup (review findings).
+TEST_F(DeltaStoreTest, TheBaseIsTheOneWhoseChainReachesThePoint) {
+  BackupMeta older = Base(100);
+  older.revision_max = 100;
+  BackupMeta newer = Base(120);
+  newer.name = "20261127T081000Z-00000000000000000120";
+  newer.revision_max = 121;
+  Write(older, 100, 125, {110, 125});
+  Write(older, 125, 130, {130});
+  const std::vector<BackupMeta> both = {newer, older};
+  auto all = ChooseRestoreBase(*store_, both);
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->first, 1u) << "the older backup's chain reaches 130, the newer has none";
+  EXPECT_EQ(all->second.revision, 130);
+
+  Write(newer, 120, 140, {135, 140});
+  all = ChooseRestoreBase(*store_, both);
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->first, 0u);
+  EXPECT_EQ(all->second.revision, 140);
+
+  // Revision 120 lies before the newer snapshot's end (121): only the older one can stop there.
+  auto mid = ChooseRestoreBase(*store_, both, /*to_revision=*/120);
+  ASSERT_TRUE(mid.ok());
+  EXPECT_EQ(mid->first, 1u);
+  EXPECT_EQ(mid->second.revision, 110);
+  BackupMeta unknown = Base(90);  // from before delta backups: what it holds is unknown
+  EXPECT_TRUE(absl::IsNotFound(ChooseRestoreBase(*store_, {unknown}, 95).status()));
+}
+
+TEST(PointTimeTest, TakesUtcOrUnixSecondsAndRefusesMillisecondsAndTheFuture) {
+  auto t = ParsePointTime("2026-11-27T08:40:00Z");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(*t, 1795768800000);
+  EXPECT_EQ(*ParsePointTime("1795768800"), 1795768800000);
+  EXPECT_FALSE(ParsePointTime("1795768800000").ok()) << "milliseconds";
+  EXPECT_FALSE(ParsePointTime("2026-11-27 08:40").ok());
+  EXPECT_FALSE(ParsePointTime("2999-01-01T00:00:00Z").ok()) << "the future";
 }
 
 }  // namespace
