@@ -357,7 +357,8 @@ absl::StatusOr<EncryptionKey> LoadEncryptionKey(const std::string& path) {
 }
 
 bool IsEncryptedObjectKey(const std::string& key) {
-  return absl::EndsWith(key, "/snapshot.db.zst");
+  // Snapshots and delta backups (backup/delta.h): what holds the cluster's keys and values.
+  return absl::EndsWith(key, "/snapshot.db.zst") || absl::EndsWith(key, ".delta.zst");
 }
 
 std::unique_ptr<BackupStore> NewEncryptedStore(std::unique_ptr<BackupStore> inner,

@@ -58,7 +58,7 @@ void Reload(TestCluster& c, const std::string& must_log) {
 TEST(EncryptionTest, BackupsHoldNoPlaintextRestoreThroughTheKeyAndSurviveARotation) {
   // The key files live beside the store; ROOT is the test's temp dir.
   const std::string yaml = absl::StrCat(
-      "backup:\n  store: file://ROOT/backups\n  interval: 1h\n"
+      "backup:\n  store: file://ROOT/backups\n  interval: 1h\n  delta_interval: 300ms\n"
       "  encryption:\n    key_file: ROOT/key1\n");
   TestCluster c(kSubnet, 3, 3, kFastLeader, yaml);
   const std::string id1 = WriteKey(c.Root() + "/key1", 'a');
@@ -70,6 +70,17 @@ TEST(EncryptionTest, BackupsHoldNoPlaintextRestoreThroughTheKeyAndSurviveARotati
   Put(c, "/it/secret", kCanary);
   const std::string first = TakeBackup(c);
   ASSERT_FALSE(first.empty());
+  // A delta backup carries the value too (written after the automatic first backup).
+  Put(c, "/it/secret2", kCanary);
+  std::vector<fs::path> deltas;
+  ASSERT_TRUE(WaitFor([&] {
+    deltas.clear();
+    for (const auto& e : fs::recursive_directory_iterator(c.Root() + "/backups")) {
+      if (absl::EndsWith(e.path().string(), ".delta.zst")) deltas.push_back(e.path());
+    }
+    return !deltas.empty();
+  }, 30s)) << c.Logs();
+  for (const auto& d : deltas) EXPECT_EQ(Slurp(d).substr(0, 8), "STWDENC1") << d;
   EXPECT_FALSE(StoreHolds(c.Root() + "/backups", kCanary)) << "the store holds the value in clear";
   const std::string meta = Slurp(c.Root() + "/backups/it29/backups/" + first + "/meta.json");
   EXPECT_TRUE(absl::StrContains(meta, id1)) << meta;

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "backup/delta.h"
+#include "backup/encryption.h"
 #include "backup/store.h"
 #include "ctl/snapshot_cmd.h"
 #include "reconcile/restore.h"
@@ -255,6 +256,33 @@ TEST_F(DeltaStoreTest, TheBaseIsTheOneWhoseChainReachesThePoint) {
   EXPECT_EQ(mid->second.revision, 110);
   BackupMeta unknown = Base(90);  // from before delta backups: what it holds is unknown
   EXPECT_TRUE(absl::IsNotFound(ChooseRestoreBase(*store_, {unknown}, 95).status()));
+}
+
+TEST_F(DeltaStoreTest, DeltasAreEncryptedLikeSnapshots) {
+  auto encrypted = NewEncryptedStore(NewFileStore(root_.string()),
+                                     MakeEncryptionKey(std::string(32, 'k')), {});
+  const BackupMeta b = Base(10);
+  backup::DeltaChunk c;
+  c.set_cluster(b.cluster);
+  c.set_cluster_id(b.cluster_id);
+  c.set_base(b.name);
+  c.set_from_revision(10);
+  c.set_to_revision(11);
+  auto* r = c.add_revisions();
+  r->set_revision(11);
+  r->add_events()->mutable_kv()->set_value("secret-canary-value");
+  auto m = WriteDelta(*encrypted, c, "n1");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_FALSE(m->encryption_key_id.empty());
+  std::ifstream in(root_ / DeltaObjectKey("demo", b.name, m->name), std::ios::binary);
+  const std::string raw((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(raw.substr(0, 8), "STWDENC1");
+  EXPECT_EQ(raw.find("secret-canary-value"), std::string::npos);
+  auto back = ReadDelta(*encrypted, *m);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->revisions(0).events(0).kv().value(), "secret-canary-value");
+  // Without the key: a clear error, not a bad chain.
+  EXPECT_TRUE(absl::IsFailedPrecondition(ReadDelta(*store_, *m).status()));
 }
 
 TEST(PointTimeTest, TakesUtcOrUnixSecondsAndRefusesMillisecondsAndTheFuture) {
