@@ -38,6 +38,10 @@ inline std::string StoreMarkedKey(const std::string& cluster) {
 
 // Maintenance (reconcile/maintenance.h): the pauses (stewardctl pause, drain) and the nodes
 // removed for good (remove-node), one JSON document written by compare-and-swap.
+// While a restored cluster is fenced: which coordinator's replay of the deltas may write.
+inline std::string ReplayGuardKey(const std::string& cluster) {
+  return ReservedPrefix(cluster) + "restore-replay";
+}
 inline std::string MaintenanceKey(const std::string& cluster) {
   return ReservedPrefix(cluster) + "maintenance";
 }

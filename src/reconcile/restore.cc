@@ -413,7 +413,8 @@ std::string DescribePoint(const RestorePoint& p) {
 }
 
 absl::Status ReplayDeltas(BackupStore& store, const std::string& cluster, const std::string& backup,
-                          int64_t to_revision, EtcdApi& etcd, int64_t* replayed) {
+                          int64_t to_revision, EtcdApi& etcd, const std::string& guard,
+                          int64_t* replayed) {
   auto text = store.Get(MetaKey(cluster, backup));
   if (!text.ok()) return Annotate(text.status(), "reading the backup's meta.json");
   auto meta = MetaFromJson(*text);
@@ -425,11 +426,25 @@ absl::Status ReplayDeltas(BackupStore& store, const std::string& cluster, const 
   return ForEachDeltaRevision(store, *meta, to_revision, [&](const backup::DeltaRevision& r) {
     etcdserverpb::TxnRequest txn;
     size_t bytes = 0;
+    // Only while the guard still names this replay: a coordinator that took over wrote its own,
+    // and a late transaction of this one must not put an older value over its replay.
+    auto guarded = [&] {
+      auto* cmp = txn.add_compare();
+      cmp->set_key(ReplayGuardKey(cluster));
+      cmp->set_target(etcdserverpb::Compare::VALUE);
+      cmp->set_result(etcdserverpb::Compare::EQUAL);
+      cmp->set_value(guard);
+    };
+    guarded();
     auto send = [&]() -> absl::Status {
       if (txn.success_size() == 0) return absl::OkStatus();
       auto done = etcd.Txn(txn);
       if (!done.ok()) return Annotate(done.status(), absl::StrCat("replaying revision ", r.revision()));
+      if (!done->succeeded()) {
+        return absl::AbortedError("another coordinator took over replaying the deltas");
+      }
       txn.Clear();
+      guarded();
       bytes = 0;
       return absl::OkStatus();
     };
@@ -474,9 +489,15 @@ absl::Status RestoreCoordinator::Settle(const RestoreIntent& intent, EtcdApi& fe
   // The changes stored after the backup, in order. Replaying them again after an interrupted
   // settle leaves the same state: every key they touch ends as its last change says.
   if (intent.delta_to > 0) {
+    // This replay's own mark, which every one of its transactions checks (ReplayDeltas).
+    const std::string guard =
+        absl::StrCat(intent.id, "/", config_.node.name, "/", absl::StrFormat("%08x", env_.nonce()));
+    if (absl::Status s = fenced.Put(ReplayGuardKey(config_.cluster.name), guard); !s.ok()) {
+      return Annotate(s, "marking the replay of the deltas");
+    }
     int64_t replayed = 0;
     if (absl::Status s = ReplayDeltas(*store_, config_.cluster.name, intent.backup,
-                                      intent.delta_to, fenced, &replayed);
+                                      intent.delta_to, fenced, guard, &replayed);
         !s.ok()) {
       return Annotate(s, "replaying the deltas");
     }
@@ -503,6 +524,7 @@ absl::Status RestoreCoordinator::Settle(const RestoreIntent& intent, EtcdApi& fe
   }
   etcdserverpb::TxnRequest drop;
   drop.add_success()->mutable_request_delete_range()->set_key(BackupStatusKey(config_));
+  drop.add_success()->mutable_request_delete_range()->set_key(ReplayGuardKey(config_.cluster.name));
   if (auto r = fenced.Txn(drop); !r.ok()) {
     return Annotate(r.status(), "dropping the restored backup status");
   }

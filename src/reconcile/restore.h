@@ -80,9 +80,12 @@ RestoreIntent NewRestoreIntent(const Config& config, const std::string& backup,
 // 0 when nothing is recorded.
 // Replays the deltas of `backup` (backup/delta.h) up to `to_revision` onto `etcd`, one
 // transaction per revision (split when etcd's request limits need it); keys put under a lease
-// are deleted instead. `replayed` counts the revisions.
+// are deleted instead. Every transaction applies only while ReplayGuardKey holds `guard`
+// (Aborted once another coordinator has marked its own replay). `replayed` counts the revisions.
 absl::Status ReplayDeltas(BackupStore& store, const std::string& cluster, const std::string& backup,
-                          int64_t to_revision, EtcdApi& etcd, int64_t* replayed);
+                          int64_t to_revision, EtcdApi& etcd, const std::string& guard,
+                          int64_t* replayed);
+
 // " + N delta(s), to revision R" for a log line ("" without deltas).
 std::string DescribePoint(const RestorePoint& p);
 
