@@ -40,6 +40,12 @@ constexpr Descriptor kDescriptors[] = {
     {"steward_backup_duration_seconds", "gauge", "How long the last successful backup took."},
     {"steward_backup_size_bytes", "gauge", "Compressed size of the last successful backup."},
     {"steward_backup_failures_total", "counter", "Backups this agent tried and failed."},
+    {"steward_delta_backup_revision", "gauge",
+     "The revision up to which this agent, as leader, has stored delta backups."},
+    {"steward_delta_backup_last_success_timestamp_seconds", "gauge",
+     "Unix time of the last delta backup this agent stored as leader."},
+    {"steward_delta_backup_failures_total", "counter",
+     "Times this agent's delta backups stopped on an error and started again from the store."},
     {"steward_restores_total", "counter",
      "Restores this agent finished as their coordinator, by kind (automatic, operator) and "
      "result (done, done-partly, cancelled, closed)."},

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/match.h"
+#include "admin/metrics.h"
 #include "absl/strings/str_cat.h"
 #include "backup/delta.h"
 #include "backup/pipeline.h"
@@ -71,6 +72,7 @@ bool DeltaWriter::Keep(const std::string& key) const {
 
 void DeltaWriter::Run() {
   const auto interval = config_.backup.delta_interval;
+  Metrics::Global().Add("steward_delta_backup_failures_total", 0);  // present from the start
   while (true) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -87,6 +89,7 @@ void DeltaWriter::Run() {
       if (stopping_) return;  // Stop() cancelled the watch: not a failure
     }
     if (!s.ok()) {
+      Metrics::Global().Add("steward_delta_backup_failures_total");
       spdlog::warn("delta backups: {}; starting again from the store in {}s", s.message(),
                    std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::seconds>(
                                             interval).count()));
@@ -167,6 +170,9 @@ absl::Status DeltaWriter::Session() {
     if (!m.ok()) return m.status();
     ++stored;
     spdlog::debug("delta backups: stored {} ({} events)", m->name, m->events);
+    Metrics::Global().Set("steward_delta_backup_revision", static_cast<double>(cursor));
+    Metrics::Global().Set("steward_delta_backup_last_success_timestamp_seconds",
+                          static_cast<double>(NowMs() / 1000));
     SetStatus(absl::StrCat("backup ", b.name, " + ", stored, " delta(s), to revision ", cursor));
     reset();
     return absl::OkStatus();

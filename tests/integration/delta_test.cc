@@ -124,6 +124,12 @@ TEST(DeltaTest, RestoreBackupToARevisionInTheMiddleOfADelta) {
   Write(c, "/it/over", "after the point");
   const int64_t last = Write(c, "/it/late", "after the point");
   ASSERT_TRUE(WaitChainReaches(c, base, last)) << Chain(c, base).dump() << c.Logs();
+  // The leader says how far its deltas reach on its admin port.
+  const int leader = StewardLeader(c);
+  ASSERT_GE(leader, 0);
+  RunResult metrics = c.AdminGet(leader, "/metrics");
+  EXPECT_NE(metrics.output.find("steward_delta_backup_revision "), std::string::npos)
+      << metrics.output;
 
   // A point the deltas do not reach is refused before anything changes.
   RunResult refused = c.Ctl({"restore-backup", "--to-revision", std::to_string(last + 1000),
