@@ -305,8 +305,9 @@ absl::StatusOr<RestorePoint> FindRestorePoint(BackupStore& store, const BackupMe
     return (to_revision == 0 || r.revision() <= to_revision) &&
            (to_unix_ms == 0 || r.unix_ms() <= to_unix_ms);
   };
+  int64_t covered = base.revision;  // the chain read so far reaches this revision
   for (const DeltaMeta& m : chain->deltas) {
-    if ((to_revision != 0 && p.revision >= to_revision) ||
+    if ((to_revision != 0 && covered >= to_revision) ||
         (to_unix_ms != 0 && m.first_unix_ms > to_unix_ms)) {
       return p;
     }
@@ -324,6 +325,7 @@ absl::StatusOr<RestorePoint> FindRestorePoint(BackupStore& store, const BackupMe
       p.revision = r.revision();
       p.unix_ms = r.unix_ms();
     }
+    covered = std::max(covered, m.to_revision);
   }
   return p;
 }
@@ -331,23 +333,34 @@ absl::StatusOr<RestorePoint> FindRestorePoint(BackupStore& store, const BackupMe
 absl::StatusOr<std::pair<size_t, RestorePoint>> ChooseRestoreBase(
     BackupStore& store, const std::vector<BackupMeta>& backups, int64_t to_revision,
     int64_t to_unix_ms) {
+  const bool limited = to_revision != 0 || to_unix_ms != 0;
+  // A base must hold nothing after the point: its snapshot's end (revision_max, and when it
+  // was read) at or before it. Backups from before revision_max was recorded never qualify.
   const auto eligible = [&](const BackupMeta& b) {
-    if (to_revision != 0 && (b.revision_max == 0 || b.revision_max > to_revision)) return false;
-    if (to_unix_ms != 0 && b.unix_time * 1000 > to_unix_ms) return false;
+    if (!limited) return true;
+    if (b.revision_max == 0) return false;
+    if (to_revision != 0 && b.revision_max > to_revision) return false;
+    if (to_unix_ms != 0 && (b.finished_unix_ms == 0 || b.finished_unix_ms > to_unix_ms)) {
+      return false;
+    }
     return true;
   };
   size_t first = backups.size();
+  absl::StatusOr<RestorePoint> point = absl::NotFoundError("");
   for (size_t i = 0; i < backups.size(); ++i) {
-    if (eligible(backups[i])) {
-      first = i;
-      break;
-    }
+    if (!eligible(backups[i])) continue;
+    point = FindRestorePoint(store, backups[i], to_revision, to_unix_ms);
+    if (!point.ok()) return point.status();
+    // A time point whose deltas stop before the snapshot's end (it fell while the snapshot
+    // was taken, as the leader's clock saw it): replaying them over it would mix states; an
+    // older backup may do. (A revision point is at or past revision_max by eligibility.)
+    if (to_unix_ms != 0 && point->revision < backups[i].revision_max) continue;
+    first = i;
+    break;
   }
   if (first == backups.size()) {
     return absl::NotFoundError("no complete backup holds only changes at or before the point");
   }
-  auto point = FindRestorePoint(store, backups[first], to_revision, to_unix_ms);
-  if (!point.ok()) return point.status();
   for (size_t j = first + 1; j < backups.size(); ++j) {
     const BackupMeta& older = backups[j];
     if (!eligible(older)) continue;
@@ -355,9 +368,14 @@ absl::StatusOr<std::pair<size_t, RestorePoint>> ChooseRestoreBase(
         older.generation != backups[first].generation) {
       break;
     }
+    // Only past everything the newer snapshot may hold (up to its revision_max).
+    if (backups[first].revision_max == 0) break;
     auto further = FindRestorePoint(store, older, to_revision, to_unix_ms);
     if (!further.ok()) return further.status();
-    if (further->revision > point->revision) return std::make_pair(j, *further);
+    if (further->revision > point->revision &&
+        further->revision >= backups[first].revision_max) {
+      return std::make_pair(j, *further);
+    }
     break;
   }
   return std::make_pair(first, *point);

@@ -111,6 +111,7 @@ nlohmann::json MetaToJson(const BackupMeta& m) {
           {"generation", m.generation}};
   if (!m.imported_from.empty()) j["imported_from"] = m.imported_from;
   if (m.revision_max != 0) j["revision_max"] = m.revision_max;
+  if (m.finished_unix_ms != 0) j["finished_unix_ms"] = m.finished_unix_ms;
   if (!m.encryption_key_id.empty()) {
     j["encryption"] = {{"cipher", "aes-256-gcm"}, {"key_id", m.encryption_key_id}};
   }
@@ -140,6 +141,7 @@ absl::StatusOr<BackupMeta> MetaFromJson(const std::string& text) {
     m.generation = j.value("generation", int64_t{0});
     m.imported_from = j.value("imported_from", "");
     m.revision_max = j.value("revision_max", int64_t{0});
+    m.finished_unix_ms = j.value("finished_unix_ms", int64_t{0});
     if (j.contains("encryption") && j["encryption"].is_object()) {
       m.encryption_key_id = j["encryption"].value("key_id", "");
     }

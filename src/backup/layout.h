@@ -26,6 +26,7 @@ struct BackupMeta {
   // backup from before delta backups). A point-in-time restore starts only from a backup
   // whose revision_max is at or before the point.
   int64_t revision_max = 0;
+  int64_t finished_unix_ms = 0;  // when revision_max was read (0: unknown)
   uint64_t raft_index = 0;
   uint64_t db_size = 0;          // bytes of the snapshot as etcd streamed it (incl. its hash)
   uint64_t compressed_size = 0;  // bytes of snapshot.db.zst

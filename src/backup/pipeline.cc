@@ -241,6 +241,9 @@ absl::StatusOr<BackupMeta> TakeBackup(EtcdApi& etcd, const BackupSource& source,
     // An upper bound of what the snapshot holds, for point-in-time restores (0 if unknown).
     if (auto after = etcd.Status(source.endpoint, std::chrono::milliseconds(2000)); after.ok()) {
       m->revision_max = after->revision;
+      m->finished_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count();
     }
   });
 }

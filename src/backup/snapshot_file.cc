@@ -334,6 +334,7 @@ absl::StatusOr<BackupMeta> ImportSnapshotFile(BackupStore& store, const std::str
   meta.cluster = cluster;
   meta.etcd_version = info.cluster_version;
   meta.revision = info.revision;
+  meta.revision_max = info.revision;  // read from the file itself: exact
   meta.raft_index = info.consistent_index;
   meta.member = "file";
   meta.node = opts.taken_by;

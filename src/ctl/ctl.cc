@@ -424,7 +424,8 @@ int RunRestoreBackup(const Common& c, const std::string& name_arg, bool yes, boo
     }
     std::vector<BackupMeta> complete;
     for (const auto& b : *listed) {
-      if (b.meta) complete.push_back(*b.meta);
+      // An imported file is restored by naming it, never chosen (as the agents never do).
+      if (b.meta && b.meta->imported_from.empty()) complete.push_back(*b.meta);
     }
     auto choice = ChooseRestoreBase(*w.store, complete, pit.to_revision, pit.to_unix_ms);
     if (!choice.ok()) {

@@ -38,10 +38,6 @@ inline std::string StoreMarkedKey(const std::string& cluster) {
 
 // Maintenance (reconcile/maintenance.h): the pauses (stewardctl pause, drain) and the nodes
 // removed for good (remove-node), one JSON document written by compare-and-swap.
-// While a restored cluster is fenced: which coordinator's replay of the deltas may write.
-inline std::string ReplayGuardKey(const std::string& cluster) {
-  return ReservedPrefix(cluster) + "restore-replay";
-}
 inline std::string MaintenanceKey(const std::string& cluster) {
   return ReservedPrefix(cluster) + "maintenance";
 }
@@ -51,6 +47,14 @@ inline std::string EventsPrefix(const std::string& cluster) {
   return ReservedPrefix(cluster) + "events/";
 }
 
+// While a restored cluster is fenced: which coordinator's replay of the deltas may write, and
+// that restore `id` was settled (no replay of it may start again).
+inline std::string ReplayGuardKey(const std::string& cluster) {
+  return ReservedPrefix(cluster) + "restore-replay";
+}
+inline std::string ReplaySettledKey(const std::string& cluster, const std::string& id) {
+  return ReservedPrefix(cluster) + "restore-settled/" + id;
+}
 inline std::string ReservedPrefix(const Config& c) { return ReservedPrefix(c.cluster.name); }
 inline std::string EventsPrefix(const Config& c) { return EventsPrefix(c.cluster.name); }
 inline std::string LeaderKey(const Config& c) { return LeaderKey(c.cluster.name); }

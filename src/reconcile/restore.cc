@@ -387,7 +387,11 @@ absl::StatusOr<RestorePoint> RestoreCoordinator::DeltaPointFor(std::string* back
     const BackupMeta& older = candidates[index];
     VerifyOptions opts;
     opts.hash_content = false;
-    if (absl::Status s = VerifyBackup(*store_, config_.cluster.name, older, opts); s.ok()) {
+    absl::Status s = VerifyBackup(*store_, config_.cluster.name, older, opts);
+    // A store that did not answer says nothing about the backup: wait rather than lose the
+    // writes only its chain holds.
+    if (!s.ok() && !absl::IsDataLoss(s)) return s;
+    if (s.ok()) {
       spdlog::warn("restore: the deltas of backup {} reach revision {}, past those of the newer "
                    "{}: restoring {} with them",
                    older.name, point.revision, *backup, older.name);
@@ -489,20 +493,36 @@ absl::Status RestoreCoordinator::Settle(const RestoreIntent& intent, EtcdApi& fe
   // The changes stored after the backup, in order. Replaying them again after an interrupted
   // settle leaves the same state: every key they touch ends as its last change says.
   if (intent.delta_to > 0) {
-    // This replay's own mark, which every one of its transactions checks (ReplayDeltas).
+    // This replay's own mark, which every one of its transactions checks (ReplayDeltas);
+    // written only while no coordinator has finished settling this restore.
     const std::string guard =
         absl::StrCat(intent.id, "/", config_.node.name, "/", absl::StrFormat("%08x", env_.nonce()));
-    if (absl::Status s = fenced.Put(ReplayGuardKey(config_.cluster.name), guard); !s.ok()) {
-      return Annotate(s, "marking the replay of the deltas");
+    etcdserverpb::TxnRequest mark;
+    auto* unsettled = mark.add_compare();
+    unsettled->set_key(ReplaySettledKey(config_.cluster.name, intent.id));
+    unsettled->set_target(etcdserverpb::Compare::CREATE);
+    unsettled->set_result(etcdserverpb::Compare::EQUAL);
+    unsettled->set_create_revision(0);
+    auto* put = mark.add_success()->mutable_request_put();
+    put->set_key(ReplayGuardKey(config_.cluster.name));
+    put->set_value(guard);
+    auto marked = fenced.Txn(mark);
+    if (!marked.ok()) return Annotate(marked.status(), "marking the replay of the deltas");
+    if (!marked->succeeded()) {
+      // A coordinator settled it (and stopped before recording so): its replay is complete,
+      // and one started now could only write older values over it.
+      spdlog::info("restore {}: the deltas were replayed by the coordinator that settled it",
+                   intent.id);
+    } else {
+      int64_t replayed = 0;
+      if (absl::Status s = ReplayDeltas(*store_, config_.cluster.name, intent.backup,
+                                        intent.delta_to, fenced, guard, &replayed);
+          !s.ok()) {
+        return Annotate(s, "replaying the deltas");
+      }
+      spdlog::info("restore {}: replayed {} revision(s) of deltas after backup {}, to revision {}",
+                   intent.id, replayed, intent.backup, intent.delta_to);
     }
-    int64_t replayed = 0;
-    if (absl::Status s = ReplayDeltas(*store_, config_.cluster.name, intent.backup,
-                                      intent.delta_to, fenced, guard, &replayed);
-        !s.ok()) {
-      return Annotate(s, "replaying the deltas");
-    }
-    spdlog::info("restore {}: replayed {} revision(s) of deltas after backup {}, to revision {}",
-                 intent.id, replayed, intent.backup, intent.delta_to);
   }
   if (absl::Status s = fenced.Put(EtcdGenerationKey(config_.cluster.name),
                                   absl::StrCat(intent.generation));
@@ -525,6 +545,12 @@ absl::Status RestoreCoordinator::Settle(const RestoreIntent& intent, EtcdApi& fe
   etcdserverpb::TxnRequest drop;
   drop.add_success()->mutable_request_delete_range()->set_key(BackupStatusKey(config_));
   drop.add_success()->mutable_request_delete_range()->set_key(ReplayGuardKey(config_.cluster.name));
+  if (intent.delta_to > 0) {
+    // No replay of this restore may start after this: the cluster is about to serve clients.
+    auto* settled = drop.add_success()->mutable_request_put();
+    settled->set_key(ReplaySettledKey(config_.cluster.name, intent.id));
+    settled->set_value("settled");
+  }
   if (auto r = fenced.Txn(drop); !r.ok()) {
     return Annotate(r.status(), "dropping the restored backup status");
   }
