@@ -59,6 +59,15 @@ bool WaitChainReaches(const TestCluster& c, const std::string& name, int64_t rev
                  30s);
 }
 
+// A cluster with fast deltas, two keys written, then a full backup: its name.
+std::string StartWithABackup(TestCluster& c) {
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  EXPECT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
+  Write(c, "/it/gone", "here before the backup");
+  Write(c, "/it/over", "old");
+  return TakeBackup(c);
+}
+
 int StewardLeader(const TestCluster& c) {
   for (int i = 0; i < 3; ++i) {
     if (c.AdminGet(i, "/leader").exit_code == 200) return i;
@@ -68,12 +77,8 @@ int StewardLeader(const TestCluster& c) {
 
 TEST(DeltaTest, TotalLossBringsBackTheWritesAfterTheFullBackupAcrossALeaderChange) {
   TestCluster c(kTotalLoss, 3, 3, kFastLeader, kDeltas);
-  for (int i = 0; i < 3; ++i) c.StartAgent(i);
-  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
-  Write(c, "/it/gone", "here before the backup");
-  Write(c, "/it/over", "old");
-  const std::string base = TakeBackup(c);
-  ASSERT_FALSE(base.empty());
+  const std::string base = StartWithABackup(c);
+  ASSERT_FALSE(base.empty()) << c.Logs();
   for (int i = 0; i < 20; ++i) Write(c, absl::StrCat("/it/d", i), absl::StrCat("v", i));
   Write(c, "/it/over", "new");
   Write(c, "/it/gone", std::nullopt);
@@ -112,12 +117,8 @@ TEST(DeltaTest, TotalLossBringsBackTheWritesAfterTheFullBackupAcrossALeaderChang
 
 TEST(DeltaTest, RestoreBackupToARevisionInTheMiddleOfADelta) {
   TestCluster c(kPointInTime, 3, 3, kFastLeader, kDeltas);
-  for (int i = 0; i < 3; ++i) c.StartAgent(i);
-  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
-  Write(c, "/it/gone", "here before the backup");
-  Write(c, "/it/over", "old");
-  const std::string base = TakeBackup(c);
-  ASSERT_FALSE(base.empty());
+  const std::string base = StartWithABackup(c);
+  ASSERT_FALSE(base.empty()) << c.Logs();
   Write(c, "/it/over", "new");
   Write(c, "/it/gone", std::nullopt);
   const int64_t mid = Write(c, "/it/mid", "here");

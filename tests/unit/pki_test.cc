@@ -78,6 +78,20 @@ class PkiTest : public ::testing::Test {
     return req;
   }
 
+  // A one-node cluster whose agent issues its certificates from the test CA.
+  Config IssuedNodeConfig() const {
+    Config c;
+    c.cluster.name = "k8s";
+    c.cluster.size = 1;
+    c.cluster.nodes = {{"n1", "127.0.0.11"}};
+    c.node.name = "n1";
+    c.node.data_dir = (dir_ / "node").string();
+    c.tls.mode = "issued";
+    c.tls.ca_cert = ca_cert_;
+    c.tls.ca_key = ca_key_;
+    return c;
+  }
+
   // Issues `req` from the test CA into dir/<name>.crt and dir/<name>.key.
   void Issue(const CertRequest& req, const std::string& name) {
     absl::Status s = IssueCert(ca_cert_, ca_key_, req, P(name + ".crt"), P(name + ".key"));
@@ -569,15 +583,7 @@ TEST_F(PkiTest, PkiIssueClientWritesAClientOnlyCertificateAndNeverOverwrites) {
 // tls.extra_sans: the names a Kubernetes API server (or a load balancer) dials etcd by are in
 // the server certificates, and a changed list is issued again.
 TEST_F(PkiTest, ExtraSansAreInTheNodesServerCertificates) {
-  Config c;
-  c.cluster.name = "k8s";
-  c.cluster.size = 1;
-  c.cluster.nodes = {{"n1", "127.0.0.11"}};
-  c.node.name = "n1";
-  c.node.data_dir = (dir_ / "node").string();
-  c.tls.mode = "issued";
-  c.tls.ca_cert = ca_cert_;
-  c.tls.ca_key = ca_key_;
+  Config c = IssuedNodeConfig();
   c.tls.extra_sans = {"etcd.example.com", "10.9.9.9"};
   ASSERT_TRUE(PrepareNodeTls(c).ok());
   auto server = ReadCert(c.Tls().server_cert);
@@ -598,15 +604,7 @@ TEST_F(PkiTest, ExtraSansAreInTheNodesServerCertificates) {
 // The agent asks every minute; only a changed file, a certificate falling due or the hourly
 // sweep makes it parse and verify the certificates again.
 TEST_F(PkiTest, RenewerChecksInFullOnlyWhenAFileChangesOrACertificateFallsDue) {
-  Config c;
-  c.cluster.name = "k8s";
-  c.cluster.size = 1;
-  c.cluster.nodes = {{"n1", "127.0.0.11"}};
-  c.node.name = "n1";
-  c.node.data_dir = (dir_ / "node").string();
-  c.tls.mode = "issued";
-  c.tls.ca_cert = ca_cert_;
-  c.tls.ca_key = ca_key_;
+  Config c = IssuedNodeConfig();
   c.tls.cert_lifetime = std::chrono::hours(3);
   ASSERT_TRUE(PrepareNodeTls(c).ok());
   const auto now = std::chrono::system_clock::now();
