@@ -51,7 +51,7 @@ _stewardctl() {
     dashboard) COMPREPLY=($(compgen -W "--listen --config --agents --cacert --cert --key --help" -- "$cur")) ;;
     configure-cluster) COMPREPLY=($(compgen -W "$common --size" -- "$cur")) ;;
     restore-backup)
-      COMPREPLY=($(compgen -W "$common --yes --force --wait --to-revision --to-time --from-file --skip-hash-check" -- "$cur")) ;;
+      COMPREPLY=($(compgen -W "$common --yes --force --wait --latest --to-revision --to-time --from-file --skip-hash-check" -- "$cur")) ;;
     snapshot)
       if [ -z "$sub" ]; then
         COMPREPLY=($(compgen -W "save status" -- "$cur"))

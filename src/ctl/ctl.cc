@@ -877,9 +877,11 @@ int CtlMain(int argc, char** argv) {
   CLI::App* restore = app.add_subcommand(
       "restore-backup", "stop every member and restore the whole cluster from a backup");
   add_common(restore);
-  restore->add_option("name", restore_name,
-                      "the backup's name (see list-backups); without it, the newest backup and "
-                      "every delta stored after it");
+  restore->add_option("name", restore_name, "the backup's name (see list-backups)");
+  bool restore_latest = false;  // read back through get_option (ctl/snapshot_cmd.cc)
+  restore->add_flag("--latest", restore_latest,
+                    "instead of a name: the newest backup and every delta backup stored after "
+                    "it (the newest restorable point)");
   int64_t to_revision = 0;
   std::string to_time;
   restore->add_option("--to-revision", to_revision,

@@ -379,18 +379,31 @@ void AddSnapshotCommands(CLI::App& app, Common* common, Commands* commands) {
                              }
                              pit.to_unix_ms = *t;
                            }
-                           pit.deltas = pit.to_revision != 0 || pit.to_unix_ms != 0;
+                           const bool latest = restore->get_option("--latest")->count() > 0;
+                           pit.deltas = latest || pit.to_revision != 0 || pit.to_unix_ms != 0;
+                           if (latest && !name.empty()) {
+                             std::cerr << "stewardctl: restore-backup takes NAME or --latest, "
+                                          "not both\n";
+                             return 2;
+                           }
                            if (args->from_file.empty()) {
+                             // A restore replaces everything: its target is never implied.
+                             if (name.empty() && !pit.deltas) {
+                               std::cerr << "stewardctl: restore-backup needs NAME (see "
+                                            "list-backups), --latest, --to-revision R, "
+                                            "--to-time T, or --from-file FILE\n";
+                               return 2;
+                             }
                              if (args->skip_hash_check) {
                                std::cerr << "stewardctl: --skip-hash-check goes with --from-file\n";
                                return 2;
                              }
-                             // No name: the newest backup and every delta after it.
+                             // No name: the newest backup at or before the point, with its deltas.
                              return RunRestoreBackup(*common, name, yes, force, wait, pit);
                            }
                            if (pit.deltas) {
-                             std::cerr << "stewardctl: --to-revision and --to-time go with a "
-                                          "stored backup, not --from-file\n";
+                             std::cerr << "stewardctl: --latest, --to-revision and --to-time go "
+                                          "with a stored backup, not --from-file\n";
                              return 2;
                            }
                            return RunRestoreFromFile(*common, args->from_file,

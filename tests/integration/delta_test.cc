@@ -132,6 +132,10 @@ TEST(DeltaTest, RestoreBackupToARevisionInTheMiddleOfADelta) {
   EXPECT_NE(metrics.output.find("steward_delta_backup_revision "), std::string::npos)
       << metrics.output;
 
+  // A restore needs its target named: a bare restore-backup is a usage error.
+  RunResult bare = c.Ctl({"restore-backup", "--yes"});
+  EXPECT_EQ(bare.exit_code, 2) << bare.output;
+  EXPECT_NE(bare.output.find("--latest"), std::string::npos) << bare.output;
   // A point the deltas do not reach is refused before anything changes.
   RunResult refused = c.Ctl({"restore-backup", "--to-revision", std::to_string(last + 1000),
                              "--yes"});
