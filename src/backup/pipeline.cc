@@ -8,8 +8,12 @@
 #include <zstd.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -90,6 +94,89 @@ class Compressor {
  private:
   ZSTD_CCtx* cctx_;
   std::string out_;
+};
+
+// Writes full buffers to a file on its own thread, so decompressing the next buffer overlaps
+// copying the last one into the page cache (a restore's staging file: ~0.4 s of 1.3 s for a
+// 1.3 GB snapshot here). At most kDepth buffers exist; Take() waits for a written one.
+class BackgroundWriter {
+ public:
+  struct Buffer {
+    std::unique_ptr<char[]> data;  // capacity bytes, left uninitialised
+    size_t size = 0;
+  };
+
+  BackgroundWriter(int fd, size_t capacity) : fd_(fd), capacity_(capacity) {
+    for (int i = 0; i < kDepth; ++i) free_.push_back({std::make_unique_for_overwrite<char[]>(capacity), 0});
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~BackgroundWriter() { (void)Finish(); }
+  size_t capacity() const { return capacity_; }
+
+  // An empty buffer (waits while all are queued).
+  Buffer Take() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return !free_.empty(); });
+    Buffer b = std::move(free_.front());
+    free_.pop_front();
+    b.size = 0;
+    return b;
+  }
+  // Queues `b` to be written; a write error from before is returned (and stays).
+  absl::Status Put(Buffer b) {
+    std::lock_guard lock(mu_);
+    queued_.push_back(std::move(b));
+    cv_.notify_all();
+    return error_;
+  }
+  // Writes what is queued and stops the thread; the first write error, if any.
+  absl::Status Finish() {
+    {
+      std::lock_guard lock(mu_);
+      if (done_) return error_;
+      done_ = true;
+      cv_.notify_all();
+    }
+    thread_.join();
+    return error_;
+  }
+
+ private:
+  static constexpr int kDepth = 3;
+  void Run() {
+    std::unique_lock lock(mu_);
+    while (true) {
+      cv_.wait(lock, [&] { return done_ || !queued_.empty(); });
+      if (queued_.empty()) return;  // done_ and drained
+      Buffer b = std::move(queued_.front());
+      queued_.pop_front();
+      const bool ok = error_.ok();
+      lock.unlock();
+      absl::Status s;
+      for (size_t off = 0; ok && off < b.size;) {
+        const ssize_t n = ::write(fd_, b.data.get() + off, b.size - off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+          s = absl::InternalError(std::strerror(n < 0 ? errno : ENOSPC));
+          break;
+        }
+        off += static_cast<size_t>(n);
+      }
+      lock.lock();
+      if (!s.ok() && error_.ok()) error_ = s;
+      free_.push_back(std::move(b));
+      cv_.notify_all();
+    }
+  }
+
+  const int fd_;
+  const size_t capacity_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Buffer> free_, queued_;
+  absl::Status error_;
+  bool done_ = false;
+  std::thread thread_;
 };
 
 // Whether a zstd frame starting at `d` carries a content checksum: after the 4-byte magic
@@ -311,7 +398,13 @@ absl::Status VerifyBackup(BackupStore& store, const std::string& cluster, const 
   Sha256 stored_hash;
   TrailingHashCheck etcd_hash;
   ZSTD_DCtx* dctx = decompress ? ZSTD_createDCtx() : nullptr;
-  std::string out(decompress ? ZSTD_DStreamOutSize() * 4 : 0, '\0');
+  // Decompressed bytes collect in `out` on their way to the file (or are dropped when only
+  // checked).
+  constexpr size_t kOutBuffer = 4 << 20;
+  std::optional<BackgroundWriter> writer;
+  if (fd >= 0) writer.emplace(fd, kOutBuffer);
+  BackgroundWriter::Buffer out = writer ? writer->Take() : BackgroundWriter::Buffer{};
+  if (!writer && decompress) out.data = std::make_unique_for_overwrite<char[]>(kOutBuffer);
   uint64_t stored = 0, db = 0;
   size_t last_ret = 0;
   bool hash_stored = opts.hash_stored;
@@ -329,8 +422,10 @@ absl::Status VerifyBackup(BackupStore& store, const std::string& cluster, const 
     if (opts.progress) opts.progress(stored);
     if (!decompress) return absl::OkStatus();
     ZSTD_inBuffer ib{c.data(), c.size(), 0};
-    while (ib.pos < ib.size) {
-      ZSTD_outBuffer ob{out.data(), out.size(), 0};
+    // Until the input is used up and zstd holds nothing back.
+    for (bool filled = true; ib.pos < ib.size || filled;) {
+      // Decompress into the rest of `out`, which goes to the writer once full.
+      ZSTD_outBuffer ob{out.data.get() + out.size, kOutBuffer - out.size, 0};
       // The frame carries a content checksum (set when the backup was taken), which zstd
       // checks here: a decompression that goes wrong is an error, not silently wrong bytes.
       last_ret = ZSTD_decompressStream(dctx, &ob, &ib);
@@ -338,16 +433,33 @@ absl::Status VerifyBackup(BackupStore& store, const std::string& cluster, const 
         return absl::DataLossError(absl::StrCat("backup ", meta.name, ": does not decompress: ",
                                                 ZSTD_getErrorName(last_ret)));
       }
-      std::string_view d(out.data(), ob.pos);
+      // A full buffer may mean zstd holds more; 0 means the frame is done (calling again
+      // would start reading a next frame and report it unfinished).
+      filled = ob.pos == ob.size && last_ret != 0;
+      std::string_view d(out.data.get() + out.size, ob.pos);
       if (opts.hash_content) etcd_hash.Update(d);
       db += d.size();
-      if (fd >= 0 && !d.empty() && ::write(fd, d.data(), d.size()) != static_cast<ssize_t>(d.size())) {
-        return absl::InternalError(absl::StrCat("writing ", tmp, ": ", std::strerror(errno)));
+      out.size += d.size();
+      if (out.size == kOutBuffer) {
+        if (writer) {
+          if (absl::Status w = writer->Put(std::move(out)); !w.ok()) {
+            return Annotate(w, absl::StrCat("writing ", tmp));
+          }
+          out = writer->Take();
+        } else {
+          out.size = 0;
+        }
       }
     }
     return absl::OkStatus();
   });
   if (dctx != nullptr) ZSTD_freeDCtx(dctx);
+  if (writer) {
+    if (s.ok() && out.size > 0) s = writer->Put(std::move(out));
+    if (absl::Status w = writer->Finish(); s.ok() && !w.ok()) {
+      s = Annotate(w, absl::StrCat("writing ", tmp));
+    }
+  }
   // No fsync: the file is a staging copy that `etcdctl snapshot restore` reads at once and
   // then copies (and syncs) itself; after a crash the whole restore starts over.
   if (fd >= 0) ::close(fd);

@@ -93,6 +93,25 @@ TEST_F(VerifyTest, AGoodBackupPassesEveryLevelAndIsWrittenOutExactly) {
   EXPECT_FALSE(fs::exists(out + ".part"));
 }
 
+// The staging copy is written in 4 MiB buffers by a second thread: a stream that ends exactly
+// at a buffer's end, one byte past it, or several buffers long comes out byte for byte.
+TEST_F(VerifyTest, StreamsOfEveryLengthAroundTheWriteBufferAreWrittenOutExactly) {
+  std::mt19937 rng(11);
+  for (size_t size : {size_t{8} << 20, (size_t{8} << 20) + 1, (size_t{4} << 20) - 1, size_t{13} << 20}) {
+    std::string body(size - 32, '\0');
+    for (auto& ch : body) ch = static_cast<char>('a' + rng() % 16);
+    const std::string stream = body + Sha(body);
+    Write(stream, Zstd(stream));
+    const std::string out = (root_ / "snapshot.db").string();
+    absl::Status st = Verify(false, out, /*stored=*/false);
+    ASSERT_TRUE(st.ok()) << size << ": " << st;
+    std::ifstream f(out, std::ios::binary);
+    std::string got((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(got.size(), stream.size());
+    EXPECT_TRUE(got == stream) << "size " << size;
+  }
+}
+
 TEST_F(VerifyTest, AFlippedStoredByteIsRefusedAtEveryLevelAndNothingIsLeftBehind) {
   std::string z = Zstd(stream_);
   z[z.size() / 2] ^= 0x01;
