@@ -1,13 +1,16 @@
 // Delta backups (issue 16) with real agents and etcd 3.4 on 127.0.X.0/24: the writes after the
-// newest full backup come back after total loss, across a leader change, and a restore can
-// stop at a chosen revision.
+// newest full backup come back after total loss, across a leader change; a restore can stop
+// at a chosen revision or time, and never goes past a damaged or missing delta.
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "etcd/client.h"
 #include "harness.h"
 #include "nlohmann/json.hpp"
@@ -18,7 +21,7 @@ namespace {
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
-enum Subnet { kTotalLoss = 38, kPointInTime = 39 };
+enum Subnet { kTotalLoss = 38, kPointInTime = 39, kTamperedAndTime = 40 };
 
 constexpr char kDeltas[] =
     "backup:\n  store: file://ROOT/backups\n  interval: 1h\n  delta_interval: 500ms\n";
@@ -157,6 +160,115 @@ TEST(DeltaTest, RestoreBackupToARevisionInTheMiddleOfADelta) {
   auto st = c.Client(c.ClientUrl(0)).Status(c.ClientUrl(0), 2000ms);
   ASSERT_TRUE(st.ok()) << st.status();
   EXPECT_GT(st->revision, last);
+}
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// A whole second that every revision received so far is before and every later one after:
+// what `--to-time` (whole seconds) can name between two writes.
+int64_t SecondBetweenWrites() {
+  std::this_thread::sleep_for(1100ms);
+  const int64_t second = NowMs() / 1000;
+  while (NowMs() < (second + 1) * 1000 + 100) std::this_thread::sleep_for(50ms);
+  return second;
+}
+
+// The stored delta of `base` (file store, cluster it<subnet>) that holds `revision`:
+// <from>-<to>-<node>.delta.zst.
+std::string DeltaHolding(const TestCluster& c, int subnet, const std::string& base,
+                         int64_t revision) {
+  const fs::path dir =
+      fs::path(c.Root()) / "backups" / absl::StrCat("it", subnet) / "deltas" / base;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!name.ends_with(".delta.zst")) continue;
+    std::vector<std::string> parts = absl::StrSplit(name, '-');
+    int64_t from = 0, to = 0;
+    if (parts.size() >= 3 && absl::SimpleAtoi(parts[0], &from) && absl::SimpleAtoi(parts[1], &to) &&
+        from < revision && revision <= to) {
+      return e.path().string();
+    }
+  }
+  return "";
+}
+
+TEST(DeltaTest, ToTimeAndATamperedDeltaInTheMiddleOfTheChain) {
+  TestCluster c(kTamperedAndTime, 3, 3, kFastLeader, kDeltas);
+  const std::string base = StartWithABackup(c);
+  ASSERT_FALSE(base.empty()) << c.Logs();
+  // Three writes, each in a delta of its own (the chain reaches one before the next is made),
+  // with a whole second between the first two and after the third.
+  const int64_t r1 = Write(c, "/it/t1", "one");
+  ASSERT_TRUE(WaitChainReaches(c, base, r1)) << Chain(c, base).dump() << c.Logs();
+  const int64_t between = SecondBetweenWrites();
+  const int64_t r2 = Write(c, "/it/t2", "two");
+  ASSERT_TRUE(WaitChainReaches(c, base, r2)) << Chain(c, base).dump() << c.Logs();
+  const int64_t r3 = Write(c, "/it/t3", "three");
+  ASSERT_TRUE(WaitChainReaches(c, base, r3)) << Chain(c, base).dump() << c.Logs();
+  const int64_t after_all = SecondBetweenWrites();
+
+  // --to-time: the state as of a second between the first and the second write.
+  RunResult r = c.Ctl({"restore-backup", "--to-time", std::to_string(between), "--yes", "--wait",
+                       "120"},
+                      true, 150s);
+  ASSERT_EQ(r.exit_code, 0) << r.output << c.Logs();
+  EXPECT_NE(r.output.find(base), std::string::npos) << r.output;
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
+  EXPECT_EQ(Get(c, 0, "/it/t1"), "one");
+  EXPECT_EQ(Get(c, 1, "/it/t2"), "<absent>") << "written after the time asked for";
+  EXPECT_EQ(Get(c, 2, "/it/t3"), "<absent>");
+  Write(c, "/it/t4", "after the first restore");
+
+  // The delta holding the second write is damaged in the store: the chain stops before it.
+  const std::string damaged = DeltaHolding(c, kTamperedAndTime, base, r2);
+  ASSERT_FALSE(damaged.empty()) << "no delta of " << base << " holds revision " << r2;
+  ASSERT_NE(DeltaHolding(c, kTamperedAndTime, base, r3), damaged) << "the third write must be in a later delta";
+  {
+    std::fstream f(damaged, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(0, std::ios::end);
+    const std::streamoff size = f.tellg();
+    ASSERT_GT(size, 8);
+    f.seekg(size / 2);
+    char b = 0;
+    f.read(&b, 1);
+    b = static_cast<char>(b ^ 0x5a);
+    f.seekp(size / 2);
+    f.write(&b, 1);
+  }
+  // Asked for a point past the damage: refused, nothing changed.
+  RunResult refused = c.Ctl({"restore-backup", base, "--to-revision", std::to_string(r3), "--yes"});
+  EXPECT_EQ(refused.exit_code, 1) << refused.output;
+  EXPECT_NE(refused.output.find("refusing to restore"), std::string::npos) << refused.output;
+  EXPECT_NE(refused.output.find("sha256 mismatch"), std::string::npos) << refused.output;
+  EXPECT_EQ(Get(c, 0, "/it/t4"), "after the first restore") << "a refused restore changes nothing";
+
+  // Asked for a time past the damage: the restore stops at the last good delta and says so.
+  r = c.Ctl({"restore-backup", base, "--to-time", std::to_string(after_all), "--yes", "--wait",
+             "120"},
+            true, 150s);
+  ASSERT_EQ(r.exit_code, 0) << r.output << c.Logs();
+  EXPECT_NE(r.output.find("stop at revision"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("sha256 mismatch"), std::string::npos) << r.output;
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
+  EXPECT_EQ(Get(c, 0, "/it/t1"), "one");
+  EXPECT_EQ(Get(c, 1, "/it/t2"), "<absent>") << "in the damaged delta";
+  EXPECT_EQ(Get(c, 2, "/it/t3"), "<absent>") << "after the damaged delta";
+  EXPECT_EQ(Get(c, 0, "/it/t4"), "<absent>") << "written after that backup's chain";
+
+  // list-backups reads only the deltas' records (reading every delta would cost a download
+  // each): a missing delta shows there as where the chain stops.
+  std::error_code ec;
+  fs::remove(damaged, ec);
+  fs::remove(damaged.substr(0, damaged.size() - std::string(".delta.zst").size()) + ".json", ec);
+  const nlohmann::json chain = Chain(c, base);
+  EXPECT_NE(chain.value("stopped", ""), "") << chain.dump();
+  EXPECT_GE(chain.value("to_revision", int64_t{0}), r1) << chain.dump();
+  EXPECT_LT(chain.value("to_revision", int64_t{0}), r2) << chain.dump();
 }
 
 }  // namespace
