@@ -3,6 +3,7 @@
 #include "etcd/keys.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <openssl/evp.h>
 #include <unistd.h>
 #include <zstd.h>
@@ -64,14 +65,29 @@ class TrailingHashCheck {
   std::string whole_;
 };
 
+// zstd worker threads for a backup: one core goes to the etcd member next to the agent (often
+// the source, which spends about a core sending the snapshot) and one to the thread reading
+// the stream; workers only get what is left. On 2 cores, workers only add hand-offs: measured
+// here (1.3 GB, source local), compressing on the reading thread took 3.55-3.74 s against
+// 3.84-4.13 s with two workers.
+int CompressionWorkers() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int cores = ::sched_getaffinity(0, sizeof set, &set) == 0
+                        ? CPU_COUNT(&set)
+                        : static_cast<int>(std::thread::hardware_concurrency());
+  return std::clamp(cores - 2, 0, 2);
+}
+
 class Compressor {
  public:
   Compressor() : cctx_(ZSTD_createCCtx()), out_(ZSTD_CStreamOutSize(), '\0') {
     ZSTD_CCtx_setParameter(cctx_, ZSTD_c_compressionLevel, 1);
     ZSTD_CCtx_setParameter(cctx_, ZSTD_c_checksumFlag, 1);
-    // Compress on two worker threads while this one keeps reading the stream; ignored (and
-    // single-threaded) if the library was built without multithreading.
-    ZSTD_CCtx_setParameter(cctx_, ZSTD_c_nbWorkers, 2);
+    // Compress on up to two worker threads while this one keeps reading the stream, where
+    // there are cores for them; ignored (single-threaded) if the library was built without
+    // multithreading.
+    ZSTD_CCtx_setParameter(cctx_, ZSTD_c_nbWorkers, CompressionWorkers());
   }
   ~Compressor() { ZSTD_freeCCtx(cctx_); }
 
