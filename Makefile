@@ -60,7 +60,7 @@ bench-quick: bench-build
 bench-build:
 	./scripts/install-deps.sh --bench
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
-	cmake --build $(BUILD) --target steward stewardctl snapshot_probe member_restore -j $(JOBS)
+	cmake --build $(BUILD) --target steward stewardctl snapshot_probe member_restore put_load -j $(JOBS)
 	BUILD=$(BUILD) ./bench/run --note-build
 
 clean:
