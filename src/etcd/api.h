@@ -68,6 +68,9 @@ class KeyWatch {
   virtual void Cancel() = 0;
   // The member that serves the watch (0 if unknown).
   virtual uint64_t member_id() const { return 0; }
+  // The member's revision when it created the watch (0 if unknown): every change up to it
+  // comes through the watch before any later one.
+  virtual int64_t created_revision() const { return 0; }
 };
 
 // A lease kept alive over one open stream (etcd's LeaseKeepAlive).

@@ -574,7 +574,10 @@ class GrpcKeyWatch : public KeyWatch {
       if (!resp.ok()) return resp.status();
       if (!resp->has_value()) continue;
       if (absl::Status bad = Check(**resp); !bad.ok()) return bad;
-      if ((*resp)->created()) ++created;
+      if ((*resp)->created()) {
+        ++created;
+        created_revision_ = std::max(created_revision_, (*resp)->header().revision());
+      }
       member_id_ = (*resp)->header().member_id();
       for (auto& e : *(*resp)->mutable_events()) early_.push_back(std::move(e));
     }
@@ -594,6 +597,7 @@ class GrpcKeyWatch : public KeyWatch {
 
   void Cancel() override { stream_.Cancel(); }
   uint64_t member_id() const override { return member_id_; }
+  int64_t created_revision() const override { return created_revision_; }
 
  private:
   static absl::Status Check(const etcdserverpb::WatchResponse& resp) {
@@ -610,6 +614,7 @@ class GrpcKeyWatch : public KeyWatch {
   BidiStream<etcdserverpb::WatchRequest, etcdserverpb::WatchResponse> stream_;
   std::vector<etcdserverpb::Event> early_;  // events that came with the creation answers
   uint64_t member_id_ = 0;
+  int64_t created_revision_ = 0;
 };
 
 class GrpcLeaseStream : public LeaseStream {
