@@ -20,6 +20,9 @@ constexpr std::chrono::seconds kOpenTimeout{5};
 constexpr std::chrono::seconds kBaseCheckEvery{30};
 // How long a leader waits after reading changes before it reads again (below).
 constexpr std::chrono::milliseconds kReadPause{1000};
+// Events read since the watch opened that make the keyspace busy enough for catch-ups (a few
+// writes now and then, such as the agents' own status, are cheaper on a standing watch).
+constexpr size_t kBusy = 64;
 // The longest wait for the next message of a backlog etcd is sending.
 constexpr std::chrono::milliseconds kCatchUpWait{500};
 
@@ -133,29 +136,30 @@ absl::Status DeltaWriter::Session() {
     return absl::OkStatus();
   };
   std::shared_ptr<KeyWatch> watch;
-  // (Re)opens the watch from `cursor`; false (with `why`) if it cannot be, or if stopping.
-  auto open_watch = [&](absl::Status* why) -> bool {
-    *why = absl::OkStatus();
+  // (Re)opens the watch from `cursor`. OK with no watch when stopping.
+  auto open_watch = [&]() -> absl::Status {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (stopping_) return false;
+      if (stopping_) return absl::OkStatus();
     }
     auto opened = etcd_->WatchRange(std::string(1, '\0'), std::string(1, '\0'), cursor,
                                     kOpenTimeout);
-    if (!opened.ok()) {
-      *why = absl::IsOutOfRange(opened.status()) ? compacted(opened.status())
-                                                 : Annotate(opened.status(), "watching the keyspace");
-      return false;
-    }
-    watch = std::move(*opened);
+    if (!opened.ok()) return opened.status();
     std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return absl::OkStatus();
+    watch = std::move(*opened);
     watch_ = watch;
-    return !stopping_;
+    return absl::OkStatus();
   };
   auto close_watch = [&] {
-    std::lock_guard<std::mutex> lock(mu_);
-    watch_.reset();
-    watch.reset();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      watch_.reset();
+    }
+    watch.reset();  // the stream closes outside the lock: Stop() and status() need not wait
+  };
+  auto open_failed = [&](const absl::Status& s) {
+    return absl::IsOutOfRange(s) ? compacted(s) : Annotate(s, "watching the keyspace");
   };
   struct Unset {
     DeltaWriter* w;
@@ -164,7 +168,8 @@ absl::Status DeltaWriter::Session() {
       w->watch_.reset();
     }
   } unset{this};
-  if (absl::Status why; !open_watch(&why)) return why;
+  if (absl::Status s = open_watch(); !s.ok()) return open_failed(s);
+  if (watch == nullptr) return absl::OkStatus();  // stopping
   spdlog::info("delta backups: following backup {} from revision {}", b.name, cursor);
   SetStatus(absl::StrCat("backup ", b.name, " + ", chain->deltas.size(), " delta(s), to revision ",
                          cursor));
@@ -197,7 +202,7 @@ absl::Status DeltaWriter::Session() {
   };
   auto next_flush = std::chrono::steady_clock::now() + interval;
   auto next_base_check = std::chrono::steady_clock::now() + kBaseCheckEvery;
-  bool read_since_open = false;
+  size_t read_since_open = 0;  // events
   while (leading_()) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -213,9 +218,10 @@ absl::Status DeltaWriter::Session() {
                               : pending.revisions().empty() ? interval
                                                             : wait);
     if (!events.ok()) {
-      if (absl::IsOutOfRange(events.status())) return compacted(events.status());
-      // Whatever was received is history all the same: keep it before starting again.
+      // Whatever was received is history all the same: keep it before starting again (and
+      // before a compaction's full backup, whose retention may prune this chain's base).
       (void)flush();
+      if (absl::IsOutOfRange(events.status())) return compacted(events.status());
       return Annotate(events.status(), "the watch ended");
     }
     for (auto& e : *events) {
@@ -252,19 +258,24 @@ absl::Status DeltaWriter::Session() {
     // and each costs this agent (and etcd) a round of transport work and thread wake-ups; read
     // in catch-ups instead (below). The pause only delays when changes are read, never which:
     // the watch reopens from the last revision read, and the delta interval is unchanged.
-    if (!events->empty()) read_since_open = true;
-    if (read_since_open && cursor >= watch->created_revision()) {
-      // Changes came and etcd's backlog is read: close the watch for a moment and open it
+    read_since_open += events->size();
+    const int64_t created = watch->created_revision();  // 0: unknown, so no catch-ups
+    if (read_since_open >= kBusy && created > 0 && cursor >= created) {
+      // Many changes came and etcd's backlog is read: close the watch for a moment and open it
       // again from here, so etcd sends the changes of the pause as a backlog, in few large
       // messages, rather than each revision in a message of its own as it happens.
-      read_since_open = false;
+      read_since_open = 0;
       close_watch();
       Sleep(std::min<std::chrono::milliseconds>(kReadPause, interval / 2));
-      if (absl::Status why; !open_watch(&why)) {
-        // Stopping, or etcd went away or compacted: what came before the pause is stored all
-        // the same (it follows the stored chain without a gap).
+      if (!leading_()) break;  // store what came (below)
+      absl::Status reopened = open_watch();
+      if (!reopened.ok() || watch == nullptr) {
+        // Stopping, or etcd went away or compacted: what came before the pause is stored
+        // first (it follows the stored chain without a gap).
         absl::Status stored = flush();
-        return why.ok() ? stored : why;
+        if (reopened.ok()) return stored;
+        if (!stored.ok()) spdlog::warn("delta backups: storing a delta: {}", stored.message());
+        return open_failed(reopened);
       }
     }
   }

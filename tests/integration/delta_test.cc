@@ -82,7 +82,9 @@ TEST(DeltaTest, TotalLossBringsBackTheWritesAfterTheFullBackupAcrossALeaderChang
   TestCluster c(kTotalLoss, 3, 3, kFastLeader, kDeltas);
   const std::string base = StartWithABackup(c);
   ASSERT_FALSE(base.empty()) << c.Logs();
-  for (int i = 0; i < 20; ++i) Write(c, absl::StrCat("/it/d", i), absl::StrCat("v", i));
+  // More writes than kBusy (delta_writer.cc): the leader reads them in catch-ups, closing and
+  // reopening its watch, which must neither skip nor repeat a revision.
+  for (int i = 0; i < 150; ++i) Write(c, absl::StrCat("/it/d", i), absl::StrCat("v", i));
   Write(c, "/it/over", "new");
   Write(c, "/it/gone", std::nullopt);
   int64_t last = Write(c, "/it/d19", "v19 again");
@@ -92,7 +94,7 @@ TEST(DeltaTest, TotalLossBringsBackTheWritesAfterTheFullBackupAcrossALeaderChang
   const int leader = StewardLeader(c);
   ASSERT_GE(leader, 0) << c.Logs();
   c.SignalAgent(leader, SIGKILL);
-  for (int i = 20; i < 40; ++i) Write(c, absl::StrCat("/it/d", i), absl::StrCat("v", i));
+  for (int i = 150; i < 300; ++i) Write(c, absl::StrCat("/it/d", i), absl::StrCat("v", i));
   last = Write(c, "/it/over", "newer");
   ASSERT_TRUE(WaitChainReaches(c, base, last)) << Chain(c, base).dump() << c.Logs();
   c.StartAgent(leader);
@@ -108,7 +110,7 @@ TEST(DeltaTest, TotalLossBringsBackTheWritesAfterTheFullBackupAcrossALeaderChang
   LoseEverything(c, 3);
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 120s)) << c.Logs();
-  for (int i = 0; i < 40; ++i) {
+  for (int i = 0; i < 300; ++i) {
     EXPECT_EQ(Get(c, i % 3, absl::StrCat("/it/d", i)),
               i == 19 ? std::string("v19 again") : absl::StrCat("v", i))
         << i << "\n" << c.Logs();
