@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "absl/strings/str_split.h"
+#include "client_args.h"
 #include "etcd/client.h"
-#include "pki/node_certs.h"
 
 namespace {
 
@@ -41,16 +41,8 @@ double Percentile(const std::vector<double>& sorted, double p) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string cacert, cert, key;
-  std::vector<std::string> args;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if ((a == "--cacert" || a == "--cert" || a == "--key") && i + 1 < argc) {
-      (a == "--cacert" ? cacert : a == "--cert" ? cert : key) = argv[++i];
-    } else {
-      args.push_back(a);
-    }
-  }
+  const bench::ClientArgs cli = bench::ParseClientArgs(argc, argv);
+  const std::vector<std::string>& args = cli.positional;
   const long clients = args.size() == 5 ? ParseCount(args[1], false) : -1;
   const long seconds = args.size() == 5 ? ParseCount(args[2], false) : -1;
   const long value_bytes = args.size() == 5 ? ParseCount(args[3], true) : -1;
@@ -69,14 +61,7 @@ int main(int argc, char** argv) {
   }
 
   steward::EtcdClient::Options options;
-  if (!cacert.empty()) {
-    auto creds = steward::TlsChannelCredentials(cacert, cert, key);
-    if (!creds.ok()) {
-      std::fprintf(stderr, "put_load: %s\n", std::string(creds.status().message()).c_str());
-      return 2;
-    }
-    options.credentials = *creds;
-  }
+  if (!bench::ApplyTls(cli, "put_load", &options)) return 2;
   // One connection per endpoint, shared by the threads. EtcdClient sends every call to the
   // endpoint that answered last, so one client would put everything through one member: each
   // thread gets its own client with the endpoint list rotated by its index, which spreads the

@@ -19,20 +19,12 @@
 
 #include "backup/pipeline.h"
 #include "backup/store.h"
+#include "client_args.h"
 #include "etcd/client.h"
-#include "pki/node_certs.h"
 
 int main(int argc, char** argv) {
-  std::string cacert, cert, key;
-  std::vector<std::string> args;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if ((a == "--cacert" || a == "--cert" || a == "--key") && i + 1 < argc) {
-      (a == "--cacert" ? cacert : a == "--cert" ? cert : key) = argv[++i];
-    } else {
-      args.push_back(a);
-    }
-  }
+  const bench::ClientArgs cli = bench::ParseClientArgs(argc, argv);
+  const std::vector<std::string>& args = cli.positional;
   if (args.size() < 2 || (args[1] == "backup" && args.size() != 3)) {
     std::fprintf(stderr,
                  "usage: snapshot_probe [--cacert CA --cert CERT --key KEY] ENDPOINT "
@@ -41,14 +33,7 @@ int main(int argc, char** argv) {
   }
   const std::string endpoint = args[0], mode = args[1];
   steward::EtcdClient::Options options;
-  if (!cacert.empty()) {
-    auto creds = steward::TlsChannelCredentials(cacert, cert, key);
-    if (!creds.ok()) {
-      std::fprintf(stderr, "snapshot_probe: %s\n", std::string(creds.status().message()).c_str());
-      return 2;
-    }
-    options.credentials = *creds;
-  }
+  if (!bench::ApplyTls(cli, "snapshot_probe", &options)) return 2;
   steward::EtcdClient etcd({endpoint}, options);
   EVP_MD_CTX* sha = EVP_MD_CTX_new();
   EVP_DigestInit_ex(sha, EVP_sha256(), nullptr);
