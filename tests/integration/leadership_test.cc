@@ -1,6 +1,6 @@
 // The streams an idle agent keeps open instead of polling (issue 13, "a quiet agent"): the
 // followers' watch on the leader key and the leader's lease keep-alive stream, against real
-// etcd 3.4 on 127.0.30.0/24.
+// etcd 3.4 on 127.0.30.0/24 and 127.0.64.0/24.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -15,12 +15,15 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// One subnet per test: ctest runs the tests of a file in parallel, and two clusters on one
+// subnet take each other's ports.
 constexpr int kSubnet = 30;
+constexpr int kStreamSubnet = 64;
 
 // The streams themselves: a watch sees puts and deletes of its keys only, Cancel ends a wait
 // at once from another thread, and a lease stream renews a lease and says when it is gone.
 TEST(StreamTest, WatchSeesItsKeysAndLeaseStreamRenews) {
-  TestCluster c(kSubnet, 1, 1);
+  TestCluster c(kStreamSubnet, 1, 1);
   c.StartAgent(0);
   ASSERT_TRUE(c.WaitHealthy(1, 60s)) << c.Logs();
   EtcdClient etcd = c.Client(c.ClientUrl(0));
