@@ -2,6 +2,11 @@
 // the end of the newest full backup's chain, and every backup.delta_interval (or once the
 // pending changes pass a size bound) a delta of what came, stored with BackupStore.
 //
+// - Under a steady stream of writes the watch is read in catch-ups: once it has read many
+//   changes and what etcd had when it opened, it is closed for up to a second and opened
+//   again from the last revision read, so etcd sends the backlog in few messages instead of
+//   one per revision (which cost the agent ~12 % of a core at ~2500 writes/s).
+//
 // - A new leader resumes where the store's chain ends: etcd still holds that history (unless
 //   compacted), so nothing is skipped and nothing stored twice.
 // - A newer full backup moves the chain to it (the old chain is finished first).
