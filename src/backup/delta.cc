@@ -370,6 +370,14 @@ absl::StatusOr<std::pair<size_t, RestorePoint>> ChooseRestoreBase(
     }
     // Only past everything the newer snapshot may hold (up to its revision_max).
     if (backups[first].revision_max == 0) break;
+    // Its metas bound how far its chain can reach: read no object of a chain that cannot win
+    // (that chain may hold everything written before the newer backup, e.g. a bulk load).
+    auto listed = ListDeltaChain(store, older);
+    if (!listed.ok()) return listed.status();
+    if (listed->end_revision <= point->revision ||
+        listed->end_revision < backups[first].revision_max) {
+      break;
+    }
     auto further = FindRestorePoint(store, older, to_revision, to_unix_ms);
     if (!further.ok()) return further.status();
     if (further->revision > point->revision &&
