@@ -258,16 +258,16 @@ TEST_F(DeltaStoreTest, TheBaseIsTheOneWhoseChainReachesThePoint) {
   EXPECT_TRUE(absl::IsNotFound(ChooseRestoreBase(*store_, {unknown}, 95).status()));
 }
 
-// The older backup's chain is read only when its metas say it may reach further: after a bulk
-// load and a full backup, that chain holds the whole load, and reading it made every restore
-// read (and wait for) it. Its object is gone here: reading it would fail the choice.
+// The older backup's chain is read only when it may reach past the newer one's point: after a
+// bulk load and a full backup, that chain holds the whole load, and reading it made every
+// restore wait for it. The load's object is gone here: reading it would fail the choice.
 TEST_F(DeltaStoreTest, AnOlderChainThatCannotReachFurtherIsNotRead) {
   BackupMeta older = Base(100);
   older.revision_max = 100;
   BackupMeta newer = Base(130);
   newer.name = "20261127T081000Z-00000000000000000130";
   newer.revision_max = 130;
-  DeltaMeta load = Write(older, 100, 130, {110, 130});
+  DeltaMeta load = Write(older, 100, 125, {110, 125});
   fs::remove(root_ / DeltaObjectKey("demo", older.name, load.name));
   auto choice = ChooseRestoreBase(*store_, {newer, older});
   ASSERT_TRUE(choice.ok()) << choice.status();
@@ -275,10 +275,21 @@ TEST_F(DeltaStoreTest, AnOlderChainThatCannotReachFurtherIsNotRead) {
   EXPECT_EQ(choice->second.revision, 130);
   EXPECT_EQ(choice->second.deltas, 0);
 
-  // Its metas say it reaches past the newer one's point: now it is read (and its missing object
-  // makes the choice wait rather than restore less).
-  Write(older, 130, 135, {135});
+  // Its last delta ends past the point (the agents' own writes count in a delta's end but are
+  // not stored) and holds nothing after it: still not read further.
+  Write(older, 125, 133, {128});
+  choice = ChooseRestoreBase(*store_, {newer, older});
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_EQ(choice->first, 0u);
+
+  // A change after the point: now the whole chain is read (and the missing object makes the
+  // choice wait rather than restore less).
+  Write(older, 133, 135, {135});
   EXPECT_FALSE(ChooseRestoreBase(*store_, {newer, older}).ok());
+  // Unless the point asked for lies before that change.
+  choice = ChooseRestoreBase(*store_, {newer, older}, /*to_revision=*/134);
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_EQ(choice->first, 0u);
 }
 
 TEST_F(DeltaStoreTest, DeltasAreEncryptedLikeSnapshots) {
