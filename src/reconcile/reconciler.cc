@@ -52,6 +52,16 @@ Reconciler::Reconciler(const Config& config, EtcdApi* etcd, BackupStore* store,
 
 PeerApi& Reconciler::Agent(const std::string& node) { return *agents_.at(node); }
 
+uint64_t Reconciler::InitialIdOf(const std::string& peer_url) {
+  // Computed once per URL: OpenSSL's SHA1() fetches its implementation anew on every call, and
+  // those code paths (~450 KiB, faulted in by 64 KiB) were most of what an idle leader kept
+  // resident beyond a follower.
+  const std::string token = config_.ClusterToken();
+  auto [it, fresh] = initial_ids_.try_emplace(peer_url + '\n' + token, 0);
+  if (fresh) it->second = InitialMemberId({peer_url}, token);
+  return it->second;
+}
+
 std::string Reconciler::status() const {
   std::lock_guard<std::mutex> lock(mu_);
   return status_;
@@ -113,7 +123,7 @@ absl::StatusOr<ClusterObservation> Reconciler::Observe() {
     NodeView v;
     v.name = n.name;
     v.peer_url = config_.PeerUrl(n);
-    v.initial_member_id = InitialMemberId({v.peer_url}, config_.ClusterToken());
+    v.initial_member_id = InitialIdOf(v.peer_url);
     auto& st = states[i];
     if (st.ok()) {
       v.agent_up = true;

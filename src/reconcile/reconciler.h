@@ -88,6 +88,7 @@ class Reconciler {
   absl::Status Act(const Step& step, uint64_t term);
   void Publish(const Step& step, uint64_t term, const std::string& error);
   PeerApi& Agent(const std::string& node);
+  uint64_t InitialIdOf(const std::string& peer_url);
 
   const Config& config_;
   EtcdApi* etcd_;
@@ -109,6 +110,8 @@ class Reconciler {
   std::map<std::string, std::unique_ptr<PeerApi>> agents_;
   // The user each node's agent last said it connects to etcd as (NodeState.client_user).
   std::map<std::string, std::string> node_users_;
+  // etcd's initial member ID of a peer URL with this cluster's token (InitialIdOf).
+  std::map<std::string, uint64_t> initial_ids_;
   std::map<uint64_t, std::chrono::steady_clock::time_point> unhealthy_since_;
   std::vector<std::string> recorded_voters_;  // as last written to the store
   int64_t max_revision_ = 0;        // the highest revision any member reported
