@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/thread_cache.h"
 #include "config/config.h"
 #include "etcd/api.h"
 #include "peer/api.h"
@@ -58,11 +59,14 @@ std::vector<T> FanOut(bool parallel, const std::vector<std::function<T()>>& call
     return results;
   }
   if (calls.empty()) return results;
-  // The last call runs on this thread: one thread fewer started per fan-out.
+  // The last call runs on this thread, the others on threads kept from earlier fan-outs
+  // (common/thread_cache.h): an idle leader starts no thread per pass.
   std::vector<std::future<T>> futures;
   futures.reserve(calls.size() - 1);
   for (size_t i = 0; i + 1 < calls.size(); ++i) {
-    futures.push_back(std::async(std::launch::async, calls[i]));
+    auto task = std::make_shared<std::packaged_task<T()>>(calls[i]);
+    futures.push_back(task->get_future());
+    ThreadCache::Global().Run([task] { (*task)(); });
   }
   T last = calls.back()();
   for (auto& f : futures) results.push_back(f.get());
