@@ -346,9 +346,13 @@ bool MayReachPast(BackupStore& store, const BackupMeta& base, int64_t revision,
     auto chunk = ReadDelta(store, m);
     if (!chunk.ok()) return true;
     for (const auto& r : chunk->revisions()) {
-      if (to_revision != 0 && r.revision() > to_revision) return false;
-      if (to_unix_ms != 0 && r.unix_ms() > to_unix_ms) return false;
-      if (r.revision() > revision) return true;
+      // Up to `revision` nothing decides: FindRestorePoint skips repeats of an overlapping
+      // delta without looking at their time (another leader's clock), and a stop there leaves
+      // the chain short of `revision` anyway.
+      if (r.revision() <= revision) continue;
+      // The first change past it: the chain reaches further only if it is within the limits.
+      return (to_revision == 0 || r.revision() <= to_revision) &&
+             (to_unix_ms == 0 || r.unix_ms() <= to_unix_ms);
     }
   }
   return false;

@@ -22,14 +22,20 @@ ThreadCache::~ThreadCache() {
 
 void ThreadCache::Run(std::function<void()> task) {
   std::lock_guard lock(mu_);
-  queue_.push_back(std::move(task));
-  // Each queued task needs a thread of its own that is not yet spoken for.
-  if (static_cast<int>(queue_.size()) > idle_) {
+  // Each queued task needs a thread of its own that is not yet spoken for. The thread starts
+  // before the task is queued: if it cannot (a pids limit), the task is not left to run later.
+  if (static_cast<int>(queue_.size()) + 1 > idle_) {
+    std::thread t([this] { Work(); });  // it waits for `mu_`, so it sees the task below
     ++threads_;
-    std::thread([this] { Work(); }).detach();
-  } else {
-    cv_.notify_one();
+    t.detach();
   }
+  queue_.push_back(std::move(task));
+  cv_.notify_one();
+}
+
+int ThreadCache::idle() const {
+  std::lock_guard lock(mu_);
+  return idle_;
 }
 
 int ThreadCache::threads() const {

@@ -25,10 +25,13 @@ class ThreadCache {
 
   // Starts `task` at once: on a thread that is waiting for one, else on a new thread (so a
   // task never waits for another to finish). A thread with nothing to do for `keep_idle` ends.
+  // `task` must not throw (FanOut wraps its calls in a packaged_task). Throws std::system_error,
+  // with nothing queued, if no thread can be started.
   void Run(std::function<void()> task);
 
-  // Threads now alive (waiting or running), for tests.
+  // Threads now alive (waiting or running), and those waiting for a task: for tests.
   int threads() const;
+  int idle() const;
 
  private:
   void Work();

@@ -9,6 +9,7 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,9 +69,19 @@ std::vector<T> FanOut(bool parallel, const std::vector<std::function<T()>>& call
     futures.push_back(task->get_future());
     ThreadCache::Global().Run([task] { (*task)(); });
   }
-  T last = calls.back()();
+  // Every call has ended before this returns, also when one failed (as std::async's futures
+  // would wait): a call left running could outlive what it refers to.
+  std::optional<T> last;
+  std::exception_ptr failed;
+  try {
+    last.emplace(calls.back()());
+  } catch (...) {
+    failed = std::current_exception();
+  }
+  for (auto& f : futures) f.wait();
+  if (failed) std::rethrow_exception(failed);
   for (auto& f : futures) results.push_back(f.get());
-  results.push_back(std::move(last));
+  results.push_back(std::move(*last));
   return results;
 }
 

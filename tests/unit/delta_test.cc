@@ -292,6 +292,27 @@ TEST_F(DeltaStoreTest, AnOlderChainThatCannotReachFurtherIsNotRead) {
   EXPECT_EQ(choice->first, 0u);
 }
 
+// Review finding: an overlapping delta from a leader whose clock ran ahead repeats revisions
+// with later times. The shortcut must not stop at such a repeat: the full read skips repeats
+// without looking at their time, and here reaches 135 through the chain.
+TEST_F(DeltaStoreTest, ARepeatFromASkewedClockDoesNotCutTheOlderChainShort) {
+  constexpr int64_t t0 = 1764230400000;
+  BackupMeta older = Base(100);
+  older.revision_max = 100;
+  older.finished_unix_ms = t0 + 100 * 1000;
+  BackupMeta newer = Base(118);
+  newer.name = "20261127T081000Z-00000000000000000118";
+  newer.revision_max = 118;
+  newer.finished_unix_ms = t0 + 118 * 1000;
+  Write(older, 100, 120, {105, 112, 115}, "n1", t0);
+  Write(older, 110, 130, {112, 115}, "n2", t0 + 30 * 1000);  // its clock 30 s ahead
+  Write(older, 130, 140, {135}, "n1", t0);
+  auto choice = ChooseRestoreBase(*store_, {newer, older}, 0, /*to_unix_ms=*/t0 + 143 * 1000);
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_EQ(choice->first, 1u);
+  EXPECT_EQ(choice->second.revision, 135);
+}
+
 TEST_F(DeltaStoreTest, DeltasAreEncryptedLikeSnapshots) {
   auto encrypted = NewEncryptedStore(NewFileStore(root_.string()),
                                      MakeEncryptionKey(std::string(32, 'k')), {});

@@ -56,10 +56,8 @@ TEST(ThreadCacheTest, LaterTasksReuseWaitingThreadsAndIdleOnesEnd) {
     cache.Run([&b] { b.set_value(); });
     a.get_future().wait();
     b.get_future().wait();
-    // Both threads wait for the next task before the next round (they are counted as idle
-    // only once back in the cache, so wait for that).
-    ASSERT_TRUE(Eventually([&] { return cache.threads() == 2; }));
-    std::this_thread::sleep_for(milliseconds(20));
+    // Both threads wait for the next task before the next round.
+    ASSERT_TRUE(Eventually([&] { return cache.idle() == 2; }));
     EXPECT_EQ(cache.threads(), 2) << "round " << round << " started threads anew";
   }
   EXPECT_TRUE(Eventually([&] { return cache.threads() == 0; })) << "idle threads must end";
