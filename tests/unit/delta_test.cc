@@ -27,6 +27,15 @@ BackupMeta Base(int64_t revision) {
   return b;
 }
 
+// A full backup at `revision` whose snapshot ends at `revision_max`, taken ten minutes after
+// Base's (`later`) or at the same time.
+BackupMeta Full(int64_t revision, int64_t revision_max, bool later = false) {
+  BackupMeta b = Base(revision);
+  if (later) b.name.replace(0, 16, "20261127T081000Z");
+  b.revision_max = revision_max;
+  return b;
+}
+
 DeltaMeta Meta(const BackupMeta& b, int64_t from, int64_t to) {
   DeltaMeta m;
   m.name = DeltaName(from, to, "n1");
@@ -230,11 +239,8 @@ TEST_F(DeltaStoreTest, ATamperedDeltaStopsTheRestorePointBeforeIt) {
 // restore takes the older one when it reaches further; a point before a backup's snapshot
 // ended is never restored from that backup (review findings).
 TEST_F(DeltaStoreTest, TheBaseIsTheOneWhoseChainReachesThePoint) {
-  BackupMeta older = Base(100);
-  older.revision_max = 100;
-  BackupMeta newer = Base(120);
-  newer.name = "20261127T081000Z-00000000000000000120";
-  newer.revision_max = 121;
+  BackupMeta older = Full(100, 100);
+  BackupMeta newer = Full(120, 121, /*later=*/true);
   Write(older, 100, 125, {110, 125});
   Write(older, 125, 130, {130});
   const std::vector<BackupMeta> both = {newer, older};
@@ -262,11 +268,8 @@ TEST_F(DeltaStoreTest, TheBaseIsTheOneWhoseChainReachesThePoint) {
 // bulk load and a full backup, that chain holds the whole load, and reading it made every
 // restore wait for it. The load's object is gone here: reading it would fail the choice.
 TEST_F(DeltaStoreTest, AnOlderChainThatCannotReachFurtherIsNotRead) {
-  BackupMeta older = Base(100);
-  older.revision_max = 100;
-  BackupMeta newer = Base(130);
-  newer.name = "20261127T081000Z-00000000000000000130";
-  newer.revision_max = 130;
+  BackupMeta older = Full(100, 100);
+  BackupMeta newer = Full(130, 130, /*later=*/true);
   DeltaMeta load = Write(older, 100, 125, {110, 125});
   fs::remove(root_ / DeltaObjectKey("demo", older.name, load.name));
   auto choice = ChooseRestoreBase(*store_, {newer, older});
@@ -297,12 +300,9 @@ TEST_F(DeltaStoreTest, AnOlderChainThatCannotReachFurtherIsNotRead) {
 // without looking at their time, and here reaches 135 through the chain.
 TEST_F(DeltaStoreTest, ARepeatFromASkewedClockDoesNotCutTheOlderChainShort) {
   constexpr int64_t t0 = 1764230400000;
-  BackupMeta older = Base(100);
-  older.revision_max = 100;
+  BackupMeta older = Full(100, 100);
   older.finished_unix_ms = t0 + 100 * 1000;
-  BackupMeta newer = Base(118);
-  newer.name = "20261127T081000Z-00000000000000000118";
-  newer.revision_max = 118;
+  BackupMeta newer = Full(118, 118, /*later=*/true);
   newer.finished_unix_ms = t0 + 118 * 1000;
   Write(older, 100, 120, {105, 112, 115}, "n1", t0);
   Write(older, 110, 130, {112, 115}, "n2", t0 + 30 * 1000);  // its clock 30 s ahead
