@@ -42,6 +42,7 @@ absl::StatusOr<std::optional<RestoreIntent>> ReadRestoreIntent(BackupStore& stor
     r.delta_to = j.value("delta_to", int64_t{0});
     r.cancelled = j.value("cancelled", false);
     r.cancel_reason = j.value("cancel_reason", "");
+    r.supersedes = j.value("supersedes", "");
     r.created_at = j.value("created_at", int64_t{0});
     for (const auto& m : j.at("initial_cluster")) {
       r.initial_cluster.emplace_back(m.at("name").get<std::string>(), m.at("peer_url").get<std::string>());
@@ -65,6 +66,7 @@ absl::Status WriteRestoreIntent(BackupStore& store, const std::string& cluster,
                       {"ordered", r.ordered},
                       {"created_at", r.created_at},
                       {"initial_cluster", members}};
+  if (!r.supersedes.empty()) j["supersedes"] = r.supersedes;
   if (r.cancelled) {
     j["cancelled"] = true;
     j["cancel_reason"] = r.cancel_reason;
@@ -518,6 +520,12 @@ absl::Status RestoreCoordinator::Settle(const RestoreIntent& intent, EtcdApi& fe
       if (absl::Status s = ReplayDeltas(*store_, config_.cluster.name, intent.backup,
                                         intent.delta_to, fenced, guard, &replayed);
           !s.ok()) {
+        // Every delta was read and checked when the restore was chosen: one lost or damaged
+        // since (FailedPrecondition: the chain no longer reaches; DataLoss: an object) will not
+        // come back by waiting.
+        if (absl::IsDataLoss(s) || absl::IsFailedPrecondition(s)) {
+          return absl::DataLossError(absl::StrCat("replaying the deltas: ", s.message()));
+        }
         return Annotate(s, "replaying the deltas");
       }
       spdlog::info("restore {}: replayed {} revision(s) of deltas after backup {}, to revision {}",
@@ -555,6 +563,48 @@ absl::Status RestoreCoordinator::Settle(const RestoreIntent& intent, EtcdApi& fe
     return Annotate(r.status(), "dropping the restored backup status");
   }
   return absl::OkStatus();
+}
+
+absl::Status RestoreCoordinator::Supersede(const RestoreIntent& intent, const absl::Status& why) {
+  if (intent.requested_by != "auto") {
+    // The operator chose the backup and the point: not this agent's to change.
+    return Annotate(why, "the restore the operator asked for cannot settle (`stewardctl "
+                         "destroy --force`, then `stewardctl restore-backup` with another "
+                         "point or backup)");
+  }
+  // Chosen as Pass() chooses, from what the store holds now (the damaged chain ends earlier).
+  auto backup = NewestValidBackup();
+  if (!backup) return Annotate(why, "and no valid backup is found to restore instead");
+  auto point = DeltaPointFor(&*backup);
+  if (!point.ok()) return Annotate(point.status(), "choosing the restore that replaces it");
+  auto generation = NextGeneration(*store_, config_.cluster.name);
+  if (!generation.ok()) return generation.status();
+  auto bump = BumpFor(*backup);
+  if (!bump.ok()) return bump.status();
+  RestoreIntent fresh = NewRestoreIntent(config_, *backup, "auto", *generation, *bump,
+                                         env_.clock->UnixSeconds(), env_.nonce());
+  fresh.delta_to = point->deltas > 0 ? point->revision : 0;
+  // Its members restored the old one and wait, fenced, for it: the new one carries its orders
+  // on (R6), and orders them to restore again.
+  fresh.ordered = true;
+  fresh.supersedes = intent.id;
+  // Still this intent, and not settled by another coordinator meanwhile (then it stands).
+  RestoreIntent current = intent;
+  if (absl::Status s = Sync(current); !s.ok()) return s;
+  if (current.settled) return absl::AbortedError("settled by another coordinator meanwhile");
+  spdlog::error("restore {}: {}; nothing has served clients from it, so restore {} of backup "
+                "{}{} replaces it",
+                intent.id, why.message(), fresh.id, *backup, DescribePoint(*point));
+  if (absl::Status s = WriteRestoreIntent(*store_, config_.cluster.name, fresh); !s.ok()) {
+    return Annotate(s, "recording the restore that replaces it");
+  }
+  if (history_ != nullptr) {
+    history_->Append(Event{0, 0, "", "restore",
+                           absl::StrCat("restore ", intent.id, " replaced by ", fresh.id, ": ",
+                                        why.message()),
+                           "started"});
+  }
+  return Execute(fresh);
 }
 
 absl::StatusOr<int64_t> RestoreCoordinator::BumpFor(const std::string& backup) {
@@ -762,7 +812,10 @@ absl::Status RestoreCoordinator::Execute(RestoreIntent intent) {
       // another coordinator settled it (and unfenced it) meanwhile.
       if (absl::Status s = Sync(intent); !s.ok()) return s;
       if (!intent.settled) {
-        if (absl::Status s = Settle(intent, *fenced); !s.ok()) return s;
+        if (absl::Status s = Settle(intent, *fenced); !s.ok()) {
+          if (absl::IsDataLoss(s)) return Supersede(intent, s);
+          return s;
+        }
         if (absl::Status s = Record(intent, "the restore is settled", Set(&RestoreIntent::settled));
             !s.ok()) {
           return s;

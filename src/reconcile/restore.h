@@ -62,6 +62,10 @@ struct RestoreIntent {
   bool done = false;
   bool cancelled = false;     // an automatic restore whose total loss could not be re-proved
   std::string cancel_reason;
+  // The automatic restore this one replaced before it settled, because deltas that one was to
+  // replay were lost or damaged after it was chosen ("" if none). It carries that restore's
+  // orders on (so it is `ordered` from the start) and re-orders its fenced members.
+  std::string supersedes;
   int64_t created_at = 0;
 };
 
@@ -152,7 +156,12 @@ class RestoreCoordinator {
                       const std::function<absl::Status(RestoreIntent&)>& change);
   // Before the restored cluster is declared done: revoke every lease the backup brought back
   // (no lock or leader key of the lost cluster survives) and record the new generation.
+  // DataLoss when the deltas it is to replay can no longer be read to `delta_to`.
   absl::Status Settle(const RestoreIntent& intent, EtcdApi& fenced);
+  // An automatic restore that cannot settle because its deltas were lost or damaged after it
+  // was chosen (`why`): nothing has served clients from it, so a new intent, chosen afresh
+  // from what the store holds now, replaces it and is carried out.
+  absl::Status Supersede(const RestoreIntent& intent, const absl::Status& why);
   // A fresh client of the intent's members at `url` (their fence or client URL).
   std::unique_ptr<EtcdApi> MembersClient(const RestoreIntent& intent,
                                          std::string (Config::*url)(const NodeSpec&) const) const;

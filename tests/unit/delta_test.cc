@@ -235,6 +235,57 @@ TEST_F(DeltaStoreTest, ATamperedDeltaStopsTheRestorePointBeforeIt) {
   EXPECT_NE(chain->stopped.find("starts at 105"), std::string::npos) << chain->stopped;
 }
 
+// Found by the simulation (steward_sim --deltas 5000, seed 4): a delta object lost while its
+// meta stayed made every automatic restore wait ("cannot read the deltas"), for good, after
+// total loss. The meta is written after the object and deleted before it, so a meta without
+// its object is a lost object: the restore stops before it, as for a damaged one.
+TEST_F(DeltaStoreTest, ALostDeltaObjectStopsTheRestorePointBeforeIt) {
+  const BackupMeta b = Base(100);
+  Write(b, 100, 102, {101, 102});
+  DeltaMeta second = Write(b, 102, 105, {104});
+  Write(b, 105, 107, {106});
+  fs::remove(root_ / DeltaObjectKey("demo", b.name, second.name));
+
+  auto read = ReadDelta(*store_, second);
+  EXPECT_TRUE(absl::IsDataLoss(read.status())) << read.status();
+  auto p = FindRestorePoint(*store_, b);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->revision, 102) << "the restore stops at the last good point";
+  EXPECT_EQ(p->deltas, 1);
+  EXPECT_NE(p->stopped.find("missing"), std::string::npos) << p->stopped;
+
+  // Deleted as retention deletes (the meta first): gone, not lost; the chain ends before it.
+  fs::remove(root_ / DeltaMetaKey("demo", b.name, second.name));
+  EXPECT_TRUE(absl::IsNotFound(ReadDelta(*store_, second).status()));
+  p = FindRestorePoint(*store_, b);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->revision, 102);
+}
+
+// A replacing intent names the restore it replaced, carries its orders on, and its point.
+TEST_F(DeltaStoreTest, ARestoreIntentKeepsWhatItSupersedes) {
+  RestoreIntent r;
+  r.id = "1790000120-3021";
+  r.backup = "20261127T080000Z-00000000000000000100";
+  r.token = "steward-demo-r1790000120-3021";
+  r.requested_by = "auto";
+  r.delta_to = 112;
+  r.ordered = true;
+  r.supersedes = "1790000097-f2b6";
+  r.initial_cluster = {{"n1", "https://127.0.0.1:2380"}};
+  ASSERT_TRUE(WriteRestoreIntent(*store_, "demo", r).ok());
+  auto back = ReadRestoreIntent(*store_, "demo");
+  ASSERT_TRUE(back.ok() && back->has_value()) << back.status();
+  EXPECT_EQ((*back)->supersedes, "1790000097-f2b6");
+  EXPECT_TRUE((*back)->ordered);
+  EXPECT_EQ((*back)->delta_to, 112);
+  r.supersedes.clear();
+  ASSERT_TRUE(WriteRestoreIntent(*store_, "demo", r).ok());
+  back = ReadRestoreIntent(*store_, "demo");
+  ASSERT_TRUE(back.ok() && back->has_value());
+  EXPECT_EQ((*back)->supersedes, "");
+}
+
 // Right after a full backup the leader's deltas are still in the older backup's chain: a
 // restore takes the older one when it reaches further; a point before a backup's snapshot
 // ended is never restored from that backup (review findings).
@@ -266,12 +317,17 @@ TEST_F(DeltaStoreTest, TheBaseIsTheOneWhoseChainReachesThePoint) {
 
 // The older backup's chain is read only when it may reach past the newer one's point: after a
 // bulk load and a full backup, that chain holds the whole load, and reading it made every
-// restore wait for it. The load's object is gone here: reading it would fail the choice.
+// restore wait for it. The load's object cannot be read here (a directory in its place: an I/O
+// error, which says nothing about the chain): reading it would fail the choice.
 TEST_F(DeltaStoreTest, AnOlderChainThatCannotReachFurtherIsNotRead) {
   BackupMeta older = Full(100, 100);
   BackupMeta newer = Full(130, 130, /*later=*/true);
   DeltaMeta load = Write(older, 100, 125, {110, 125});
-  fs::remove(root_ / DeltaObjectKey("demo", older.name, load.name));
+  const fs::path load_object = root_ / DeltaObjectKey("demo", older.name, load.name);
+  fs::remove(load_object);
+  fs::create_directory(load_object);
+  ASSERT_FALSE(ReadDelta(*store_, load).ok());
+  ASSERT_FALSE(absl::IsDataLoss(ReadDelta(*store_, load).status()));
   auto choice = ChooseRestoreBase(*store_, {newer, older});
   ASSERT_TRUE(choice.ok()) << choice.status();
   EXPECT_EQ(choice->first, 0u);
@@ -285,7 +341,7 @@ TEST_F(DeltaStoreTest, AnOlderChainThatCannotReachFurtherIsNotRead) {
   ASSERT_TRUE(choice.ok()) << choice.status();
   EXPECT_EQ(choice->first, 0u);
 
-  // A change after the point: now the whole chain is read (and the missing object makes the
+  // A change after the point: now the whole chain is read (and the unreadable object makes the
   // choice wait rather than restore less).
   Write(older, 133, 135, {135});
   EXPECT_FALSE(ChooseRestoreBase(*store_, {newer, older}).ok());
