@@ -5,6 +5,7 @@
 //               [--rules-off R1,W5,...] [--trace] [--trace-lines N]
 //               [--fault-rate P] [--crash-rate P] [--lose-first-leader]
 //               [--destroy-at STEP --undestroy-at STEP]   (the operator destroys, then undoes)
+//               [--deltas MS]   (delta backups every MS virtual ms; default none)
 // Exit status: 0 if every seed kept every invariant, 1 otherwise (the first failing seed's
 // trace is printed, with the command that replays it).
 #include <chrono>
@@ -22,6 +23,7 @@ int main(int argc, char** argv) {
   bool faults = true, trace = false, lose_first_leader = false;
   size_t trace_lines = 60;
   int destroy_at = -1, undestroy_at = -1;
+  long long delta_every = 0;
   double fault_rate = steward::sim::Options().fault_rate;
   double crash_rate = steward::sim::Options().crash_point_rate;
   std::set<std::string> off;
@@ -46,12 +48,13 @@ int main(int argc, char** argv) {
     else if (a == "--trace-lines") trace_lines = std::stoul(next());
     else if (a == "--destroy-at") destroy_at = std::stoi(next());
     else if (a == "--undestroy-at") undestroy_at = std::stoi(next());
+    else if (a == "--deltas") delta_every = std::stoll(next());
     else if (a == "--rules-off") {
       for (auto r : absl::StrSplit(next(), ',', absl::SkipEmpty())) off.insert(std::string(r));
     } else {
       std::cerr << "usage: steward_sim [--seeds N] [--steps M] [--seed S] [--nodes K] "
                    "[--no-faults] [--rules-off R1,W5] [--trace] [--destroy-at STEP "
-                   "--undestroy-at STEP]\n";
+                   "--undestroy-at STEP] [--deltas MS]\n";
       return 2;
     }
   }
@@ -59,6 +62,7 @@ int main(int argc, char** argv) {
   long long total_steps = 0, virtual_ms = 0;
   int failed = 0, live = 0, waiting = 0;
   long long acked = 0, lost_faults = 0, lost_restores = 0, restores = 0, bootstraps = 0, wipes = 0;
+  long long deltas = 0, replayed = 0;
   std::string first_failure;
   const auto t0 = std::chrono::steady_clock::now();
   for (int k = 0; k < seeds; ++k) {
@@ -74,6 +78,7 @@ int main(int argc, char** argv) {
     o.crash_point_rate = crash_rate;
     o.destroy_at = destroy_at;
     o.undestroy_at = undestroy_at;
+    o.delta_every = delta_every;
     auto r = steward::sim::RunSimulation(o);
     total_steps += r.steps;
     virtual_ms += r.virtual_ms;
@@ -82,6 +87,8 @@ int main(int argc, char** argv) {
     lost_faults += r.writes_lost_to_faults;
     lost_restores += r.writes_lost_to_restores;
     restores += r.restores;
+    deltas += r.deltas;
+    replayed += r.writes_replayed;
     bootstraps += r.bootstraps;
     wipes += r.wipes;
     if (r.live_at_end) ++live; else if (r.ok) ++waiting;
@@ -109,6 +116,10 @@ int main(int argc, char** argv) {
               "by justified restores %lld\n", acked, lost_faults, lost_restores);
   std::printf("restores %lld, bootstraps %lld, wipes %lld; healthy at the end %d, waiting for "
               "an operator %d\n", restores, bootstraps, wipes, live, waiting);
+  if (delta_every > 0) {
+    std::printf("delta backups stored %lld; writes restores replayed from them %lld\n", deltas,
+                replayed);
+  }
   std::fflush(stdout);
   std::printf("violations: %d%s%s\n", failed, failed ? " — first: " : "", first_failure.c_str());
   // Wall-clock speed goes to stderr: stdout is the same on every run.

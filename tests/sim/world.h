@@ -10,7 +10,11 @@
 //   - the peers' API: a call reaches a node's agent only if it runs, is not paused and the link
 //     works;
 //   - the backup store (an in-memory BackupStore that can be down, unmounted or emptied), with
-//     backups in the real layout (ListBackups/VerifyBackup read them);
+//     backups in the real layout (ListBackups/VerifyBackup read them), and, with
+//     Options::delta_every, the leader's delta backups written with the real WriteDelta: each
+//     delta holds the acknowledged writes of its revisions, the writer follows a newer full
+//     backup only after a while (as DeltaWriter notices one), and a fault can take a delta
+//     object away; a restore replays its chain through the etcd model (ReplayDeltas);
 //   - disks (empty, partial, member data; markers; the persisted newest term) and the network
 //     (links cut one way or both).
 // Faults: crashes of an etcd, an agent or both (also in the middle of a call: a crash point
@@ -65,6 +69,11 @@ struct Options {
   // restore may be applied (rules SD1, SD2, R7).
   int destroy_at = -1;
   int undestroy_at = -1;
+  // Delta backups every this much virtual time (0: none, as before they existed). With them:
+  // a restore must give up no acknowledged write that the intact chain of the newest backup,
+  // or of the one before it (which the writer may still be following), holds; what it
+  // replays must be in the restored cluster before any member serves clients.
+  Ms delta_every = 0;
 };
 
 struct Result {
@@ -79,6 +88,8 @@ struct Result {
   int writes_lost_to_faults = 0;   // lost by a fault that took every copy
   int writes_lost_to_restores = 0;  // newer than a justified restore's backup
   int restores = 0;
+  int deltas = 0;            // delta backups stored
+  int writes_replayed = 0;   // acknowledged writes a restore brought back from deltas
   int bootstraps = 0;
   int wipes = 0;
   int destroys = 0;  // the operator's destroys that marked the store
