@@ -79,8 +79,10 @@ class Agent {
   bool SleepFor(std::chrono::milliseconds d);
   // Brings the reconcile loop's next pass forward (a nudge from a node, or leadership won).
   void WakeReconciler();
-  // Tells the steward leader that this node's state changed (best effort).
-  void NudgeLeader();
+  // Tells the steward leader this node's state changed (best effort). False when no leader is
+  // known yet: the caller keeps the change to tell once one is (a node that starts empty looks
+  // for the leader while its first control pass already has news for it).
+  bool NudgeLeader();
   // The admin port's answers (admin/server.h).
   std::optional<std::string> NotAlive();
   std::optional<std::string> NotReady();
