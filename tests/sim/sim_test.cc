@@ -215,14 +215,18 @@ TEST(Simulation, HarsherHistoriesKeepEveryInvariant) {
 // and a fault can lose a delta object. No restore may give up a write the intact chain of the
 // newest backup or of the one before it holds, and no restored member may serve clients before
 // the replay brought back every write its restore counted on.
+Options WithDeltas(uint64_t seed) {
+  Options o;
+  o.seed = seed;
+  o.steps = 2500;
+  o.delta_every = 5000;
+  return o;
+}
+
 TEST(Simulation, DeltaHistoriesKeepEveryInvariant) {
   int restores = 0, deltas = 0, replayed = 0, lost = 0;
   for (uint64_t seed = 1; seed <= 40; ++seed) {
-    Options o;
-    o.seed = seed;
-    o.steps = 2500;
-    o.delta_every = 5000;
-    Result r = RunSimulation(o);
+    Result r = RunSimulation(WithDeltas(seed));
     ASSERT_TRUE(r.ok) << Explain(r, seed);
     restores += r.restores;
     deltas += r.deltas;
@@ -249,11 +253,7 @@ TEST(Simulation, ARestoreWhoseDeltasAreLostAfterTheChoiceIsReplaced) {
   // (RestoreCoordinator::Supersede). Seed 62 loses a delta of the older backup's chain the
   // restore chose; its replacement restores the newer backup.
   for (uint64_t seed : {4, 62}) {
-    Options o;
-    o.seed = seed;
-    o.steps = 2500;
-    o.delta_every = 5000;
-    Result r = RunSimulation(o);
+    Result r = RunSimulation(WithDeltas(seed));
     EXPECT_TRUE(r.ok) << Explain(r, seed);
     EXPECT_GE(r.restores, 1) << seed;
   }
@@ -264,9 +264,7 @@ TEST(SimulationMutations, WithoutTheOlderChainARestoreGivesUpWritesOnlyItHolds) 
   // after a full backup (before the leader's deltas move on) holds the newest writes.
   // `steward_sim --seeds 100 --steps 2500 --deltas 5000 --rules-off DC1`: 10 violations, the
   // first at seed 25.
-  Options o;
-  o.steps = 2500;
-  o.delta_every = 5000;
+  Options o = WithDeltas(1);
   o.disabled_rules = {"DC1"};
   EXPECT_TRUE(FindsLoss(o, 1, 25));
 }

@@ -141,6 +141,18 @@ class DeltaStoreTest : public ::testing::Test {
     return m.ok() ? *m : DeltaMeta{};
   }
 
+  // `bad` (of `base`'s chain 100-102, 102-105, 105-107) cannot be read: the restore point
+  // stops before it, at 102, and says why (`why` is part of the reason).
+  void ExpectStopsBefore(const BackupMeta& base, const DeltaMeta& bad, const std::string& why) {
+    auto read = ReadDelta(*store_, bad);
+    EXPECT_TRUE(absl::IsDataLoss(read.status())) << read.status();
+    auto p = FindRestorePoint(*store_, base);
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_EQ(p->revision, 102) << "the restore stops at the last good point";
+    EXPECT_EQ(p->deltas, 1);
+    EXPECT_NE(p->stopped.find(why), std::string::npos) << p->stopped;
+  }
+
   fs::path root_;
   std::unique_ptr<BackupStore> store_;
 };
@@ -216,13 +228,7 @@ TEST_F(DeltaStoreTest, ATamperedDeltaStopsTheRestorePointBeforeIt) {
   bytes[bytes.size() / 2] ^= 0x40;
   std::ofstream(object, std::ios::binary | std::ios::trunc) << bytes;
 
-  auto read = ReadDelta(*store_, second);
-  EXPECT_TRUE(absl::IsDataLoss(read.status())) << read.status();
-  auto p = FindRestorePoint(*store_, b);
-  ASSERT_TRUE(p.ok()) << p.status();
-  EXPECT_EQ(p->revision, 102) << "the restore stops at the last good point";
-  EXPECT_EQ(p->deltas, 1);
-  EXPECT_NE(p->stopped.find("sha256"), std::string::npos) << p->stopped;
+  ExpectStopsBefore(b, second, "sha256");
   EXPECT_FALSE(ForEachDeltaRevision(*store_, b, 106, [](const backup::DeltaRevision&) {
                  return absl::OkStatus();
                }).ok());
@@ -245,19 +251,12 @@ TEST_F(DeltaStoreTest, ALostDeltaObjectStopsTheRestorePointBeforeIt) {
   DeltaMeta second = Write(b, 102, 105, {104});
   Write(b, 105, 107, {106});
   fs::remove(root_ / DeltaObjectKey("demo", b.name, second.name));
-
-  auto read = ReadDelta(*store_, second);
-  EXPECT_TRUE(absl::IsDataLoss(read.status())) << read.status();
-  auto p = FindRestorePoint(*store_, b);
-  ASSERT_TRUE(p.ok()) << p.status();
-  EXPECT_EQ(p->revision, 102) << "the restore stops at the last good point";
-  EXPECT_EQ(p->deltas, 1);
-  EXPECT_NE(p->stopped.find("missing"), std::string::npos) << p->stopped;
+  ExpectStopsBefore(b, second, "missing");
 
   // Deleted as retention deletes (the meta first): gone, not lost; the chain ends before it.
   fs::remove(root_ / DeltaMetaKey("demo", b.name, second.name));
   EXPECT_TRUE(absl::IsNotFound(ReadDelta(*store_, second).status()));
-  p = FindRestorePoint(*store_, b);
+  auto p = FindRestorePoint(*store_, b);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->revision, 102);
 }
