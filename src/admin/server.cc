@@ -6,15 +6,13 @@
 #include <sys/socket.h>
 
 #include <chrono>
-#include <condition_variable>
-#include <deque>
 #include <functional>
-#include <mutex>
 #include <system_error>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "admin/status_page.h"
+#include "common/thread_cache.h"
 #include "httplib.h"
 
 namespace steward {
@@ -35,74 +33,25 @@ bool HasClientCert(const httplib::Request& req) {
 }
 
 // httplib's ThreadPool starts all its threads up front: 16 idle threads (stacks, malloc arenas)
-// in every agent for a port that sees a scrape every few seconds. This pool starts a worker when
-// a request finds none free, up to `max`, and a worker idle for `linger` exits.
-class OnDemandPool : public httplib::TaskQueue {
+// in every agent for a port that sees a scrape every few seconds. This one starts a worker when
+// a request finds none free, up to 16, and a worker idle for 30 s ends (common/thread_cache.h).
+class CachedTaskQueue : public httplib::TaskQueue {
  public:
-  OnDemandPool(size_t max, std::chrono::seconds linger) : max_(max), linger_(linger) {}
-
   void enqueue(std::function<void()> fn) override {
-    std::unique_lock<std::mutex> lock(mu_);
-    jobs_.push_back(std::move(fn));
-    // Enough idle workers for every queued job: wake one. Otherwise add a worker if allowed
-    // (at the limit the job waits for the next free one).
-    if (idle_ >= jobs_.size()) {
-      work_.notify_one();
-      return;
-    }
-    if (live_ >= max_) return;
     try {
-      std::thread([this] { Work(); }).detach();
-      ++live_;  // the new worker needs the lock to start: it cannot finish before this
-    } catch (const std::system_error& e) {
-      // No thread to be had (a pids limit): a running worker takes the job later; with none,
-      // this (the listening) thread serves it, rather than leave it queued for ever.
-      if (live_ > 0) return;
-      std::function<void()> job = std::move(jobs_.back());
-      jobs_.pop_back();
-      lock.unlock();
-      job();
+      threads_.Run(fn);
+    } catch (const std::system_error&) {
+      // No thread to be had (a pids limit) and none running: this (the listening) thread
+      // serves it, rather than leave it queued for ever.
+      fn();
     }
   }
-
-  void shutdown() override {
-    std::unique_lock<std::mutex> lock(mu_);
-    stop_ = true;
-    work_.notify_all();
-    // Workers finish the queued jobs first (as httplib's pool does). Bounded: every request
-    // has the server's read and write timeouts.
-    gone_.wait(lock, [this] { return live_ == 0; });
-  }
+  // Workers finish the queued requests first (as httplib's pool does). Bounded: every request
+  // has the server's read and write timeouts.
+  void shutdown() override { threads_.Close(); }
 
  private:
-  void Work() {
-    std::unique_lock<std::mutex> lock(mu_);
-    while (true) {
-      ++idle_;
-      const bool woken =
-          work_.wait_for(lock, linger_, [this] { return stop_ || !jobs_.empty(); });
-      --idle_;
-      if (jobs_.empty()) {
-        if (stop_ || !woken) break;
-        continue;
-      }
-      std::function<void()> job = std::move(jobs_.front());
-      jobs_.pop_front();
-      lock.unlock();
-      job();
-      lock.lock();
-    }
-    --live_;
-    gone_.notify_all();  // under the lock: shutdown() cannot return and free this pool first
-  }
-
-  const size_t max_;
-  const std::chrono::seconds linger_;
-  std::mutex mu_;
-  std::condition_variable work_, gone_;
-  std::deque<std::function<void()>> jobs_;
-  size_t live_ = 0, idle_ = 0;
-  bool stop_ = false;
+  ThreadCache threads_{std::chrono::seconds(30), "st-admin-req", 16};
 };
 
 void Answer(httplib::Response& res, const std::optional<std::string>& problem,
@@ -146,7 +95,7 @@ absl::Status AdminServer::Start() {
   }
   // A probe is one short request: no connection holds a worker for long, and up to 16 workers
   // (more than httplib's default) keep /healthz answering while a scrape waits on etcd.
-  server_->new_task_queue = [] { return new OnDemandPool(16, std::chrono::seconds(30)); };
+  server_->new_task_queue = [] { return new CachedTaskQueue(); };
   server_->set_keep_alive_max_count(1);
   server_->set_read_timeout(5, 0);
   server_->set_write_timeout(5, 0);

@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <system_error>
 #include <thread>
 
 namespace steward {
@@ -13,21 +14,32 @@ ThreadCache& ThreadCache::Global() {
   return *cache;
 }
 
-ThreadCache::~ThreadCache() {
+ThreadCache::~ThreadCache() { Close(); }
+
+void ThreadCache::Close() {
   std::unique_lock lock(mu_);
   closing_ = true;
   cv_.notify_all();
+  // The threads run what is queued before they end (Work).
   ended_.wait(lock, [&] { return threads_ == 0; });
 }
 
 void ThreadCache::Run(std::function<void()> task) {
   std::lock_guard lock(mu_);
+  if (closing_) {
+    throw std::system_error(std::make_error_code(std::errc::operation_not_permitted),
+                            "thread cache closed");
+  }
   // Each queued task needs a thread of its own that is not yet spoken for. The thread starts
-  // before the task is queued: if it cannot (a pids limit), the task is not left to run later.
-  if (static_cast<int>(queue_.size()) + 1 > idle_) {
-    std::thread t([this] { Work(); });  // it waits for `mu_`, so it sees the task below
-    ++threads_;
-    t.detach();
+  // before the task is queued: if none can be and none runs, the task is not left queued.
+  if (static_cast<int>(queue_.size()) + 1 > idle_ && threads_ < max_threads_) {
+    try {
+      std::thread t([this] { Work(); });  // it waits for `mu_`, so it sees the task below
+      ++threads_;
+      t.detach();
+    } catch (const std::system_error&) {
+      if (threads_ == 0) throw;
+    }
   }
   queue_.push_back(std::move(task));
   cv_.notify_one();
@@ -44,7 +56,7 @@ int ThreadCache::threads() const {
 }
 
 void ThreadCache::Work() {
-  pthread_setname_np(pthread_self(), "st-call");
+  pthread_setname_np(pthread_self(), name_.substr(0, 15).c_str());
   std::unique_lock lock(mu_);
   while (true) {
     if (queue_.empty()) {

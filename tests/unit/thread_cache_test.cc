@@ -1,5 +1,6 @@
 // common/thread_cache.h: every task starts at once on a thread of its own, threads are reused
-// by later tasks, and idle ones end.
+// by later tasks, and idle ones end; with a bound, tasks beyond it wait for a free thread, and
+// Close() runs what is queued.
 #include "common/thread_cache.h"
 
 #include <gtest/gtest.h>
@@ -61,6 +62,32 @@ TEST(ThreadCacheTest, LaterTasksReuseWaitingThreadsAndIdleOnesEnd) {
     EXPECT_EQ(cache.threads(), 2) << "round " << round << " started threads anew";
   }
   EXPECT_TRUE(Eventually([&] { return cache.threads() == 0; })) << "idle threads must end";
+}
+
+// The admin port's use (admin/server.cc): at most `max_threads` at once; the rest wait for a
+// free thread, and Close() runs them before it returns.
+TEST(ThreadCacheTest, AtItsBoundTasksWaitForAFreeThreadAndCloseRunsThem) {
+  ThreadCache cache(std::chrono::seconds(60), "st-test", 2);
+  std::promise<void> release;
+  std::shared_future<void> go = release.get_future().share();
+  std::atomic<int> running{0}, ran{0};
+  for (int i = 0; i < 5; ++i) {
+    cache.Run([&, go] {
+      ++running;
+      go.wait();
+      --running;
+      ++ran;
+    });
+  }
+  ASSERT_TRUE(Eventually([&] { return running.load() == 2; }));
+  std::this_thread::sleep_for(milliseconds(50));
+  EXPECT_EQ(running.load(), 2) << "more than the bound ran at once";
+  EXPECT_EQ(cache.threads(), 2);
+  release.set_value();
+  cache.Close();
+  EXPECT_EQ(ran.load(), 5) << "Close() must run what was queued";
+  EXPECT_EQ(cache.threads(), 0);
+  EXPECT_THROW(cache.Run([] {}), std::system_error) << "a closed cache starts nothing";
 }
 
 TEST(ThreadCacheTest, FanOutReturnsResultsInOrder) {
