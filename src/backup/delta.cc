@@ -432,11 +432,12 @@ absl::StatusOr<std::pair<size_t, RestorePoint>> ChooseRestoreBase(
 
 absl::Status ForEachDeltaRevision(
     BackupStore& store, const BackupMeta& base, int64_t to_revision,
-    const std::function<absl::Status(const backup::DeltaRevision&)>& apply) {
+    const std::function<absl::Status(const backup::DeltaRevision&)>& apply, bool* chain_broken) {
   if (to_revision <= base.revision) return absl::OkStatus();
   auto chain = ListDeltaChain(store, base);
   if (!chain.ok()) return chain.status();
   if (chain->end_revision < to_revision) {
+    if (chain_broken != nullptr) *chain_broken = true;
     return absl::FailedPreconditionError(absl::StrCat(
         "the deltas of backup ", base.name, " no longer reach revision ", to_revision,
         " (they end at ", chain->end_revision, chain->stopped.empty() ? "" : ": ", chain->stopped,
@@ -446,7 +447,10 @@ absl::Status ForEachDeltaRevision(
   for (const DeltaMeta& m : chain->deltas) {
     if (applied >= to_revision) break;
     auto chunk = ReadDelta(store, m);
-    if (!chunk.ok()) return chunk.status();
+    if (!chunk.ok()) {
+      if (absl::IsDataLoss(chunk.status()) && chain_broken != nullptr) *chain_broken = true;
+      return chunk.status();
+    }
     for (const auto& r : chunk->revisions()) {
       if (r.revision() <= applied) continue;  // repeated by an overlapping delta
       if (r.revision() > to_revision) return absl::OkStatus();

@@ -101,9 +101,11 @@ absl::StatusOr<std::pair<size_t, RestorePoint>> ChooseRestoreBase(
 
 // Calls `apply` with every revision of `base`'s chain after the base, up to `to_revision`
 // inclusive, in order. Fails (without calling `apply` further) if the chain no longer reaches
-// `to_revision` or an object fails its checks.
+// `to_revision` or an object fails its checks: then `*chain_broken` (if given) is set, and not
+// for any other error (the store's, or `apply`'s).
 absl::Status ForEachDeltaRevision(BackupStore& store, const BackupMeta& base, int64_t to_revision,
-                                  const std::function<absl::Status(const backup::DeltaRevision&)>& apply);
+                                  const std::function<absl::Status(const backup::DeltaRevision&)>& apply,
+                                  bool* chain_broken = nullptr);
 
 // Deletes every delta of `base` (retention, when the base goes).
 absl::Status DeleteDeltas(BackupStore& store, const std::string& cluster, const std::string& base);

@@ -55,6 +55,10 @@ inline std::string ReplayGuardKey(const std::string& cluster) {
 inline std::string ReplaySettledKey(const std::string& cluster, const std::string& id) {
   return ReservedPrefix(cluster) + "restore-settled/" + id;
 }
+// That restore `id` is being replaced (its deltas were lost): it may no longer settle.
+inline std::string ReplaySupersededKey(const std::string& cluster, const std::string& id) {
+  return ReservedPrefix(cluster) + "restore-superseded/" + id;
+}
 inline std::string ReservedPrefix(const Config& c) { return ReservedPrefix(c.cluster.name); }
 inline std::string EventsPrefix(const Config& c) { return EventsPrefix(c.cluster.name); }
 inline std::string LeaderKey(const Config& c) { return LeaderKey(c.cluster.name); }

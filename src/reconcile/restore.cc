@@ -420,7 +420,7 @@ std::string DescribePoint(const RestorePoint& p) {
 
 absl::Status ReplayDeltas(BackupStore& store, const std::string& cluster, const std::string& backup,
                           int64_t to_revision, EtcdApi& etcd, const std::string& guard,
-                          int64_t* replayed) {
+                          int64_t* replayed, bool* chain_broken) {
   auto text = store.Get(MetaKey(cluster, backup));
   if (!text.ok()) return Annotate(text.status(), "reading the backup's meta.json");
   auto meta = MetaFromJson(*text);
@@ -471,10 +471,12 @@ absl::Status ReplayDeltas(BackupStore& store, const std::string& cluster, const 
     if (absl::Status s = send(); !s.ok()) return s;
     ++*replayed;
     return absl::OkStatus();
-  });
+  }, chain_broken);
 }
 
-absl::Status RestoreCoordinator::Settle(const RestoreIntent& intent, EtcdApi& fenced) {
+absl::Status RestoreCoordinator::Settle(const RestoreIntent& intent, EtcdApi& fenced,
+                                        bool* deltas_lost) {
+  *deltas_lost = false;
   // A lease in the backup still names the holder of a lock or a leader key at the moment of
   // the backup, and a client that kept its lease ID would keep that lock alive after the
   // restore (Patroni's former primary did). Revoking them deletes those keys: every holder
@@ -517,16 +519,38 @@ absl::Status RestoreCoordinator::Settle(const RestoreIntent& intent, EtcdApi& fe
                    intent.id);
     } else {
       int64_t replayed = 0;
+      bool broken = false;
       if (absl::Status s = ReplayDeltas(*store_, config_.cluster.name, intent.backup,
-                                        intent.delta_to, fenced, guard, &replayed);
+                                        intent.delta_to, fenced, guard, &replayed, &broken);
           !s.ok()) {
+        s = Annotate(s, "replaying the deltas");
         // Every delta was read and checked when the restore was chosen: one lost or damaged
-        // since (FailedPrecondition: the chain no longer reaches; DataLoss: an object) will not
-        // come back by waiting.
-        if (absl::IsDataLoss(s) || absl::IsFailedPrecondition(s)) {
-          return absl::DataLossError(absl::StrCat("replaying the deltas: ", s.message()));
+        // since will not come back by waiting. An automatic restore is replaced (the caller's
+        // Supersede), but only if this coordinator's mark still holds and nobody settled it:
+        // exclusive with the settling below, so a restore that may serve clients is never
+        // replaced. The operator's restore waits, and says why.
+        if (!broken || intent.requested_by != "auto") return s;
+        etcdserverpb::TxnRequest replace;
+        auto* mine = replace.add_compare();
+        mine->set_key(ReplayGuardKey(config_.cluster.name));
+        mine->set_target(etcdserverpb::Compare::VALUE);
+        mine->set_result(etcdserverpb::Compare::EQUAL);
+        mine->set_value(guard);
+        auto* open = replace.add_compare();
+        open->set_key(ReplaySettledKey(config_.cluster.name, intent.id));
+        open->set_target(etcdserverpb::Compare::CREATE);
+        open->set_result(etcdserverpb::Compare::EQUAL);
+        open->set_create_revision(0);
+        auto* mark = replace.add_success()->mutable_request_put();
+        mark->set_key(ReplaySupersededKey(config_.cluster.name, intent.id));
+        mark->set_value(guard);
+        auto marked = fenced.Txn(replace);
+        if (!marked.ok()) return Annotate(marked.status(), "marking the restore replaced");
+        if (!marked->succeeded()) {
+          return absl::AbortedError("another coordinator took over the restore meanwhile");
         }
-        return Annotate(s, "replaying the deltas");
+        *deltas_lost = true;
+        return s;
       }
       spdlog::info("restore {}: replayed {} revision(s) of deltas after backup {}, to revision {}",
                    intent.id, replayed, intent.backup, intent.delta_to);
@@ -551,6 +575,12 @@ absl::Status RestoreCoordinator::Settle(const RestoreIntent& intent, EtcdApi& fe
     return Annotate(s, "replacing the restored leader report");
   }
   etcdserverpb::TxnRequest drop;
+  // Not if a coordinator marked it replaced (its deltas were lost): then it never settles.
+  auto* kept = drop.add_compare();
+  kept->set_key(ReplaySupersededKey(config_.cluster.name, intent.id));
+  kept->set_target(etcdserverpb::Compare::CREATE);
+  kept->set_result(etcdserverpb::Compare::EQUAL);
+  kept->set_create_revision(0);
   drop.add_success()->mutable_request_delete_range()->set_key(BackupStatusKey(config_));
   drop.add_success()->mutable_request_delete_range()->set_key(ReplayGuardKey(config_.cluster.name));
   if (intent.delta_to > 0) {
@@ -559,52 +589,73 @@ absl::Status RestoreCoordinator::Settle(const RestoreIntent& intent, EtcdApi& fe
     settled->set_key(ReplaySettledKey(config_.cluster.name, intent.id));
     settled->set_value("settled");
   }
-  if (auto r = fenced.Txn(drop); !r.ok()) {
-    return Annotate(r.status(), "dropping the restored backup status");
+  auto dropped = fenced.Txn(drop);
+  if (!dropped.ok()) return Annotate(dropped.status(), "dropping the restored backup status");
+  if (!dropped->succeeded()) {
+    // Marked replaced by a coordinator that then could not record the new intent: the
+    // replacement is still due.
+    if (intent.requested_by == "auto") *deltas_lost = true;
+    return absl::AbortedError(absl::StrCat("restore ", intent.id, " is being replaced: its "
+                                           "deltas were lost"));
   }
   return absl::OkStatus();
 }
 
 absl::Status RestoreCoordinator::Supersede(const RestoreIntent& intent, const absl::Status& why) {
-  if (intent.requested_by != "auto") {
-    // The operator chose the backup and the point: not this agent's to change.
-    return Annotate(why, "the restore the operator asked for cannot settle (`stewardctl "
-                         "destroy --force`, then `stewardctl restore-backup` with another "
-                         "point or backup)");
-  }
   // Chosen as Pass() chooses, from what the store holds now (the damaged chain ends earlier).
+  Observed o = Observe();
   auto backup = NewestValidBackup();
   if (!backup) return Annotate(why, "and no valid backup is found to restore instead");
   auto point = DeltaPointFor(&*backup);
   if (!point.ok()) return Annotate(point.status(), "choosing the restore that replaces it");
-  auto generation = NextGeneration(*store_, config_.cluster.name);
-  if (!generation.ok()) return generation.status();
-  auto bump = BumpFor(*backup);
-  if (!bump.ok()) return bump.status();
-  RestoreIntent fresh = NewRestoreIntent(config_, *backup, "auto", *generation, *bump,
-                                         env_.clock->UnixSeconds(), env_.nonce());
-  fresh.delta_to = point->deltas > 0 ? point->revision : 0;
+  auto fresh = FreshIntent(o.states, *backup, *point);
+  if (!fresh.ok()) return Annotate(fresh.status(), "choosing the restore that replaces it");
   // Its members restored the old one and wait, fenced, for it: the new one carries its orders
   // on (R6), and orders them to restore again.
-  fresh.ordered = true;
-  fresh.supersedes = intent.id;
+  fresh->ordered = true;
+  fresh->supersedes = intent.id;
   // Still this intent, and not settled by another coordinator meanwhile (then it stands).
   RestoreIntent current = intent;
   if (absl::Status s = Sync(current); !s.ok()) return s;
   if (current.settled) return absl::AbortedError("settled by another coordinator meanwhile");
   spdlog::error("restore {}: {}; nothing has served clients from it, so restore {} of backup "
                 "{}{} replaces it",
-                intent.id, why.message(), fresh.id, *backup, DescribePoint(*point));
-  if (absl::Status s = WriteRestoreIntent(*store_, config_.cluster.name, fresh); !s.ok()) {
+                intent.id, why.message(), fresh->id, *backup, DescribePoint(*point));
+  if (absl::Status s = WriteRestoreIntent(*store_, config_.cluster.name, *fresh); !s.ok()) {
     return Annotate(s, "recording the restore that replaces it");
   }
   if (history_ != nullptr) {
     history_->Append(Event{0, 0, "", "restore",
-                           absl::StrCat("restore ", intent.id, " replaced by ", fresh.id, ": ",
+                           absl::StrCat("restore ", intent.id, " replaced by ", fresh->id, ": ",
                                         why.message()),
                            "started"});
   }
-  return Execute(fresh);
+  // Its orders go out from the next pass (a fresh observation, and no recursion).
+  return absl::AbortedError(absl::StrCat("replaced by restore ", fresh->id));
+}
+
+absl::StatusOr<RestoreIntent> RestoreCoordinator::FreshIntent(
+    const std::map<std::string, peer::NodeState>& states, const std::string& backup,
+    const RestorePoint& point) {
+  auto generation = NextGeneration(*store_, config_.cluster.name);
+  if (!generation.ok()) return Annotate(generation.status(), "listing backups");
+  auto bump = BumpFor(backup);
+  if (!bump.ok()) return Annotate(bump.status(), "reading the revision record");
+  // All members must restore the same revisions: raise them only if every member that answers
+  // can (one that cannot would refuse, and be healed by a join later).
+  for (const auto& [name, st] : states) {
+    if (!st.can_bump_revision()) {
+      spdlog::warn("restore: node {} has no etcdutl (etcd.etcdutl): the restored revision is not "
+                   "raised, so revisions served since the backup will be served again",
+                   name);
+      *bump = 0;
+      break;
+    }
+  }
+  RestoreIntent fresh = NewRestoreIntent(config_, backup, "auto", *generation, *bump,
+                                         env_.clock->UnixSeconds(), env_.nonce());
+  fresh.delta_to = point.deltas > 0 ? point.revision : 0;
+  return fresh;
 }
 
 absl::StatusOr<int64_t> RestoreCoordinator::BumpFor(const std::string& backup) {
@@ -661,30 +712,12 @@ void RestoreCoordinator::Pass() {
     Note(absl::StrCat("not restoring after all: ", d2.reason));
     return;
   }
-  auto generation = NextGeneration(*store_, config_.cluster.name);
-  if (!generation.ok()) {
-    Note(absl::StrCat("cannot list backups: ", generation.status().message()));
+  auto chosen = FreshIntent(again.states, *backup, *point);
+  if (!chosen.ok()) {
+    Note(absl::StrCat("cannot prepare the restore: ", chosen.status().message()));
     return;
   }
-  auto bump = BumpFor(*backup);
-  if (!bump.ok()) {
-    Note(absl::StrCat("cannot read the revision record: ", bump.status().message()));
-    return;
-  }
-  // All members must restore the same revisions: raise them only if every member that answers
-  // can (one that cannot would refuse, and be healed by a join later).
-  for (const auto& [name, st] : again.states) {
-    if (!st.can_bump_revision()) {
-      spdlog::warn("restore: node {} has no etcdutl (etcd.etcdutl): the restored revision is not "
-                   "raised, so revisions served since the backup will be served again",
-                   name);
-      *bump = 0;
-      break;
-    }
-  }
-  RestoreIntent fresh = NewRestoreIntent(config_, *backup, "auto", *generation, *bump,
-                                         env_.clock->UnixSeconds(), env_.nonce());
-  fresh.delta_to = point->deltas > 0 ? point->revision : 0;
+  RestoreIntent fresh = std::move(*chosen);
   spdlog::warn("restore: {}; restoring backup {}{} (restore {})", d.reason,
                *backup, DescribePoint(*point), fresh.id);
   if (absl::Status s = WriteRestoreIntent(*store_, config_.cluster.name, fresh); !s.ok()) {
@@ -812,8 +845,9 @@ absl::Status RestoreCoordinator::Execute(RestoreIntent intent) {
       // another coordinator settled it (and unfenced it) meanwhile.
       if (absl::Status s = Sync(intent); !s.ok()) return s;
       if (!intent.settled) {
-        if (absl::Status s = Settle(intent, *fenced); !s.ok()) {
-          if (absl::IsDataLoss(s)) return Supersede(intent, s);
+        bool deltas_lost = false;
+        if (absl::Status s = Settle(intent, *fenced, &deltas_lost); !s.ok()) {
+          if (deltas_lost) return Supersede(intent, s);
           return s;
         }
         if (absl::Status s = Record(intent, "the restore is settled", Set(&RestoreIntent::settled));

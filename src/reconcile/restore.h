@@ -86,9 +86,10 @@ RestoreIntent NewRestoreIntent(const Config& config, const std::string& backup,
 // transaction per revision (split when etcd's request limits need it); keys put under a lease
 // are deleted instead. Every transaction applies only while ReplayGuardKey holds `guard`
 // (Aborted once another coordinator has marked its own replay). `replayed` counts the revisions.
+// `chain_broken` as ForEachDeltaRevision's (etcd's errors never set it).
 absl::Status ReplayDeltas(BackupStore& store, const std::string& cluster, const std::string& backup,
                           int64_t to_revision, EtcdApi& etcd, const std::string& guard,
-                          int64_t* replayed);
+                          int64_t* replayed, bool* chain_broken = nullptr);
 
 // " + N delta(s), to revision R" for a log line ("" without deltas).
 std::string DescribePoint(const RestorePoint& p);
@@ -156,12 +157,18 @@ class RestoreCoordinator {
                       const std::function<absl::Status(RestoreIntent&)>& change);
   // Before the restored cluster is declared done: revoke every lease the backup brought back
   // (no lock or leader key of the lost cluster survives) and record the new generation.
-  // DataLoss when the deltas it is to replay can no longer be read to `delta_to`.
-  absl::Status Settle(const RestoreIntent& intent, EtcdApi& fenced);
-  // An automatic restore that cannot settle because its deltas were lost or damaged after it
-  // was chosen (`why`): nothing has served clients from it, so a new intent, chosen afresh
-  // from what the store holds now, replaces it and is carried out.
+  // `*deltas_lost`: the deltas an automatic restore is to replay can no longer be read to
+  // `delta_to` (lost or damaged since it was chosen), and this coordinator marked the restore
+  // replaced in the fenced cluster (ReplaySupersededKey, exclusive with its settling), so that
+  // it never settles: the caller must Supersede it.
+  absl::Status Settle(const RestoreIntent& intent, EtcdApi& fenced, bool* deltas_lost);
+  // Replaces `intent` (whose deltas were lost, `why`; nothing has served clients from it) with
+  // a new intent chosen afresh from what the store holds now, carried out from the next pass.
   absl::Status Supersede(const RestoreIntent& intent, const absl::Status& why);
+  // A new automatic intent for `backup` up to `point`: its generation, and its revision bump
+  // unless an agent in `states` cannot raise it.
+  absl::StatusOr<RestoreIntent> FreshIntent(const std::map<std::string, peer::NodeState>& states,
+                                            const std::string& backup, const RestorePoint& point);
   // A fresh client of the intent's members at `url` (their fence or client URL).
   std::unique_ptr<EtcdApi> MembersClient(const RestoreIntent& intent,
                                          std::string (Config::*url)(const NodeSpec&) const) const;
