@@ -652,7 +652,7 @@ class SimEtcd : public EtcdApi {
     }
     etcdserverpb::TxnResponse resp;
     resp.set_succeeded(ok);
-    bool wrote = false;
+    bool wrote = false, replayed = false;
     for (const auto& op : ok ? req.success() : req.failure()) {
       auto* r = resp.add_responses();
       if (op.has_request_put()) {
@@ -663,7 +663,7 @@ class SimEtcd : public EtcdApi {
                        absl::SimpleAtoi(p.key().substr(kWriteKeyPrefix.size()), &w)) {
           cl.writes.emplace_back(cl.rev + 1, w);
           w_->Replayed(cl.id, w);
-          wrote = true;
+          wrote = replayed = true;
           r->mutable_response_put();
           continue;
         }
@@ -692,6 +692,10 @@ class SimEtcd : public EtcdApi {
       ++cl.rev;
       Dirty();
     }
+    // Committed: on the quorum's disks before the answer, as a client's write (World::Write).
+    // (Only for replayed writes, whose durability the world checks, so that runs without
+    // deltas replay as before.)
+    if (replayed) w_->Refresh();
     resp.mutable_header()->set_revision(cl.rev);
     w_->CallPoint(caller_);
     return resp;
@@ -1336,8 +1340,8 @@ absl::Status World::RestoreCluster(int i, const std::string& backup, const Snaps
     // A delta the intent counted on was lost since it was chosen: this restore cannot settle,
     // and the one that replaces it (RestoreCoordinator::Supersede) is checked instead.
     const bool damaged = delta_to > data->second.revision && reached < delta_to;
+    pending_replay_.clear();  // this restore decides what is owed now
     std::set<int>& owed = pending_replay_[cid];
-    owed.clear();
     for (int w : in_backup) owed.insert(w);
     for (const auto& [rev, w] : data->second.writes) owed.erase(w);
     // Ground truth (deltas): the intact chain of the newest backup, and of the one before it
@@ -1729,9 +1733,10 @@ void World::CheckWrites(bool after_fault) {
       if (r <= rev) held[static_cast<size_t>(w)] = 1;
     }
   }
-  // A restore's replay still owes its cluster these: the store holds them meanwhile.
+  // A restore's replay still owes its cluster these: the store holds them meanwhile (also
+  // when that cluster is lost again before the replay: the next restore replays them, or
+  // counts them as given up).
   for (const auto& [cid, owed] : pending_replay_) {
-    if (!clusters_.count(cid)) continue;
     for (int w : owed) held[static_cast<size_t>(w)] = 1;
   }
   for (int w = 1; w <= next_write_; ++w) {
