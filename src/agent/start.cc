@@ -231,6 +231,22 @@ void LocalNode::ControlPass() {
       }
     }
   }
+  // Likewise a join etcd refused (the member entry it was to take is gone, or started and then
+  // wiped before this agent saw its data): etcd is down between restarts on a dir without a
+  // WAL, which it cannot start on with the join's flags. The dir holds nothing acknowledged
+  // (no WAL): set it aside, so the node reports empty and the leader adds it afresh, rather
+  // than wait for a node that never comes back empty. (Found by the simulation, 3 nodes.)
+  if (!Bootstrapping() && !started_on_data_ && runner_.wanted() && !runner_.pid() &&
+      runner_.restarts() > 0 && disk_.State() == DataDirState::kPartial) {
+    std::lock_guard<std::mutex> lock(mu_);
+    spdlog::warn("etcd's join failed and left no WAL (see {}); waiting for the leader with an "
+                 "empty data dir", config_.EtcdLogPath());
+    if (absl::Status s = runner_.Stop(); !s.ok()) {
+      spdlog::error("stopping etcd: {}", s.message());
+    } else {
+      SetPartialDataAside();
+    }
+  }
   if (!FencedRestoreId().empty()) MaybeUnfenceSelf();
 }
 
