@@ -85,6 +85,16 @@ absl::Status LocalNode::Join(const peer::StartRequest& req) {
   l.token = req.token();
   l.new_cluster = false;
   held_ = false;
+  // A fence left from a restore whose data this node lost: the member it joins as is the live
+  // cluster's (a leader orders joins only from a cluster that serves), and with the marker
+  // its etcd would start on the fence port for good once that restore was replaced.
+  if (const std::string fence = disk_.Read(Marker::kFenced); !fence.empty()) {
+    if (absl::Status s = disk_.Remove(Marker::kFenced); !s.ok()) {
+      return Annotate(s, "dropping the fence of a restore this node no longer holds");
+    }
+    spdlog::info("dropped the fence of restore {}: its data is gone, and this node joins the "
+                 "live cluster", fence);
+  }
   spdlog::info("joining the cluster as an existing member (order of {}, term {})",
                req.header().leader(), req.header().term());
   RunEtcd(l, /*on_data=*/false);

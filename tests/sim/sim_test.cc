@@ -259,6 +259,17 @@ TEST(Simulation, ARestoreWhoseDeltasAreLostAfterTheChoiceIsReplaced) {
   }
 }
 
+TEST(Simulation, ANodeThatLostAReplacedRestoresDataJoinsUnfenced) {
+  // Found by this simulation (deltas, seed 1573 at 5x the crash rate): a node applied restore
+  // X and lost its data; X was replaced (a delta lost); the node joined the restored cluster,
+  // but X's fence marker stayed, so its etcd restarted on the fence port for good. A join now
+  // drops a fence left from lost data (LocalNode::Join).
+  Options o = WithDeltas(1573);
+  o.crash_point_rate = 0.01;
+  Result r = RunSimulation(o);
+  EXPECT_TRUE(r.ok) << Explain(r, 1573);
+}
+
 TEST(Simulation, AJoinThatLeftAPartialDirIsSetAsideAndTheNodeHealed) {
   // Found by this simulation (3 nodes, seed 721; seed 299 with deltas): a member wiped a moment
   // after its join, before its agent saw the data; the runner's restarts of the join left a
