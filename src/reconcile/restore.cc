@@ -3,6 +3,7 @@
 #include "reconcile/reconciler.h"
 
 #include <algorithm>
+#include <set>
 
 #include "admin/metrics.h"
 #include "absl/strings/str_cat.h"
@@ -10,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "backup/layout.h"
 #include "etcd/keys.h"
+#include "etcd/member_id.h"
 #include "backup/pipeline.h"
 #include "common/rules.h"
 #include "common/status.h"
@@ -477,6 +479,38 @@ absl::Status ReplayDeltas(BackupStore& store, const std::string& cluster, const 
 absl::Status RestoreCoordinator::Settle(const RestoreIntent& intent, EtcdApi& fenced,
                                         bool* deltas_lost) {
   *deltas_lost = false;
+  // This very restore's cluster: a coordinator paused past a replacement must not settle (or
+  // replay into) the cluster of the restore that replaced it, on the same fence ports. Its
+  // members' IDs come from their peer URLs and the restore's token, as etcd derives them.
+  {
+    auto listed = fenced.MemberList();
+    if (!listed.ok()) return Annotate(listed.status(), "listing the restored members");
+    std::set<uint64_t> ours;
+    for (const auto& [name, url] : intent.initial_cluster) {
+      ours.insert(InitialMemberId({url}, intent.token));
+    }
+    for (const MemberInfo& m : *listed) {
+      if (!ours.count(m.id)) {
+        return absl::AbortedError(absl::StrCat(
+            "the fenced members are not restore ", intent.id, "'s (member ",
+            absl::StrFormat("%x", m.id), "): another restore replaced it"));
+      }
+    }
+  }
+  std::string my_guard;  // this coordinator's replay mark, if it replayed
+  // Settled by another coordinator already (it may have unfenced members, whose clients'
+  // leases must not be revoked): nothing to do.
+  {
+    etcdserverpb::TxnRequest look;
+    look.add_success()->mutable_request_range()->set_key(
+        ReplaySettledKey(config_.cluster.name, intent.id));
+    auto seen = fenced.Txn(look);
+    if (!seen.ok()) return Annotate(seen.status(), "reading whether the restore is settled");
+    if (seen->responses_size() > 0 && seen->responses(0).response_range().kvs_size() > 0) {
+      spdlog::info("restore {}: settled by another coordinator", intent.id);
+      return absl::OkStatus();
+    }
+  }
   // A lease in the backup still names the holder of a lock or a leader key at the moment of
   // the backup, and a client that kept its lease ID would keep that lock alive after the
   // restore (Patroni's former primary did). Revoking them deletes those keys: every holder
@@ -507,17 +541,35 @@ absl::Status RestoreCoordinator::Settle(const RestoreIntent& intent, EtcdApi& fe
     unsettled->set_target(etcdserverpb::Compare::CREATE);
     unsettled->set_result(etcdserverpb::Compare::EQUAL);
     unsettled->set_create_revision(0);
+    // Nobody replays a restore that is being replaced.
+    auto* current = mark.add_compare();
+    current->set_key(ReplaySupersededKey(config_.cluster.name, intent.id));
+    current->set_target(etcdserverpb::Compare::CREATE);
+    current->set_result(etcdserverpb::Compare::EQUAL);
+    current->set_create_revision(0);
     auto* put = mark.add_success()->mutable_request_put();
     put->set_key(ReplayGuardKey(config_.cluster.name));
     put->set_value(guard);
     auto marked = fenced.Txn(mark);
     if (!marked.ok()) return Annotate(marked.status(), "marking the replay of the deltas");
     if (!marked->succeeded()) {
-      // A coordinator settled it (and stopped before recording so): its replay is complete,
-      // and one started now could only write older values over it.
-      spdlog::info("restore {}: the deltas were replayed by the coordinator that settled it",
-                   intent.id);
+      // A coordinator settled it meanwhile (its replay is complete, and one started now could
+      // only write older values over it), or marked it replaced (then the replacement is
+      // still due: it may have stopped before recording it).
+      etcdserverpb::TxnRequest look;
+      look.add_success()->mutable_request_range()->set_key(
+          ReplaySettledKey(config_.cluster.name, intent.id));
+      auto seen = fenced.Txn(look);
+      if (!seen.ok()) return Annotate(seen.status(), "reading whether the restore is settled");
+      if (seen->responses_size() > 0 && seen->responses(0).response_range().kvs_size() > 0) {
+        spdlog::info("restore {}: settled by another coordinator", intent.id);
+        return absl::OkStatus();
+      }
+      if (intent.requested_by == "auto") *deltas_lost = true;
+      return absl::AbortedError(absl::StrCat("restore ", intent.id, " is being replaced: its "
+                                             "deltas were lost"));
     } else {
+      my_guard = guard;
       int64_t replayed = 0;
       bool broken = false;
       if (absl::Status s = ReplayDeltas(*store_, config_.cluster.name, intent.backup,
@@ -581,22 +633,39 @@ absl::Status RestoreCoordinator::Settle(const RestoreIntent& intent, EtcdApi& fe
   kept->set_target(etcdserverpb::Compare::CREATE);
   kept->set_result(etcdserverpb::Compare::EQUAL);
   kept->set_create_revision(0);
+  if (!my_guard.empty()) {
+    // Nor if another coordinator has begun a replay of its own since this one's (it starts
+    // from the backup, so the state is not yet the whole chain's): its settle is the one due.
+    auto* still = drop.add_compare();
+    still->set_key(ReplayGuardKey(config_.cluster.name));
+    still->set_target(etcdserverpb::Compare::VALUE);
+    still->set_result(etcdserverpb::Compare::EQUAL);
+    still->set_value(my_guard);
+  }
   drop.add_success()->mutable_request_delete_range()->set_key(BackupStatusKey(config_));
   drop.add_success()->mutable_request_delete_range()->set_key(ReplayGuardKey(config_.cluster.name));
-  if (intent.delta_to > 0) {
-    // No replay of this restore may start after this: the cluster is about to serve clients.
-    auto* settled = drop.add_success()->mutable_request_put();
-    settled->set_key(ReplaySettledKey(config_.cluster.name, intent.id));
-    settled->set_value("settled");
-  }
+  // No replay of this restore may start after this, and no other coordinator settles it
+  // again (revoking the leases of clients it serves by then): the cluster is about to serve.
+  auto* settled = drop.add_success()->mutable_request_put();
+  settled->set_key(ReplaySettledKey(config_.cluster.name, intent.id));
+  settled->set_value("settled");
   auto dropped = fenced.Txn(drop);
   if (!dropped.ok()) return Annotate(dropped.status(), "dropping the restored backup status");
   if (!dropped->succeeded()) {
-    // Marked replaced by a coordinator that then could not record the new intent: the
-    // replacement is still due.
-    if (intent.requested_by == "auto") *deltas_lost = true;
-    return absl::AbortedError(absl::StrCat("restore ", intent.id, " is being replaced: its "
-                                           "deltas were lost"));
+    etcdserverpb::TxnRequest look;
+    look.add_success()->mutable_request_range()->set_key(
+        ReplaySupersededKey(config_.cluster.name, intent.id));
+    auto seen = fenced.Txn(look);
+    if (seen.ok() && seen->responses_size() > 0 &&
+        seen->responses(0).response_range().kvs_size() > 0) {
+      // Marked replaced by a coordinator that then could not record the new intent: the
+      // replacement is still due.
+      if (intent.requested_by == "auto") *deltas_lost = true;
+      return absl::AbortedError(absl::StrCat("restore ", intent.id, " is being replaced: its "
+                                             "deltas were lost"));
+    }
+    return absl::AbortedError(absl::StrCat("restore ", intent.id, ": another coordinator "
+                                           "replays its deltas now"));
   }
   return absl::OkStatus();
 }
