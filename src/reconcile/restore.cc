@@ -420,6 +420,26 @@ std::string DescribePoint(const RestorePoint& p) {
                       p.stopped.empty() ? "" : absl::StrCat(" (the deltas stop there: ", p.stopped, ")"));
 }
 
+namespace {
+
+// Transaction conditions on the fenced cluster's marks.
+void RequireAbsent(etcdserverpb::TxnRequest& txn, const std::string& key) {
+  auto* c = txn.add_compare();
+  c->set_key(key);
+  c->set_target(etcdserverpb::Compare::CREATE);
+  c->set_result(etcdserverpb::Compare::EQUAL);
+  c->set_create_revision(0);
+}
+void RequireValue(etcdserverpb::TxnRequest& txn, const std::string& key, const std::string& value) {
+  auto* c = txn.add_compare();
+  c->set_key(key);
+  c->set_target(etcdserverpb::Compare::VALUE);
+  c->set_result(etcdserverpb::Compare::EQUAL);
+  c->set_value(value);
+}
+
+}  // namespace
+
 absl::Status ReplayDeltas(BackupStore& store, const std::string& cluster, const std::string& backup,
                           int64_t to_revision, EtcdApi& etcd, const std::string& guard,
                           int64_t* replayed, bool* chain_broken) {
@@ -436,13 +456,7 @@ absl::Status ReplayDeltas(BackupStore& store, const std::string& cluster, const 
     size_t bytes = 0;
     // Only while the guard still names this replay: a coordinator that took over wrote its own,
     // and a late transaction of this one must not put an older value over its replay.
-    auto guarded = [&] {
-      auto* cmp = txn.add_compare();
-      cmp->set_key(ReplayGuardKey(cluster));
-      cmp->set_target(etcdserverpb::Compare::VALUE);
-      cmp->set_result(etcdserverpb::Compare::EQUAL);
-      cmp->set_value(guard);
-    };
+    auto guarded = [&] { RequireValue(txn, ReplayGuardKey(cluster), guard); };
     guarded();
     auto send = [&]() -> absl::Status {
       if (txn.success_size() == 0) return absl::OkStatus();
@@ -500,13 +514,13 @@ absl::Status RestoreCoordinator::Settle(const RestoreIntent& intent, EtcdApi& fe
   std::string my_guard;  // this coordinator's replay mark, if it replayed
   // Settled by another coordinator already (it may have unfenced members, whose clients'
   // leases must not be revoked): nothing to do.
+  const std::string settled_key = ReplaySettledKey(config_.cluster.name, intent.id);
+  const std::string replaced_key = ReplaySupersededKey(config_.cluster.name, intent.id);
+  const std::string guard_key = ReplayGuardKey(config_.cluster.name);
   {
-    etcdserverpb::TxnRequest look;
-    look.add_success()->mutable_request_range()->set_key(
-        ReplaySettledKey(config_.cluster.name, intent.id));
-    auto seen = fenced.Txn(look);
+    auto seen = fenced.Get(settled_key);
     if (!seen.ok()) return Annotate(seen.status(), "reading whether the restore is settled");
-    if (seen->responses_size() > 0 && seen->responses(0).response_range().kvs_size() > 0) {
+    if (seen->has_value()) {
       spdlog::info("restore {}: settled by another coordinator", intent.id);
       return absl::OkStatus();
     }
@@ -536,19 +550,10 @@ absl::Status RestoreCoordinator::Settle(const RestoreIntent& intent, EtcdApi& fe
     const std::string guard =
         absl::StrCat(intent.id, "/", config_.node.name, "/", absl::StrFormat("%08x", env_.nonce()));
     etcdserverpb::TxnRequest mark;
-    auto* unsettled = mark.add_compare();
-    unsettled->set_key(ReplaySettledKey(config_.cluster.name, intent.id));
-    unsettled->set_target(etcdserverpb::Compare::CREATE);
-    unsettled->set_result(etcdserverpb::Compare::EQUAL);
-    unsettled->set_create_revision(0);
-    // Nobody replays a restore that is being replaced.
-    auto* current = mark.add_compare();
-    current->set_key(ReplaySupersededKey(config_.cluster.name, intent.id));
-    current->set_target(etcdserverpb::Compare::CREATE);
-    current->set_result(etcdserverpb::Compare::EQUAL);
-    current->set_create_revision(0);
+    RequireAbsent(mark, settled_key);
+    RequireAbsent(mark, replaced_key);  // nobody replays a restore that is being replaced
     auto* put = mark.add_success()->mutable_request_put();
-    put->set_key(ReplayGuardKey(config_.cluster.name));
+    put->set_key(guard_key);
     put->set_value(guard);
     auto marked = fenced.Txn(mark);
     if (!marked.ok()) return Annotate(marked.status(), "marking the replay of the deltas");
@@ -556,12 +561,9 @@ absl::Status RestoreCoordinator::Settle(const RestoreIntent& intent, EtcdApi& fe
       // A coordinator settled it meanwhile (its replay is complete, and one started now could
       // only write older values over it), or marked it replaced (then the replacement is
       // still due: it may have stopped before recording it).
-      etcdserverpb::TxnRequest look;
-      look.add_success()->mutable_request_range()->set_key(
-          ReplaySettledKey(config_.cluster.name, intent.id));
-      auto seen = fenced.Txn(look);
+      auto seen = fenced.Get(settled_key);
       if (!seen.ok()) return Annotate(seen.status(), "reading whether the restore is settled");
-      if (seen->responses_size() > 0 && seen->responses(0).response_range().kvs_size() > 0) {
+      if (seen->has_value()) {
         spdlog::info("restore {}: settled by another coordinator", intent.id);
         return absl::OkStatus();
       }
@@ -583,18 +585,10 @@ absl::Status RestoreCoordinator::Settle(const RestoreIntent& intent, EtcdApi& fe
         // replaced. The operator's restore waits, and says why.
         if (!broken || intent.requested_by != "auto") return s;
         etcdserverpb::TxnRequest replace;
-        auto* mine = replace.add_compare();
-        mine->set_key(ReplayGuardKey(config_.cluster.name));
-        mine->set_target(etcdserverpb::Compare::VALUE);
-        mine->set_result(etcdserverpb::Compare::EQUAL);
-        mine->set_value(guard);
-        auto* open = replace.add_compare();
-        open->set_key(ReplaySettledKey(config_.cluster.name, intent.id));
-        open->set_target(etcdserverpb::Compare::CREATE);
-        open->set_result(etcdserverpb::Compare::EQUAL);
-        open->set_create_revision(0);
+        RequireValue(replace, guard_key, guard);
+        RequireAbsent(replace, settled_key);
         auto* mark = replace.add_success()->mutable_request_put();
-        mark->set_key(ReplaySupersededKey(config_.cluster.name, intent.id));
+        mark->set_key(replaced_key);
         mark->set_value(guard);
         auto marked = fenced.Txn(replace);
         if (!marked.ok()) return Annotate(marked.status(), "marking the restore replaced");
@@ -628,36 +622,22 @@ absl::Status RestoreCoordinator::Settle(const RestoreIntent& intent, EtcdApi& fe
   }
   etcdserverpb::TxnRequest drop;
   // Not if a coordinator marked it replaced (its deltas were lost): then it never settles.
-  auto* kept = drop.add_compare();
-  kept->set_key(ReplaySupersededKey(config_.cluster.name, intent.id));
-  kept->set_target(etcdserverpb::Compare::CREATE);
-  kept->set_result(etcdserverpb::Compare::EQUAL);
-  kept->set_create_revision(0);
-  if (!my_guard.empty()) {
-    // Nor if another coordinator has begun a replay of its own since this one's (it starts
-    // from the backup, so the state is not yet the whole chain's): its settle is the one due.
-    auto* still = drop.add_compare();
-    still->set_key(ReplayGuardKey(config_.cluster.name));
-    still->set_target(etcdserverpb::Compare::VALUE);
-    still->set_result(etcdserverpb::Compare::EQUAL);
-    still->set_value(my_guard);
-  }
+  RequireAbsent(drop, replaced_key);
+  // Nor if another coordinator has begun a replay of its own since this one's (it starts from
+  // the backup, so the state is not yet the whole chain's): its settle is the one due.
+  if (!my_guard.empty()) RequireValue(drop, guard_key, my_guard);
   drop.add_success()->mutable_request_delete_range()->set_key(BackupStatusKey(config_));
-  drop.add_success()->mutable_request_delete_range()->set_key(ReplayGuardKey(config_.cluster.name));
+  drop.add_success()->mutable_request_delete_range()->set_key(guard_key);
   // No replay of this restore may start after this, and no other coordinator settles it
   // again (revoking the leases of clients it serves by then): the cluster is about to serve.
   auto* settled = drop.add_success()->mutable_request_put();
-  settled->set_key(ReplaySettledKey(config_.cluster.name, intent.id));
+  settled->set_key(settled_key);
   settled->set_value("settled");
   auto dropped = fenced.Txn(drop);
   if (!dropped.ok()) return Annotate(dropped.status(), "dropping the restored backup status");
   if (!dropped->succeeded()) {
-    etcdserverpb::TxnRequest look;
-    look.add_success()->mutable_request_range()->set_key(
-        ReplaySupersededKey(config_.cluster.name, intent.id));
-    auto seen = fenced.Txn(look);
-    if (seen.ok() && seen->responses_size() > 0 &&
-        seen->responses(0).response_range().kvs_size() > 0) {
+    auto seen = fenced.Get(replaced_key);
+    if (seen.ok() && seen->has_value()) {
       // Marked replaced by a coordinator that then could not record the new intent: the
       // replacement is still due.
       if (intent.requested_by == "auto") *deltas_lost = true;
