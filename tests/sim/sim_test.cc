@@ -175,10 +175,10 @@ TEST(SimulationMutations, CancellingARestoreAfterItsOrdersStrandsTheRestoredMemb
   o.disabled_rules = {"R6"};
   // The first of 3,000 seeds that finds it since Settle checks the fenced cluster is its
   // restore's and whether another coordinator settled it is 224 (730 with that check read
-  // through a transaction; 709 before, since the leader
-  // reads the spec and the maintenance state in one transaction; 186 before that, 25 before a
-  // node stopped starting a member its cluster removed (RM3), 732 before the planner took
-  // maintenance into its observation), pinned here.
+  // through a transaction; 709 before, since the leader reads the spec and the maintenance
+  // state in one transaction; 186 before that, 25 before a node stopped starting a member its
+  // cluster removed (RM3), 732 before the planner took maintenance into its observation),
+  // pinned here.
   EXPECT_TRUE(FindsLoss(o, 1, 224));
 }
 
