@@ -236,15 +236,21 @@ void LocalNode::ControlPass() {
   // WAL, which it cannot start on with the join's flags. The dir holds nothing acknowledged
   // (no WAL): set it aside, so the node reports empty and the leader adds it afresh, rather
   // than wait for a node that never comes back empty. (Found by the simulation, 3 nodes.)
-  if (!Bootstrapping() && !started_on_data_ && runner_.wanted() && !runner_.pid() &&
-      runner_.restarts() > 0 && disk_.State() == DataDirState::kPartial) {
+  const auto failed_join = [this] {
+    return !Bootstrapping() && !started_on_data_ && runner_.wanted() && !runner_.pid() &&
+           runner_.restarts() > 0 && disk_.State() == DataDirState::kPartial;
+  };
+  // (Again under the lock: an order that ran meanwhile may have started etcd afresh.)
+  if (failed_join()) {
     std::lock_guard<std::mutex> lock(mu_);
-    spdlog::warn("etcd's join failed and left no WAL (see {}); waiting for the leader with an "
-                 "empty data dir", config_.EtcdLogPath());
-    if (absl::Status s = runner_.Stop(); !s.ok()) {
-      spdlog::error("stopping etcd: {}", s.message());
-    } else {
-      SetPartialDataAside();
+    if (failed_join()) {
+      spdlog::warn("etcd's join failed and left no WAL (see {}); waiting for the leader with an "
+                   "empty data dir", config_.EtcdLogPath());
+      if (absl::Status s = runner_.Stop(); !s.ok()) {
+        spdlog::error("stopping etcd: {}", s.message());
+      } else {
+        SetPartialDataAside();
+      }
     }
   }
   if (!FencedRestoreId().empty()) MaybeUnfenceSelf();
