@@ -486,6 +486,23 @@ CycleResult FaultRig::Cycle(FaultKind kind, std::mt19937& rng) {
       // The last restore's intent, if any: the one this loss brings is another.
       std::string old_intent;
       auto store = OpenStore(StoreConfig());
+      // A total loss is meant to be restored: only once the store holds a complete backup of
+      // this cluster (after store faults early in a run there may be none yet, and waiting for
+      // an operator is then what the agents rightly do). Bounded.
+      if (store.ok()) {
+        const std::string cluster = absl::StrCat("it", subnet_);
+        const auto until = SteadyClock::now() + 90s;
+        auto has_backup = [&] {
+          auto listed = ListBackups(**store, cluster);
+          if (!listed.ok()) return false;
+          for (const auto& b : *listed) {
+            if (b.meta) return true;
+          }
+          return false;
+        };
+        while (!has_backup() && SteadyClock::now() < until) std::this_thread::sleep_for(500ms);
+        if (!has_backup()) r.violations.push_back("no complete backup within 90 s to restore from");
+      }
       if (store.ok()) {
         if (auto i = ReadRestoreIntent(**store, absl::StrCat("it", subnet_)); i.ok() && i->has_value()) {
           old_intent = (*i)->id;
