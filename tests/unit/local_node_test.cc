@@ -234,6 +234,16 @@ class LocalNodeTest : public ::testing::Test {
     node_ = std::make_unique<LocalNode>(config_, env);
   }
 
+  // The leader's order to join as n2's learner.
+  static peer::StartRequest JoinRequest() {
+    peer::StartRequest req;
+    req.set_token("tok");
+    auto* m = req.add_initial_cluster();
+    m->set_name("n2");
+    m->set_peer_url("https://127.0.0.2:2380");
+    return req;
+  }
+
   static BackupMeta Meta(const std::string& name) {
     BackupMeta m;
     m.name = name;
@@ -414,12 +424,7 @@ TEST_F(LocalNodeTest, ARestoreInstallsTheDataFencedAndStartsEtcdOnTheFencePort) 
 
 TEST_F(LocalNodeTest, AJoinSetsAPartialDirAsideAndStartsAsAnExistingMember) {
   disk_.data.state = DataDirState::kPartial;
-  peer::StartRequest req;
-  req.set_token("tok");
-  auto* m = req.add_initial_cluster();
-  m->set_name("n2");
-  m->set_peer_url("https://127.0.0.2:2380");
-  ASSERT_TRUE(node_->Join(req).ok());
+  ASSERT_TRUE(node_->Join(JoinRequest()).ok());
   EXPECT_EQ(disk_.log.front(), "partial aside");
   EXPECT_EQ(runner_.Flag("initial-cluster-state"), "existing");
   EXPECT_EQ(runner_.Flag("initial-cluster"), "n2=https://127.0.0.2:2380");
@@ -430,12 +435,7 @@ TEST_F(LocalNodeTest, AJoinSetsAPartialDirAsideAndStartsAsAnExistingMember) {
 // cannot start on, and the leader waited for the node to come back empty, for good. Now the
 // node sets that dir aside (it holds nothing acknowledged) once etcd is down after a restart.
 TEST_F(LocalNodeTest, AJoinThatLeftAPartialDirAfterARestartSetsItAside) {
-  peer::StartRequest req;
-  req.set_token("tok");
-  auto* m = req.add_initial_cluster();
-  m->set_name("n2");
-  m->set_peer_url("https://127.0.0.2:2380");
-  ASSERT_TRUE(node_->Join(req).ok());
+  ASSERT_TRUE(node_->Join(JoinRequest()).ok());
   disk_.data.state = DataDirState::kPartial;
   node_->ControlPass();  // etcd is starting (running, no restart yet): left alone
   EXPECT_EQ(runner_.stops, 0);
@@ -455,12 +455,7 @@ TEST_F(LocalNodeTest, AJoinThatLeftAPartialDirAfterARestartSetsItAside) {
 TEST_F(LocalNodeTest, AJoinDropsTheFenceOfARestoreWhoseDataIsGone) {
   disk_.markers[Marker::kFenced] = "1790000097-f2b6";
   disk_.markers[Marker::kRestoreId] = "1790000097-f2b6";
-  peer::StartRequest req;
-  req.set_token("tok");
-  auto* m = req.add_initial_cluster();
-  m->set_name("n2");
-  m->set_peer_url("https://127.0.0.2:2380");
-  ASSERT_TRUE(node_->Join(req).ok());
+  ASSERT_TRUE(node_->Join(JoinRequest()).ok());
   EXPECT_FALSE(disk_.Has(Marker::kFenced));
   EXPECT_EQ(runner_.runs, 1);
   EXPECT_EQ(runner_.Flag("listen-client-urls"), config_.ClientUrl(config_.self()));
