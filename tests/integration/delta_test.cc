@@ -262,6 +262,22 @@ TEST(DeltaTest, ToTimeAndATamperedDeltaInTheMiddleOfTheChain) {
   EXPECT_EQ(Get(c, 2, "/it/t3"), "<absent>") << "after the damaged delta";
   EXPECT_EQ(Get(c, 0, "/it/t4"), "<absent>") << "written after that backup's chain";
 
+  // The damaged delta's object lost, its record kept: the same stop, not "cannot read" (the
+  // record is written after the object and deleted before it, so the object was lost).
+  Write(c, "/it/t5", "after the second restore");
+  std::error_code gone;
+  ASSERT_TRUE(fs::remove(damaged, gone)) << damaged << ": " << gone.message();
+  r = c.Ctl({"restore-backup", base, "--to-time", std::to_string(after_all), "--yes", "--wait",
+             "120"},
+            true, 150s);
+  ASSERT_EQ(r.exit_code, 0) << r.output << c.Logs();
+  EXPECT_NE(r.output.find("stop at revision"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("its object is missing"), std::string::npos) << r.output;
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
+  EXPECT_EQ(Get(c, 0, "/it/t1"), "one");
+  EXPECT_EQ(Get(c, 1, "/it/t2"), "<absent>") << "in the lost delta";
+  EXPECT_EQ(Get(c, 2, "/it/t5"), "<absent>") << "written after that backup's chain";
+
   // list-backups reads only the deltas' records (reading every delta would cost a download
   // each): a missing delta shows there as where the chain stops.
   std::error_code ec;
