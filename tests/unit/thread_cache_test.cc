@@ -19,8 +19,8 @@ using std::chrono::milliseconds;
 
 // Waits (bounded) until `pred` holds.
 template <typename Pred>
-bool Eventually(Pred pred) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+bool Eventually(Pred pred, std::chrono::seconds bound = std::chrono::seconds(10)) {
+  const auto deadline = std::chrono::steady_clock::now() + bound;
   while (std::chrono::steady_clock::now() < deadline) {
     if (pred()) return true;
     std::this_thread::sleep_for(milliseconds(5));
@@ -50,7 +50,9 @@ TEST(ThreadCacheTest, TasksThatWaitForEachOtherAllRun) {
 }
 
 TEST(ThreadCacheTest, LaterTasksReuseWaitingThreadsAndIdleOnesEnd) {
-  ThreadCache cache(milliseconds(300));
+  // Long enough that a thread descheduled on a loaded machine (CI runs tests side by side on
+  // two cores) is not outlived by its partner: with 300 ms, one ended before the other was idle.
+  ThreadCache cache(std::chrono::seconds(3));
   for (int round = 0; round < 5; ++round) {
     std::promise<void> a, b;
     cache.Run([&a] { a.set_value(); });
@@ -61,7 +63,8 @@ TEST(ThreadCacheTest, LaterTasksReuseWaitingThreadsAndIdleOnesEnd) {
     ASSERT_TRUE(Eventually([&] { return cache.idle() == 2; }));
     EXPECT_EQ(cache.threads(), 2) << "round " << round << " started threads anew";
   }
-  EXPECT_TRUE(Eventually([&] { return cache.threads() == 0; })) << "idle threads must end";
+  EXPECT_TRUE(Eventually([&] { return cache.threads() == 0; }, std::chrono::seconds(30)))
+      << "idle threads must end";
 }
 
 // The admin port's use (admin/server.cc): at most `max_threads` at once; the rest wait for a
