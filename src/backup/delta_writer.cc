@@ -18,8 +18,14 @@ namespace {
 constexpr std::chrono::seconds kOpenTimeout{5};
 // How often a leader with changes to store asks the store whether a newer full backup exists.
 constexpr std::chrono::seconds kBaseCheckEvery{30};
-// How long a leader waits after reading changes before it reads again (below).
+// The longest a leader waits after reading changes before it reads again (below).
 constexpr std::chrono::milliseconds kReadPause{1000};
+// The backlog a catch-up aims at: under etcd's 1000-revision batch (CatchUpPause).
+constexpr double kCatchUpRevisions = 600;
+// etcd's interval between syncs of a watch opened in the past: the backlog grows meanwhile.
+constexpr std::chrono::milliseconds kEtcdSyncEvery{100};
+// The shortest pause: below it the reopening costs more than the batching saves.
+constexpr std::chrono::milliseconds kShortestPause{50};
 // Events read since the watch opened that make the keyspace busy enough for catch-ups (a few
 // writes now and then, such as the agents' own status, are cheaper on a standing watch).
 constexpr size_t kBusy = 64;
@@ -104,6 +110,17 @@ void DeltaWriter::Run() {
     }
     Sleep(interval);
   }
+}
+
+std::chrono::milliseconds DeltaWriter::CatchUpPause(double revisions_per_second,
+                                                    std::chrono::milliseconds longest) {
+  const auto floor = std::min(kShortestPause, longest);
+  if (!(revisions_per_second > 0)) return longest;  // nothing measured (or NaN): as before
+  const double ms = kCatchUpRevisions / revisions_per_second * 1000.0 -
+                    static_cast<double>(kEtcdSyncEvery.count());
+  if (ms >= static_cast<double>(longest.count())) return longest;
+  if (ms <= static_cast<double>(floor.count())) return floor;
+  return std::chrono::milliseconds(static_cast<int64_t>(ms));
 }
 
 absl::Status DeltaWriter::Session() {
@@ -203,6 +220,9 @@ absl::Status DeltaWriter::Session() {
   auto next_flush = std::chrono::steady_clock::now() + interval;
   auto next_base_check = std::chrono::steady_clock::now() + kBaseCheckEvery;
   size_t read_since_open = 0;  // events
+  // Where the last catch-up cycle began: its revisions over its time give the write rate.
+  int64_t cycle_cursor = cursor;
+  auto cycle_start = std::chrono::steady_clock::now();
   while (leading_()) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -266,7 +286,12 @@ absl::Status DeltaWriter::Session() {
       // messages, rather than each revision in a message of its own as it happens.
       read_since_open = 0;
       close_watch();
-      Sleep(std::min<std::chrono::milliseconds>(kReadPause, interval / 2));
+      const auto now = std::chrono::steady_clock::now();
+      const double seconds = std::chrono::duration<double>(now - cycle_start).count();
+      const double rate = seconds > 0 ? static_cast<double>(cursor - cycle_cursor) / seconds : 0;
+      cycle_cursor = cursor;
+      cycle_start = now;
+      Sleep(CatchUpPause(rate, std::min<std::chrono::milliseconds>(kReadPause, interval / 2)));
       if (!leading_()) break;  // store what came (below)
       absl::Status reopened = open_watch();
       if (!reopened.ok() || watch == nullptr) {

@@ -3,9 +3,10 @@
 // pending changes pass a size bound) a delta of what came, stored with BackupStore.
 //
 // - Under a steady stream of writes the watch is read in catch-ups: once it has read many
-//   changes and what etcd had when it opened, it is closed for up to a second and opened
-//   again from the last revision read, so etcd sends the backlog in few messages instead of
-//   one per revision (which cost the agent ~12 % of a core at ~2500 writes/s).
+//   changes and what etcd had when it opened, it is closed for up to a second (shorter the
+//   busier the keyspace: CatchUpPause) and opened again from the last revision read, so etcd
+//   sends the backlog in few messages instead of one per revision (which cost the agent ~12 %
+//   of a core at ~2500 writes/s).
 //
 // - A new leader resumes where the store's chain ends: etcd still holds that history (unless
 //   compacted), so nothing is skipped and nothing stored twice.
@@ -47,6 +48,15 @@ class DeltaWriter {
 
   // The pending changes are stored once they pass this many bytes, whatever the interval.
   static constexpr size_t kMaxPendingBytes = 8u << 20;
+
+  // How long the watch stays closed before the next catch-up, given the rate of revisions the
+  // last cycle read. etcd (3.4 and 3.5) sends a reopened watch's backlog at most 1000 revisions
+  // per sync, one sync every 100 ms, and each sync reads the *whole* remaining backlog from
+  // its database while holding the lock its writes take to notify watchers: a backlog of
+  // several thousand revisions is read several times over, at the writers' expense. The pause
+  // keeps the backlog within one batch (the sync's 100 ms included), at most `longest`.
+  static std::chrono::milliseconds CatchUpPause(double revisions_per_second,
+                                                std::chrono::milliseconds longest);
 
  private:
   // One leadership's worth: returns when leadership or the watch ends, or on an error.

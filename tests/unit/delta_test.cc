@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "backup/delta.h"
+#include "backup/delta_writer.h"
 #include "backup/encryption.h"
 #include "backup/store.h"
 #include "ctl/snapshot_cmd.h"
@@ -89,6 +90,27 @@ TEST(DeltaChainTest, StopsAtAGapAndIgnoresOtherClustersDeltas) {
   EXPECT_TRUE(none.deltas.empty());
   EXPECT_EQ(none.end_revision, 100);
   EXPECT_EQ(none.stopped, "");
+}
+
+// A catch-up's backlog stays within the 1000 revisions etcd sends per sync, so etcd does not
+// read a long backlog from its database again at every sync; quiet keyspaces keep the longest
+// pause.
+TEST(DeltaWriterTest, TheCatchUpPauseKeepsTheBacklogWithinOneOfEtcdsBatches) {
+  using std::chrono::milliseconds;
+  const milliseconds longest(1000);
+  EXPECT_EQ(DeltaWriter::CatchUpPause(0, longest), longest) << "nothing measured yet";
+  EXPECT_EQ(DeltaWriter::CatchUpPause(100, longest), longest);
+  EXPECT_EQ(DeltaWriter::CatchUpPause(500, longest), longest);
+  for (double rate : {1000.0, 2500.0, 4000.0}) {
+    const milliseconds pause = DeltaWriter::CatchUpPause(rate, longest);
+    EXPECT_LT(pause, longest) << rate;
+    // The backlog etcd finds at its next sync (up to 100 ms after the reopening).
+    EXPECT_LT(rate * (static_cast<double>(pause.count()) + 100) / 1000, 1000) << rate;
+  }
+  EXPECT_LT(DeltaWriter::CatchUpPause(4000, longest), DeltaWriter::CatchUpPause(2500, longest));
+  EXPECT_EQ(DeltaWriter::CatchUpPause(1e6, longest), milliseconds(50)) << "the floor";
+  EXPECT_EQ(DeltaWriter::CatchUpPause(1e6, milliseconds(20)), milliseconds(20))
+      << "never longer than asked";
 }
 
 TEST(DeltaMetaTest, RoundTripsAndRefusesANameThatDisagreesWithItsRevisions) {
