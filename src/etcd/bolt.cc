@@ -1,0 +1,517 @@
+#include "etcd/bolt.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace steward {
+
+static_assert(std::endian::native == std::endian::little,
+              "bbolt files are read and written in the host's byte order; only little-endian "
+              "hosts are supported");
+
+namespace {
+
+constexpr uint32_t kMagic = 0xED0CDAED;
+constexpr uint32_t kVersion = 2;
+constexpr uint16_t kBranchPage = 0x01;
+constexpr uint16_t kLeafPage = 0x02;
+constexpr uint16_t kMetaPage = 0x04;
+constexpr uint32_t kBucketLeafFlag = 0x01;
+constexpr size_t kPageHeader = 16;    // id u64, flags u16, count u16, overflow u32
+constexpr size_t kElementSize = 16;   // leaf: flags, pos, ksize, vsize; branch: pos, ksize, pgid
+constexpr size_t kBucketHeader = 16;  // root pgid u64, sequence u64
+constexpr size_t kMetaChecksumOffset = 56;  // the meta's bytes the checksum covers
+constexpr int kMaxDepth = 64;
+
+template <typename T>
+T Load(const char* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+template <typename T>
+void Store(char* p, T v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+uint64_t Fnv1a64(const char* p, size_t n) {
+  uint64_t h = 14695981039346656037ull;
+  for (size_t i = 0; i < n; ++i) {
+    h ^= static_cast<uint8_t>(p[i]);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+absl::Status Errno(const std::string& what) {
+  return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
+}
+
+}  // namespace
+
+struct BoltFile::Node {
+  struct Elem {
+    uint32_t flags = 0;  // leaf: kBucketLeafFlag for a bucket
+    std::string key, value;
+    uint64_t pgid = 0;  // branch: the child
+  };
+  bool leaf = true;
+  std::vector<Elem> elems;
+
+  size_t Size() const {
+    size_t n = kPageHeader + elems.size() * kElementSize;
+    for (const auto& e : elems) n += e.key.size() + (leaf ? e.value.size() : 0);
+    return n;
+  }
+  // The index of the element whose subtree holds `key` (bbolt's branch search), or of the
+  // first leaf element not less than `key`.
+  size_t Search(const std::string& key) const {
+    size_t i = std::lower_bound(elems.begin(), elems.end(), key,
+                                [](const Elem& e, const std::string& k) { return e.key < k; }) -
+               elems.begin();
+    if (!leaf && (i == elems.size() || elems[i].key != key) && i > 0) --i;
+    return i;
+  }
+};
+
+namespace {
+
+// Decodes a node from `bytes` (a page with its overflow pages, or an inline bucket's page).
+absl::StatusOr<BoltFile::Node> DecodeNode(const char* bytes, size_t size, const std::string& at) {
+  if (size < kPageHeader) return absl::DataLossError(at + ": shorter than a page header");
+  const uint16_t flags = Load<uint16_t>(bytes + 8);
+  const uint16_t count = Load<uint16_t>(bytes + 10);
+  if (flags != kBranchPage && flags != kLeafPage) {
+    return absl::DataLossError(absl::StrCat(at, ": not a branch or leaf page (flags ", flags, ")"));
+  }
+  BoltFile::Node n;
+  n.leaf = flags == kLeafPage;
+  if (kPageHeader + size_t{count} * kElementSize > size) {
+    return absl::DataLossError(at + ": its elements overrun the page");
+  }
+  n.elems.resize(count);
+  for (size_t i = 0; i < count; ++i) {
+    const size_t off = kPageHeader + i * kElementSize;
+    const char* e = bytes + off;
+    uint32_t pos, ksize, vsize = 0;
+    if (n.leaf) {
+      n.elems[i].flags = Load<uint32_t>(e);
+      pos = Load<uint32_t>(e + 4);
+      ksize = Load<uint32_t>(e + 8);
+      vsize = Load<uint32_t>(e + 12);
+    } else {
+      pos = Load<uint32_t>(e);
+      ksize = Load<uint32_t>(e + 4);
+      n.elems[i].pgid = Load<uint64_t>(e + 8);
+    }
+    const uint64_t start = off + uint64_t{pos};
+    if (start + ksize + vsize > size) {
+      return absl::DataLossError(absl::StrCat(at, ": element ", i, " overruns the page"));
+    }
+    n.elems[i].key.assign(bytes + start, ksize);
+    n.elems[i].value.assign(bytes + start + ksize, vsize);
+    if (i > 0 && !(n.elems[i - 1].key < n.elems[i].key)) {
+      return absl::DataLossError(absl::StrCat(at, ": keys out of order at element ", i));
+    }
+  }
+  return n;
+}
+
+// Writes `n` as a page into `out` (already sized; zero-filled).
+void EncodeInto(const BoltFile::Node& n, uint64_t pgid, uint32_t overflow, char* out) {
+  Store<uint64_t>(out, pgid);
+  Store<uint16_t>(out + 8, n.leaf ? kLeafPage : kBranchPage);
+  Store<uint16_t>(out + 10, static_cast<uint16_t>(n.elems.size()));
+  Store<uint32_t>(out + 12, overflow);
+  size_t data = kPageHeader + n.elems.size() * kElementSize;
+  for (size_t i = 0; i < n.elems.size(); ++i) {
+    const auto& el = n.elems[i];
+    const size_t off = kPageHeader + i * kElementSize;
+    char* e = out + off;
+    const auto pos = static_cast<uint32_t>(data - off);
+    if (n.leaf) {
+      Store<uint32_t>(e, el.flags);
+      Store<uint32_t>(e + 4, pos);
+      Store<uint32_t>(e + 8, static_cast<uint32_t>(el.key.size()));
+      Store<uint32_t>(e + 12, static_cast<uint32_t>(el.value.size()));
+    } else {
+      Store<uint32_t>(e, pos);
+      Store<uint32_t>(e + 4, static_cast<uint32_t>(el.key.size()));
+      Store<uint64_t>(e + 8, el.pgid);
+    }
+    std::memcpy(out + data, el.key.data(), el.key.size());
+    data += el.key.size();
+    if (n.leaf) {
+      std::memcpy(out + data, el.value.data(), el.value.size());
+      data += el.value.size();
+    }
+  }
+}
+
+struct BucketHeader {
+  uint64_t root = 0, sequence = 0;
+};
+
+absl::StatusOr<BucketHeader> ParseBucket(const std::string& value, const std::string& name) {
+  if (value.size() < kBucketHeader) {
+    return absl::DataLossError(absl::StrCat("bucket ", name, ": value shorter than its header"));
+  }
+  return BucketHeader{Load<uint64_t>(value.data()), Load<uint64_t>(value.data() + 8)};
+}
+
+}  // namespace
+
+BoltFile::~BoltFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+absl::StatusOr<std::unique_ptr<BoltFile>> BoltFile::Open(const std::string& path) {
+  std::unique_ptr<BoltFile> f(new BoltFile());
+  f->path_ = path;
+  f->fd_ = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (f->fd_ < 0) return Errno("opening " + path);
+  struct stat st;
+  if (::fstat(f->fd_, &st) != 0) return Errno("stat " + path);
+  f->file_size_ = static_cast<uint64_t>(st.st_size);
+
+  // Meta page 0 says the page size; meta page 1 is one page further.
+  struct Meta {
+    bool valid = false;
+    uint32_t page_size = 0, flags = 0;
+    uint64_t root = 0, sequence = 0, freelist = 0, pgid = 0, txid = 0;
+  };
+  auto read_meta = [&](uint64_t offset) -> Meta {
+    char buf[kPageHeader + 64];
+    Meta m;
+    if (::pread(f->fd_, buf, sizeof buf, static_cast<off_t>(offset)) !=
+        static_cast<ssize_t>(sizeof buf)) {
+      return m;
+    }
+    const char* p = buf + kPageHeader;
+    if ((Load<uint16_t>(buf + 8) & kMetaPage) == 0 || Load<uint32_t>(p) != kMagic ||
+        Load<uint32_t>(p + 4) != kVersion ||
+        Load<uint64_t>(p + kMetaChecksumOffset) != Fnv1a64(p, kMetaChecksumOffset)) {
+      return m;
+    }
+    m.page_size = Load<uint32_t>(p + 8);
+    m.flags = Load<uint32_t>(p + 12);
+    m.root = Load<uint64_t>(p + 16);
+    m.sequence = Load<uint64_t>(p + 24);
+    m.freelist = Load<uint64_t>(p + 32);
+    m.pgid = Load<uint64_t>(p + 40);
+    m.txid = Load<uint64_t>(p + 48);
+    m.valid = true;
+    return m;
+  };
+  Meta m0 = read_meta(0);
+  if (!m0.valid) return absl::DataLossError(path + ": meta page 0 is not a valid bbolt meta page");
+  if (m0.page_size < 1024 || m0.page_size > (1u << 16) || !std::has_single_bit(m0.page_size)) {
+    return absl::DataLossError(absl::StrCat(path, ": unexpected page size ", m0.page_size));
+  }
+  Meta m1 = read_meta(m0.page_size);
+  if (m1.valid && m1.page_size != m0.page_size) m1.valid = false;
+  const Meta& m = (m1.valid && m1.txid > m0.txid) ? m1 : m0;
+  f->page_size_ = m.page_size;
+  f->meta_flags_ = m.flags;
+  f->root_ = m.root;
+  f->root_sequence_ = m.sequence;
+  f->freelist_ = m.freelist;
+  f->high_water_ = m.pgid;
+  f->txid_ = m.txid;
+  f->next_pgid_ = m.pgid;
+  if (m.pgid < 3 || m.root < 2 || m.root >= m.pgid) {
+    return absl::DataLossError(absl::StrCat(path, ": meta page names root ", m.root,
+                                            " of ", m.pgid, " pages"));
+  }
+  if (f->file_size_ < m.pgid * m.page_size) {
+    return absl::DataLossError(absl::StrCat(path, ": ", f->file_size_, " bytes, but its meta page",
+                                            " counts ", m.pgid, " pages of ", m.page_size));
+  }
+  return f;
+}
+
+absl::StatusOr<BoltFile::Node> BoltFile::LoadNode(uint64_t pgid) const {
+  const std::string at = absl::StrCat(path_, " page ", pgid);
+  if (auto it = pending_.find(pgid); it != pending_.end()) {
+    return DecodeNode(it->second.data(), it->second.size(), at);
+  }
+  if (pgid < 2 || pgid >= high_water_) return absl::DataLossError(at + ": outside the file's pages");
+  char head[kPageHeader];
+  const off_t off = static_cast<off_t>(pgid * page_size_);
+  if (::pread(fd_, head, sizeof head, off) != static_cast<ssize_t>(sizeof head)) {
+    return Errno("reading " + at);
+  }
+  if (Load<uint64_t>(head) != pgid) return absl::DataLossError(at + ": its header names another page");
+  const uint64_t pages = 1 + uint64_t{Load<uint32_t>(head + 12)};
+  if (pgid + pages > high_water_) return absl::DataLossError(at + ": overflows past the file's pages");
+  std::string bytes(pages * page_size_, '\0');
+  if (::pread(fd_, bytes.data(), bytes.size(), off) != static_cast<ssize_t>(bytes.size())) {
+    return Errno("reading " + at);
+  }
+  return DecodeNode(bytes.data(), bytes.size(), at);
+}
+
+std::string BoltFile::EncodeNode(const Node& n, uint64_t pgid, uint32_t* pages) const {
+  const size_t size = n.Size();
+  *pages = static_cast<uint32_t>((size + page_size_ - 1) / page_size_);
+  std::string out(size_t{*pages} * page_size_, '\0');
+  EncodeInto(n, pgid, *pages - 1, out.data());
+  return out;
+}
+
+absl::StatusOr<uint64_t> BoltFile::WriteNode(const Node& n) {
+  if (n.elems.size() >= 0xFFFF) return absl::InternalError("a node of 65535 or more elements");
+  uint32_t pages = 0;
+  const uint64_t pgid = next_pgid_;
+  std::string bytes = EncodeNode(n, pgid, &pages);
+  pending_[pgid] = std::move(bytes);
+  next_pgid_ += pages;
+  return pgid;
+}
+
+absl::StatusOr<uint64_t> BoltFile::PutInTree(uint64_t root, const std::string& key,
+                                             const std::string& value, uint32_t flags,
+                                             int depth) {
+  if (depth > kMaxDepth) return absl::DataLossError(path_ + ": tree deeper than expected");
+  auto n = LoadNode(root);
+  if (!n.ok()) return n.status();
+  const size_t i = n->Search(key);
+  if (n->leaf) {
+    if (i < n->elems.size() && n->elems[i].key == key) {
+      if (n->elems[i].flags != flags) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(path_, ": key ", key, " is a ", flags ? "value" : "bucket",
+                         ", not the ", flags ? "bucket" : "value", " expected"));
+      }
+      n->elems[i].value = value;
+    } else {
+      Node::Elem e;
+      e.flags = flags;
+      e.key = key;
+      e.value = value;
+      n->elems.insert(n->elems.begin() + static_cast<long>(i), std::move(e));
+    }
+  } else {
+    if (n->elems.empty()) return absl::DataLossError(path_ + ": an empty branch page");
+    auto child = PutInTree(n->elems[i].pgid, key, value, flags, depth + 1);
+    if (!child.ok()) return child.status();
+    n->elems[i].pgid = *child;
+    // A branch element's key is its child's first key (a key put before it moves it).
+    if (key < n->elems[i].key) n->elems[i].key = key;
+  }
+  return WriteNode(*n);
+}
+
+absl::StatusOr<std::string> BoltFile::BucketValue(const std::string& bucket) {
+  uint64_t pgid = root_;
+  for (int depth = 0; depth <= kMaxDepth; ++depth) {
+    auto n = LoadNode(pgid);
+    if (!n.ok()) return n.status();
+    const size_t i = n->Search(bucket);
+    if (n->leaf) {
+      if (i < n->elems.size() && n->elems[i].key == bucket &&
+          (n->elems[i].flags & kBucketLeafFlag)) {
+        return n->elems[i].value;
+      }
+      return absl::NotFoundError(absl::StrCat(path_, ": no bucket ", bucket));
+    }
+    if (n->elems.empty()) return absl::DataLossError(path_ + ": an empty branch page");
+    pgid = n->elems[i].pgid;
+  }
+  return absl::DataLossError(path_ + ": tree deeper than expected");
+}
+
+absl::Status BoltFile::SetBucketValue(const std::string& bucket, const std::string& value) {
+  auto r = PutInTree(root_, bucket, value, kBucketLeafFlag, 0);
+  if (!r.ok()) return r.status();
+  root_ = *r;
+  return absl::OkStatus();
+}
+
+absl::Status BoltFile::CollectLeaves(uint64_t pgid, std::map<std::string, std::string>* out,
+                                     int depth) {
+  if (depth > kMaxDepth) return absl::DataLossError(path_ + ": tree deeper than expected");
+  auto n = LoadNode(pgid);
+  if (!n.ok()) return n.status();
+  for (auto& e : n->elems) {
+    if (n->leaf) {
+      if (e.flags & kBucketLeafFlag) {
+        return absl::FailedPreconditionError(path_ + ": a nested bucket where none is expected");
+      }
+      (*out)[e.key] = std::move(e.value);
+    } else if (absl::Status s = CollectLeaves(e.pgid, out, depth + 1); !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::map<std::string, std::string>> BoltFile::ReadBucket(
+    const std::string& bucket) {
+  auto v = BucketValue(bucket);
+  if (!v.ok()) return v.status();
+  auto h = ParseBucket(*v, bucket);
+  if (!h.ok()) return h.status();
+  std::map<std::string, std::string> out;
+  if (h->root != 0) {
+    if (absl::Status s = CollectLeaves(h->root, &out, 0); !s.ok()) return s;
+    return out;
+  }
+  auto n = DecodeNode(v->data() + kBucketHeader, v->size() - kBucketHeader,
+                      absl::StrCat(path_, " inline bucket ", bucket));
+  if (!n.ok()) return n.status();
+  if (!n->leaf) return absl::DataLossError(path_ + ": an inline bucket that is not a leaf");
+  for (auto& e : n->elems) {
+    if (e.flags & kBucketLeafFlag) {
+      return absl::FailedPreconditionError(path_ + ": a nested bucket where none is expected");
+    }
+    out[e.key] = std::move(e.value);
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> BoltFile::LastKey(const std::string& bucket) {
+  auto v = BucketValue(bucket);
+  if (!v.ok()) return v.status();
+  auto h = ParseBucket(*v, bucket);
+  if (!h.ok()) return h.status();
+  if (h->root == 0) {
+    auto n = DecodeNode(v->data() + kBucketHeader, v->size() - kBucketHeader,
+                        absl::StrCat(path_, " inline bucket ", bucket));
+    if (!n.ok()) return n.status();
+    return n->elems.empty() ? std::string() : n->elems.back().key;
+  }
+  uint64_t pgid = h->root;
+  for (int depth = 0; depth <= kMaxDepth; ++depth) {
+    auto n = LoadNode(pgid);
+    if (!n.ok()) return n.status();
+    if (n->elems.empty()) {
+      if (n->leaf) return std::string();
+      return absl::DataLossError(path_ + ": an empty branch page");
+    }
+    if (n->leaf) return n->elems.back().key;
+    pgid = n->elems.back().pgid;
+  }
+  return absl::DataLossError(path_ + ": tree deeper than expected");
+}
+
+absl::Status BoltFile::Put(const std::string& bucket, const std::string& key,
+                           const std::string& value) {
+  auto v = BucketValue(bucket);
+  if (!v.ok()) return v.status();
+  auto h = ParseBucket(*v, bucket);
+  if (!h.ok()) return h.status();
+  if (h->root == 0) {  // inline: rewritten whole
+    auto contents = ReadBucket(bucket);
+    if (!contents.ok()) return contents.status();
+    (*contents)[key] = value;
+    return ReplaceBucket(bucket, *contents);
+  }
+  auto root = PutInTree(h->root, key, value, 0, 0);
+  if (!root.ok()) return root.status();
+  std::string nv(kBucketHeader, '\0');
+  Store<uint64_t>(nv.data(), *root);
+  Store<uint64_t>(nv.data() + 8, h->sequence);
+  return SetBucketValue(bucket, nv);
+}
+
+absl::Status BoltFile::ReplaceBucket(const std::string& bucket,
+                                     const std::map<std::string, std::string>& contents) {
+  auto v = BucketValue(bucket);
+  if (!v.ok()) return v.status();
+  auto h = ParseBucket(*v, bucket);
+  if (!h.ok()) return h.status();
+  // What it held before must be plain keys (its old pages are left unused, see bolt.h).
+  if (auto old = ReadBucket(bucket); !old.ok()) return old.status();
+  Node n;
+  n.leaf = true;
+  for (const auto& [k, val] : contents) {
+    Node::Elem e;
+    e.key = k;
+    e.value = val;
+    n.elems.push_back(std::move(e));
+  }
+  std::string nv;
+  // bbolt keeps a bucket inline in its parent while it fits a quarter page.
+  if (n.Size() <= page_size_ / 4) {
+    nv.assign(kBucketHeader + n.Size(), '\0');
+    Store<uint64_t>(nv.data(), 0);
+    Store<uint64_t>(nv.data() + 8, h->sequence);
+    EncodeInto(n, 0, 0, nv.data() + kBucketHeader);
+  } else {
+    auto pgid = WriteNode(n);
+    if (!pgid.ok()) return pgid.status();
+    nv.assign(kBucketHeader, '\0');
+    Store<uint64_t>(nv.data(), *pgid);
+    Store<uint64_t>(nv.data() + 8, h->sequence);
+  }
+  return SetBucketValue(bucket, nv);
+}
+
+absl::Status BoltFile::Commit() {
+  for (const auto& [pgid, bytes] : pending_) {
+    if (::pwrite(fd_, bytes.data(), bytes.size(), static_cast<off_t>(pgid * page_size_)) !=
+        static_cast<ssize_t>(bytes.size())) {
+      return Errno("writing " + path_);
+    }
+  }
+  const uint64_t end = next_pgid_ * page_size_;
+  // etcd's snapshot stream ends with a sha256 past the last page; bbolt wants whole pages.
+  if (file_size_ % page_size_ != 0 && file_size_ > end) {
+    if (::ftruncate(fd_, static_cast<off_t>(end)) != 0) return Errno("truncating " + path_);
+  }
+  if (::fdatasync(fd_) != 0) return Errno("syncing " + path_);
+  const uint64_t txid = txid_ + 1;
+  std::string page(page_size_, '\0');
+  Store<uint64_t>(page.data(), txid % 2);
+  Store<uint16_t>(page.data() + 8, kMetaPage);
+  char* m = page.data() + kPageHeader;
+  Store<uint32_t>(m, kMagic);
+  Store<uint32_t>(m + 4, kVersion);
+  Store<uint32_t>(m + 8, page_size_);
+  Store<uint32_t>(m + 12, meta_flags_);
+  Store<uint64_t>(m + 16, root_);
+  Store<uint64_t>(m + 24, root_sequence_);
+  Store<uint64_t>(m + 32, freelist_);
+  Store<uint64_t>(m + 40, next_pgid_);
+  Store<uint64_t>(m + 48, txid);
+  Store<uint64_t>(m + kMetaChecksumOffset, Fnv1a64(m, kMetaChecksumOffset));
+  if (::pwrite(fd_, page.data(), page.size(), static_cast<off_t>((txid % 2) * page_size_)) !=
+      static_cast<ssize_t>(page.size())) {
+    return Errno("writing the meta page of " + path_);
+  }
+  if (::fdatasync(fd_) != 0) return Errno("syncing " + path_);
+  txid_ = txid;
+  high_water_ = next_pgid_;
+  file_size_ = std::max(file_size_, end);
+  pending_.clear();
+  return absl::OkStatus();
+}
+
+std::string RevisionKey(int64_t main, int64_t sub) {
+  std::string k(17, '\0');
+  for (int i = 0; i < 8; ++i) {
+    k[i] = static_cast<char>(static_cast<uint64_t>(main) >> (56 - 8 * i));
+    k[9 + i] = static_cast<char>(static_cast<uint64_t>(sub) >> (56 - 8 * i));
+  }
+  k[8] = '_';
+  return k;
+}
+
+std::optional<int64_t> MainRevision(const std::string& key) {
+  if ((key.size() != 17 && key.size() != 18) || key[8] != '_') return std::nullopt;
+  uint64_t main = 0;
+  for (int i = 0; i < 8; ++i) main = (main << 8) | static_cast<uint8_t>(key[i]);
+  return static_cast<int64_t>(main);
+}
+
+}  // namespace steward

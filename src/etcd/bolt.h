@@ -1,0 +1,83 @@
+// Reads and edits etcd's backend file (a bbolt database) in place, for a restore that
+// decompresses a backup straight into the new member's member/snap/db: the few changes
+// `snapshot restore` makes to the DB (the new membership, the consistent index, a raised and
+// compacted revision) are written here without copying the 1+ GB file.
+//
+// An edit is one bbolt transaction done by hand: every changed node is written to new pages
+// past the file's last page (copy on write, never over a page the old tree uses), then the meta
+// page the file's current one does not occupy gets the new roots and txid+1. Until that last
+// write the file is the snapshot it was. Pages that only the old tree used are not handed to the
+// freelist (they stay unused until etcd's next defragmentation: a few pages per restore), so an
+// edit can never give a page in use to the allocator. Anything this code does not expect
+// (another format version, a damaged page, a node with sub-buckets where none belong) is an
+// error, and the caller falls back to etcd's own restore tool.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace steward {
+
+class BoltFile {
+ public:
+  // Opens `path` for reading and editing; checks both meta pages and picks the newer valid one.
+  // A trailer of `trailer_bytes` past the last page (etcd's snapshot stream ends with its
+  // sha256) is allowed and removed by the first Commit.
+  static absl::StatusOr<std::unique_ptr<BoltFile>> Open(const std::string& path);
+  ~BoltFile();
+  BoltFile(const BoltFile&) = delete;
+  BoltFile& operator=(const BoltFile&) = delete;
+
+  uint32_t page_size() const { return page_size_; }
+  uint64_t txid() const { return txid_; }
+
+  // Every key and value of top-level bucket `bucket` (NotFound without it). For small buckets.
+  absl::StatusOr<std::map<std::string, std::string>> ReadBucket(const std::string& bucket);
+  // The greatest key in `bucket` ("" when empty).
+  absl::StatusOr<std::string> LastKey(const std::string& bucket);
+
+  // Staged edits, applied by Commit. Put replaces or inserts one key in a bucket that must
+  // exist; ReplaceBucket makes an existing bucket hold exactly `contents`.
+  absl::Status Put(const std::string& bucket, const std::string& key, const std::string& value);
+  absl::Status ReplaceBucket(const std::string& bucket,
+                             const std::map<std::string, std::string>& contents);
+  // Writes the staged edits (new pages, fsync, meta page, fsync).
+  absl::Status Commit();
+
+  struct Node;  // a branch or leaf page, decoded (bolt.cc)
+
+ private:
+  BoltFile() = default;
+  absl::StatusOr<Node> LoadNode(uint64_t pgid) const;
+  absl::StatusOr<std::string> BucketValue(const std::string& bucket);
+  absl::Status SetBucketValue(const std::string& bucket, const std::string& value);
+  absl::StatusOr<uint64_t> PutInTree(uint64_t root, const std::string& key,
+                                     const std::string& value, uint32_t flags, int depth);
+  absl::Status CollectLeaves(uint64_t pgid, std::map<std::string, std::string>* out, int depth);
+  absl::StatusOr<uint64_t> WriteNode(const Node& n);
+  std::string EncodeNode(const Node& n, uint64_t pgid, uint32_t* pages) const;
+
+  int fd_ = -1;
+  std::string path_;
+  uint32_t page_size_ = 0;
+  uint32_t meta_flags_ = 0;
+  uint64_t root_ = 0, root_sequence_ = 0, freelist_ = 0, high_water_ = 0, txid_ = 0;
+  uint64_t file_size_ = 0;
+  // Pages written by this transaction so far (new high water = high_water_ + written pages).
+  uint64_t next_pgid_ = 0;
+  std::map<uint64_t, std::string> pending_;  // pgid -> encoded node (with its overflow pages)
+};
+
+// The revision key etcd's mvcc uses in its "key" bucket: 8-byte big-endian main revision, '_',
+// 8-byte big-endian sub revision (17 bytes).
+std::string RevisionKey(int64_t main, int64_t sub);
+// The main revision of such a key (nullopt if `key` is not one; a tombstone's key has an 18th
+// byte 't', which is accepted).
+std::optional<int64_t> MainRevision(const std::string& key);
+
+}  // namespace steward
