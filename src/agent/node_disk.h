@@ -41,6 +41,9 @@ struct SnapshotRestore {
   std::string name, peer_url, token;
   std::vector<std::pair<std::string, std::string>> initial_cluster;  // name -> peer URL
   uint64_t bump_revision = 0;  // > 0: --bump-revision and --mark-compacted (etcdutl only)
+  // Restore in place (etcd/restore_in_place.h): no tool, no copy of the DB. The tool is the
+  // fallback for a DB the in-place edit refuses.
+  bool in_place = true;
 };
 
 class NodeDisk {
@@ -80,7 +83,7 @@ class NodeDisk {
   // staged before is dropped first. Nothing outside the staging area changes.
   virtual absl::Status StageBackup(BackupStore& store, const std::string& cluster,
                                    const BackupMeta& meta) = 0;
-  // Runs `snapshot restore` on the staged backup into a staged data dir.
+  // Makes the staged backup a staged data dir: in place, or by the tool's `snapshot restore`.
   virtual absl::Status RestoreStaged(const SnapshotRestore& r) = 0;
   // The staged data dir becomes etcd's data dir (there must be none), atomically.
   virtual absl::Status InstallStaged() = 0;

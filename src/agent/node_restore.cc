@@ -112,6 +112,7 @@ absl::Status LocalNode::Restore(const peer::RestoreRequest& req) {
   r.token = req.token();
   r.initial_cluster = l.initial_cluster;
   r.bump_revision = req.bump_revision();
+  r.in_place = config_.etcd.restore_in_place;
   if (absl::Status s = disk_.RestoreStaged(r); !s.ok()) {
     put_back();
     return fail(s);

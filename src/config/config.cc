@@ -767,7 +767,7 @@ Config Parse(const YAML::Node& root) {
   // etcd
   if (const YAML::Node ec = root["etcd"]; ec && !ec.IsNull()) {
     CheckKeys(ec, "etcd",
-              {"binary", "etcdctl", "etcdutl", "extra_args", "stop_timeout",
+              {"binary", "etcdctl", "etcdutl", "restore_in_place", "extra_args", "stop_timeout",
                "restart_backoff_min", "restart_backoff_max", "versions", "log_max_size",
                "log_keep", "auto_compaction_mode", "auto_compaction_retention"});
     if (const YAML::Node vs = ec["versions"]; vs && !vs.IsNull()) {
@@ -792,6 +792,7 @@ Config Parse(const YAML::Node& root) {
     c.etcd.etcdctl = GetString(ec, "etcd", "etcdctl", false, c.etcd.etcdctl);
     c.etcd.etcdutl = GetString(ec, "etcd", "etcdutl", false, "");
     if (!c.etcd.etcdutl.empty()) CheckBinary("etcd.etcdutl", c.etcd.etcdutl);
+    c.etcd.restore_in_place = GetBool(ec, "etcd", "restore_in_place", c.etcd.restore_in_place);
     if (const YAML::Node ea = ec["extra_args"]; ea && !ea.IsNull()) {
       if (!ea.IsSequence()) Fail("etcd.extra_args", "must be a list of strings");
       for (size_t i = 0; i < ea.size(); ++i) {

@@ -84,6 +84,9 @@ struct EtcdConfig {
   // writes). Default: /usr/bin/etcdutl when it exists; empty: restores cannot raise the
   // revision (warned).
   std::string etcdutl;
+  // A member's restore edits the backup's DB where it lands (etcd/restore_in_place.h) instead
+  // of running etcdctl/etcdutl `snapshot restore` (which copies it); false: always the tool.
+  bool restore_in_place = true;
   std::vector<std::string> extra_args;  // passed to etcd after the flags steward manages
   // Rolling upgrades: etcd version ("3.5.16") -> its binary (or, with runner.kind static-pod,
   // its image). The same on every node. `stewardctl configure-cluster --etcd-version V` asks

@@ -31,6 +31,7 @@ constexpr size_t kElementSize = 16;   // leaf: flags, pos, ksize, vsize; branch:
 constexpr size_t kBucketHeader = 16;  // root pgid u64, sequence u64
 constexpr size_t kMetaChecksumOffset = 56;  // the meta's bytes the checksum covers
 constexpr int kMaxDepth = 64;
+constexpr uint64_t kNoFreelist = ~uint64_t{0};  // meta.freelist when the freelist is not kept
 
 template <typename T>
 T Load(const char* p) {
@@ -224,7 +225,6 @@ absl::StatusOr<std::unique_ptr<BoltFile>> BoltFile::Open(const std::string& path
   f->meta_flags_ = m.flags;
   f->root_ = m.root;
   f->root_sequence_ = m.sequence;
-  f->freelist_ = m.freelist;
   f->high_water_ = m.pgid;
   f->txid_ = m.txid;
   f->next_pgid_ = m.pgid;
@@ -481,7 +481,10 @@ absl::Status BoltFile::Commit() {
   Store<uint32_t>(m + 12, meta_flags_);
   Store<uint64_t>(m + 16, root_);
   Store<uint64_t>(m + 24, root_sequence_);
-  Store<uint64_t>(m + 32, freelist_);
+  // No freelist on disk (as etcd itself runs bbolt on Linux, NoFreelistSync): whoever opens the
+  // file next finds the free pages by walking the tree, so the pages only the old tree used are
+  // free again and none in use can be.
+  Store<uint64_t>(m + 32, kNoFreelist);
   Store<uint64_t>(m + 40, next_pgid_);
   Store<uint64_t>(m + 48, txid);
   Store<uint64_t>(m + kMetaChecksumOffset, Fnv1a64(m, kMetaChecksumOffset));

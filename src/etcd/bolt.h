@@ -6,9 +6,10 @@
 // An edit is one bbolt transaction done by hand: every changed node is written to new pages
 // past the file's last page (copy on write, never over a page the old tree uses), then the meta
 // page the file's current one does not occupy gets the new roots and txid+1. Until that last
-// write the file is the snapshot it was. Pages that only the old tree used are not handed to the
-// freelist (they stay unused until etcd's next defragmentation: a few pages per restore), so an
-// edit can never give a page in use to the allocator. Anything this code does not expect
+// write the file is the snapshot it was. The new meta page records no freelist, as etcd keeps
+// its bbolt on Linux (NoFreelistSync): bbolt then finds the free pages when it opens the file by
+// walking the tree, so the pages only the old tree used are free again, and a page in use can
+// never be handed to the allocator by a mistake here. Anything this code does not expect
 // (another format version, a damaged page, a node with sub-buckets where none belong) is an
 // error, and the caller falls back to etcd's own restore tool.
 #pragma once
@@ -66,7 +67,7 @@ class BoltFile {
   std::string path_;
   uint32_t page_size_ = 0;
   uint32_t meta_flags_ = 0;
-  uint64_t root_ = 0, root_sequence_ = 0, freelist_ = 0, high_water_ = 0, txid_ = 0;
+  uint64_t root_ = 0, root_sequence_ = 0, high_water_ = 0, txid_ = 0;
   uint64_t file_size_ = 0;
   // Pages written by this transaction so far (new high water = high_water_ + written pages).
   uint64_t next_pgid_ = 0;

@@ -161,7 +161,8 @@ uint64_t InitialClusterId(std::vector<uint64_t> member_ids) {
   return id;
 }
 
-absl::Status RestoreInPlace(const InPlaceRestore& r) {
+absl::Status RestoreInPlace(const InPlaceRestore& r, bool* db_changed) {
+  if (db_changed) *db_changed = false;
   namespace fs = std::filesystem;
   // The members as etcd orders them: by ID.
   std::vector<Member> members;
@@ -216,6 +217,8 @@ absl::Status RestoreInPlace(const InPlaceRestore& r) {
       if (absl::Status s = (*db)->Put("key", bumped, ""); !s.ok()) return s;
       if (absl::Status s = (*db)->Put("meta", "scheduledCompactRev", bumped); !s.ok()) return s;
     }
+    // A failed commit may have written the meta page: count it as changed.
+    if (db_changed) *db_changed = true;
     if (absl::Status s = (*db)->Commit(); !s.ok()) return s;
   }
 

@@ -28,9 +28,10 @@ struct InPlaceRestore {
   uint64_t bump_revision = 0;  // > 0: raise the revision by this much and mark it compacted
 };
 
-// Errors leave the data dir unusable (the caller removes it); the DB is only changed by the
-// last step of its edit, so a DB that cannot be edited is left as it was.
-absl::Status RestoreInPlace(const InPlaceRestore& r);
+// Errors leave the data dir unusable. The DB changes only at the end of its edit (one meta page
+// written): `db_changed` (optional) says whether it did, so that a DB this code refused can
+// still be restored by the tool as it was.
+absl::Status RestoreInPlace(const InPlaceRestore& r, bool* db_changed = nullptr);
 
 // etcd's cluster ID for an initial cluster of these member IDs.
 uint64_t InitialClusterId(std::vector<uint64_t> member_ids);

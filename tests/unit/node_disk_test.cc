@@ -1,6 +1,7 @@
 // The real node disk (agent/node_disk.h, FsNodeDisk) on a temporary directory: what it calls
-// a data dir's state, how it sets data aside and puts it back, its markers, and a restore tool
-// cancelled by a shutting-down agent.
+// a data dir's state, how it sets data aside and puts it back, its markers, a restore tool
+// cancelled by a shutting-down agent, and the tool as the fallback of a restore in place (which
+// itself is tested on real etcd DBs in tests/integration/restore_in_place_test.cc).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -31,6 +32,24 @@ class FsNodeDiskTest : public ::testing::Test {
   void MakeMember() {
     fs::create_directories(dir_ / "etcd/member/wal");
     std::ofstream(dir_ / "etcd/member/wal/0000000000000000-0000000000000000.wal") << "x";
+  }
+
+  // What StageBackup leaves: the backup's DB where the restored member keeps it.
+  void StageFile(const std::string& content) {
+    fs::create_directories(dir_ / "restore/etcd/member/snap");
+    std::ofstream(dir_ / "restore/etcd/member/snap/db") << content;
+  }
+  // A stand-in restore tool: it insists on etcdctl's conditions (the snapshot is a file, the
+  // data dir does not exist yet), then leaves a WAL there; exits `code` at the end.
+  fs::path FakeTool(int code) {
+    const fs::path tool = dir_ / "fake-restore";
+    std::ofstream(tool) << "#!/bin/sh\nsnap=\"$3\"; shift 3\n[ -f \"$snap\" ] || exit 3\n"
+                           "while [ $# -gt 0 ]; do [ \"$1\" = --data-dir ] && dd=\"$2\"; shift; done\n"
+                           "[ -e \"$dd\" ] && exit 4\nmkdir -p \"$dd/member/wal\" && "
+                           "echo ok > \"$dd/member/wal/0.wal\"\nexit "
+                        << code << "\n";
+    fs::permissions(tool, fs::perms::owner_all);
+    return tool;
   }
 
   fs::path dir_;
@@ -102,10 +121,11 @@ TEST_F(FsNodeDiskTest, AShutdownCancelsARunningRestoreTool) {
   const fs::path tool = dir_ / "slow-restore";
   std::ofstream(tool) << "#!/bin/sh\nsleep 60\n";
   fs::permissions(tool, fs::perms::owner_all);
-  fs::create_directories(dir_ / "restore");
+  StageFile("staged");
   SnapshotRestore r;
   r.tool = tool.string();
   r.name = "n1";
+  r.in_place = false;
   std::thread stopper([this] {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     cancelled_ = true;
@@ -153,6 +173,48 @@ TEST_F(FsNodeDiskTest, AShutdownEndsABackupDownload) {
   absl::Status s = disk_.StageBackup(store, "c", meta);
   EXPECT_TRUE(absl::IsCancelled(s)) << s;
   EXPECT_FALSE(fs::exists(dir_ / "restore/snapshot.db"));
+}
+
+}  // namespace
+}  // namespace steward
+
+namespace steward {
+namespace {
+
+TEST_F(FsNodeDiskTest, ADbTheInPlaceRestoreRefusesGoesToTheToolAsItWasStaged) {
+  StageFile("not a bbolt file");
+  SnapshotRestore r;
+  r.tool = FakeTool(0).string();
+  r.name = "n1";
+  r.token = "t";
+  r.peer_url = "http://127.0.0.1:2380";
+  r.initial_cluster = {{"n1", "http://127.0.0.1:2380"}};
+  ASSERT_TRUE(r.in_place);
+  absl::Status s = disk_.RestoreStaged(r);
+  ASSERT_TRUE(s.ok()) << s;
+  // The tool had the staged bytes, untouched, outside the data dir it built.
+  auto staged = ReadFile((dir_ / "restore/snapshot.db").string());
+  ASSERT_TRUE(staged.ok());
+  EXPECT_EQ(*staged, "not a bbolt file");
+  EXPECT_TRUE(fs::exists(dir_ / "restore/etcd/member/wal/0.wal"));
+  EXPECT_FALSE(fs::exists(dir_ / "restore/etcd/member/snap/db"));
+  ASSERT_TRUE(disk_.InstallStaged().ok());
+  disk_.ClearStaging();
+  EXPECT_FALSE(fs::exists(dir_ / "restore/snapshot.db"));
+  EXPECT_TRUE(fs::exists(dir_ / "etcd/member/wal/0.wal"));
+}
+
+TEST_F(FsNodeDiskTest, WithoutInPlaceRestoresTheToolRunsAndItsFailureIsReported) {
+  StageFile("staged");
+  SnapshotRestore r;
+  r.tool = FakeTool(5).string();
+  r.name = "n1";
+  r.in_place = false;
+  absl::Status s = disk_.RestoreStaged(r);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("snapshot restore failed"), std::string::npos) << s;
+  // Nothing is staged any more: a retry stages afresh.
+  EXPECT_FALSE(disk_.RestoreStaged(r).ok());
 }
 
 }  // namespace
