@@ -1,8 +1,9 @@
 // bench/member_restore: one member's share of a restore, through the agent's own code
 // (FsNodeDisk::StageBackup, then FsNodeDisk::RestoreStaged, as src/agent/node_restore.cc calls
 // them), timed. The newest backup of CLUSTER in the file store at STORE_DIR is fetched, checked
-// and decompressed into WORK_DIR's staging area and restored by TOOL (etcdutl, with
-// --bump-revision when BUMP > 0, as a restore after total loss runs it) into a staged data dir.
+// and decompressed into WORK_DIR's staging area and restored in place (docs/restore-in-place.md;
+// raising the revision by BUMP > 0, as a restore after total loss does; TOOL, etcdutl, only if
+// the in-place restore refused the DB).
 // Prints "stage_ms restore_ms total_ms"; the staged files are removed afterwards.
 // bench/restore runs it beside a plain `etcdctl snapshot restore` of the same DB on one node.
 #include <chrono>
@@ -14,6 +15,7 @@
 #include "agent/node_disk.h"
 #include "backup/pipeline.h"
 #include "backup/store.h"
+#include "spdlog/spdlog.h"
 
 int main(int argc, char** argv) {
   uint64_t bump = 0;
@@ -22,6 +24,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string store_dir = argv[1], cluster = argv[2], work = argv[3], tool = argv[4];
+  spdlog::set_level(spdlog::level::warn);  // stdout is the result line
   auto store = steward::NewFileStore(store_dir);
   auto listed = steward::ListBackups(*store, cluster);
   if (!listed.ok() || listed->empty() || !listed->front().meta) {

@@ -1,5 +1,6 @@
 #include "agent/node_disk.h"
 
+#include <chrono>
 #include <filesystem>
 
 #include "absl/strings/ascii.h"
@@ -209,9 +210,13 @@ absl::Status FsNodeDisk::RestoreStaged(const SnapshotRestore& r) {
     ip.initial_cluster = r.initial_cluster;
     ip.bump_revision = r.bump_revision;
     bool db_changed = false;
+    const auto start = std::chrono::steady_clock::now();
     absl::Status s = RestoreInPlace(ip, &db_changed);
     if (s.ok()) {
-      spdlog::info("restore: the staged backup's DB was restored in place");
+      spdlog::info("restore: the staged backup's DB was restored in place in {} ms",
+                   std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::steady_clock::now() - start)
+                       .count());
       return s;
     }
     // A DB this code does not know how to edit is left as it was: the tool restores it. One

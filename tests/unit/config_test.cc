@@ -162,6 +162,19 @@ TEST_F(ConfigTest, EtcdBinaryMissingOrNotExecutable) {
   ExpectError("binary: /bin/true", "binary: /tmp", {"etcd.binary", "is not a regular file"});
 }
 
+TEST_F(ConfigTest, RestoreInPlaceIsOnByDefaultAndABadValueNamesTheKey) {
+  auto c = ParseConfig(Yaml(), "node.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->etcd.restore_in_place);
+  std::string text = Yaml();
+  text.replace(text.find("binary: /bin/true"), 17, "binary: /bin/true\n  restore_in_place: false");
+  auto off = ParseConfig(text, "node.yaml");
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_FALSE(off->etcd.restore_in_place);
+  ExpectError("binary: /bin/true", "binary: /bin/true\n  restore_in_place: maybe",
+              {"etcd.restore_in_place", "must be true or false"});
+}
+
 TEST_F(ConfigTest, DataDirThatCannotBeCreated) {
   std::string file = (dir_ / "a-file").string();
   std::ofstream(file) << "x";
