@@ -206,6 +206,7 @@ absl::Status FsNodeDisk::RestoreStaged(const SnapshotRestore& r) {
     InPlaceRestore ip;
     ip.data_dir = target;
     ip.name = r.name;
+    ip.peer_url = r.peer_url;
     ip.token = r.token;
     ip.initial_cluster = r.initial_cluster;
     ip.bump_revision = r.bump_revision;

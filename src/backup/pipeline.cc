@@ -546,8 +546,8 @@ absl::Status VerifyBackup(BackupStore& store, const std::string& cluster, const 
       s = Annotate(w, absl::StrCat("writing ", tmp));
     }
   }
-  // No fsync: the file is a staging copy that `etcdctl snapshot restore` reads at once and
-  // then copies (and syncs) itself; after a crash the whole restore starts over.
+  // No fsync here: a node's restore syncs the file as it edits it in place (BoltFile::Commit),
+  // or the restore tool copies and syncs it; after a crash the whole restore starts over.
   if (fd >= 0) ::close(fd);
   auto fail = [&](absl::Status e) {
     if (!tmp.empty()) ::unlink(tmp.c_str());

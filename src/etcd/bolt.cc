@@ -57,6 +57,25 @@ absl::Status Errno(const std::string& what) {
   return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
 }
 
+// Reads or writes exactly n bytes at `off`; a short transfer is an error of its own (errno
+// would be stale).
+absl::Status PreadAll(int fd, char* buf, size_t n, uint64_t off, const std::string& what) {
+  ssize_t got = ::pread(fd, buf, n, static_cast<off_t>(off));
+  if (got < 0) return Errno("reading " + what);
+  if (static_cast<size_t>(got) != n) {
+    return absl::DataLossError(absl::StrCat("reading ", what, ": the file ends early"));
+  }
+  return absl::OkStatus();
+}
+absl::Status PwriteAll(int fd, const char* buf, size_t n, uint64_t off, const std::string& what) {
+  ssize_t put = ::pwrite(fd, buf, n, static_cast<off_t>(off));
+  if (put < 0) return Errno("writing " + what);
+  if (static_cast<size_t>(put) != n) {
+    return absl::InternalError(absl::StrCat("writing ", what, ": short write"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 struct BoltFile::Node {
@@ -220,7 +239,9 @@ absl::StatusOr<std::unique_ptr<BoltFile>> BoltFile::Open(const std::string& path
   }
   Meta m1 = read_meta(m0.page_size);
   if (m1.valid && m1.page_size != m0.page_size) m1.valid = false;
-  const Meta& m = (m1.valid && m1.txid > m0.txid) ? m1 : m0;
+  const bool use_m1 = m1.valid && m1.txid > m0.txid;
+  const Meta& m = use_m1 ? m1 : m0;
+  f->meta_slot_ = use_m1 ? 1 : 0;
   f->page_size_ = m.page_size;
   f->meta_flags_ = m.flags;
   f->root_ = m.root;
@@ -232,7 +253,9 @@ absl::StatusOr<std::unique_ptr<BoltFile>> BoltFile::Open(const std::string& path
     return absl::DataLossError(absl::StrCat(path, ": meta page names root ", m.root,
                                             " of ", m.pgid, " pages"));
   }
-  if (f->file_size_ < m.pgid * m.page_size) {
+  uint64_t pages_bytes = 0;
+  if (__builtin_mul_overflow(m.pgid, uint64_t{m.page_size}, &pages_bytes) ||
+      f->file_size_ < pages_bytes) {
     return absl::DataLossError(absl::StrCat(path, ": ", f->file_size_, " bytes, but its meta page",
                                             " counts ", m.pgid, " pages of ", m.page_size));
   }
@@ -246,17 +269,13 @@ absl::StatusOr<BoltFile::Node> BoltFile::LoadNode(uint64_t pgid) const {
   }
   if (pgid < 2 || pgid >= high_water_) return absl::DataLossError(at + ": outside the file's pages");
   char head[kPageHeader];
-  const off_t off = static_cast<off_t>(pgid * page_size_);
-  if (::pread(fd_, head, sizeof head, off) != static_cast<ssize_t>(sizeof head)) {
-    return Errno("reading " + at);
-  }
+  const uint64_t off = pgid * page_size_;
+  if (absl::Status s = PreadAll(fd_, head, sizeof head, off, at); !s.ok()) return s;
   if (Load<uint64_t>(head) != pgid) return absl::DataLossError(at + ": its header names another page");
   const uint64_t pages = 1 + uint64_t{Load<uint32_t>(head + 12)};
   if (pgid + pages > high_water_) return absl::DataLossError(at + ": overflows past the file's pages");
   std::string bytes(pages * page_size_, '\0');
-  if (::pread(fd_, bytes.data(), bytes.size(), off) != static_cast<ssize_t>(bytes.size())) {
-    return Errno("reading " + at);
-  }
+  if (absl::Status s = PreadAll(fd_, bytes.data(), bytes.size(), off, at); !s.ok()) return s;
   return DecodeNode(bytes.data(), bytes.size(), at);
 }
 
@@ -395,8 +414,9 @@ absl::StatusOr<std::string> BoltFile::LastKey(const std::string& bucket) {
     auto n = LoadNode(pgid);
     if (!n.ok()) return n.status();
     if (n->elems.empty()) {
-      if (n->leaf) return std::string();
-      return absl::DataLossError(path_ + ": an empty branch page");
+      // Only a bucket's root may be empty; an empty page below it would hide the newest key.
+      if (n->leaf && depth == 0) return std::string();
+      return absl::DataLossError(path_ + ": an empty page below a bucket's root");
     }
     if (n->leaf) return n->elems.back().key;
     pgid = n->elems.back().pgid;
@@ -459,9 +479,9 @@ absl::Status BoltFile::ReplaceBucket(const std::string& bucket,
 
 absl::Status BoltFile::Commit() {
   for (const auto& [pgid, bytes] : pending_) {
-    if (::pwrite(fd_, bytes.data(), bytes.size(), static_cast<off_t>(pgid * page_size_)) !=
-        static_cast<ssize_t>(bytes.size())) {
-      return Errno("writing " + path_);
+    if (absl::Status s = PwriteAll(fd_, bytes.data(), bytes.size(), pgid * page_size_, path_);
+        !s.ok()) {
+      return s;
     }
   }
   const uint64_t end = next_pgid_ * page_size_;
@@ -470,7 +490,11 @@ absl::Status BoltFile::Commit() {
     if (::ftruncate(fd_, static_cast<off_t>(end)) != 0) return Errno("truncating " + path_);
   }
   if (::fdatasync(fd_) != 0) return Errno("syncing " + path_);
-  const uint64_t txid = txid_ + 1;
+  // The new meta goes to the page that does not hold the current one (bbolt picks the valid
+  // meta with the higher txid; the page a meta lives on is txid % 2 by convention only): the
+  // current meta page is never overwritten, so a torn write leaves the file as it was.
+  uint64_t txid = txid_ + 1;
+  if (txid % 2 == meta_slot_) ++txid;
   std::string page(page_size_, '\0');
   Store<uint64_t>(page.data(), txid % 2);
   Store<uint16_t>(page.data() + 8, kMetaPage);
@@ -488,12 +512,14 @@ absl::Status BoltFile::Commit() {
   Store<uint64_t>(m + 40, next_pgid_);
   Store<uint64_t>(m + 48, txid);
   Store<uint64_t>(m + kMetaChecksumOffset, Fnv1a64(m, kMetaChecksumOffset));
-  if (::pwrite(fd_, page.data(), page.size(), static_cast<off_t>((txid % 2) * page_size_)) !=
-      static_cast<ssize_t>(page.size())) {
-    return Errno("writing the meta page of " + path_);
+  if (absl::Status s = PwriteAll(fd_, page.data(), page.size(), (txid % 2) * page_size_,
+                                 "the meta page of " + path_);
+      !s.ok()) {
+    return s;
   }
   if (::fdatasync(fd_) != 0) return Errno("syncing " + path_);
   txid_ = txid;
+  meta_slot_ = txid % 2;
   high_water_ = next_pgid_;
   file_size_ = std::max(file_size_, end);
   pending_.clear();
@@ -512,6 +538,7 @@ std::string RevisionKey(int64_t main, int64_t sub) {
 
 std::optional<int64_t> MainRevision(const std::string& key) {
   if ((key.size() != 17 && key.size() != 18) || key[8] != '_') return std::nullopt;
+  if (key.size() == 18 && key[17] != 't') return std::nullopt;
   uint64_t main = 0;
   for (int i = 0; i < 8; ++i) main = (main << 8) | static_cast<uint8_t>(key[i]);
   return static_cast<int64_t>(main);

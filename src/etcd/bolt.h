@@ -5,7 +5,7 @@
 //
 // An edit is one bbolt transaction done by hand: every changed node is written to new pages
 // past the file's last page (copy on write, never over a page the old tree uses), then the meta
-// page the file's current one does not occupy gets the new roots and txid+1. Until that last
+// page that does not hold the current meta gets the new roots and a higher txid. Until that last
 // write the file is the snapshot it was. The new meta page records no freelist, as etcd keeps
 // its bbolt on Linux (NoFreelistSync): bbolt then finds the free pages when it opens the file by
 // walking the tree, so the pages only the old tree used are free again, and a page in use can
@@ -68,6 +68,7 @@ class BoltFile {
   uint32_t page_size_ = 0;
   uint32_t meta_flags_ = 0;
   uint64_t root_ = 0, root_sequence_ = 0, high_water_ = 0, txid_ = 0;
+  uint64_t meta_slot_ = 0;  // the page (0 or 1) holding the meta in use
   uint64_t file_size_ = 0;
   // Pages written by this transaction so far (new high water = high_water_ + written pages).
   uint64_t next_pgid_ = 0;

@@ -1,8 +1,11 @@
 #include "etcd/restore_in_place.h"
 
+#include <fcntl.h>
 #include <openssl/sha.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <array>
 #include <filesystem>
 #include <map>
@@ -129,6 +132,40 @@ class WalEncoder {
   std::string out_;
 };
 
+// True for scheme://host:port with nothing after it, as etcd's URL parsing gives it back.
+bool PlainPeerUrl(const std::string& url) {
+  std::string rest;
+  if (url.rfind("http://", 0) == 0) {
+    rest = url.substr(7);
+  } else if (url.rfind("https://", 0) == 0) {
+    rest = url.substr(8);
+  } else {
+    return false;
+  }
+  const size_t colon = rest.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == rest.size()) return false;
+  for (char c : rest) {
+    if (c == '/' || c == '?' || c == '#' || c == '@' || static_cast<unsigned char>(c) <= ' ' ||
+        static_cast<unsigned char>(c) >= 0x7f) {
+      return false;
+    }
+  }
+  for (size_t i = colon + 1; i < rest.size(); ++i) {
+    if (rest[i] < '0' || rest[i] > '9') return false;
+  }
+  return true;
+}
+
+absl::Status SyncDir(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, "opening " + dir);
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) return ErrnoStatus(err, "syncing " + dir);
+  return absl::OkStatus();
+}
+
 // walpb.Record types.
 constexpr int64_t kMetadataType = 1, kEntryType = 2, kStateType = 3, kCrcType = 4,
                   kSnapshotType = 5;
@@ -164,9 +201,20 @@ uint64_t InitialClusterId(std::vector<uint64_t> member_ids) {
 absl::Status RestoreInPlace(const InPlaceRestore& r, bool* db_changed) {
   if (db_changed) *db_changed = false;
   namespace fs = std::filesystem;
-  // The members as etcd orders them: by ID.
+  // What the restore tool would refuse or read differently (a name given twice is one member
+  // with two URLs to etcd; etcd normalises URLs) is refused here before anything is written,
+  // so that the tool runs and says what is wrong.
   std::vector<Member> members;
   for (const auto& [name, url] : r.initial_cluster) {
+    if (!PlainPeerUrl(url)) {
+      return absl::InvalidArgumentError(absl::StrCat("peer URL ", url, " of ", name,
+                                                     " is not scheme://host:port"));
+    }
+    for (const auto& m : members) {
+      if (m.name == name) {
+        return absl::InvalidArgumentError(absl::StrCat(name, " is named twice"));
+      }
+    }
     members.push_back({InitialMemberId({url}, r.token), name, url});
   }
   std::sort(members.begin(), members.end(),
@@ -181,6 +229,20 @@ absl::Status RestoreInPlace(const InPlaceRestore& r, bool* db_changed) {
   if (self == members.end()) {
     return absl::InvalidArgumentError(absl::StrCat(r.name, " is not in the initial cluster"));
   }
+  if (!r.peer_url.empty() && r.peer_url != self->peer_url) {
+    return absl::InvalidArgumentError(absl::StrCat("the advertised peer URL ", r.peer_url,
+                                                   " is not ", r.name, "'s in the initial cluster"));
+  }
+  // Everything that is encoded as JSON, before the DB is touched (a name or URL that is not
+  // UTF-8 cannot be).
+  std::map<std::string, std::string> in_members;
+  std::string v2_store;
+  try {
+    for (const auto& m : members) in_members[absl::StrFormat("%x", m.id)] = MemberJson(m);
+    v2_store = V2Store(members);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("the initial cluster: ", e.what()));
+  }
   std::vector<uint64_t> ids;
   for (const auto& m : members) ids.push_back(m.id);
   const uint64_t cluster_id = InitialClusterId(ids);
@@ -193,8 +255,6 @@ absl::Status RestoreInPlace(const InPlaceRestore& r, bool* db_changed) {
   {
     auto db = BoltFile::Open((member_dir / "snap" / "db").string());
     if (!db.ok()) return db.status();
-    std::map<std::string, std::string> in_members;
-    for (const auto& m : members) in_members[absl::StrFormat("%x", m.id)] = MemberJson(m);
     if (absl::Status s = (*db)->ReplaceBucket("members", in_members); !s.ok()) return s;
     if (absl::Status s = (*db)->ReplaceBucket("members_removed", {}); !s.ok()) return s;
     if (absl::Status s = (*db)->Put("meta", "consistent_index", BigEndian64(commit)); !s.ok()) {
@@ -229,7 +289,7 @@ absl::Status RestoreInPlace(const InPlaceRestore& r, bool* db_changed) {
   UintField(&metadata, 2, commit);
   UintField(&metadata, 3, term);
   std::string raft_snap;
-  BytesField(&raft_snap, 1, V2Store(members));
+  BytesField(&raft_snap, 1, v2_store);
   BytesField(&raft_snap, 2, metadata);
   std::string snap_file;
   UintField(&snap_file, 1, Crc32c(0, raft_snap.data(), raft_snap.size()));
@@ -252,7 +312,7 @@ absl::Status RestoreInPlace(const InPlaceRestore& r, bool* db_changed) {
     std::string cc;
     UintField(&cc, 2, 0);
     UintField(&cc, 3, members[i].id);
-    BytesField(&cc, 4, MemberJson(members[i]));
+    BytesField(&cc, 4, in_members[absl::StrFormat("%x", members[i].id)]);
     // raftpb.Entry{type = 1 (ConfChange = 1), term = 2, index = 3, data = 4}.
     std::string e;
     UintField(&e, 1, 1);
@@ -273,8 +333,16 @@ absl::Status RestoreInPlace(const InPlaceRestore& r, bool* db_changed) {
   wal.Add(kSnapshotType, ws);
   const fs::path wal_dir = member_dir / "wal";
   if (absl::Status s = MakeDirs(wal_dir.string(), 0700); !s.ok()) return s;
-  return WriteFileAtomic((wal_dir / "0000000000000000-0000000000000000.wal").string(), wal.bytes(),
-                         0600);
+  if (absl::Status s = WriteFileAtomic(
+          (wal_dir / "0000000000000000-0000000000000000.wal").string(), wal.bytes(), 0600);
+      !s.ok()) {
+    return s;
+  }
+  // The new directories' entries, down from the data dir (the files' own were synced).
+  for (const fs::path& d : {member_dir, fs::path(r.data_dir)}) {
+    if (absl::Status s = SyncDir(d.string()); !s.ok()) return s;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace steward

@@ -23,6 +23,7 @@ namespace steward {
 struct InPlaceRestore {
   std::string data_dir;  // etcd's --data-dir; member/snap/db must hold the snapshot's DB
   std::string name;      // this member's name
+  std::string peer_url;  // its --initial-advertise-peer-urls (must be its initial-cluster URL)
   std::string token;     // --initial-cluster-token
   std::vector<std::pair<std::string, std::string>> initial_cluster;  // name -> peer URL
   uint64_t bump_revision = 0;  // > 0: raise the revision by this much and mark it compacted

@@ -1,0 +1,243 @@
+// The bbolt editor (etcd/bolt.h) and the in-place restore (etcd/restore_in_place.h) on small
+// bbolt files built here byte by byte (the format: page header id/flags/count/overflow, leaf
+// elements flags/pos/ksize/vsize with pos relative to the element, inline buckets after a
+// 16-byte header, two meta pages checked by FNV-1a). Real etcd DBs are edited in
+// tests/integration/restore_in_place_test.cc; here the corner cases: which meta page is
+// written, an inline (empty) keyspace, etcd's sha256 trailer, damage and bad input refused with
+// the file left as it was.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "common/files.h"
+#include "etcd/bolt.h"
+#include "etcd/restore_in_place.h"
+#include "etcd/wal.h"
+
+namespace steward {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr uint32_t kPage = 4096;
+
+template <typename T>
+void Put(std::string* b, size_t off, T v) {
+  std::memcpy(b->data() + off, &v, sizeof v);
+}
+
+// A leaf page (or an inline bucket's page) holding `kv` in order; flags per element.
+std::string Leaf(uint64_t id, const std::vector<std::tuple<std::string, std::string, uint32_t>>& kv,
+                 size_t size) {
+  std::string p(size, '\0');
+  Put<uint64_t>(&p, 0, id);
+  Put<uint16_t>(&p, 8, 0x02);
+  Put<uint16_t>(&p, 10, static_cast<uint16_t>(kv.size()));
+  size_t data = 16 + 16 * kv.size();
+  for (size_t i = 0; i < kv.size(); ++i) {
+    const auto& [k, v, flags] = kv[i];
+    const size_t e = 16 + 16 * i;
+    Put<uint32_t>(&p, e, flags);
+    Put<uint32_t>(&p, e + 4, static_cast<uint32_t>(data - e));
+    Put<uint32_t>(&p, e + 8, static_cast<uint32_t>(k.size()));
+    Put<uint32_t>(&p, e + 12, static_cast<uint32_t>(v.size()));
+    std::memcpy(p.data() + data, k.data(), k.size());
+    std::memcpy(p.data() + data + k.size(), v.data(), v.size());
+    data += k.size() + v.size();
+  }
+  return p;
+}
+
+std::string InlineBucket(const std::vector<std::tuple<std::string, std::string, uint32_t>>& kv) {
+  size_t size = 16;
+  for (const auto& [k, v, f] : kv) size += 16 + k.size() + v.size();
+  return std::string(16, '\0') + Leaf(0, kv, size);
+}
+
+std::string Meta(uint64_t id, uint64_t txid, uint64_t root, uint64_t pgid) {
+  std::string p(kPage, '\0');
+  Put<uint64_t>(&p, 0, id);
+  Put<uint16_t>(&p, 8, 0x04);
+  const size_t m = 16;
+  Put<uint32_t>(&p, m, 0xED0CDAED);
+  Put<uint32_t>(&p, m + 4, 2);
+  Put<uint32_t>(&p, m + 8, kPage);
+  Put<uint64_t>(&p, m + 16, root);
+  Put<uint64_t>(&p, m + 32, ~uint64_t{0});
+  Put<uint64_t>(&p, m + 40, pgid);
+  Put<uint64_t>(&p, m + 48, txid);
+  uint64_t h = 14695981039346656037ull;
+  for (size_t i = 0; i < 56; ++i) {
+    h ^= static_cast<uint8_t>(p[m + i]);
+    h *= 1099511628211ull;
+  }
+  Put<uint64_t>(&p, m + 56, h);
+  return p;
+}
+
+// An etcd-like DB: the buckets a restore edits, all inline, with one old member and (unless
+// `empty`) two revisions in "key"; meta 0 at txid 51 (in use), meta 1 at 50.
+std::string SmallDb(bool empty = false) {
+  std::vector<std::tuple<std::string, std::string, uint32_t>> keys;
+  if (!empty) {
+    keys.emplace_back(RevisionKey(2, 0), "v2", 0);
+    keys.emplace_back(RevisionKey(7, 0) + "t", "v7", 0);
+  }
+  std::string root = Leaf(2,
+                          {{"key", InlineBucket(keys), 1},
+                           {"members", InlineBucket({{"abc", "{\"id\":2748}", 0}}), 1},
+                           {"members_removed", InlineBucket({{"def", "removed", 0}}), 1},
+                           {"meta", InlineBucket({{"consistent_index", std::string(8, '\x09'), 0}}), 1}},
+                          kPage);
+  return Meta(0, 51, 2, 3) + Meta(1, 50, 2, 3) + root;
+}
+
+class BoltTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("steward-bolt-" + std::to_string(getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "member/snap");
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string Db() const { return (dir_ / "member/snap/db").string(); }
+  void WriteDb(const std::string& bytes) { std::ofstream(Db(), std::ios::binary) << bytes; }
+  std::string ReadDb() const { return *ReadFile(Db()); }
+  InPlaceRestore Request() const {
+    InPlaceRestore r;
+    r.data_dir = dir_.string();
+    r.name = "n1";
+    r.peer_url = "https://127.0.0.1:2380";
+    r.token = "tok";
+    r.initial_cluster = {{"n1", "https://127.0.0.1:2380"}, {"n2", "https://127.0.0.2:2380"}};
+    return r;
+  }
+  fs::path dir_;
+};
+
+TEST_F(BoltTest, TheNewMetaNeverOverwritesTheOneInUse) {
+  WriteDb(SmallDb());
+  const std::string before = ReadDb();
+  {
+    auto f = BoltFile::Open(Db());
+    ASSERT_TRUE(f.ok()) << f.status();
+    EXPECT_EQ((*f)->txid(), 51u);
+    ASSERT_TRUE((*f)->Put("meta", "k", "v").ok());
+    ASSERT_TRUE((*f)->Commit().ok());
+  }
+  const std::string after = ReadDb();
+  // Meta page 0 holds txid 51, the one in use: txid 52 would belong there, so 53 goes to page 1.
+  EXPECT_EQ(after.substr(0, kPage), before.substr(0, kPage));
+  EXPECT_NE(after.substr(kPage, kPage), before.substr(kPage, kPage));
+  auto f = BoltFile::Open(Db());
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ((*f)->txid(), 53u);
+  auto meta = (*f)->ReadBucket("meta");
+  ASSERT_TRUE(meta.ok()) << meta.status();
+  EXPECT_EQ(meta->at("k"), "v");
+  EXPECT_EQ(meta->at("consistent_index"), std::string(8, '\x09'));
+}
+
+TEST_F(BoltTest, ARestoreInPlaceMakesTheEditsAndWritesTheLog) {
+  WriteDb(SmallDb() + std::string(32, 'h'));  // etcd's sha256 trailer
+  InPlaceRestore r = Request();
+  r.bump_revision = 1000;
+  bool changed = false;
+  ASSERT_TRUE(RestoreInPlace(r, &changed).ok());
+  EXPECT_TRUE(changed);
+  EXPECT_EQ(fs::file_size(Db()) % kPage, 0u);
+  auto f = BoltFile::Open(Db());
+  ASSERT_TRUE(f.ok()) << f.status();
+  auto members = (*f)->ReadBucket("members");
+  ASSERT_TRUE(members.ok());
+  EXPECT_EQ(members->size(), 2u);
+  EXPECT_EQ(members->count("abc"), 0u);
+  EXPECT_TRUE((*f)->ReadBucket("members_removed")->empty());
+  auto meta = *(*f)->ReadBucket("meta");
+  EXPECT_EQ(meta.at("consistent_index"), std::string("\0\0\0\0\0\0\0\x02", 8));
+  EXPECT_EQ(meta.at("term"), std::string("\0\0\0\0\0\0\0\x01", 8));
+  // The newest revision was 7 (a tombstone): the bump lands at 1007, compaction scheduled there.
+  EXPECT_EQ(*(*f)->LastKey("key"), RevisionKey(1007, 0));
+  EXPECT_EQ(meta.at("scheduledCompactRev"), RevisionKey(1007, 0));
+  EXPECT_EQ(meta.count("finishedCompactRev"), 0u);
+  auto id = ReadWalIdentity(dir_.string());
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(*ReadWalCommit(dir_.string()), 2u);
+  EXPECT_TRUE(fs::exists(dir_ / "member/snap/0000000000000001-0000000000000002.snap"));
+}
+
+TEST_F(BoltTest, AnEmptyKeyspaceIsBumpedFromZero) {
+  WriteDb(SmallDb(/*empty=*/true));
+  InPlaceRestore r = Request();
+  r.bump_revision = 500;
+  ASSERT_TRUE(RestoreInPlace(r).ok());
+  auto f = BoltFile::Open(Db());
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(*(*f)->LastKey("key"), RevisionKey(500, 0));
+}
+
+TEST_F(BoltTest, DamageIsRefusedAndTheFileIsLeftAsItWas) {
+  std::string db = SmallDb();
+  // The root page's header names another page.
+  Put<uint64_t>(&db, 2 * kPage, 9);
+  WriteDb(db);
+  bool changed = true;
+  absl::Status s = RestoreInPlace(Request(), &changed);
+  EXPECT_FALSE(s.ok());
+  EXPECT_FALSE(changed);
+  EXPECT_EQ(ReadDb(), db);
+  // A meta page that fails its checksum.
+  db = SmallDb();
+  db[16 + 20] ^= 1;
+  WriteDb(db);
+  EXPECT_FALSE(RestoreInPlace(Request(), &changed).ok());
+  EXPECT_FALSE(changed);
+  EXPECT_EQ(ReadDb(), db);
+  // A file cut short of the pages its meta counts.
+  db = SmallDb().substr(0, 2 * kPage + 100);
+  WriteDb(db);
+  EXPECT_FALSE(RestoreInPlace(Request(), &changed).ok());
+  EXPECT_FALSE(changed);
+  EXPECT_EQ(ReadDb(), db);
+}
+
+TEST_F(BoltTest, InputTheToolWouldRefuseIsRefusedBeforeTheDbIsTouched) {
+  const std::string db = SmallDb();
+  WriteDb(db);
+  auto refused = [&](const InPlaceRestore& r) {
+    bool changed = true;
+    absl::Status s = RestoreInPlace(r, &changed);
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+    EXPECT_FALSE(changed);
+    EXPECT_EQ(ReadDb(), db);
+  };
+  InPlaceRestore r = Request();
+  r.peer_url = "https://127.0.0.9:2380";  // not n1's in the initial cluster
+  refused(r);
+  r = Request();
+  r.initial_cluster.push_back({"n1", "https://127.0.0.3:2380"});  // one name, two entries
+  refused(r);
+  r = Request();
+  r.initial_cluster[1].second = "https://127.0.0.2:2380/path";
+  refused(r);
+  r = Request();
+  r.name = "n9";
+  refused(r);
+  r = Request();
+  r.initial_cluster[1].first = "n\xff";  // not UTF-8: cannot be written as JSON
+  refused(r);
+  EXPECT_FALSE(fs::exists(dir_ / "member/wal"));
+}
+
+TEST(RevisionKeyTest, RoundTripsAndOnlyATombstoneHasAnEighteenthByte) {
+  EXPECT_EQ(MainRevision(RevisionKey(123456789, 3)), 123456789);
+  EXPECT_EQ(MainRevision(RevisionKey(5, 0) + "t"), 5);
+  EXPECT_FALSE(MainRevision(RevisionKey(5, 0) + "x").has_value());
+  EXPECT_FALSE(MainRevision("short").has_value());
+}
+
+}  // namespace
+}  // namespace steward
