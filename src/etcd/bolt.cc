@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/files.h"
 
 namespace steward {
 
@@ -53,15 +54,11 @@ uint64_t Fnv1a64(const char* p, size_t n) {
   return h;
 }
 
-absl::Status Errno(const std::string& what) {
-  return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
-}
-
 // Reads or writes exactly n bytes at `off`; a short transfer is an error of its own (errno
 // would be stale).
 absl::Status PreadAll(int fd, char* buf, size_t n, uint64_t off, const std::string& what) {
   ssize_t got = ::pread(fd, buf, n, static_cast<off_t>(off));
-  if (got < 0) return Errno("reading " + what);
+  if (got < 0) return ErrnoStatus(errno, "reading " + what);
   if (static_cast<size_t>(got) != n) {
     return absl::DataLossError(absl::StrCat("reading ", what, ": the file ends early"));
   }
@@ -69,7 +66,7 @@ absl::Status PreadAll(int fd, char* buf, size_t n, uint64_t off, const std::stri
 }
 absl::Status PwriteAll(int fd, const char* buf, size_t n, uint64_t off, const std::string& what) {
   ssize_t put = ::pwrite(fd, buf, n, static_cast<off_t>(off));
-  if (put < 0) return Errno("writing " + what);
+  if (put < 0) return ErrnoStatus(errno, "writing " + what);
   if (static_cast<size_t>(put) != n) {
     return absl::InternalError(absl::StrCat("writing ", what, ": short write"));
   }
@@ -194,13 +191,15 @@ BoltFile::~BoltFile() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-absl::StatusOr<std::unique_ptr<BoltFile>> BoltFile::Open(const std::string& path) {
+absl::StatusOr<std::unique_ptr<BoltFile>> BoltFile::Open(const std::string& path, bool writable) {
   std::unique_ptr<BoltFile> f(new BoltFile());
   f->path_ = path;
-  f->fd_ = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (f->fd_ < 0) return Errno("opening " + path);
+  f->writable_ = writable;
+  f->fd_ = ::open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+  if (f->fd_ < 0) return ErrnoStatus(errno, "opening " + path);
   struct stat st;
-  if (::fstat(f->fd_, &st) != 0) return Errno("stat " + path);
+  if (::fstat(f->fd_, &st) != 0) return ErrnoStatus(errno, "reading " + path);
+  if (!S_ISREG(st.st_mode)) return absl::DataLossError(path + ": not a regular file");
   f->file_size_ = static_cast<uint64_t>(st.st_size);
 
   // Meta page 0 says the page size; meta page 1 is one page further.
@@ -232,14 +231,27 @@ absl::StatusOr<std::unique_ptr<BoltFile>> BoltFile::Open(const std::string& path
     m.valid = true;
     return m;
   };
+  auto sane = [](uint32_t ps) { return ps >= 1024 && ps <= (1u << 16) && std::has_single_bit(ps); };
   Meta m0 = read_meta(0);
-  if (!m0.valid) return absl::DataLossError(path + ": meta page 0 is not a valid bbolt meta page");
-  if (m0.page_size < 1024 || m0.page_size > (1u << 16) || !std::has_single_bit(m0.page_size)) {
+  if (m0.valid && !sane(m0.page_size)) {
     return absl::DataLossError(absl::StrCat(path, ": unexpected page size ", m0.page_size));
   }
-  Meta m1 = read_meta(m0.page_size);
-  if (m1.valid && m1.page_size != m0.page_size) m1.valid = false;
-  const bool use_m1 = m1.valid && m1.txid > m0.txid;
+  // Meta 0 names the page size; when it is damaged, bbolt looks for meta 1 one (OS) page on.
+  Meta m1;
+  for (uint32_t at : {m0.valid ? m0.page_size : 4096u, 8192u, 16384u, 65536u}) {
+    m1 = read_meta(at);
+    if (m1.valid && m1.page_size == at && (!m0.valid || m0.page_size == at)) break;
+    m1 = Meta();
+    if (m0.valid) break;
+  }
+  if (!m0.valid && !m1.valid) {
+    return absl::DataLossError(
+        f->file_size_ < 2 * 4096
+            ? absl::StrCat(path, ": not a bbolt database (only ", f->file_size_, " bytes)")
+            : path + ": not a bbolt database (no valid meta page: wrong magic, version or "
+                     "checksum)");
+  }
+  const bool use_m1 = m1.valid && (!m0.valid || m1.txid > m0.txid);
   const Meta& m = use_m1 ? m1 : m0;
   f->meta_slot_ = use_m1 ? 1 : 0;
   f->page_size_ = m.page_size;
@@ -249,15 +261,16 @@ absl::StatusOr<std::unique_ptr<BoltFile>> BoltFile::Open(const std::string& path
   f->high_water_ = m.pgid;
   f->txid_ = m.txid;
   f->next_pgid_ = m.pgid;
-  if (m.pgid < 3 || m.root < 2 || m.root >= m.pgid) {
-    return absl::DataLossError(absl::StrCat(path, ": meta page names root ", m.root,
-                                            " of ", m.pgid, " pages"));
-  }
   uint64_t pages_bytes = 0;
   if (__builtin_mul_overflow(m.pgid, uint64_t{m.page_size}, &pages_bytes) ||
       f->file_size_ < pages_bytes) {
-    return absl::DataLossError(absl::StrCat(path, ": ", f->file_size_, " bytes, but its meta page",
-                                            " counts ", m.pgid, " pages of ", m.page_size));
+    return absl::DataLossError(absl::StrCat(path, ": truncated: ", f->file_size_,
+                                            " bytes of bbolt data, but its meta page says ",
+                                            m.pgid, " pages of ", m.page_size, " bytes"));
+  }
+  if (m.pgid < 3 || m.root < 2 || m.root >= m.pgid) {
+    return absl::DataLossError(absl::StrCat(path, ": corrupt: the meta page puts the root at page ",
+                                            m.root, " of ", m.pgid));
   }
   return f;
 }
@@ -374,6 +387,59 @@ absl::Status BoltFile::CollectLeaves(uint64_t pgid, std::map<std::string, std::s
   return absl::OkStatus();
 }
 
+absl::Status BoltFile::WalkPages(uint64_t pgid, int depth, const Visitor& fn) const {
+  if (depth > kMaxDepth) return absl::DataLossError(path_ + ": tree deeper than expected");
+  const std::string at = absl::StrCat(path_, " page ", pgid);
+  if (pgid < 2 || pgid >= high_water_) return absl::DataLossError(at + ": outside the file's pages");
+  char head[kPageHeader];
+  if (absl::Status s = PreadAll(fd_, head, sizeof head, pgid * page_size_, at); !s.ok()) return s;
+  const uint64_t pages = 1 + uint64_t{Load<uint32_t>(head + 12)};
+  if (Load<uint64_t>(head) != pgid || pgid + pages > high_water_) {
+    return absl::DataLossError(at + ": its header names another page or overflows the file");
+  }
+  std::string bytes(pages * page_size_, '\0');
+  if (absl::Status s = PreadAll(fd_, bytes.data(), bytes.size(), pgid * page_size_, at); !s.ok()) {
+    return s;
+  }
+  return WalkNode(bytes, depth, at, fn);
+}
+
+absl::Status BoltFile::WalkNode(std::string_view bytes, int depth, const std::string& at,
+                                const Visitor& fn) const {
+  if (bytes.size() < kPageHeader) return absl::DataLossError(at + ": shorter than a page header");
+  const uint16_t flags = Load<uint16_t>(bytes.data() + 8);
+  const uint16_t count = Load<uint16_t>(bytes.data() + 10);
+  if ((flags != kBranchPage && flags != kLeafPage) ||
+      kPageHeader + size_t{count} * kElementSize > bytes.size()) {
+    return absl::DataLossError(at + ": not a well-formed branch or leaf page");
+  }
+  for (size_t i = 0; i < count; ++i) {
+    const size_t off = kPageHeader + i * kElementSize;
+    const char* e = bytes.data() + off;
+    if (flags == kBranchPage) {
+      if (absl::Status s = WalkPages(Load<uint64_t>(e + 8), depth + 1, fn); !s.ok()) return s;
+      continue;
+    }
+    const uint64_t start = off + uint64_t{Load<uint32_t>(e + 4)};
+    const uint32_t ksize = Load<uint32_t>(e + 8), vsize = Load<uint32_t>(e + 12);
+    if (start + ksize + vsize > bytes.size()) {
+      return absl::DataLossError(absl::StrCat(at, ": element ", i, " overruns the page"));
+    }
+    fn(bytes.substr(start, ksize), bytes.substr(start + ksize, vsize), Load<uint32_t>(e));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BoltFile::ForEach(const std::string& bucket, const Visitor& fn) {
+  auto v = BucketValue(bucket);
+  if (!v.ok()) return v.status();
+  auto h = ParseBucket(*v, bucket);
+  if (!h.ok()) return h.status();
+  if (h->root != 0) return WalkPages(h->root, 0, fn);
+  return WalkNode(std::string_view(*v).substr(kBucketHeader), 0,
+                  absl::StrCat(path_, " inline bucket ", bucket), fn);
+}
+
 absl::StatusOr<std::map<std::string, std::string>> BoltFile::ReadBucket(
     const std::string& bucket) {
   auto v = BucketValue(bucket);
@@ -478,6 +544,7 @@ absl::Status BoltFile::ReplaceBucket(const std::string& bucket,
 }
 
 absl::Status BoltFile::Commit() {
+  if (!writable_) return absl::FailedPreconditionError(path_ + " was opened read-only");
   for (const auto& [pgid, bytes] : pending_) {
     if (absl::Status s = PwriteAll(fd_, bytes.data(), bytes.size(), pgid * page_size_, path_);
         !s.ok()) {
@@ -487,9 +554,9 @@ absl::Status BoltFile::Commit() {
   const uint64_t end = next_pgid_ * page_size_;
   // etcd's snapshot stream ends with a sha256 past the last page; bbolt wants whole pages.
   if (file_size_ % page_size_ != 0 && file_size_ > end) {
-    if (::ftruncate(fd_, static_cast<off_t>(end)) != 0) return Errno("truncating " + path_);
+    if (::ftruncate(fd_, static_cast<off_t>(end)) != 0) return ErrnoStatus(errno, "truncating " + path_);
   }
-  if (::fdatasync(fd_) != 0) return Errno("syncing " + path_);
+  if (::fdatasync(fd_) != 0) return ErrnoStatus(errno, "syncing " + path_);
   // The new meta goes to the page that does not hold the current one (bbolt picks the valid
   // meta with the higher txid; the page a meta lives on is txid % 2 by convention only): the
   // current meta page is never overwritten, so a torn write leaves the file as it was.
@@ -517,7 +584,7 @@ absl::Status BoltFile::Commit() {
       !s.ok()) {
     return s;
   }
-  if (::fdatasync(fd_) != 0) return Errno("syncing " + path_);
+  if (::fdatasync(fd_) != 0) return ErrnoStatus(errno, "syncing " + path_);
   txid_ = txid;
   meta_slot_ = txid % 2;
   high_water_ = next_pgid_;

@@ -15,10 +15,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 
@@ -29,13 +31,24 @@ class BoltFile {
   // Opens `path` for reading and editing; checks both meta pages and picks the newer valid one.
   // A trailer of `trailer_bytes` past the last page (etcd's snapshot stream ends with its
   // sha256) is allowed and removed by the first Commit.
-  static absl::StatusOr<std::unique_ptr<BoltFile>> Open(const std::string& path);
+  // `writable` false: only for reading (Commit refuses). Errors: the filesystem's (NotFound,
+  // ...), or DataLoss whose message says what is wrong: "not a bbolt database (...)",
+  // "truncated: ..." or "corrupt: ...".
+  static absl::StatusOr<std::unique_ptr<BoltFile>> Open(const std::string& path,
+                                                        bool writable = true);
   ~BoltFile();
   BoltFile(const BoltFile&) = delete;
   BoltFile& operator=(const BoltFile&) = delete;
 
   uint32_t page_size() const { return page_size_; }
   uint64_t txid() const { return txid_; }
+  uint64_t pages() const { return high_water_; }  // the meta page's count of pages in use
+
+  // Calls fn(key, value, flags) for every element of top-level bucket `bucket` in key order
+  // (flags & 1: a nested bucket). Streams page by page: fit for the largest bucket. NotFound
+  // without the bucket; DataLoss when a page is malformed or out of bounds.
+  using Visitor = std::function<void(std::string_view key, std::string_view value, uint32_t flags)>;
+  absl::Status ForEach(const std::string& bucket, const Visitor& fn);
 
   // Every key and value of top-level bucket `bucket` (NotFound without it). For small buckets.
   absl::StatusOr<std::map<std::string, std::string>> ReadBucket(const std::string& bucket);
@@ -55,6 +68,9 @@ class BoltFile {
  private:
   BoltFile() = default;
   absl::StatusOr<Node> LoadNode(uint64_t pgid) const;
+  absl::Status WalkPages(uint64_t pgid, int depth, const Visitor& fn) const;
+  absl::Status WalkNode(std::string_view bytes, int depth, const std::string& at,
+                        const Visitor& fn) const;
   absl::StatusOr<std::string> BucketValue(const std::string& bucket);
   absl::Status SetBucketValue(const std::string& bucket, const std::string& value);
   absl::StatusOr<uint64_t> PutInTree(uint64_t root, const std::string& key,
@@ -64,6 +80,7 @@ class BoltFile {
   std::string EncodeNode(const Node& n, uint64_t pgid, uint32_t* pages) const;
 
   int fd_ = -1;
+  bool writable_ = true;
   std::string path_;
   uint32_t page_size_ = 0;
   uint32_t meta_flags_ = 0;

@@ -1,7 +1,5 @@
 // The bbolt editor (etcd/bolt.h) and the in-place restore (etcd/restore_in_place.h) on small
-// bbolt files built here byte by byte (the format: page header id/flags/count/overflow, leaf
-// elements flags/pos/ksize/vsize with pos relative to the element, inline buckets after a
-// 16-byte header, two meta pages checked by FNV-1a). Real etcd DBs are edited in
+// bbolt files built byte by byte (bolt_builder.h). Real etcd DBs are edited in
 // tests/integration/restore_in_place_test.cc; here the corner cases: which meta page is
 // written, an inline (empty) keyspace, etcd's sha256 trailer, damage and bad input refused with
 // the file left as it was.
@@ -17,82 +15,34 @@
 #include "etcd/bolt.h"
 #include "etcd/restore_in_place.h"
 #include "etcd/wal.h"
+#include "bolt_builder.h"
 
 namespace steward {
 namespace {
 
 namespace fs = std::filesystem;
-constexpr uint32_t kPage = 4096;
-
-template <typename T>
-void Put(std::string* b, size_t off, T v) {
-  std::memcpy(b->data() + off, &v, sizeof v);
-}
-
-// A leaf page (or an inline bucket's page) holding `kv` in order; flags per element.
-std::string Leaf(uint64_t id, const std::vector<std::tuple<std::string, std::string, uint32_t>>& kv,
-                 size_t size) {
-  std::string p(size, '\0');
-  Put<uint64_t>(&p, 0, id);
-  Put<uint16_t>(&p, 8, 0x02);
-  Put<uint16_t>(&p, 10, static_cast<uint16_t>(kv.size()));
-  size_t data = 16 + 16 * kv.size();
-  for (size_t i = 0; i < kv.size(); ++i) {
-    const auto& [k, v, flags] = kv[i];
-    const size_t e = 16 + 16 * i;
-    Put<uint32_t>(&p, e, flags);
-    Put<uint32_t>(&p, e + 4, static_cast<uint32_t>(data - e));
-    Put<uint32_t>(&p, e + 8, static_cast<uint32_t>(k.size()));
-    Put<uint32_t>(&p, e + 12, static_cast<uint32_t>(v.size()));
-    std::memcpy(p.data() + data, k.data(), k.size());
-    std::memcpy(p.data() + data + k.size(), v.data(), v.size());
-    data += k.size() + v.size();
-  }
-  return p;
-}
-
-std::string InlineBucket(const std::vector<std::tuple<std::string, std::string, uint32_t>>& kv) {
-  size_t size = 16;
-  for (const auto& [k, v, f] : kv) size += 16 + k.size() + v.size();
-  return std::string(16, '\0') + Leaf(0, kv, size);
-}
-
-std::string Meta(uint64_t id, uint64_t txid, uint64_t root, uint64_t pgid) {
-  std::string p(kPage, '\0');
-  Put<uint64_t>(&p, 0, id);
-  Put<uint16_t>(&p, 8, 0x04);
-  const size_t m = 16;
-  Put<uint32_t>(&p, m, 0xED0CDAED);
-  Put<uint32_t>(&p, m + 4, 2);
-  Put<uint32_t>(&p, m + 8, kPage);
-  Put<uint64_t>(&p, m + 16, root);
-  Put<uint64_t>(&p, m + 32, ~uint64_t{0});
-  Put<uint64_t>(&p, m + 40, pgid);
-  Put<uint64_t>(&p, m + 48, txid);
-  uint64_t h = 14695981039346656037ull;
-  for (size_t i = 0; i < 56; ++i) {
-    h ^= static_cast<uint8_t>(p[m + i]);
-    h *= 1099511628211ull;
-  }
-  Put<uint64_t>(&p, m + 56, h);
-  return p;
-}
+using namespace bolt_builder;
 
 // An etcd-like DB: the buckets a restore edits, all inline, with one old member and (unless
-// `empty`) two revisions in "key"; meta 0 at txid 51 (in use), meta 1 at 50.
+// `empty`) two revisions in "key" (the newer a tombstone); meta 0 at txid 51 (in use), meta 1
+// at 50. Pages: 0, 1 metas; 2 the root bucket's leaf.
 std::string SmallDb(bool empty = false) {
-  std::vector<std::tuple<std::string, std::string, uint32_t>> keys;
+  std::vector<Kv> keys;
   if (!empty) {
-    keys.emplace_back(RevisionKey(2, 0), "v2", 0);
-    keys.emplace_back(RevisionKey(7, 0) + "t", "v7", 0);
+    keys.push_back({RevisionKey(2, 0), "v2"});
+    keys.push_back({RevisionKey(7, 0) + "t", "v7"});
   }
-  std::string root = Leaf(2,
-                          {{"key", InlineBucket(keys), 1},
-                           {"members", InlineBucket({{"abc", "{\"id\":2748}", 0}}), 1},
-                           {"members_removed", InlineBucket({{"def", "removed", 0}}), 1},
-                           {"meta", InlineBucket({{"consistent_index", std::string(8, '\x09'), 0}}), 1}},
-                          kPage);
-  return Meta(0, 51, 2, 3) + Meta(1, 50, 2, 3) + root;
+  std::string file(3 * kPage, '\0');
+  file.replace(2 * kPage, kPage,
+               Leaf({{"key", InlineBucket(keys), 1},
+                     {"members", InlineBucket({{"abc", "{\"id\":2748}"}}), 1},
+                     {"members_removed", InlineBucket({{"def", "removed"}}), 1},
+                     {"meta", InlineBucket({{"consistent_index", std::string(8, '\x09')}}), 1}},
+                    kPage));
+  Put<uint64_t>(file, 2 * kPage, 2);
+  Meta(file, 0, 2, 3, 51, ~uint64_t{0});
+  Meta(file, 1, 2, 3, 50, ~uint64_t{0});
+  return file;
 }
 
 class BoltTest : public ::testing::Test {
@@ -141,6 +91,24 @@ TEST_F(BoltTest, TheNewMetaNeverOverwritesTheOneInUse) {
   EXPECT_EQ(meta->at("consistent_index"), std::string(8, '\x09'));
 }
 
+TEST_F(BoltTest, ADamagedMetaZeroIsPassedOverAsBboltDoes) {
+  std::string db = SmallDb();
+  db[16 + 20] ^= 1;  // meta 0 (txid 51) fails its checksum: meta 1 (txid 50) is the one in use
+  WriteDb(db);
+  {
+    auto f = BoltFile::Open(Db());
+    ASSERT_TRUE(f.ok()) << f.status();
+    EXPECT_EQ((*f)->txid(), 50u);
+    ASSERT_TRUE((*f)->Put("meta", "k", "v").ok());
+    ASSERT_TRUE((*f)->Commit().ok());
+  }
+  EXPECT_EQ(ReadDb().substr(kPage, kPage), db.substr(kPage, kPage));
+  auto f = BoltFile::Open(Db());
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ((*f)->txid(), 52u);
+  EXPECT_EQ((*f)->ReadBucket("meta")->at("k"), "v");
+}
+
 TEST_F(BoltTest, ARestoreInPlaceMakesTheEditsAndWritesTheLog) {
   WriteDb(SmallDb() + std::string(32, 'h'));  // etcd's sha256 trailer
   InPlaceRestore r = Request();
@@ -182,16 +150,17 @@ TEST_F(BoltTest, AnEmptyKeyspaceIsBumpedFromZero) {
 TEST_F(BoltTest, DamageIsRefusedAndTheFileIsLeftAsItWas) {
   std::string db = SmallDb();
   // The root page's header names another page.
-  Put<uint64_t>(&db, 2 * kPage, 9);
+  Put<uint64_t>(db, 2 * kPage, 9);
   WriteDb(db);
   bool changed = true;
   absl::Status s = RestoreInPlace(Request(), &changed);
   EXPECT_FALSE(s.ok());
   EXPECT_FALSE(changed);
   EXPECT_EQ(ReadDb(), db);
-  // A meta page that fails its checksum.
+  // Both meta pages failing their checksums.
   db = SmallDb();
   db[16 + 20] ^= 1;
+  db[kPage + 16 + 20] ^= 1;
   WriteDb(db);
   EXPECT_FALSE(RestoreInPlace(Request(), &changed).ok());
   EXPECT_FALSE(changed);
