@@ -40,7 +40,9 @@ struct SnapshotRestore {
   std::string tool;  // etcdctl, or etcdutl (which can raise the revision)
   std::string name, peer_url, token;
   std::vector<std::pair<std::string, std::string>> initial_cluster;  // name -> peer URL
-  uint64_t bump_revision = 0;  // > 0: --bump-revision and --mark-compacted (etcdutl only)
+  // > 0: raise the revision by this much and mark it compacted (in place, or etcdutl's
+  // --bump-revision --mark-compacted; etcd 3.4's etcdctl cannot).
+  uint64_t bump_revision = 0;
   // Restore in place (etcd/restore_in_place.h): no tool, no copy of the DB. The tool is the
   // fallback for a DB the in-place edit refuses.
   bool in_place = true;
