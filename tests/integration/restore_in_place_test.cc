@@ -8,6 +8,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
@@ -30,8 +31,6 @@ namespace fs = std::filesystem;
 constexpr char kNet[] = "127.0.66";
 constexpr uint64_t kBump = 1000000;
 
-std::string Ip(int i) { return absl::StrCat(kNet, ".", i); }
-
 RunResult Ctl(const std::string& endpoint, std::vector<std::string> args) {
   std::vector<std::string> argv = {"/usr/bin/env", "ETCDCTL_API=3", "/usr/bin/etcdctl",
                                    "--endpoints", endpoint};
@@ -42,6 +41,14 @@ RunResult Ctl(const std::string& endpoint, std::vector<std::string> args) {
 class RestoreInPlaceTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    // ctest runs these tests at once: each takes its own 20 addresses of 127.0.66.x.
+    static const std::vector<std::string> kTests = {"MakesTheSameEditsAsEtcdutl",
+                                                    "ThreeRestoredMembersServeTheSnapshotUnderEtcd34",
+                                                    "Etcd35RunsARestoredMember"};
+    const std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    const auto it = std::find(kTests.begin(), kTests.end(), test);
+    ASSERT_NE(it, kTests.end()) << "give " << test << " its own addresses";
+    first_ = 20 * static_cast<int>(it - kTests.begin());
     dir_ = fs::temp_directory_path() / ("restore_in_place_" + std::to_string(::getpid()));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
@@ -53,6 +60,8 @@ class RestoreInPlaceTest : public ::testing::Test {
     }
     if (!HasFailure()) fs::remove_all(dir_);
   }
+
+  std::string Ip(int i) const { return absl::StrCat(kNet, ".", first_ + i); }
 
   pid_t StartEtcd(const std::string& binary, const std::string& name, const std::string& ip,
                   const std::string& data_dir, const std::string& initial,
@@ -139,6 +148,7 @@ class RestoreInPlaceTest : public ::testing::Test {
 
   fs::path dir_;
   std::vector<pid_t> pids_;
+  int first_ = 0;  // this test's addresses are 127.0.66.(first_ + 1..20)
 };
 
 // A protobuf message's fields, for comparing what two writers encoded: field -> values
