@@ -196,20 +196,40 @@ absl::Status FsNodeDisk::StageBackup(BackupStore& store, const std::string& clus
   return VerifyBackup(reads, cluster, meta, opts);
 }
 
+namespace {
+
+InPlaceRestore InPlaceOf(const SnapshotRestore& r, const std::string& data_dir) {
+  InPlaceRestore ip;
+  ip.data_dir = data_dir;
+  ip.name = r.name;
+  ip.peer_url = r.peer_url;
+  ip.token = r.token;
+  ip.initial_cluster = r.initial_cluster;
+  ip.bump_revision = r.bump_revision;
+  return ip;
+}
+
+}  // namespace
+
+absl::Status FsNodeDisk::CheckStagedInPlace(const SnapshotRestore& r) {
+  const fs::path target = fs::path(WorkDir()) / "etcd";
+  std::error_code ec;
+  if (!fs::exists(target / "member" / "snap" / "db", ec)) {
+    return absl::FailedPreconditionError("no backup is staged");
+  }
+  InPlaceRestore ip = InPlaceOf(r, target.string());
+  ip.check_only = true;
+  return RestoreInPlace(ip);
+}
+
 absl::Status FsNodeDisk::RestoreStaged(const SnapshotRestore& r) {
   const fs::path work = WorkDir();
   const std::string target = (work / "etcd").string();
   const fs::path staged_db = work / "etcd" / "member" / "snap" / "db";
   std::error_code ec;
   if (!fs::exists(staged_db, ec)) return absl::FailedPreconditionError("no backup is staged");
-  if (r.in_place) {
-    InPlaceRestore ip;
-    ip.data_dir = target;
-    ip.name = r.name;
-    ip.peer_url = r.peer_url;
-    ip.token = r.token;
-    ip.initial_cluster = r.initial_cluster;
-    ip.bump_revision = r.bump_revision;
+  if (r.in_place || r.tool.empty()) {
+    const InPlaceRestore ip = InPlaceOf(r, target);
     bool db_changed = false;
     const auto start = std::chrono::steady_clock::now();
     absl::Status s = RestoreInPlace(ip, &db_changed);
@@ -223,6 +243,10 @@ absl::Status FsNodeDisk::RestoreStaged(const SnapshotRestore& r) {
     // A DB this code does not know how to edit is left as it was: the tool restores it. One
     // already edited is not handed on (the order fails and is staged afresh when retried).
     if (db_changed) return Annotate(s, "restoring the staged backup in place");
+    if (r.tool.empty()) {
+      return Annotate(s, "restoring the staged backup in place (no restore tool here can make "
+                         "this restore: raising the revision needs etcd.etcdutl)");
+    }
     spdlog::warn("restore in place: {}; running {} snapshot restore instead", s.message(), r.tool);
   }
   // The tool wants an empty data dir and the snapshot elsewhere.

@@ -37,7 +37,9 @@ const char* MarkerName(Marker m);
 
 // What `snapshot restore` is asked to build from the staged snapshot.
 struct SnapshotRestore {
-  std::string tool;  // etcdctl, or etcdutl (which can raise the revision)
+  // etcdctl, or etcdutl (which can raise the revision); empty when no tool here can make this
+  // restore (a bump without etcdutl): then only the in-place edit can.
+  std::string tool;
   std::string name, peer_url, token;
   std::vector<std::pair<std::string, std::string>> initial_cluster;  // name -> peer URL
   // > 0: raise the revision by this much and mark it compacted (in place, or etcdutl's
@@ -87,6 +89,9 @@ class NodeDisk {
                                    const BackupMeta& meta) = 0;
   // Makes the staged backup a staged data dir: in place, or by the tool's `snapshot restore`.
   virtual absl::Status RestoreStaged(const SnapshotRestore& r) = 0;
+  // Whether the staged backup can be restored in place as `r` asks; reads, writes nothing. For
+  // a restore only the in-place edit can make, checked before the node's etcd is stopped.
+  virtual absl::Status CheckStagedInPlace(const SnapshotRestore& r) = 0;
   // The staged data dir becomes etcd's data dir (there must be none), atomically.
   virtual absl::Status InstallStaged() = 0;
   // Drops the staged snapshot (the installed data dir stays).
@@ -114,6 +119,7 @@ class FsNodeDisk : public NodeDisk {
   absl::Status StageBackup(BackupStore& store, const std::string& cluster,
                            const BackupMeta& meta) override;
   absl::Status RestoreStaged(const SnapshotRestore& r) override;
+  absl::Status CheckStagedInPlace(const SnapshotRestore& r) override;
   absl::Status InstallStaged() override;
   void ClearStaging() override;
 

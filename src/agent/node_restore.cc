@@ -1,6 +1,6 @@
 // How a node carries out a restore order: fetch and verify the backup before touching
-// anything, set the old data aside, restore (etcdutl, or etcdctl), start etcd fenced until the
-// coordinator settles the restore.
+// anything, set the old data aside, restore (in place, or by etcdutl or etcdctl), start etcd
+// fenced until the coordinator settles the restore.
 #include "absl/strings/str_cat.h"
 #include "agent/local_node.h"
 #include "backup/layout.h"
@@ -26,10 +26,12 @@ absl::Status LocalNode::Restore(const peer::RestoreRequest& req) {
   }
   // Every member of one restored cluster must hold the same revisions: a node that cannot
   // raise them as ordered stays out, untouched (and is healed later by a join, which copies
-  // them).
-  if (req.member() && req.bump_revision() > 0 && config_.etcd.etcdutl.empty()) {
+  // them). The in-place edit raises them without etcdutl; etcd 3.4's etcdctl cannot.
+  const bool only_in_place = req.bump_revision() > 0 && config_.etcd.etcdutl.empty();
+  if (req.member() && only_in_place && !config_.etcd.restore_in_place) {
     return fail(absl::FailedPreconditionError(
-        "this restore raises the revision, and etcd.etcdutl is not set on this node"));
+        "this restore raises the revision, and on this node neither etcd.etcdutl is set nor "
+        "etcd.restore_in_place on"));
   }
   const std::string cluster = config_.cluster.name;
   bool use_etcdutl = false;  // the node runs etcd >= 3.5, whose restore tool is etcdutl
@@ -57,6 +59,35 @@ absl::Status LocalNode::Restore(const peer::RestoreRequest& req) {
     }
     use_etcdutl = to && ((*to)[0] > 3 || ((*to)[0] == 3 && (*to)[1] >= 5));
     if (absl::Status s = disk_.StageBackup(*env_.store, cluster, *meta); !s.ok()) return fail(s);
+  }
+  SnapshotRestore r;
+  EtcdLaunch l = BootstrapLaunch(config_);
+  l.data_dir = disk_.DataDir();
+  l.initial_cluster.clear();
+  for (const auto& m : req.initial_cluster()) {
+    l.initial_cluster.emplace_back(m.name(), m.peer_url());
+  }
+  // The tool: etcdutl can raise the revision past every one the lost cluster served, so
+  // revisions are never reused; etcd 3.4's etcdctl cannot, so then only the in-place edit can.
+  // etcd 3.5 moved `snapshot restore` to etcdutl (3.6 removed it from etcdctl).
+  r.tool = only_in_place ? ""
+           : (req.bump_revision() > 0 || (use_etcdutl && !config_.etcd.etcdutl.empty()))
+               ? config_.etcd.etcdutl
+               : config_.etcd.etcdctl;
+  r.name = config_.node.name;
+  r.peer_url = config_.PeerUrl(config_.self());
+  r.token = req.token();
+  r.initial_cluster = l.initial_cluster;
+  r.bump_revision = req.bump_revision();
+  r.in_place = config_.etcd.restore_in_place;
+  if (req.member() && only_in_place) {
+    // No fallback: a DB the edit would refuse is found now, while the node is untouched.
+    if (absl::Status s = disk_.CheckStagedInPlace(r); !s.ok()) {
+      disk_.ClearStaging();
+      return fail(Annotate(s, "this restore raises the revision, which without etcd.etcdutl "
+                              "(etcd >= 3.5's) only the in-place restore can do, and it refuses "
+                              "the staged backup; set etcd.etcdutl on the nodes"));
+    }
   }
   held_ = true;
   if (absl::Status s = runner_.Stop(); !s.ok()) {
@@ -94,25 +125,6 @@ absl::Status LocalNode::Restore(const peer::RestoreRequest& req) {
     held_ = false;
     return absl::OkStatus();
   }
-  SnapshotRestore r;
-  EtcdLaunch l = BootstrapLaunch(config_);
-  l.data_dir = disk_.DataDir();
-  l.initial_cluster.clear();
-  for (const auto& m : req.initial_cluster()) {
-    l.initial_cluster.emplace_back(m.name(), m.peer_url());
-  }
-  // etcdutl (etcd >= 3.5) can raise the revision past every one the lost cluster served, so
-  // revisions are never reused; etcd 3.4's etcdctl cannot.
-  // etcd 3.5 moved `snapshot restore` to etcdutl (3.6 removed it from etcdctl).
-  r.tool = (req.bump_revision() > 0 || (use_etcdutl && !config_.etcd.etcdutl.empty()))
-               ? config_.etcd.etcdutl
-               : config_.etcd.etcdctl;
-  r.name = config_.node.name;
-  r.peer_url = config_.PeerUrl(config_.self());
-  r.token = req.token();
-  r.initial_cluster = l.initial_cluster;
-  r.bump_revision = req.bump_revision();
-  r.in_place = config_.etcd.restore_in_place;
   if (absl::Status s = disk_.RestoreStaged(r); !s.ok()) {
     put_back();
     return fail(s);

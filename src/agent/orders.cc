@@ -21,7 +21,9 @@ peer::NodeState LocalNode::State() {
   s.set_etcd_restarts(runner_.restarts());
   s.set_has_data(HasMemberData());
   s.set_fenced(!FencedRestoreId().empty());
-  s.set_can_bump_revision(!config_.etcd.etcdutl.empty());
+  // etcdutl raises a restore's revision, and so does the in-place edit (which without
+  // etcdutl must then succeed: node_restore.cc checks it before stopping etcd).
+  s.set_can_bump_revision(!config_.etcd.etcdutl.empty() || config_.etcd.restore_in_place);
   s.set_ever_joined(EverJoined());
   s.set_bootstrapping(Bootstrapping());
   s.set_restore_id(disk_.Read(Marker::kRestoreId));

@@ -577,10 +577,21 @@ int RunRestoreBackup(const Common& c, const std::string& name_arg, bool yes, boo
   // Past every revision the current cluster served (the fresh backup's, if it was taken).
   int64_t served = *highest;
   if (fresh.ok()) served = std::max(served, fresh->revision);
-  // Raise the revision only where the agents can (etcd.etcdutl; the configs agree on it).
-  const int64_t bump = config.etcd.etcdutl.empty() ? 0 : RevisionBump(served, meta->revision);
-  if (bump == 0) {
-    std::cerr << "warning: etcd.etcdutl is not set: the restored revision is not raised\n";
+  // Raise the revision only where the agents can (etcd.etcdutl or the in-place restore; the
+  // configs agree on them).
+  const bool can_bump = !config.etcd.etcdutl.empty() || config.etcd.restore_in_place;
+  const int64_t bump = can_bump ? RevisionBump(served, meta->revision) : 0;
+  if (!can_bump) {
+    std::cerr << "warning: neither etcd.etcdutl is set nor etcd.restore_in_place on: the "
+                 "restored revision is not raised\n";
+  } else if (absl::Status s = RaiseHighestRevision(
+                 *w.store, config.cluster.name,
+                 std::max(meta->revision, point.deltas > 0 ? point.revision : int64_t{0}) + bump,
+                 Clock::Real()->UnixSeconds());
+             !s.ok()) {
+    // Where the restored cluster starts: a restore after it is lost again starts past it.
+    std::cerr << "stewardctl: recording the restored cluster's revision: " << s.message() << "\n";
+    return 1;
   }
   RestoreIntent intent = NewRestoreIntent(config, name, "stewardctl", *generation, bump,
                                           Clock::Real()->UnixSeconds(), RealControlEnv(config, nullptr).nonce());

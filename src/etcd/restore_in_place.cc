@@ -253,7 +253,7 @@ absl::Status RestoreInPlace(const InPlaceRestore& r, bool* db_changed) {
   const fs::path member_dir = fs::path(r.data_dir) / "member";
   // 1. The DB, edited in one bbolt transaction.
   {
-    auto db = BoltFile::Open((member_dir / "snap" / "db").string());
+    auto db = BoltFile::Open((member_dir / "snap" / "db").string(), /*writable=*/!r.check_only);
     if (!db.ok()) return db.status();
     if (absl::Status s = (*db)->ReplaceBucket("members", in_members); !s.ok()) return s;
     if (absl::Status s = (*db)->ReplaceBucket("members_removed", {}); !s.ok()) return s;
@@ -277,6 +277,7 @@ absl::Status RestoreInPlace(const InPlaceRestore& r, bool* db_changed) {
       if (absl::Status s = (*db)->Put("key", bumped, ""); !s.ok()) return s;
       if (absl::Status s = (*db)->Put("meta", "scheduledCompactRev", bumped); !s.ok()) return s;
     }
+    if (r.check_only) return absl::OkStatus();
     // A failed commit may have written the meta page: count it as changed.
     if (db_changed) *db_changed = true;
     if (absl::Status s = (*db)->Commit(); !s.ok()) return s;

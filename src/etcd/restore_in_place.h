@@ -27,6 +27,9 @@ struct InPlaceRestore {
   std::string token;     // --initial-cluster-token
   std::vector<std::pair<std::string, std::string>> initial_cluster;  // name -> peer URL
   uint64_t bump_revision = 0;  // > 0: raise the revision by this much and mark it compacted
+  // Only check that the edit can be made: the input, and the DB read as the edit reads it
+  // (opened read-only; the edits are staged in memory and dropped). Nothing is written.
+  bool check_only = false;
 };
 
 // Errors leave the data dir unusable. The DB changes only at the end of its edit (one meta page

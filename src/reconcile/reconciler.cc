@@ -430,12 +430,16 @@ void Reconciler::RecordRevision() {
   if (store_ == nullptr || max_revision_ <= 0) return;
   const auto now = env_.clock->Now();
   if (revision_recorded_at_ && now - *revision_recorded_at_ < kRevisionRecordInterval) return;
-  if (recorded_revision_ < 0) {
-    // Never lower the record: a cluster restored without a revision bump serves lower ones.
-    auto stored = ReadHighestRevision(*store_, config_.cluster.name);
-    if (!stored.ok()) return;
-    recorded_revision_ = *stored;
+  if (max_revision_ <= recorded_revision_) {
+    revision_recorded_at_ = now;
+    return;
   }
+  // Never lower the record: read it before writing (a cluster restored without a revision
+  // bump serves lower revisions, and a restore raises the record itself, so the copy here
+  // may be stale).
+  auto stored = ReadHighestRevision(*store_, config_.cluster.name);
+  if (!stored.ok()) return;
+  recorded_revision_ = *stored;
   if (max_revision_ <= recorded_revision_) {
     revision_recorded_at_ = now;
     return;

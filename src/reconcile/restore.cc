@@ -103,6 +103,14 @@ absl::Status WriteHighestRevision(BackupStore& store, const std::string& cluster
   return store.Put(RevisionRecordKey(cluster), j.dump());
 }
 
+absl::Status RaiseHighestRevision(BackupStore& store, const std::string& cluster,
+                                  int64_t revision, int64_t now_unix) {
+  auto stored = ReadHighestRevision(store, cluster);
+  if (!stored.ok()) return stored.status();
+  if (*stored >= revision) return absl::OkStatus();
+  return WriteHighestRevision(store, cluster, revision, now_unix);
+}
+
 int64_t RevisionBump(int64_t highest_recorded, int64_t backup_revision) {
   return std::max<int64_t>(0, highest_recorded - backup_revision) + kRevisionBumpMargin;
 }
@@ -688,17 +696,31 @@ absl::StatusOr<RestoreIntent> RestoreCoordinator::FreshIntent(
     const RestorePoint& point) {
   auto generation = NextGeneration(*store_, config_.cluster.name);
   if (!generation.ok()) return Annotate(generation.status(), "listing backups");
-  auto bump = BumpFor(backup);
+  int64_t backup_revision = 0;
+  auto bump = BumpFor(backup, &backup_revision);
   if (!bump.ok()) return Annotate(bump.status(), "reading the revision record");
   // All members must restore the same revisions: raise them only if every member that answers
   // can (one that cannot would refuse, and be healed by a join later).
   for (const auto& [name, st] : states) {
     if (!st.can_bump_revision()) {
-      spdlog::warn("restore: node {} has no etcdutl (etcd.etcdutl): the restored revision is not "
-                   "raised, so revisions served since the backup will be served again",
+      spdlog::warn("restore: node {} can raise no revision (neither etcd.etcdutl nor "
+                   "etcd.restore_in_place): the restored revision is not raised, so revisions "
+                   "served since the backup will be served again",
                    name);
       *bump = 0;
       break;
+    }
+  }
+  if (*bump > 0) {
+    // The restored cluster starts at the backup's revision + the bump (and its replayed deltas
+    // take it to their point + the bump): recorded now, so that a restore after this cluster is
+    // lost again, before the leader has recorded what it served, starts past it.
+    const int64_t start =
+        std::max(backup_revision, point.deltas > 0 ? point.revision : int64_t{0}) + *bump;
+    if (absl::Status s = RaiseHighestRevision(*store_, config_.cluster.name, start,
+                                              env_.clock->UnixSeconds());
+        !s.ok()) {
+      return Annotate(s, "recording the restored cluster's revision");
     }
   }
   RestoreIntent fresh = NewRestoreIntent(config_, backup, "auto", *generation, *bump,
@@ -707,11 +729,13 @@ absl::StatusOr<RestoreIntent> RestoreCoordinator::FreshIntent(
   return fresh;
 }
 
-absl::StatusOr<int64_t> RestoreCoordinator::BumpFor(const std::string& backup) {
+absl::StatusOr<int64_t> RestoreCoordinator::BumpFor(const std::string& backup,
+                                                    int64_t* backup_revision) {
   auto text = store_->Get(MetaKey(config_.cluster.name, backup));
   if (!text.ok()) return text.status();
   auto meta = MetaFromJson(*text);
   if (!meta.ok()) return meta.status();
+  *backup_revision = meta->revision;
   auto highest = ReadHighestRevision(*store_, config_.cluster.name);
   if (!highest.ok()) return highest.status();
   return RevisionBump(*highest, meta->revision);

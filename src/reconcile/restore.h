@@ -97,6 +97,11 @@ std::string DescribePoint(const RestorePoint& p);
 absl::StatusOr<int64_t> ReadHighestRevision(BackupStore& store, const std::string& cluster);
 absl::Status WriteHighestRevision(BackupStore& store, const std::string& cluster, int64_t revision,
                                   int64_t now_unix);
+// Raises the record to `revision` unless it is there already (never lowers it). Called with
+// the revision a restore starts its cluster at before the restore is ordered: a restored
+// cluster lost again before the leader records what it served is then restored past it.
+absl::Status RaiseHighestRevision(BackupStore& store, const std::string& cluster,
+                                  int64_t revision, int64_t now_unix);
 // Writes since the last record are covered by this margin: the leader records at least every
 // kRevisionRecordInterval, and etcd does not serve this many writes in that time.
 inline constexpr int64_t kRevisionBumpMargin = 10'000'000;
@@ -175,8 +180,9 @@ class RestoreCoordinator {
   // Waits (bounded) until some member reachable through `etcd` reports a leader.
   bool WaitForLeader(EtcdApi& etcd, std::chrono::seconds bound);
   std::optional<std::string> NewestValidBackup();
-  // RevisionBump for restoring `backup`, from its meta.json and the store's revision record.
-  absl::StatusOr<int64_t> BumpFor(const std::string& backup);
+  // RevisionBump for restoring `backup`, from its meta.json (whose revision goes to
+  // `*backup_revision`) and the store's revision record.
+  absl::StatusOr<int64_t> BumpFor(const std::string& backup, int64_t* backup_revision);
   // Where the deltas of `*backup` let a restore reach (every one up to there checked); may
   // switch `*backup` to the one before it when that one's deltas reach further.
   absl::StatusOr<RestorePoint> DeltaPointFor(std::string* backup);

@@ -27,6 +27,7 @@ namespace fs = std::filesystem;
 enum Subnet {
   kMinority = 71, kNoStore = 72, kSkew = 73, kLeases = 74, kAlarm = 75,
   kRoles = 76, kPartial = 77, kReimaged = 78, kMarker = 79, kWipeCluster = 80,
+  kNoEtcdutl = 67,
 };
 
 std::string ReadText(const std::string& path) {
@@ -206,6 +207,57 @@ TEST(SafetyTest, ARestoreRevokesTheLeasesAndLocksItBroughtBack) {
   auto j = nlohmann::json::parse(list.output, nullptr, false);
   ASSERT_TRUE(!j.is_discarded() && j.is_array() && !j.empty()) << list.output;
   EXPECT_EQ(j[0].value("generation", -1), 1) << list.output;
+}
+
+// Path 11 on nodes with etcd 3.4 alone (Debian's etcd-server: no etcdutl): the in-place
+// restore raises the revision, so a restore still never serves a revision number again.
+TEST(SafetyTest, WithoutEtcdutlARestoreStillRaisesTheRevision) {
+  ASSERT_NE(::access("/usr/bin/etcdutl", X_OK), 0)
+      << "this test needs a machine whose etcd has no /usr/bin/etcdutl (Debian's etcd-server 3.4)";
+  TestCluster c(kNoEtcdutl, 3, 3, kFastLeader, kFileBackup);
+  const std::string etcdutl = absl::StrCat("  etcdutl: ", ETCDUTL_BIN, "\n");
+  for (int i = 0; i < 3; ++i) {
+    std::string yaml = ReadText(c.ConfigPath(i));
+    const size_t at = yaml.find(etcdutl);
+    ASSERT_NE(at, std::string::npos) << yaml;
+    yaml.erase(at, etcdutl.size());
+    std::ofstream(c.ConfigPath(i), std::ios::trunc) << yaml;
+  }
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
+  Put(c, "/it/kept", "yes");
+  ASSERT_FALSE(TakeBackup(c).empty());
+  for (int i = 0; i < 20; ++i) Put(c, absl::StrCat("/it/lost", i), "x");
+  EtcdClient client = c.Client(c.ClientUrls());
+  auto before = client.Status(c.ClientUrl(0), 2000ms);
+  ASSERT_TRUE(before.ok()) << before.status();
+
+  LoseEverything(c, 3);
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 120s)) << c.Logs();
+  const std::string intent = c.Root() + "/backups/it67/control/restore.json";
+  ASSERT_TRUE(WaitFor([&] {
+    auto j = nlohmann::json::parse(ReadText(intent), nullptr, false);
+    return !j.is_discarded() && j.value("done", false);
+  }, 60s)) << c.Logs();
+  auto j = nlohmann::json::parse(ReadText(intent), nullptr, false);
+  EXPECT_GT(j.value("bump_revision", int64_t{0}), 0) << ReadText(intent);
+  const std::string logs = AgentLogs(c, 3);
+  EXPECT_EQ(logs.find("can raise no revision"), std::string::npos) << c.Logs();
+  EXPECT_NE(logs.find("restored in place"), std::string::npos) << c.Logs();
+  auto restored = c.Client(c.ClientUrls()).Status(c.ClientUrl(1), 2000ms);
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_GT(restored->revision, before->revision) << c.Logs();
+  EXPECT_EQ(Get(c, 0, "/it/kept"), "yes") << c.Logs();
+  EXPECT_EQ(Get(c, 2, "/it/lost0"), "<absent>") << c.Logs();
+  // The old revisions are compacted: a watcher from one of them is told so and re-lists.
+  RunResult old = RunCommand({"/usr/bin/env", "ETCDCTL_API=3", "/usr/bin/etcdctl", "--endpoints",
+                              c.ClientUrl(0), "--cacert", c.CaCert(), "--cert", c.AdminCert(),
+                              "--key", c.AdminKey(), "get", "/it/kept", "--rev",
+                              std::to_string(before->revision)},
+                             30s);
+  EXPECT_NE(old.exit_code, 0) << old.output;
+  EXPECT_NE(old.output.find("compacted"), std::string::npos) << old.output;
 }
 
 // Path 9: an alarm is reported by every member. It is an alarm, not quorum loss, and a backup

@@ -6,6 +6,7 @@
 //               [--fault-rate P] [--crash-rate P] [--lose-first-leader]
 //               [--destroy-at STEP --undestroy-at STEP]   (the operator destroys, then undoes)
 //               [--deltas MS]   (delta backups every MS virtual ms; default none)
+//               [--no-etcdutl]  (etcd 3.4 alone: restores raise the revision in place)
 // Exit status: 0 if every seed kept every invariant, 1 otherwise (the first failing seed's
 // trace is printed, with the command that replays it).
 #include <chrono>
@@ -20,7 +21,7 @@
 int main(int argc, char** argv) {
   int seeds = 1, steps = 5000, nodes = 4;
   uint64_t seed = 1;
-  bool faults = true, trace = false, lose_first_leader = false;
+  bool faults = true, trace = false, lose_first_leader = false, etcdutl = true;
   size_t trace_lines = 60;
   int destroy_at = -1, undestroy_at = -1;
   long long delta_every = 0;
@@ -49,12 +50,13 @@ int main(int argc, char** argv) {
     else if (a == "--destroy-at") destroy_at = std::stoi(next());
     else if (a == "--undestroy-at") undestroy_at = std::stoi(next());
     else if (a == "--deltas") delta_every = std::stoll(next());
+    else if (a == "--no-etcdutl") etcdutl = false;
     else if (a == "--rules-off") {
       for (auto r : absl::StrSplit(next(), ',', absl::SkipEmpty())) off.insert(std::string(r));
     } else {
       std::cerr << "usage: steward_sim [--seeds N] [--steps M] [--seed S] [--nodes K] "
                    "[--no-faults] [--rules-off R1,W5] [--trace] [--destroy-at STEP "
-                   "--undestroy-at STEP] [--deltas MS]\n";
+                   "--undestroy-at STEP] [--deltas MS] [--no-etcdutl]\n";
       return 2;
     }
   }
@@ -79,6 +81,7 @@ int main(int argc, char** argv) {
     o.destroy_at = destroy_at;
     o.undestroy_at = undestroy_at;
     o.delta_every = delta_every;
+    o.etcdutl = etcdutl;
     auto r = steward::sim::RunSimulation(o);
     total_steps += r.steps;
     virtual_ms += r.virtual_ms;

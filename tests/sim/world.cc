@@ -370,6 +370,8 @@ class World {
   Ms refreshed_at_ = -1;
   std::vector<std::unique_ptr<Node>> nodes_;
   std::map<uint64_t, Cluster> clusters_;
+  // The highest revision a cluster that served clients reached before it was lost (pruned).
+  int64_t lost_rev_ = 0;
   SimStore store_;
   std::set<std::pair<int, int>> cuts_;
   Ms heal_cuts_at_ = -1, heal_store_at_ = -1;
@@ -951,6 +953,11 @@ class SimDisk : public NodeDisk {
     d().staged = staged;
     return absl::OkStatus();
   }
+  absl::Status CheckStagedInPlace(const SnapshotRestore&) override {
+    // The model's DBs are all ones the in-place edit knows.
+    if (staged_backup_.empty()) return absl::FailedPreconditionError("nothing staged");
+    return absl::OkStatus();
+  }
   absl::Status InstallStaged() override {
     if (d().state != DataDirState::kEmpty) return absl::FailedPreconditionError("data dir exists");
     if (!d().staged) return absl::FailedPreconditionError("nothing restored");
@@ -1040,7 +1047,7 @@ World::World(const Options& o)
   base.tls.mode = "off";
   base.backup.store = "sim://store";
   base.backup.auto_restore = true;
-  base.etcd.etcdutl = "/sim/etcdutl";
+  if (o.etcdutl) base.etcd.etcdutl = "/sim/etcdutl";
   for (int i = 0; i < o.nodes; ++i) {
     base.cluster.nodes.push_back({absl::StrCat("n", i + 1), absl::StrCat("127.0.0.", 10 + i)});
   }
@@ -1392,6 +1399,23 @@ absl::Status World::RestoreCluster(int i, const std::string& backup, const Snaps
     c.writes = data->second.writes;
     c.kv = data->second.kv;
     c.rev = data->second.revision + static_cast<int64_t>(r.bump_revision);
+    // No revision served twice: a client's watch or cache that knows revision N must never be
+    // served another N (etcdutl's bump, or the in-place edit's). Revisions of a restored
+    // cluster that never served clients (still fenced) were seen by the agents alone.
+    int64_t served = lost_rev_;
+    for (const auto& [id, other] : clusters_) {
+      if (other.served) served = std::max(served, other.rev);
+    }
+    bool all_can_bump = true;
+    for (const auto& node : nodes_) {
+      all_can_bump = all_can_bump &&
+                     (!node->config.etcd.etcdutl.empty() || node->config.etcd.restore_in_place);
+    }
+    if (all_can_bump && c.rev <= served) {
+      Violation(absl::StrCat("restore ", restore_id, " starts its cluster at revision ", c.rev,
+                             " though revision ", served,
+                             " was served before: revisions would be served twice"));
+    }
     for (const auto& [lease, ttl] : data->second.lease_ttls) c.leases[lease] = {now_ + ttl, ttl};
     c.next_lease = 0x100000 + static_cast<int64_t>(rng_() % 1000);
     c.origin = "restore " + restore_id;
@@ -1864,7 +1888,12 @@ void World::Prune() {
       if (n->disk.state == DataDirState::kMember && n->disk.cluster == it->first) held = true;
     }
     // Keep an initial cluster that is still being bootstrapped.
-    it = !held && it->second.had_leader ? clusters_.erase(it) : std::next(it);
+    if (!held && it->second.had_leader) {
+      if (it->second.served) lost_rev_ = std::max(lost_rev_, it->second.rev);
+      it = clusters_.erase(it);
+    } else {
+      ++it;
+    }
   }
 }
 

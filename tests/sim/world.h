@@ -74,6 +74,10 @@ struct Options {
   // or of the one before it (which the writer may still be following), holds; what it
   // replays must be in the restored cluster before any member serves clients.
   Ms delta_every = 0;
+  // false: the nodes have no etcdutl (etcd 3.4 alone), so only the in-place edit can raise a
+  // restore's revision. Either way, while every node can raise it, a restored cluster must
+  // start above every revision a cluster before it served.
+  bool etcdutl = true;
 };
 
 struct Result {

@@ -207,5 +207,25 @@ TEST(RevisionBumpTest, ClearsTheRecordedRevisionByTheMargin) {
   EXPECT_GT(1200 + RevisionBump(5000, 1200), 5000 + kRevisionBumpMargin - 1);
 }
 
+// A restore records where it starts its cluster; the record is only ever raised.
+TEST(RevisionBumpTest, TheRecordIsRaisedNeverLowered) {
+  auto root = std::filesystem::temp_directory_path() / ("steward-rev-" + std::to_string(getpid()));
+  std::filesystem::remove_all(root);
+  std::filesystem::create_directories(root);
+  auto store = NewFileStore(root.string());
+  EXPECT_EQ(*ReadHighestRevision(*store, "c"), 0) << "no record yet";
+  ASSERT_TRUE(RaiseHighestRevision(*store, "c", 10000522, 1).ok());
+  EXPECT_EQ(*ReadHighestRevision(*store, "c"), 10000522);
+  ASSERT_TRUE(RaiseHighestRevision(*store, "c", 700, 2).ok());
+  EXPECT_EQ(*ReadHighestRevision(*store, "c"), 10000522);
+  // The next restore of the same backup (revision 522) starts past the first one's start.
+  EXPECT_GT(522 + RevisionBump(*ReadHighestRevision(*store, "c"), 522),
+            10000522 + kRevisionBumpMargin - 1);
+  ASSERT_TRUE(store->Put(RevisionRecordKey("c"), "{").ok());
+  EXPECT_TRUE(absl::IsDataLoss(RaiseHighestRevision(*store, "c", 10000600, 3)))
+      << "a malformed record is an error, not overwritten";
+  std::filesystem::remove_all(root);
+}
+
 }  // namespace
 }  // namespace steward

@@ -173,6 +173,47 @@ TEST_F(BoltTest, DamageIsRefusedAndTheFileIsLeftAsItWas) {
   EXPECT_EQ(ReadDb(), db);
 }
 
+// What a node without etcdutl asks before it stops etcd: would the edit go through? It reads
+// what the edit reads and says so, and writes nothing, for a DB it takes or refuses.
+TEST_F(BoltTest, ACheckOnlyReadsAsTheEditDoesAndWritesNothing) {
+  const std::string good = SmallDb() + std::string(32, 'h');
+  WriteDb(good);
+  InPlaceRestore r = Request();
+  r.bump_revision = 1000;
+  r.check_only = true;
+  bool changed = true;
+  absl::Status s = RestoreInPlace(r, &changed);
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_FALSE(changed);
+  EXPECT_EQ(ReadDb(), good);
+  EXPECT_FALSE(fs::exists(dir_ / "member/wal"));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_ / "member/snap"), fs::directory_iterator()),
+            1);
+  // A "key" bucket whose newest key is no revision: only the bump reads it, and refuses it.
+  std::string bad(3 * kPage, '\0');
+  bad.replace(2 * kPage, kPage,
+              Leaf({{"key", InlineBucket({{"not-a-revision", "v"}}), 1},
+                    {"members", InlineBucket({}), 1},
+                    {"members_removed", InlineBucket({}), 1},
+                    {"meta", InlineBucket({}), 1}},
+                   kPage));
+  Put<uint64_t>(bad, 2 * kPage, 2);
+  Meta(bad, 0, 2, 3, 51, ~uint64_t{0});
+  Meta(bad, 1, 2, 3, 50, ~uint64_t{0});
+  WriteDb(bad);
+  s = RestoreInPlace(r, &changed);
+  EXPECT_TRUE(absl::IsDataLoss(s)) << s;
+  EXPECT_FALSE(changed);
+  EXPECT_EQ(ReadDb(), bad);
+  // Without the bump the same DB is taken, and the real edit then goes through.
+  r.bump_revision = 0;
+  EXPECT_TRUE(RestoreInPlace(r).ok());
+  r.check_only = false;
+  EXPECT_TRUE(RestoreInPlace(r, &changed).ok());
+  EXPECT_TRUE(changed);
+  EXPECT_NE(ReadDb(), bad);
+}
+
 TEST_F(BoltTest, InputTheToolWouldRefuseIsRefusedBeforeTheDbIsTouched) {
   const std::string db = SmallDb();
   WriteDb(db);

@@ -80,6 +80,12 @@ class FakeDisk : public NodeDisk {
     restored = restore_result.ok();
     return restore_result;
   }
+  absl::Status CheckStagedInPlace(const SnapshotRestore&) override {
+    ++checks;
+    return check_result;
+  }
+  absl::Status check_result = absl::OkStatus();
+  int checks = 0;
   std::string last_tool;
   absl::Status InstallStaged() override {
     if (data.state != DataDirState::kEmpty) return absl::FailedPreconditionError("exists");
@@ -394,6 +400,67 @@ TEST_F(LocalNodeTest, ARestoreWhoseToolFailsPutsTheOldDataBack) {
   EXPECT_EQ(disk_.data.id.member_id, 0x11u);
   EXPECT_FALSE(disk_.Has(Marker::kFenced));
   EXPECT_FALSE(disk_.Has(Marker::kRestoreId));
+}
+
+// Without etcdutl a restore still raises the revision, in place: the node says it can, and
+// checks that the staged DB is one the edit takes before it stops etcd (there is no tool to
+// fall back on); a DB the edit would refuse leaves the node as it was.
+TEST_F(LocalNodeTest, ARevisionBumpWithoutEtcdutlGoesInPlaceCheckedBeforeEtcdStops) {
+  config_.etcd.etcdutl.clear();
+  config_.etcd.restore_in_place = true;
+  EXPECT_TRUE(node_->State().can_bump_revision());
+  HaveMember();
+  runner_.Run({"--x=1"});
+  BackupMeta meta = Meta("b1");
+  ASSERT_TRUE(store_.Put(MetaKey("c", "b1"), MetaToJson(meta).dump()).ok());
+  peer::RestoreRequest req;
+  req.set_restore_id("r1");
+  req.set_backup("b1");
+  req.set_member(true);
+  req.set_bump_revision(1000000);
+  disk_.check_result = absl::DataLossError("corrupt: a branch page with no elements");
+  absl::Status s = node_->Restore(req);
+  EXPECT_TRUE(absl::IsDataLoss(s)) << s;
+  EXPECT_NE(s.message().find("only the in-place restore"), std::string::npos) << s;
+  EXPECT_EQ(disk_.checks, 1);
+  EXPECT_EQ(runner_.stops, 0);
+  EXPECT_TRUE(runner_.wanted());
+  EXPECT_FALSE(disk_.restored);
+  EXPECT_EQ(disk_.data.state, DataDirState::kMember);
+  EXPECT_TRUE(disk_.aside.empty());
+  // A DB the edit takes is restored in place, with no tool named to fall back on.
+  disk_.check_result = absl::OkStatus();
+  ASSERT_TRUE(node_->Restore(req).ok());
+  EXPECT_EQ(disk_.checks, 2);
+  EXPECT_TRUE(disk_.restored);
+  EXPECT_EQ(disk_.last_tool, "");
+}
+
+// With neither etcdutl nor the in-place edit the node cannot raise the revision: it says so,
+// and an order to is refused before anything is fetched or stopped.
+TEST_F(LocalNodeTest, ARevisionBumpWithNeitherEtcdutlNorInPlaceIsRefused) {
+  config_.etcd.etcdutl.clear();
+  config_.etcd.restore_in_place = false;
+  EXPECT_FALSE(node_->State().can_bump_revision());
+  HaveMember();
+  runner_.Run({"--x=1"});
+  ASSERT_TRUE(store_.Put(MetaKey("c", "b1"), MetaToJson(Meta("b1")).dump()).ok());
+  peer::RestoreRequest req;
+  req.set_restore_id("r1");
+  req.set_backup("b1");
+  req.set_member(true);
+  req.set_bump_revision(1000000);
+  absl::Status s = node_->Restore(req);
+  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+  EXPECT_FALSE(disk_.staged);
+  EXPECT_EQ(runner_.stops, 0);
+  EXPECT_EQ(disk_.data.state, DataDirState::kMember);
+  // With etcdutl the tool does it (in place first when that is on).
+  config_.etcd.etcdutl = "/usr/bin/etcdutl";
+  EXPECT_TRUE(node_->State().can_bump_revision());
+  ASSERT_TRUE(node_->Restore(req).ok());
+  EXPECT_EQ(disk_.last_tool, "/usr/bin/etcdutl");
+  EXPECT_EQ(disk_.checks, 0);
 }
 
 TEST_F(LocalNodeTest, ARestoreInstallsTheDataFencedAndStartsEtcdOnTheFencePort) {

@@ -204,6 +204,31 @@ TEST_F(FsNodeDiskTest, ADbTheInPlaceRestoreRefusesGoesToTheToolAsItWasStaged) {
   EXPECT_TRUE(fs::exists(dir_ / "etcd/member/wal/0.wal"));
 }
 
+// A restore only the in-place edit can make (a bump without etcdutl: no tool is named) fails
+// on a DB the edit refuses, instead of running a tool that would restore it without the bump.
+TEST_F(FsNodeDiskTest, WithNoToolARefusedDbFailsTheRestoreAndNoToolRuns) {
+  StageFile("not a bbolt file");
+  SnapshotRestore r;
+  r.tool = "";
+  r.name = "n1";
+  r.token = "t";
+  r.peer_url = "http://127.0.0.1:2380";
+  r.initial_cluster = {{"n1", "http://127.0.0.1:2380"}};
+  r.bump_revision = 1000;
+  EXPECT_TRUE(absl::IsDataLoss(disk_.CheckStagedInPlace(r)));
+  absl::Status s = disk_.RestoreStaged(r);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("etcd.etcdutl"), std::string::npos) << s;
+  EXPECT_FALSE(fs::exists(dir_ / "restore/snapshot.db"));
+  EXPECT_FALSE(fs::exists(dir_ / "restore/etcd/member/wal"));
+  auto staged = ReadFile((dir_ / "restore/etcd/member/snap/db").string());
+  ASSERT_TRUE(staged.ok());
+  EXPECT_EQ(*staged, "not a bbolt file");
+  // And with nothing staged the check says so.
+  disk_.ClearStaging();
+  EXPECT_TRUE(absl::IsFailedPrecondition(disk_.CheckStagedInPlace(r)));
+}
+
 TEST_F(FsNodeDiskTest, WithoutInPlaceRestoresTheToolRunsAndItsFailureIsReported) {
   StageFile("staged");
   SnapshotRestore r;
