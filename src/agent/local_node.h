@@ -126,6 +126,11 @@ class LocalNode : public NodeHandler {
 
   std::mutex mu_;  // serializes orders and the control pass's own start decision
   std::string restore_error_;  // guarded by mu_
+  // Without etcdutl, the restore whose backup the in-place edit refused, and why: the node
+  // reports it (the coordinator restores without the bump instead) and answers that restore's
+  // orders at once rather than fetching the backup again.
+  std::string bump_refused_id_;  // guarded by mu_
+  absl::Status bump_refused_;    // guarded by mu_
   // The client certificate's common name, read once it exists (State()).
   std::mutex client_user_mu_;
   std::string client_user_;  // guarded by client_user_mu_

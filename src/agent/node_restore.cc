@@ -33,6 +33,9 @@ absl::Status LocalNode::Restore(const peer::RestoreRequest& req) {
         "this restore raises the revision, and on this node neither etcd.etcdutl is set nor "
         "etcd.restore_in_place on"));
   }
+  if (req.member() && only_in_place && req.restore_id() == bump_refused_id_) {
+    return fail(bump_refused_);  // the same backup: refused again, without fetching it again
+  }
   const std::string cluster = config_.cluster.name;
   bool use_etcdutl = false;  // the node runs etcd >= 3.5, whose restore tool is etcdutl
   if (req.member()) {
@@ -84,9 +87,12 @@ absl::Status LocalNode::Restore(const peer::RestoreRequest& req) {
     // No fallback: a DB the edit would refuse is found now, while the node is untouched.
     if (absl::Status s = disk_.CheckStagedInPlace(r); !s.ok()) {
       disk_.ClearStaging();
-      return fail(Annotate(s, "this restore raises the revision, which without etcd.etcdutl "
-                              "(etcd >= 3.5's) only the in-place restore can do, and it refuses "
-                              "the staged backup; set etcd.etcdutl on the nodes"));
+      bump_refused_id_ = req.restore_id();
+      bump_refused_ = Annotate(s, "this restore raises the revision, which without etcd.etcdutl "
+                                  "(etcd >= 3.5's) only the in-place restore can do, and it "
+                                  "refuses the staged backup (the coordinator restores without "
+                                  "raising the revision instead)");
+      return fail(bump_refused_);
     }
   }
   held_ = true;

@@ -22,7 +22,8 @@ peer::NodeState LocalNode::State() {
   s.set_has_data(HasMemberData());
   s.set_fenced(!FencedRestoreId().empty());
   // etcdutl raises a restore's revision, and so does the in-place edit (which without
-  // etcdutl must then succeed: node_restore.cc checks it before stopping etcd).
+  // etcdutl must then succeed: node_restore.cc checks it before stopping etcd, and reports a
+  // backup it refused in bump_refused).
   s.set_can_bump_revision(!config_.etcd.etcdutl.empty() || config_.etcd.restore_in_place);
   s.set_ever_joined(EverJoined());
   s.set_bootstrapping(Bootstrapping());
@@ -40,7 +41,10 @@ peer::NodeState LocalNode::State() {
   }
   {
     std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
-    if (lock.owns_lock()) s.set_restore_error(restore_error_);
+    if (lock.owns_lock()) {
+      s.set_restore_error(restore_error_);
+      s.set_bump_refused(bump_refused_id_);
+    }
   }
   if (s.has_data()) {
     if (auto id = disk_.Identity(); id.ok()) {

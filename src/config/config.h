@@ -81,8 +81,8 @@ struct EtcdConfig {
   std::string binary = "/usr/bin/etcd";
   std::string etcdctl = "/usr/bin/etcdctl";  // used for `snapshot restore` without etcdutl
   // etcd >= 3.5's etcdutl, for `snapshot restore --bump-revision` (etcd 3.4 runs on what it
-  // writes). Default: /usr/bin/etcdutl when it exists; empty: restores cannot raise the
-  // revision (warned).
+  // writes). Default: /usr/bin/etcdutl when it exists; empty: only the in-place restore raises
+  // a restore's revision (without either, restores do not raise it, warned).
   std::string etcdutl;
   // A member's restore edits the backup's DB where it lands (etcd/restore_in_place.h) instead
   // of running etcdctl/etcdutl `snapshot restore` (which copies it); false: always the tool.

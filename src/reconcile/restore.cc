@@ -658,14 +658,15 @@ absl::Status RestoreCoordinator::Settle(const RestoreIntent& intent, EtcdApi& fe
   return absl::OkStatus();
 }
 
-absl::Status RestoreCoordinator::Supersede(const RestoreIntent& intent, const absl::Status& why) {
+absl::Status RestoreCoordinator::Supersede(const RestoreIntent& intent, const absl::Status& why,
+                                           bool bump) {
   // Chosen as Pass() chooses, from what the store holds now (the damaged chain ends earlier).
   Observed o = Observe();
   auto backup = NewestValidBackup();
   if (!backup) return Annotate(why, "and no valid backup is found to restore instead");
   auto point = DeltaPointFor(&*backup);
   if (!point.ok()) return Annotate(point.status(), "choosing the restore that replaces it");
-  auto fresh = FreshIntent(o.states, *backup, *point);
+  auto fresh = FreshIntent(o.states, *backup, *point, bump);
   if (!fresh.ok()) return Annotate(fresh.status(), "choosing the restore that replaces it");
   // Its members restored the old one and wait, fenced, for it: the new one carries its orders
   // on (R6), and orders them to restore again.
@@ -693,7 +694,7 @@ absl::Status RestoreCoordinator::Supersede(const RestoreIntent& intent, const ab
 
 absl::StatusOr<RestoreIntent> RestoreCoordinator::FreshIntent(
     const std::map<std::string, peer::NodeState>& states, const std::string& backup,
-    const RestorePoint& point) {
+    const RestorePoint& point, bool bump_wanted) {
   auto generation = NextGeneration(*store_, config_.cluster.name);
   if (!generation.ok()) return Annotate(generation.status(), "listing backups");
   int64_t backup_revision = 0;
@@ -701,7 +702,13 @@ absl::StatusOr<RestoreIntent> RestoreCoordinator::FreshIntent(
   if (!bump.ok()) return Annotate(bump.status(), "reading the revision record");
   // All members must restore the same revisions: raise them only if every member that answers
   // can (one that cannot would refuse, and be healed by a join later).
+  if (!bump_wanted) {
+    spdlog::warn("restore: the restored revision is not raised, so revisions served since the "
+                 "backup will be served again");
+    *bump = 0;
+  }
   for (const auto& [name, st] : states) {
+    if (*bump == 0) break;
     if (!st.can_bump_revision()) {
       spdlog::warn("restore: node {} can raise no revision (neither etcd.etcdutl nor "
                    "etcd.restore_in_place): the restored revision is not raised, so revisions "
@@ -895,6 +902,7 @@ absl::Status RestoreCoordinator::Execute(RestoreIntent intent) {
     // Done once a majority of the restored cluster's members applied it and it has a leader; a
     // member that is down for good is then the reconciler's to replace, like any dead member.
     size_t applied = 0;
+    std::vector<std::string> cannot_bump;
     for (const auto& [name, url] : intent.initial_cluster) {
       auto st = agents_.at(name)->GetState(milliseconds(1000));
       if (st.ok() && st->restore_id() == intent.id && st->has_data()) {
@@ -902,6 +910,21 @@ absl::Status RestoreCoordinator::Execute(RestoreIntent intent) {
       } else {
         missing.push_back(name);
       }
+      if (st.ok() && st->bump_refused() == intent.id) cannot_bump.push_back(name);
+    }
+    // A member that cannot raise the revision as ordered (no etcdutl, and the in-place edit
+    // refuses the backup: the same on every such node) would keep this restore from ever
+    // reaching a majority: an automatic restore is replaced by one without the bump, chosen
+    // afresh, while nothing has served clients from it. (An operator's restore waits, and
+    // `status` shows the nodes' errors.)
+    if (applied < intent.initial_cluster.size() / 2 + 1 && intent.bump_revision > 0 &&
+        intent.requested_by == "auto" && !cannot_bump.empty() && !intent.settled) {
+      return Supersede(intent,
+                       absl::FailedPreconditionError(absl::StrCat(
+                           "node(s) ", absl::StrJoin(cannot_bump, ","),
+                           " cannot raise the revision as ordered (no etcd.etcdutl, and the "
+                           "in-place restore refuses the backup)")),
+                       /*bump=*/false);
     }
     if (applied < intent.initial_cluster.size() / 2 + 1) {
       return absl::UnavailableError(absl::StrCat(applied, " of ", intent.initial_cluster.size(),
@@ -926,6 +949,21 @@ absl::Status RestoreCoordinator::Execute(RestoreIntent intent) {
         if (absl::Status s = Record(intent, "the restore is settled", Set(&RestoreIntent::settled));
             !s.ok()) {
           return s;
+        }
+        // Recorded before the orders too, but a leader of the replaced cluster (an operator's
+        // restore) may have written its own record over that meanwhile: once more, now that
+        // it is stopped.
+        if (intent.bump_revision > 0) {
+          int64_t backup_revision = 0;
+          if (BumpFor(intent.backup, &backup_revision).ok()) {
+            const int64_t start = std::max(backup_revision, intent.delta_to) + intent.bump_revision;
+            if (absl::Status s = RaiseHighestRevision(*store_, config_.cluster.name, start,
+                                                      env_.clock->UnixSeconds());
+                !s.ok()) {
+              spdlog::warn("restore {}: recording the restored cluster's revision: {}", intent.id,
+                           s.message());
+            }
+          }
         }
       }
     }

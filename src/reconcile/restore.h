@@ -167,13 +167,16 @@ class RestoreCoordinator {
   // replaced in the fenced cluster (ReplaySupersededKey, exclusive with its settling), so that
   // it never settles: the caller must Supersede it.
   absl::Status Settle(const RestoreIntent& intent, EtcdApi& fenced, bool* deltas_lost);
-  // Replaces `intent` (whose deltas were lost, `why`; nothing has served clients from it) with
-  // a new intent chosen afresh from what the store holds now, carried out from the next pass.
-  absl::Status Supersede(const RestoreIntent& intent, const absl::Status& why);
+  // Replaces `intent` (whose deltas were lost, or whose bump members cannot make: `why`;
+  // nothing has served clients from it) with a new intent chosen afresh from what the store
+  // holds now, carried out from the next pass; `bump` false: one that does not raise the
+  // revision.
+  absl::Status Supersede(const RestoreIntent& intent, const absl::Status& why, bool bump = true);
   // A new automatic intent for `backup` up to `point`: its generation, and its revision bump
-  // unless an agent in `states` cannot raise it.
+  // unless `bump_wanted` is false or an agent in `states` cannot raise it.
   absl::StatusOr<RestoreIntent> FreshIntent(const std::map<std::string, peer::NodeState>& states,
-                                            const std::string& backup, const RestorePoint& point);
+                                            const std::string& backup, const RestorePoint& point,
+                                            bool bump_wanted = true);
   // A fresh client of the intent's members at `url` (their fence or client URL).
   std::unique_ptr<EtcdApi> MembersClient(const RestoreIntent& intent,
                                          std::string (Config::*url)(const NodeSpec&) const) const;

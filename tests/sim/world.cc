@@ -327,6 +327,13 @@ class World {
   // Node `n` is about to serve clients: its restore's replay must have brought every write
   // the restore counted on.
   void CheckReplayed(int n);
+  // Whether the in-place edit refuses `backup` (Options::in_place_refusals): the same answer on
+  // every node, as for one backup's bytes.
+  bool InPlaceRefuses(const std::string& backup) const {
+    uint64_t h = 1469598103934665603ull;
+    for (char ch : backup) h = (h ^ static_cast<unsigned char>(ch)) * 1099511628211ull;
+    return static_cast<double>(h % 1000) < o_.in_place_refusals * 1000;
+  }
   std::mt19937_64& rng() { return rng_; }
   SimStore& store() { return store_; }
   Result& result() { return result_; }
@@ -948,14 +955,28 @@ class SimDisk : public NodeDisk {
   }
   absl::Status RestoreStaged(const SnapshotRestore& r) override {
     if (staged_backup_.empty()) return absl::FailedPreconditionError("nothing staged");
+    if (r.bump_revision > 0) {
+      // The bump is made in place (unless the edit refuses the backup) or by etcdutl; etcd
+      // 3.4's etcdctl cannot make it, and no tool at all is named when only the edit can.
+      const bool in_place = (r.in_place || r.tool.empty()) && !w_->InPlaceRefuses(staged_backup_);
+      if (!in_place && !absl::EndsWith(r.tool, "etcdutl")) {
+        w_->Violation(absl::StrCat("node ", w_->nodes()[node_]->spec.name, " restores ",
+                                   staged_backup_, " with a revision bump that ",
+                                   r.tool.empty() ? "the refused in-place edit" : r.tool,
+                                   " cannot make"));
+        return absl::InternalError("cannot bump");
+      }
+    }
     auto staged = std::make_shared<Disk>();
     if (auto s = w_->RestoreCluster(node_, staged_backup_, r, staged.get()); !s.ok()) return s;
     d().staged = staged;
     return absl::OkStatus();
   }
   absl::Status CheckStagedInPlace(const SnapshotRestore&) override {
-    // The model's DBs are all ones the in-place edit knows.
     if (staged_backup_.empty()) return absl::FailedPreconditionError("nothing staged");
+    if (w_->InPlaceRefuses(staged_backup_)) {
+      return absl::DataLossError("corrupt: (modelled) a DB the in-place edit does not know");
+    }
     return absl::OkStatus();
   }
   absl::Status InstallStaged() override {
@@ -1408,9 +1429,11 @@ absl::Status World::RestoreCluster(int i, const std::string& backup, const Snaps
     }
     bool all_can_bump = true;
     for (const auto& node : nodes_) {
-      all_can_bump = all_can_bump &&
-                     (!node->config.etcd.etcdutl.empty() || node->config.etcd.restore_in_place);
+      all_can_bump = all_can_bump && (!node->config.etcd.etcdutl.empty() ||
+                                       (node->config.etcd.restore_in_place &&
+                                        !InPlaceRefuses(backup)));
     }
+    ++(r.bump_revision == 0 ? result_.unbumped_restores : result_.bumped_restores);
     if (all_can_bump && c.rev <= served) {
       Violation(absl::StrCat("restore ", restore_id, " starts its cluster at revision ", c.rev,
                              " though revision ", served,

@@ -78,6 +78,9 @@ struct Options {
   // restore's revision. Either way, while every node can raise it, a restored cluster must
   // start above every revision a cluster before it served.
   bool etcdutl = true;
+  // The share of backups the in-place edit refuses (the same backup on every node); without
+  // etcdutl such a restore must then go ahead without the bump rather than wait for good.
+  double in_place_refusals = 0;
 };
 
 struct Result {
@@ -92,6 +95,8 @@ struct Result {
   int writes_lost_to_faults = 0;   // lost by a fault that took every copy
   int writes_lost_to_restores = 0;  // newer than a justified restore's backup
   int restores = 0;
+  // Restored clusters whose revision was raised, and not.
+  int bumped_restores = 0, unbumped_restores = 0;
   int deltas = 0;            // delta backups stored
   int writes_replayed = 0;   // acknowledged writes a restore brought back from deltas
   int bootstraps = 0;

@@ -428,8 +428,16 @@ TEST_F(LocalNodeTest, ARevisionBumpWithoutEtcdutlGoesInPlaceCheckedBeforeEtcdSto
   EXPECT_FALSE(disk_.restored);
   EXPECT_EQ(disk_.data.state, DataDirState::kMember);
   EXPECT_TRUE(disk_.aside.empty());
-  // A DB the edit takes is restored in place, with no tool named to fall back on.
+  // The node says so (the coordinator then restores without the bump), and the same order
+  // again is refused at once, without fetching the backup again.
+  EXPECT_EQ(node_->State().bump_refused(), "r1");
+  disk_.staged = false;
+  EXPECT_TRUE(absl::IsDataLoss(node_->Restore(req)));
+  EXPECT_FALSE(disk_.staged);
+  EXPECT_EQ(disk_.checks, 1);
+  // A DB the edit takes (another restore) is restored in place, with no tool to fall back on.
   disk_.check_result = absl::OkStatus();
+  req.set_restore_id("r2");
   ASSERT_TRUE(node_->Restore(req).ok());
   EXPECT_EQ(disk_.checks, 2);
   EXPECT_TRUE(disk_.restored);
