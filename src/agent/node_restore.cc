@@ -87,6 +87,11 @@ absl::Status LocalNode::Restore(const peer::RestoreRequest& req) {
     // No fallback: a DB the edit would refuse is found now, while the node is untouched.
     if (absl::Status s = disk_.CheckStagedInPlace(r); !s.ok()) {
       disk_.ClearStaging();
+      // Only a DB the edit does not recognise is refused for good; a failed read or the like
+      // fails this order, to be retried.
+      if (!absl::IsDataLoss(s)) {
+        return fail(Annotate(s, "checking that the staged backup can be restored in place"));
+      }
       bump_refused_id_ = req.restore_id();
       bump_refused_ = Annotate(s, "this restore raises the revision, which without etcd.etcdutl "
                                   "(etcd >= 3.5's) only the in-place restore can do, and it "

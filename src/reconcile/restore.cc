@@ -659,14 +659,14 @@ absl::Status RestoreCoordinator::Settle(const RestoreIntent& intent, EtcdApi& fe
 }
 
 absl::Status RestoreCoordinator::Supersede(const RestoreIntent& intent, const absl::Status& why,
-                                           bool bump) {
+                                           const std::string& unbumped_backup) {
   // Chosen as Pass() chooses, from what the store holds now (the damaged chain ends earlier).
   Observed o = Observe();
   auto backup = NewestValidBackup();
   if (!backup) return Annotate(why, "and no valid backup is found to restore instead");
   auto point = DeltaPointFor(&*backup);
   if (!point.ok()) return Annotate(point.status(), "choosing the restore that replaces it");
-  auto fresh = FreshIntent(o.states, *backup, *point, bump);
+  auto fresh = FreshIntent(o.states, *backup, *point, *backup != unbumped_backup);
   if (!fresh.ok()) return Annotate(fresh.status(), "choosing the restore that replaces it");
   // Its members restored the old one and wait, fenced, for it: the new one carries its orders
   // on (R6), and orders them to restore again.
@@ -912,19 +912,20 @@ absl::Status RestoreCoordinator::Execute(RestoreIntent intent) {
       }
       if (st.ok() && st->bump_refused() == intent.id) cannot_bump.push_back(name);
     }
-    // A member that cannot raise the revision as ordered (no etcdutl, and the in-place edit
-    // refuses the backup: the same on every such node) would keep this restore from ever
-    // reaching a majority: an automatic restore is replaced by one without the bump, chosen
-    // afresh, while nothing has served clients from it. (An operator's restore waits, and
-    // `status` shows the nodes' errors.)
-    if (applied < intent.initial_cluster.size() / 2 + 1 && intent.bump_revision > 0 &&
-        intent.requested_by == "auto" && !cannot_bump.empty() && !intent.settled) {
+    // Members that cannot raise the revision as ordered (no etcdutl, and the in-place edit
+    // refuses the backup: the same on every such node) so many that the others are no
+    // majority: this restore can never settle. An automatic one is replaced by one without
+    // the bump while nothing has served clients from it. (Fewer: the rest settle it and those
+    // are healed by a join. An operator's restore waits, and `status` shows the errors.)
+    const size_t members = intent.initial_cluster.size(), majority_of = members / 2 + 1;
+    if (applied < majority_of && intent.bump_revision > 0 && intent.requested_by == "auto" &&
+        cannot_bump.size() > members - majority_of && !intent.settled) {
       return Supersede(intent,
                        absl::FailedPreconditionError(absl::StrCat(
                            "node(s) ", absl::StrJoin(cannot_bump, ","),
                            " cannot raise the revision as ordered (no etcd.etcdutl, and the "
                            "in-place restore refuses the backup)")),
-                       /*bump=*/false);
+                       /*unbumped_backup=*/intent.backup);
     }
     if (applied < intent.initial_cluster.size() / 2 + 1) {
       return absl::UnavailableError(absl::StrCat(applied, " of ", intent.initial_cluster.size(),
@@ -946,24 +947,24 @@ absl::Status RestoreCoordinator::Execute(RestoreIntent intent) {
           if (deltas_lost) return Supersede(intent, s);
           return s;
         }
+        // The start revision was recorded before the orders, but a leader of the replaced
+        // cluster (an operator's restore) may have written its own record over it meanwhile:
+        // once more, now that it is stopped, before the restored cluster serves clients.
+        if (intent.bump_revision > 0) {
+          int64_t backup_revision = 0;
+          if (auto b = BumpFor(intent.backup, &backup_revision); !b.ok()) {
+            return Annotate(b.status(), "recording the restored cluster's revision");
+          }
+          const int64_t start = std::max(backup_revision, intent.delta_to) + intent.bump_revision;
+          if (absl::Status s = RaiseHighestRevision(*store_, config_.cluster.name, start,
+                                                    env_.clock->UnixSeconds());
+              !s.ok()) {
+            return Annotate(s, "recording the restored cluster's revision");
+          }
+        }
         if (absl::Status s = Record(intent, "the restore is settled", Set(&RestoreIntent::settled));
             !s.ok()) {
           return s;
-        }
-        // Recorded before the orders too, but a leader of the replaced cluster (an operator's
-        // restore) may have written its own record over that meanwhile: once more, now that
-        // it is stopped.
-        if (intent.bump_revision > 0) {
-          int64_t backup_revision = 0;
-          if (BumpFor(intent.backup, &backup_revision).ok()) {
-            const int64_t start = std::max(backup_revision, intent.delta_to) + intent.bump_revision;
-            if (absl::Status s = RaiseHighestRevision(*store_, config_.cluster.name, start,
-                                                      env_.clock->UnixSeconds());
-                !s.ok()) {
-              spdlog::warn("restore {}: recording the restored cluster's revision: {}", intent.id,
-                           s.message());
-            }
-          }
         }
       }
     }

@@ -167,11 +167,12 @@ class RestoreCoordinator {
   // replaced in the fenced cluster (ReplaySupersededKey, exclusive with its settling), so that
   // it never settles: the caller must Supersede it.
   absl::Status Settle(const RestoreIntent& intent, EtcdApi& fenced, bool* deltas_lost);
-  // Replaces `intent` (whose deltas were lost, or whose bump members cannot make: `why`;
-  // nothing has served clients from it) with a new intent chosen afresh from what the store
-  // holds now, carried out from the next pass; `bump` false: one that does not raise the
-  // revision.
-  absl::Status Supersede(const RestoreIntent& intent, const absl::Status& why, bool bump = true);
+  // Replaces `intent` (whose deltas were lost, or whose bump too many members cannot make:
+  // `why`; nothing has served clients from it) with a new intent chosen afresh from what the
+  // store holds now, carried out from the next pass; one that does not raise the revision if
+  // it restores `unbumped_backup` again.
+  absl::Status Supersede(const RestoreIntent& intent, const absl::Status& why,
+                         const std::string& unbumped_backup = "");
   // A new automatic intent for `backup` up to `point`: its generation, and its revision bump
   // unless `bump_wanted` is false or an agent in `states` cannot raise it.
   absl::StatusOr<RestoreIntent> FreshIntent(const std::map<std::string, peer::NodeState>& states,

@@ -254,6 +254,22 @@ TEST(Simulation, WithoutEtcdutlABackupTheInPlaceEditRefusesIsRestoredWithoutTheB
   EXPECT_GE(bumped, 1) << "the backups the edit takes are still restored with the bump";
 }
 
+TEST(Simulation, WithSomeNodesWithoutEtcdutlTheRestStillRaiseTheRevision) {
+  // n1 and n3 have etcdutl, n2 and n4 do not, and the in-place edit refuses half the backups:
+  // a minority of members that cannot make the bump is healed by a join later; the restore is
+  // not given up for one without it. (Found by review: the first version replaced it as soon
+  // as any member refused, 39 of 200 seeds, the first seed 2.)
+  for (uint64_t seed = 1; seed <= 12; ++seed) {
+    Options o;
+    o.seed = seed;
+    o.steps = 2500;
+    o.mixed_etcdutl = true;
+    o.in_place_refusals = 0.5;
+    Result r = RunSimulation(o);
+    ASSERT_TRUE(r.ok) << Explain(r, seed);
+  }
+}
+
 TEST(Simulation, HarsherHistoriesKeepEveryInvariant) {
   // Ten times the faults, ten times the crash points, five nodes.
   for (uint64_t seed = 1; seed <= 10; ++seed) {

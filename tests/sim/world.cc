@@ -1079,6 +1079,7 @@ World::World(const Options& o)
     n->config = base;
     n->config.node.name = n->spec.name;
     n->config.node.data_dir = "/sim/" + n->spec.name;
+    if (o.mixed_etcdutl && i % 2 == 1) n->config.etcd.etcdutl.clear();
     n->initial = i < base.cluster.size;
     n->clock = std::make_unique<SimClock>(this, i);
     nodes_.push_back(std::move(n));
@@ -1427,13 +1428,32 @@ absl::Status World::RestoreCluster(int i, const std::string& backup, const Snaps
     for (const auto& [id, other] : clusters_) {
       if (other.served) served = std::max(served, other.rev);
     }
-    bool all_can_bump = true;
+    bool all_can_bump = true, all_config_can_bump = true;
     for (const auto& node : nodes_) {
+      all_config_can_bump = all_config_can_bump && (!node->config.etcd.etcdutl.empty() ||
+                                                     node->config.etcd.restore_in_place);
       all_can_bump = all_can_bump && (!node->config.etcd.etcdutl.empty() ||
                                        (node->config.etcd.restore_in_place &&
                                         !InPlaceRefuses(backup)));
     }
     ++(r.bump_revision == 0 ? result_.unbumped_restores : result_.bumped_restores);
+    // Not raised although a majority of its members could raise it (the others are healed by
+    // a join): only a node that cannot at all (config) is a reason to restore without it.
+    if (r.bump_revision == 0 && all_config_can_bump) {
+      size_t capable = 0;
+      for (const auto& m : members) {
+        const int k = NodeByPeerUrl(m.peer_url);
+        if (k < 0) continue;
+        const Config& mc = nodes_[static_cast<size_t>(k)]->config;
+        if (!mc.etcd.etcdutl.empty() || (mc.etcd.restore_in_place && !InPlaceRefuses(backup))) {
+          ++capable;
+        }
+      }
+      if (capable * 2 > members.size()) {
+        Violation(absl::StrCat("restore ", restore_id, " does not raise the revision though ",
+                               capable, " of its ", members.size(), " members could"));
+      }
+    }
     if (all_can_bump && c.rev <= served) {
       Violation(absl::StrCat("restore ", restore_id, " starts its cluster at revision ", c.rev,
                              " though revision ", served,

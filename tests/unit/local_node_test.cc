@@ -418,11 +418,16 @@ TEST_F(LocalNodeTest, ARevisionBumpWithoutEtcdutlGoesInPlaceCheckedBeforeEtcdSto
   req.set_backup("b1");
   req.set_member(true);
   req.set_bump_revision(1000000);
+  // A failed read is no refusal: the order fails, to be retried, and nothing is recorded.
+  disk_.check_result = absl::InternalError("reading the staged DB: Input/output error");
+  EXPECT_FALSE(node_->Restore(req).ok());
+  EXPECT_EQ(node_->State().bump_refused(), "");
+  EXPECT_EQ(runner_.stops, 0);
   disk_.check_result = absl::DataLossError("corrupt: a branch page with no elements");
   absl::Status s = node_->Restore(req);
   EXPECT_TRUE(absl::IsDataLoss(s)) << s;
   EXPECT_NE(s.message().find("only the in-place restore"), std::string::npos) << s;
-  EXPECT_EQ(disk_.checks, 1);
+  EXPECT_EQ(disk_.checks, 2);
   EXPECT_EQ(runner_.stops, 0);
   EXPECT_TRUE(runner_.wanted());
   EXPECT_FALSE(disk_.restored);
@@ -434,12 +439,12 @@ TEST_F(LocalNodeTest, ARevisionBumpWithoutEtcdutlGoesInPlaceCheckedBeforeEtcdSto
   disk_.staged = false;
   EXPECT_TRUE(absl::IsDataLoss(node_->Restore(req)));
   EXPECT_FALSE(disk_.staged);
-  EXPECT_EQ(disk_.checks, 1);
+  EXPECT_EQ(disk_.checks, 2);
   // A DB the edit takes (another restore) is restored in place, with no tool to fall back on.
   disk_.check_result = absl::OkStatus();
   req.set_restore_id("r2");
   ASSERT_TRUE(node_->Restore(req).ok());
-  EXPECT_EQ(disk_.checks, 2);
+  EXPECT_EQ(disk_.checks, 3);
   EXPECT_TRUE(disk_.restored);
   EXPECT_EQ(disk_.last_tool, "");
 }
