@@ -87,9 +87,10 @@ absl::Status LocalNode::Restore(const peer::RestoreRequest& req) {
     // No fallback: a DB the edit would refuse is found now, while the node is untouched.
     if (absl::Status s = disk_.CheckStagedInPlace(r); !s.ok()) {
       disk_.ClearStaging();
-      // Only a DB the edit does not recognise is refused for good; a failed read or the like
-      // fails this order, to be retried.
-      if (!absl::IsDataLoss(s)) {
+      // A DB (or input) the edit does not take is refused for good, whatever the code says
+      // (DataLoss, FailedPrecondition, NotFound, ...); the file system's own failures
+      // (ErrnoStatus: a read error, a full or read-only disk) fail this order, to be retried.
+      if (absl::IsUnavailable(s) || absl::IsResourceExhausted(s) || absl::IsPermissionDenied(s)) {
         return fail(Annotate(s, "checking that the staged backup can be restored in place"));
       }
       bump_refused_id_ = req.restore_id();

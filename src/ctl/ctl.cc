@@ -577,20 +577,22 @@ int RunRestoreBackup(const Common& c, const std::string& name_arg, bool yes, boo
   // Past every revision the current cluster served (the fresh backup's, if it was taken).
   int64_t served = *highest;
   if (fresh.ok()) served = std::max(served, fresh->revision);
-  // Raise the revision only where the agents can (etcd.etcdutl or the in-place restore): as the
-  // agents that answer say, else as this config says (the configs agree on them).
+  // Raise the revision only where the agents can (etcd.etcdutl or the in-place restore): this
+  // config, and every agent that answers, must say so.
   bool can_bump = !config.etcd.etcdutl.empty() || config.etcd.restore_in_place;
+  if (!can_bump) {
+    std::cerr << "warning: neither etcd.etcdutl is set nor etcd.restore_in_place on here\n";
+  }
   for (const auto& [node, st] : AgentStates(config, o.credentials, std::chrono::milliseconds(2000))) {
     if (!st.can_bump_revision()) {
-      std::cerr << "node " << node << " can raise no revision (neither etcd.etcdutl nor "
-                << "etcd.restore_in_place)\n";
+      std::cerr << "warning: node " << node << " can raise no revision (neither etcd.etcdutl "
+                << "nor etcd.restore_in_place)\n";
       can_bump = false;
     }
   }
   const int64_t bump = can_bump ? RevisionBump(served, meta->revision) : 0;
   if (!can_bump) {
-    std::cerr << "warning: neither etcd.etcdutl is set nor etcd.restore_in_place on: the "
-                 "restored revision is not raised\n";
+    std::cerr << "warning: the restored revision is not raised\n";
   } else if (absl::Status s = RaiseHighestRevision(
                  *w.store, config.cluster.name,
                  std::max(meta->revision, point.deltas > 0 ? point.revision : int64_t{0}) + bump,

@@ -910,7 +910,10 @@ absl::Status RestoreCoordinator::Execute(RestoreIntent intent) {
       } else {
         missing.push_back(name);
       }
-      if (st.ok() && st->bump_refused() == intent.id) cannot_bump.push_back(name);
+      // (Also a member that cannot raise it at all: silent when the restore was chosen.)
+      if (st.ok() && (st->bump_refused() == intent.id || !st->can_bump_revision())) {
+        cannot_bump.push_back(name);
+      }
     }
     // Members that cannot raise the revision as ordered (no etcdutl, and the in-place edit
     // refuses the backup: the same on every such node) so many that the others are no

@@ -8,7 +8,7 @@
 //               [--deltas MS]   (delta backups every MS virtual ms; default none)
 //               [--no-etcdutl]  (etcd 3.4 alone: restores raise the revision in place)
 //               [--in-place-refusals P]  (the share of backups the in-place edit refuses)
-//               [--mixed-etcdutl]  (only n1, n3, ... have etcdutl)
+//               [--etcdutl-nodes K]  (only the first K nodes have etcdutl)
 // Exit status: 0 if every seed kept every invariant, 1 otherwise (the first failing seed's
 // trace is printed, with the command that replays it).
 #include <chrono>
@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
   int seeds = 1, steps = 5000, nodes = 4;
   uint64_t seed = 1;
   bool faults = true, trace = false, lose_first_leader = false, etcdutl = true;
-  bool mixed_etcdutl = false;
+  int etcdutl_nodes = -1;
   size_t trace_lines = 60;
   int destroy_at = -1, undestroy_at = -1;
   long long delta_every = 0;
@@ -55,14 +55,14 @@ int main(int argc, char** argv) {
     else if (a == "--undestroy-at") undestroy_at = std::stoi(next());
     else if (a == "--deltas") delta_every = std::stoll(next());
     else if (a == "--no-etcdutl") etcdutl = false;
-    else if (a == "--mixed-etcdutl") mixed_etcdutl = true;
+    else if (a == "--etcdutl-nodes") etcdutl_nodes = std::stoi(next());
     else if (a == "--in-place-refusals") in_place_refusals = std::stod(next());
     else if (a == "--rules-off") {
       for (auto r : absl::StrSplit(next(), ',', absl::SkipEmpty())) off.insert(std::string(r));
     } else {
       std::cerr << "usage: steward_sim [--seeds N] [--steps M] [--seed S] [--nodes K] "
                    "[--no-faults] [--rules-off R1,W5] [--trace] [--destroy-at STEP "
-                   "--undestroy-at STEP] [--deltas MS] [--no-etcdutl] [--mixed-etcdutl] [--in-place-refusals P]\n";
+                   "--undestroy-at STEP] [--deltas MS] [--no-etcdutl] [--etcdutl-nodes K] [--in-place-refusals P]\n";
       return 2;
     }
   }
@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
     o.undestroy_at = undestroy_at;
     o.delta_every = delta_every;
     o.etcdutl = etcdutl;
-    o.mixed_etcdutl = mixed_etcdutl;
+    o.etcdutl_nodes = etcdutl_nodes;
     o.in_place_refusals = in_place_refusals;
     auto r = steward::sim::RunSimulation(o);
     total_steps += r.steps;

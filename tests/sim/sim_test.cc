@@ -255,18 +255,20 @@ TEST(Simulation, WithoutEtcdutlABackupTheInPlaceEditRefusesIsRestoredWithoutTheB
 }
 
 TEST(Simulation, WithSomeNodesWithoutEtcdutlTheRestStillRaiseTheRevision) {
-  // n1 and n3 have etcdutl, n2 and n4 do not, and the in-place edit refuses half the backups:
-  // a minority of members that cannot make the bump is healed by a join later; the restore is
-  // not given up for one without it. (Found by review: the first version replaced it as soon
-  // as any member refused, 39 of 200 seeds, the first seed 2.)
-  for (uint64_t seed = 1; seed <= 12; ++seed) {
-    Options o;
-    o.seed = seed;
-    o.steps = 2500;
-    o.mixed_etcdutl = true;
-    o.in_place_refusals = 0.5;
-    Result r = RunSimulation(o);
-    ASSERT_TRUE(r.ok) << Explain(r, seed);
+  // Only n1 and n2 (of 4) have etcdutl, or only n1, and the in-place edit refuses half the
+  // backups: members that cannot make the bump but are a minority are healed by a join later
+  // (the restore is not given up for one without it); when they leave no majority, it is.
+  // (Found by review: the first version replaced it as soon as any member refused.)
+  for (int with : {2, 1}) {
+    for (uint64_t seed = 1; seed <= 8; ++seed) {
+      Options o;
+      o.seed = seed;
+      o.steps = 2500;
+      o.etcdutl_nodes = with;
+      o.in_place_refusals = 0.5;
+      Result r = RunSimulation(o);
+      ASSERT_TRUE(r.ok) << "etcdutl on " << with << " nodes, " << Explain(r, seed);
+    }
   }
 }
 

@@ -975,7 +975,10 @@ class SimDisk : public NodeDisk {
   absl::Status CheckStagedInPlace(const SnapshotRestore&) override {
     if (staged_backup_.empty()) return absl::FailedPreconditionError("nothing staged");
     if (w_->InPlaceRefuses(staged_backup_)) {
-      return absl::DataLossError("corrupt: (modelled) a DB the in-place edit does not know");
+      // The edit refuses with more than one code (bolt.cc).
+      return staged_backup_.size() % 2 == 0
+                 ? absl::DataLossError("corrupt: (modelled) a DB the in-place edit does not know")
+                 : absl::FailedPreconditionError("(modelled) a nested bucket where none is kept");
     }
     return absl::OkStatus();
   }
@@ -1079,7 +1082,7 @@ World::World(const Options& o)
     n->config = base;
     n->config.node.name = n->spec.name;
     n->config.node.data_dir = "/sim/" + n->spec.name;
-    if (o.mixed_etcdutl && i % 2 == 1) n->config.etcd.etcdutl.clear();
+    if (o.etcdutl_nodes >= 0 && i >= o.etcdutl_nodes) n->config.etcd.etcdutl.clear();
     n->initial = i < base.cluster.size;
     n->clock = std::make_unique<SimClock>(this, i);
     nodes_.push_back(std::move(n));

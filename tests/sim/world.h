@@ -78,7 +78,7 @@ struct Options {
   // restore's revision. Either way, while every node can raise it, a restored cluster must
   // start above every revision a cluster before it served.
   bool etcdutl = true;
-  bool mixed_etcdutl = false;  // only n1, n3, ... have etcdutl
+  int etcdutl_nodes = -1;  // >= 0: only the first this many nodes have etcdutl
   // The share of backups the in-place edit refuses (the same backup on every node); without
   // etcdutl such a restore must then go ahead without the bump rather than wait for good.
   double in_place_refusals = 0;

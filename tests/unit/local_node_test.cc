@@ -419,13 +419,14 @@ TEST_F(LocalNodeTest, ARevisionBumpWithoutEtcdutlGoesInPlaceCheckedBeforeEtcdSto
   req.set_member(true);
   req.set_bump_revision(1000000);
   // A failed read is no refusal: the order fails, to be retried, and nothing is recorded.
-  disk_.check_result = absl::InternalError("reading the staged DB: Input/output error");
+  disk_.check_result = absl::UnavailableError("reading the staged DB: Input/output error");
   EXPECT_FALSE(node_->Restore(req).ok());
   EXPECT_EQ(node_->State().bump_refused(), "");
   EXPECT_EQ(runner_.stops, 0);
-  disk_.check_result = absl::DataLossError("corrupt: a branch page with no elements");
+  // A structure the edit does not support is a refusal too, whatever its code.
+  disk_.check_result = absl::FailedPreconditionError("a nested bucket where etcd keeps none");
   absl::Status s = node_->Restore(req);
-  EXPECT_TRUE(absl::IsDataLoss(s)) << s;
+  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
   EXPECT_NE(s.message().find("only the in-place restore"), std::string::npos) << s;
   EXPECT_EQ(disk_.checks, 2);
   EXPECT_EQ(runner_.stops, 0);
@@ -437,7 +438,7 @@ TEST_F(LocalNodeTest, ARevisionBumpWithoutEtcdutlGoesInPlaceCheckedBeforeEtcdSto
   // again is refused at once, without fetching the backup again.
   EXPECT_EQ(node_->State().bump_refused(), "r1");
   disk_.staged = false;
-  EXPECT_TRUE(absl::IsDataLoss(node_->Restore(req)));
+  EXPECT_TRUE(absl::IsFailedPrecondition(node_->Restore(req)));
   EXPECT_FALSE(disk_.staged);
   EXPECT_EQ(disk_.checks, 2);
   // A DB the edit takes (another restore) is restored in place, with no tool to fall back on.
