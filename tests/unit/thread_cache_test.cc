@@ -54,11 +54,23 @@ TEST(ThreadCacheTest, LaterTasksReuseWaitingThreadsAndIdleOnesEnd) {
   // two cores) is not outlived by its partner: with 300 ms, one ended before the other was idle.
   ThreadCache cache(std::chrono::seconds(3));
   for (int round = 0; round < 5; ++round) {
+    // Each task waits (bounded) until both run, so they need two threads: a task that ended
+    // before the second was started would rightly leave its thread to take that one (CI saw
+    // it: one thread, never two idle).
     std::promise<void> a, b;
-    cache.Run([&a] { a.set_value(); });
-    cache.Run([&b] { b.set_value(); });
+    std::atomic<int> started{0};
+    auto both = [&started] {
+      ++started;
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (started.load() < 2 && std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    };
+    cache.Run([&a, both] { both(); a.set_value(); });
+    cache.Run([&b, both] { both(); b.set_value(); });
     a.get_future().wait();
     b.get_future().wait();
+    ASSERT_EQ(started.load(), 2);
     // Both threads wait for the next task before the next round.
     ASSERT_TRUE(Eventually([&] { return cache.idle() == 2; }));
     EXPECT_EQ(cache.threads(), 2) << "round " << round << " started threads anew";
