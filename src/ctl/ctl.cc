@@ -595,7 +595,7 @@ int RunRestoreBackup(const Common& c, const std::string& name_arg, bool yes, boo
     std::cerr << "warning: the restored revision is not raised\n";
   } else if (absl::Status s = RaiseHighestRevision(
                  *w.store, config.cluster.name,
-                 std::max(meta->revision, point.deltas > 0 ? point.revision : int64_t{0}) + bump,
+                 RestoredStartRevision(meta->revision, point.deltas > 0 ? point.revision : 0, bump),
                  Clock::Real()->UnixSeconds());
              !s.ok()) {
     // Where the restored cluster starts: a restore after it is lost again starts past it.

@@ -723,7 +723,7 @@ absl::StatusOr<RestoreIntent> RestoreCoordinator::FreshIntent(
     // take it to their point + the bump): recorded now, so that a restore after this cluster is
     // lost again, before the leader has recorded what it served, starts past it.
     const int64_t start =
-        std::max(backup_revision, point.deltas > 0 ? point.revision : int64_t{0}) + *bump;
+        RestoredStartRevision(backup_revision, point.deltas > 0 ? point.revision : 0, *bump);
     if (absl::Status s = RaiseHighestRevision(*store_, config_.cluster.name, start,
                                               env_.clock->UnixSeconds());
         !s.ok()) {
@@ -958,7 +958,8 @@ absl::Status RestoreCoordinator::Execute(RestoreIntent intent) {
           if (auto b = BumpFor(intent.backup, &backup_revision); !b.ok()) {
             return Annotate(b.status(), "recording the restored cluster's revision");
           }
-          const int64_t start = std::max(backup_revision, intent.delta_to) + intent.bump_revision;
+          const int64_t start =
+              RestoredStartRevision(backup_revision, intent.delta_to, intent.bump_revision);
           if (absl::Status s = RaiseHighestRevision(*store_, config_.cluster.name, start,
                                                     env_.clock->UnixSeconds());
               !s.ok()) {

@@ -15,6 +15,7 @@
 // Not thread-safe: one agent thread owns a coordinator.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -97,6 +98,11 @@ std::string DescribePoint(const RestorePoint& p);
 absl::StatusOr<int64_t> ReadHighestRevision(BackupStore& store, const std::string& cluster);
 absl::Status WriteHighestRevision(BackupStore& store, const std::string& cluster, int64_t revision,
                                   int64_t now_unix);
+// The revision a restored cluster starts at: the backup's (or, with deltas replayed, their
+// point's, 0 for none) plus the bump.
+inline int64_t RestoredStartRevision(int64_t backup_revision, int64_t delta_to, int64_t bump) {
+  return std::max(backup_revision, delta_to) + bump;
+}
 // Raises the record to `revision` unless it is there already (never lowers it). Called with
 // the revision a restore starts its cluster at before the restore is ordered: a restored
 // cluster lost again before the leader records what it served is then restored past it.

@@ -218,6 +218,8 @@ TEST(RevisionBumpTest, TheRecordIsRaisedNeverLowered) {
   EXPECT_EQ(*ReadHighestRevision(*store, "c"), 10000522);
   ASSERT_TRUE(RaiseHighestRevision(*store, "c", 700, 2).ok());
   EXPECT_EQ(*ReadHighestRevision(*store, "c"), 10000522);
+  EXPECT_EQ(RestoredStartRevision(522, 0, 10000000), 10000522);
+  EXPECT_EQ(RestoredStartRevision(522, 600, 10000000), 10000600) << "replayed deltas count";
   // The next restore of the same backup (revision 522) starts past the first one's start.
   EXPECT_GT(522 + RevisionBump(*ReadHighestRevision(*store, "c"), 522),
             10000522 + kRevisionBumpMargin - 1);
