@@ -69,7 +69,11 @@ fetch_etcd() {
   local debs=("$apt_root/debs"/etcd-server_"$minor".*.deb)
   rm -rf "$dest.tmp" && mkdir -p "$dest.tmp"
   dpkg-deb -x "${debs[0]}" "$dest.tmp"
-  "$dest.tmp/usr/bin/etcd" --version | grep -q "etcd Version: $minor" || {
+  # Output captured first: with pipefail, `grep -q` ending early makes the writer die of
+  # SIGPIPE and the pipe fail (CI saw it once).
+  local version
+  version=$("$dest.tmp/usr/bin/etcd" --version 2>&1 || true)
+  [[ $version == *"etcd Version: $minor"* ]] || {
     echo "install-deps: ${debs[0]} holds no etcd $minor" >&2
     exit 1
   }
@@ -82,7 +86,8 @@ fetch_etcd() {
 ETCD35="$here/.deps/etcd-3.5.16"
 if [ ! -x "$ETCD35/usr/bin/etcdutl" ]; then
   fetch_etcd trixie 3.5 "$ETCD35"
-  if ! "$FETCHED/usr/bin/etcdutl" snapshot restore --help 2>&1 | grep -q -- --bump-revision; then
+  help=$("$FETCHED/usr/bin/etcdutl" snapshot restore --help 2>&1 || true)
+  if [[ $help != *--bump-revision* ]]; then
     echo "install-deps: trixie's etcdutl has no --bump-revision" >&2
     exit 1
   fi
