@@ -4,7 +4,10 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <set>
 
 
@@ -19,6 +22,7 @@
 #include "common/status.h"
 #include "backup/open.h"
 #include "etcd/flags.h"
+#include "etcd/version.h"
 #include "pki/node_certs.h"
 #include "pki/pki.h"
 #include "runner/process_runner.h"
@@ -60,6 +64,45 @@ StaticPodRunner::Options StaticPodOptions(const Config& c,
     o.pod.read_only_dirs.assign(dirs.begin(), dirs.end());
   }
   return o;
+}
+// EV1's inputs: what each binary this node may run says it is. Static pods run images, whose
+// tag must name the version (a kubelet runs them; the agent cannot).
+std::vector<EtcdBinary> ProbeEtcdBinaries(const Config& c) {
+  std::vector<std::pair<std::string, std::string>> all;
+  all.emplace_back("", c.runner.kind == "static-pod" ? c.runner.image : c.etcd.binary);
+  for (const auto& [version, path] : c.etcd.versions) all.emplace_back(version, path);
+  std::vector<EtcdBinary> out;
+  for (const auto& [key, path] : all) {
+    EtcdBinary b{key, path, "", ""};
+    if (c.runner.kind == "static-pod") {
+      b.reported = VersionFromImage(path);
+      if (b.reported.empty()) b.error = "the image's tag names no etcd version";
+    } else if (::access(path.c_str(), X_OK) != 0) {
+      b.error = absl::StrCat("not executable: ", std::strerror(errno));
+    } else {
+      auto r = RunProcess({path, "--version"}, {}, std::chrono::seconds(10));
+      if (!r.ok()) {
+        b.error = std::string(r.status().message());
+      } else {
+        b.reported = VersionFromOutput(r->output);
+        if (b.reported.empty()) {
+          std::string said = r->output.substr(0, r->output.find('\n')).substr(0, 120);
+          b.error = absl::StrCat("`--version` exited with status ", r->exit_code,
+                                 said.empty() ? " and said nothing" : absl::StrCat(": ", said),
+                                 " (not etcd?)");
+        }
+      }
+    }
+    if (b.reported.empty()) {
+      spdlog::warn("etcd {}{}: {}", key.empty() ? "binary " : absl::StrCat("version ", key, ": "),
+                   path, b.error);
+    } else if (!key.empty() && b.reported != key) {
+      spdlog::warn("etcd.versions[{}] ({}) is etcd {}: no roll to {} uses it", key, path,
+                   b.reported, key);
+    }
+    out.push_back(std::move(b));
+  }
+  return out;
 }
 }  // namespace
 
@@ -157,6 +200,33 @@ absl::Status Agent::Wire() {
   node_env.clock = Clock::Real();
   node_env.parallel = true;
   node_env.etcd_version = [this] { return RunningEtcdVersion(); };
+  node_env.binaries = [this] { return binaries_; };
+  node_env.join_watch = milliseconds(3000);
+  const std::string etcd_log = config_.EtcdLogPath();
+  node_env.etcd_log_size = [etcd_log]() -> uint64_t {
+    std::error_code ec;
+    auto size = std::filesystem::file_size(etcd_log, ec);
+    return ec ? 0 : size;
+  };
+  node_env.etcd_log_since = [etcd_log](uint64_t offset) -> std::string {
+    // The tail (at most 256 KiB) from `offset` on; all of it when the log was rotated since.
+    constexpr uint64_t kMax = 256 << 10;
+    std::ifstream in(etcd_log, std::ios::binary);
+    if (!in) return "";
+    in.seekg(0, std::ios::end);
+    const uint64_t size = static_cast<uint64_t>(in.tellg());
+    uint64_t from = offset <= size ? offset : 0;
+    if (size - from > kMax) from = size - kMax;
+    std::string text(size - from, '\0');
+    in.seekg(static_cast<std::streamoff>(from));
+    in.read(text.data(), static_cast<std::streamsize>(text.size()));
+    text.resize(static_cast<size_t>(in.gcount()));
+    return text;
+  };
+  node_env.record = [this](const std::string& action, const std::string& reason,
+                           const std::string& result) {
+    if (history_) history_->Append(0, action, reason, result);
+  };
   node_ = std::make_unique<LocalNode>(config_, std::move(node_env));
   server_ = std::make_unique<PeerServer>(
       config_.AgentAddress(config_.self()), node_.get(), terms_.get(), server_creds,
@@ -166,6 +236,7 @@ absl::Status Agent::Wire() {
                                        config_.node.name);
   server_->OnOrder([this](const std::string& what, const peer::OrderHeader& h,
                           const absl::Status& result) {
+    if (what == "join") return;  // LocalNode records its joins: started, joined, refused (once)
     Event e;
     e.term = h.term();
     e.action = what;
@@ -290,6 +361,7 @@ absl::Status Agent::Start() {
         "this node last switched etcd to version ", v, " (", config_.node.data_dir,
         "/etcd-version), and etcd.versions no longer lists it: add it back"));
   }
+  binaries_ = ProbeEtcdBinaries(config_);
   if (absl::Status s = Wire(); !s.ok()) return absl::FailedPreconditionError(Msg(s));
   if (store_) {
     spdlog::info("backups: {} every {}s", store_->Describe(),
@@ -325,22 +397,16 @@ absl::Status Agent::Start() {
 bool Agent::Stopping() { return stopping_flag_.load(); }
 
 std::string Agent::RunningEtcdVersion() {
-  // The version a rolling upgrade switched this node to; else what the configured binary says.
+  // The version a rolling upgrade (or a join, EV1) switched this node to; else etcd.binary's.
   if (std::string v = disk_->Read(Marker::kEtcdVersion); !v.empty()) return v;
-  if (config_.runner.kind != "process") {
-    // A static pod runs an image: its version is the etcd.versions entry naming that image.
-    for (const auto& [version, image] : config_.etcd.versions) {
-      if (image == config_.runner.image) return version;
-    }
-    return "";
+  for (const auto& b : binaries_) {
+    if (b.key.empty() && !b.reported.empty()) return b.reported;
   }
-  auto r = RunProcess({config_.etcd.binary, "--version"}, {}, std::chrono::seconds(10));
-  if (!r.ok() || r->exit_code != 0) return "";
-  const std::string tag = "etcd Version: ";
-  const size_t at = r->output.find(tag);
-  if (at == std::string::npos) return "";
-  const size_t from = at + tag.size();
-  return r->output.substr(from, r->output.find('\n', from) - from);
+  // A static pod's image whose tag names no version: the etcd.versions entry naming it.
+  for (const auto& [version, image] : config_.etcd.versions) {
+    if (config_.runner.kind != "process" && image == config_.runner.image) return version;
+  }
+  return "";
 }
 
 void Agent::Shutdown(bool stop_etcd) {

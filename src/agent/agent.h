@@ -36,6 +36,7 @@
 #include "common/dir_watch.h"
 #include "common/status.h"
 #include "config/config.h"
+#include "etcd/version.h"
 #include "etcd/client.h"
 #include "etcd/flags.h"
 #include "peer/client.h"
@@ -67,7 +68,8 @@ class Agent {
   // Builds the clients and servers (after the TLS files exist).
   absl::Status Wire();
   bool Stopping();
-  // The etcd version this node runs ("" if it cannot be told).
+  // The etcd version this node runs ("" if it cannot be told): the binary the etcd-version
+  // marker names, else etcd.binary's, as the probe found them.
   std::string RunningEtcdVersion();
   void ControlLoop();
   void LeadershipLoop();
@@ -114,6 +116,9 @@ class Agent {
   std::unique_ptr<AuthKeeper> auth_;    // auth.mode on/off (reconcile/auth.h); else null
   std::unique_ptr<AdminServer> admin_;
   std::unique_ptr<History> history_;  // decisions and orders, appended to etcd
+  // What etcd.binary and each etcd.versions entry said to --version when the agent started
+  // (a reload restarts the agent, and so probes again). Written before the threads start.
+  std::vector<EtcdBinary> binaries_;
   // When each loop last came round (steady clock, ns): /healthz.
   std::atomic<int64_t> control_beat_{0}, leadership_beat_{0}, reconcile_beat_{0};
   // The leadership as of the last tick, for the admin port (never waits on etcd).

@@ -30,6 +30,7 @@
 #include "config/config.h"
 #include "etcd/api.h"
 #include "etcd/flags.h"
+#include "etcd/version.h"
 #include "peer/api.h"
 #include "peer/server.h"
 #include "reconcile/destroy.h"
@@ -51,6 +52,21 @@ struct LocalNodeEnv {
   // The etcd version this node runs ("3.4.23"; "" if unknown): a restore refuses a backup
   // taken from a newer minor version, and uses etcdutl from 3.5 on.
   std::function<std::string()> etcd_version;
+  // What this node's etcd binaries (or images) report (the agent probes them with --version
+  // when it starts); null or empty: not known, and a join runs the binary it has (EV1-EV2).
+  std::function<std::vector<EtcdBinary>()> binaries;
+  // etcd's log: its size now, and what was written from `offset` on (the tail when the log
+  // was rotated since). Null: no log to read (the simulation).
+  std::function<uint64_t()> etcd_log_size;
+  std::function<std::string(uint64_t offset)> etcd_log_since;
+  // How long a join order watches its etcd for an exit at once (etcd refuses a join within
+  // ~30 ms) before it answers. 0: it does not watch.
+  std::chrono::milliseconds join_watch{0};
+  // Appends an event to the cluster's history (null: none kept). Joins record their own
+  // events: "started" when ordered, "joined" once etcd sees a leader, "failed" with etcd's reason.
+  std::function<void(const std::string& action, const std::string& reason,
+                     const std::string& result)>
+      record;
 };
 
 class LocalNode : public NodeHandler {
@@ -118,6 +134,15 @@ class LocalNode : public NodeHandler {
   absl::Status CarryOutDestroyLocked(const DestroyMark& mark);
   // Logs `msg` at info, but the same message at most once a minute.
   void Note(const std::string& msg);
+  // REQUIRES: mu_ held. EV1: runs `b` from now on (the etcd-version marker when it is an
+  // etcd.versions entry, none for etcd.binary).
+  absl::Status UseBinary(const EtcdBinary& b);
+  // REQUIRES: mu_ held. A join etcd refused (it exited at once): stop it, set the partial dir
+  // aside, count it, back off, and record it once. Returns the order's answer.
+  absl::Status JoinRefused(const std::string& reason, const std::string& leader);
+  // Why etcd last exited on its own, from its log since it was started ("" if it has not).
+  std::string EtcdExitReason();
+  void Record(const std::string& action, const std::string& reason, const std::string& result);
 
   const Config& config_;
   const LocalNodeEnv env_;
@@ -141,6 +166,18 @@ class LocalNode : public NodeHandler {
   std::atomic<bool> member_data_seen_{false};
   std::mutex note_mu_;
   RepeatFilter repeats_;
+  // Refused joins in a row (reset once etcd joins), etcd's reason for the last one, and when
+  // the next join order may launch etcd again (until then it is answered at once).
+  int join_failures_ = 0;          // guarded by mu_
+  std::string join_error_;         // guarded by mu_
+  std::chrono::steady_clock::time_point join_retry_at_{};  // guarded by mu_
+  std::atomic<bool> join_started_{false};  // a join order started etcd, not yet joined
+  std::atomic<uint64_t> log_offset_{0};  // etcd's log size when etcd was last started
+  std::atomic<int> restarts_at_run_{0};  // the runner's restarts() then
+  // EtcdExitReason's cache: the restarts count it was read at, and what it read.
+  std::mutex exit_mu_;
+  int exit_read_at_ = -1;    // guarded by exit_mu_
+  std::string exit_reason_;  // guarded by exit_mu_
 };
 
 }  // namespace steward

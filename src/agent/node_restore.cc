@@ -4,7 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/local_node.h"
 #include "backup/layout.h"
-#include "reconcile/plan.h"
+#include "etcd/version.h"
 #include "spdlog/spdlog.h"
 
 namespace steward {
@@ -46,6 +46,17 @@ absl::Status LocalNode::Restore(const peer::RestoreRequest& req) {
     if (!meta.ok()) return fail(meta.status());
     // etcd does not support downgrades: data from a newer minor version is not restored onto
     // an older one.
+    // EV1: a node with no member data here (a total loss, a wiped node) restores with the
+    // binary of the backup's version when it has one, rather than refuse it as a downgrade.
+    if (env_.etcd_version && env_.binaries && !HasMemberData() &&
+        MinorBelow(env_.etcd_version(), meta->etcd_version)) {
+      if (const std::vector<EtcdBinary> binaries = env_.binaries();
+          const EtcdBinary* b = PickBinary(binaries, meta->etcd_version)) {
+        if (absl::Status s = UseBinary(*b); !s.ok()) return fail(s);
+        spdlog::info("restore {}: backup {} is from etcd {}; restoring with {} (etcd {})",
+                     req.restore_id(), req.backup(), meta->etcd_version, b->path, b->reported);
+      }
+    }
     const std::string mine = env_.etcd_version ? env_.etcd_version() : "";
     auto from = ParseVersion(meta->etcd_version);
     auto to = ParseVersion(mine);

@@ -2,6 +2,7 @@
 // AdmitOrder), and the state it reports: join, stop, wipe (DecideWipe), unfence.
 #include "absl/strings/str_cat.h"
 #include "agent/local_node.h"
+#include "common/rules.h"
 #include "etcd/member_id.h"
 #include "pki/pki.h"
 #include "reconcile/admission.h"
@@ -29,6 +30,16 @@ peer::NodeState LocalNode::State() {
   s.set_bootstrapping(Bootstrapping());
   s.set_restore_id(disk_.Read(Marker::kRestoreId));
   s.set_switched_version(disk_.Read(Marker::kEtcdVersion));
+  if (env_.binaries) {
+    for (const EtcdBinary& b : env_.binaries()) {
+      peer::EtcdBinary* out = s.add_binaries();
+      out->set_key(b.key);
+      out->set_path(b.path);
+      out->set_reported(b.reported);
+      out->set_error(b.error);
+    }
+  }
+  s.set_etcd_exit(EtcdExitReason());
   s.set_destroyed(disk_.Read(Marker::kDestroyed));
   if (config_.tls.enabled()) {
     std::lock_guard<std::mutex> lock(client_user_mu_);
@@ -44,6 +55,13 @@ peer::NodeState LocalNode::State() {
     if (lock.owns_lock()) {
       s.set_restore_error(restore_error_);
       s.set_bump_refused(bump_refused_id_);
+      s.set_join_error(join_error_);
+      s.set_join_failures(join_failures_);
+      if (join_failures_ > 0) {
+        const auto left = std::chrono::duration_cast<milliseconds>(join_retry_at_ -
+                                                                   env_.clock->Now());
+        s.set_join_retry_ms(std::max<int64_t>(0, left.count()));
+      }
     }
   }
   if (s.has_data()) {
@@ -55,7 +73,7 @@ peer::NodeState LocalNode::State() {
   // The leader asks every pass: mark "joined" as soon as a leader is seen, not only on the
   // control loop's next round. Only then is etcd asked: a settled cluster's leader asks every
   // agent every idle pass, and the answer would change nothing.
-  if (pid && s.has_data() && !s.ever_joined() && !s.fenced()) {
+  if (pid && s.has_data() && (!s.ever_joined() || join_started_) && !s.fenced()) {
     auto st = env_.local->Status(config_.ClientUrl(config_.self()), milliseconds(300));
     if (st.ok() && st->leader != 0) {
       MarkJoined();
@@ -84,6 +102,24 @@ absl::Status LocalNode::Join(const peer::StartRequest& req) {
     return absl::AlreadyExistsError("the data dir already holds a member; wipe it first");
   }
   if (runner_.wanted()) return absl::OkStatus();  // already starting from an earlier order
+  // After a refused join, the next ones wait out a backoff: etcd is not launched several
+  // times a second for a reason that has not changed.
+  if (join_failures_ > 0 && env_.clock->Now() < join_retry_at_) {
+    return absl::FailedPreconditionError(absl::StrCat("etcd refused the join: ", join_error_));
+  }
+  // EV1-EV2: the binary for the version the cluster runs, or no etcd at all.
+  if (!req.version().empty() && env_.binaries && !RuleOff("EV1")) {
+    const std::vector<EtcdBinary> binaries = env_.binaries();
+    if (!binaries.empty()) {
+      const EtcdBinary* b = PickBinary(binaries, req.version());
+      if (b == nullptr) {
+        const std::string why = NoBinaryFor(config_.node.name, req.version(), binaries);
+        Note(absl::StrCat("not joining: ", why));
+        return absl::FailedPreconditionError(why);
+      }
+      if (absl::Status s = UseBinary(*b); !s.ok()) return s;
+    }
+  }
   EtcdLaunch l = BootstrapLaunch(config_);
   l.data_dir = disk_.DataDir();
   l.initial_cluster.clear();
@@ -101,10 +137,69 @@ absl::Status LocalNode::Join(const peer::StartRequest& req) {
     spdlog::info("dropped the fence of restore {}: its data is gone, and this node joins the "
                  "live cluster", fence);
   }
-  spdlog::info("joining the cluster as an existing member (order of {}, term {})",
+  spdlog::info("joining the cluster as an existing member{} (order of {}, term {})",
+               req.version().empty() ? "" : absl::StrCat(" on etcd ", req.version()),
                req.header().leader(), req.header().term());
+  const int exits_before = runner_.restarts();
   RunEtcd(l, /*on_data=*/false);
+  // etcd refuses a join at once (another version, a member count it does not expect, a port
+  // taken, a certificate): watch it briefly, so the refusal is the order's answer.
+  const std::string on = req.version().empty() ? "" : absl::StrCat(" on etcd ", req.version());
+  const auto until = env_.clock->Now() + env_.join_watch;
+  while (env_.clock->Now() < until) {
+    if (runner_.restarts() > exits_before) {
+      std::string reason = EtcdExitReason();
+      if (reason.empty()) reason = "etcd exited at once and its log says nothing more";
+      return JoinRefused(reason, req.header().leader());
+    }
+    if (runner_.pid() && HasMemberData()) {  // a small cluster's learner joins within the watch
+      auto st = env_.local->Status(config_.ClientUrl(config_.self()), milliseconds(300));
+      if (st.ok() && st->leader != 0) {
+        Record("join", absl::StrCat("order of ", req.header().leader()), "joined" + on);
+        MarkJoined();
+        return absl::OkStatus();
+      }
+    }
+    env_.clock->SleepFor(milliseconds(50));
+  }
+  join_started_ = true;
+  Record("join", absl::StrCat("order of ", req.header().leader()),
+         absl::StrCat("started", on, "; joined once it sees a leader"));
   return absl::OkStatus();
+}
+
+absl::Status LocalNode::UseBinary(const EtcdBinary& b) {
+  absl::Status s = b.key.empty() ? disk_.Remove(Marker::kEtcdVersion)
+                                 : disk_.Write(Marker::kEtcdVersion, b.key);
+  if (!s.ok()) return Annotate(s, "recording the etcd version to run");
+  runner_.SetBinary(b.path);
+  return absl::OkStatus();
+}
+
+absl::Status LocalNode::JoinRefused(const std::string& reason, const std::string& leader) {
+  if (absl::Status s = runner_.Stop(); !s.ok()) spdlog::error("stopping etcd: {}", s.message());
+  SetPartialDataAside();
+  const bool again = join_failures_ > 0 && reason == join_error_;
+  join_failures_ = again ? join_failures_ + 1 : 1;
+  join_error_ = reason;
+  join_started_ = false;
+  // 2 s, 4 s, ... at most a minute between launches.
+  const int shift = std::min(join_failures_ - 1, 5);
+  const auto wait = std::min(milliseconds(2000LL << shift), milliseconds(60000));
+  join_retry_at_ = env_.clock->Now() + wait;
+  if (!again) {
+    spdlog::warn("etcd refused the join (order of {}): {} (see {}); the next join waits {}s",
+                 leader, reason, config_.EtcdLogPath(), wait.count() / 1000);
+    Record("join", absl::StrCat("order of ", leader), absl::StrCat("failed: ", reason));
+  } else if ((join_failures_ & (join_failures_ - 1)) == 0) {  // 2, 4, 8...: once in a while
+    spdlog::warn("etcd refused the join {} times in a row: {}", join_failures_, reason);
+  }
+  return absl::FailedPreconditionError(absl::StrCat("etcd refused the join: ", reason));
+}
+
+void LocalNode::Record(const std::string& action, const std::string& reason,
+                       const std::string& result) {
+  if (env_.record) env_.record(action, reason, result);
 }
 
 absl::Status LocalNode::StopEtcd() {

@@ -29,6 +29,8 @@ bool LocalNode::RunEtcd(const EtcdLaunch& launch, bool on_data) {
   }
   started_on_data_ = on_data;
   member_data_seen_ = false;
+  log_offset_ = env_.etcd_log_size ? env_.etcd_log_size() : 0;
+  restarts_at_run_ = runner_.restarts();
   runner_.Run(RenderEtcdFlags(launch));
   return true;
 }
@@ -70,10 +72,25 @@ bool LocalNode::Bootstrapping() {
 }
 
 void LocalNode::MarkJoined() {
+  if (join_started_.exchange(false)) {
+    spdlog::info("etcd joined the cluster (it sees a leader)");
+    Record("join", "etcd sees a leader", "joined");
+  }
   if (EverJoined()) return;
   if (absl::Status s = disk_.Write(Marker::kJoined, "1"); !s.ok()) {
     spdlog::warn("{}", s.message());
   }
+}
+
+std::string LocalNode::EtcdExitReason() {
+  const int restarts = runner_.restarts();
+  if (restarts <= restarts_at_run_ || !env_.etcd_log_since) return "";
+  std::lock_guard<std::mutex> lock(exit_mu_);
+  if (exit_read_at_ != restarts) {
+    exit_read_at_ = restarts;
+    exit_reason_ = ExitReasonFromLog(env_.etcd_log_since(log_offset_));
+  }
+  return exit_reason_;
 }
 
 std::string LocalNode::FencedRestoreId() { return disk_.Read(Marker::kFenced); }
@@ -211,7 +228,8 @@ void LocalNode::ControlPass() {
   }
   // "Joined" means the member has been part of a cluster with a leader, not merely started:
   // the bootstrap rule tells a bootstrap in progress from a cluster that existed by it.
-  if (!EverJoined() && runner_.pid() && HasMemberData()) {
+  // (And after a join order, to record that it joined: the marker may be left from before.)
+  if ((!EverJoined() || join_started_) && runner_.pid() && HasMemberData()) {
     auto st = env_.local->Status(config_.ClientUrl(config_.self()), milliseconds(300));
     if (st.ok() && st->leader != 0) MarkJoined();
   }
@@ -244,13 +262,19 @@ void LocalNode::ControlPass() {
   if (failed_join()) {
     std::lock_guard<std::mutex> lock(mu_);
     if (failed_join()) {
-      spdlog::warn("etcd's join failed and left no WAL (see {}); waiting for the leader with an "
-                   "empty data dir", config_.EtcdLogPath());
-      if (absl::Status s = runner_.Stop(); !s.ok()) {
-        spdlog::error("stopping etcd: {}", s.message());
-      } else {
-        SetPartialDataAside();
-      }
+      std::string reason = EtcdExitReason();
+      if (reason.empty()) reason = "etcd exited and left no WAL";
+      (void)JoinRefused(reason, "the leader");  // logs and records it; the node waits empty
+    }
+  }
+  // Joined: the refusals before are over.
+  {
+    std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+    if (lock.owns_lock() && join_failures_ > 0 && runner_.pid() && HasMemberData() &&
+        EverJoined()) {
+      spdlog::info("etcd joined after {} refused join(s)", join_failures_);
+      join_failures_ = 0;
+      join_error_.clear();
     }
   }
   if (!FencedRestoreId().empty()) MaybeUnfenceSelf();

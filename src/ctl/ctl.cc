@@ -816,8 +816,14 @@ int RunGet(const Common& c) {
     std::cout << j.dump(2) << "\n";
     return 0;
   }
+  std::string version = "none (each node runs etcd.binary, or what a roll switched it to)";
+  if (j.contains("spec") && j["spec"].is_object() && j["spec"].contains("version") &&
+      j["spec"]["version"].is_string() && !j["spec"]["version"].get<std::string>().empty()) {
+    version = j["spec"]["version"].get<std::string>() + " (stored by configure-cluster)";
+  }
   std::cout << "cluster:        " << config->cluster.name << "\n"
             << "desired size:   " << size << " (" << source << ")\n"
+            << "desired etcd:   " << version << "\n"
             << DescribeStewardState(j, UnixNow());
   return 0;
 }

@@ -261,6 +261,11 @@ std::string DescribeStewardState(const nlohmann::json& j, int64_t now) {
              "s; the leader rewrites it every " + std::to_string(refresh) +
              "s (stuck, or gone: see the agents' logs)";
     }
+    if (r.contains("nodes") && r["nodes"].is_array()) {
+      for (const auto& note : r["nodes"]) {
+        if (note.is_string()) out += "\nnode:           " + note.get<std::string>();
+      }
+    }
   }
   if (j.contains("maintenance")) out += DescribeMaintenance(j["maintenance"], now);
   if (j.contains("backups")) {

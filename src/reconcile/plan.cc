@@ -1,5 +1,7 @@
 #include "reconcile/plan.h"
 
+#include "common/rules.h"
+
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -42,7 +44,7 @@ Step Make(StepKind kind, std::string reason) {
 
 class Planner {
  public:
-  explicit Planner(const ClusterObservation& o) : o_(o) {
+  explicit Planner(const ClusterObservation& o) : o_(o), cluster_version_(ClusterVersion(o)) {
     for (const auto& m : o_.members) {
       if (m.is_learner) continue;
       ++voters_;
@@ -121,6 +123,7 @@ class Planner {
                                                     PausedNote(*n)));
         }
         if (auto back = PlanVersionRecovery(o_, m)) return *back;
+        if (auto stalled = StalledRoll(m)) return *stalled;  // U8
         // Nothing to do yet, but not "all healthy": say what is awaited.
         return Make(StepKind::kWait,
                     m.unhealthy_for < o_.replace_after
@@ -129,7 +132,8 @@ class Planner {
                                        Secs(o_.replace_after))
                         : absl::StrCat("member ", Label(m), " is unhealthy (for ",
                                        Secs(m.unhealthy_for), "); no spare node is ready to "
-                                       "replace it, and its node has not come back empty"));
+                                       "replace it, and its node has not come back empty",
+                                       SpareNote()));
       }
     }
     Step upgrade = PlanUpgrade(o_);
@@ -343,6 +347,20 @@ class Planner {
                                                 PausedNote(*n)));
     }
     if (!l->started && n->agent_up && !n->etcd_running && !n->has_data) {
+      if (std::string why = VersionBlock(*n, cluster_version_); !why.empty()) {  // EV2
+        if (o_.learner_age >= o_.learner_timeout) {
+          return Remove(*l, absl::StrCat("learner cannot start: ", why));
+        }
+        return Make(StepKind::kWait, absl::StrCat("learner ", Label(*l), " waits: ", why));
+      }
+      if (n->join_retry_in.count() > 0) {
+        // The node backs off after etcd refused its join: no order until it would launch.
+        const std::string why = absl::StrCat("etcd on node ", n->name, " refused its join (",
+                                             n->join_error, ")");
+        if (o_.learner_age >= o_.learner_timeout) return Remove(*l, why);
+        return Make(StepKind::kWait, absl::StrCat("learner ", Label(*l), " waits: ", why,
+                                                  "; the node backs off before it tries again"));
+      }
       Step s = Make(StepKind::kJoin, absl::StrCat("ordering node ", n->name, " to join as learner ",
                                                   Hex(l->id)));
       s.node = n->name;
@@ -353,6 +371,7 @@ class Planner {
         if (name.empty()) name = absl::StrCat("m", Hex(m.id));
         s.initial_cluster.emplace_back(name, m.peer_url);
       }
+      s.version = cluster_version_;
       return s;
     }
     if (o_.learner_age >= o_.learner_timeout) {
@@ -368,9 +387,17 @@ class Planner {
       if (n.name == except || !n.agent_up || n.has_data || n.etcd_running) continue;
       if (!n.paused.empty() || n.removed) continue;  // P2, RM1
       if (MemberForNode(n) != nullptr) continue;
+      if (std::string why = VersionBlock(n, cluster_version_); !why.empty()) {  // EV2
+        if (version_block_.empty()) version_block_ = why;
+        continue;
+      }
       return &n;
     }
     return nullptr;
+  }
+  // Why a spare was passed over for its etcd version (EV2), for the wait's reason.
+  std::string SpareNote() const {
+    return version_block_.empty() ? "" : absl::StrCat(" (", version_block_, ")");
   }
 
   std::optional<Step> ReplaceDeadMembers() const {
@@ -404,7 +431,8 @@ class Planner {
       const NodeView* n = Spare("");
       if (n == nullptr) {
         return Make(StepKind::kWait, absl::StrCat(counted, " of ", desired_,
-                                                  " voting members; no spare node is ready"));
+                                                  " voting members; no spare node is ready",
+                                                  SpareNote()));
       }
       Step s = Make(StepKind::kAddLearner,
                     absl::StrCat("adding node ", n->name, " as a learner: ", counted, " of ",
@@ -458,7 +486,35 @@ class Planner {
     return std::nullopt;
   }
 
+  // U8: member `down` is down on the version it was switched to, and the healthy members run
+  // another: the roll stopped on it.
+  std::optional<Step> StalledRoll(const MemberView& down) const {
+    const NodeView* n = NodeForMember(down);
+    if (n == nullptr || n->switched_version.empty()) return std::nullopt;
+    // A member restarting on its new version is down for a moment: stopped means etcd exited
+    // on its own there, or it has stayed down for a while.
+    if (n->etcd_exit.empty() && down.unhealthy_for < std::chrono::seconds(30)) return std::nullopt;
+    std::string others;
+    for (const auto& m : o_.members) {
+      if (!m.healthy || m.version.empty() || m.version == n->switched_version) continue;
+      if (others.empty() || MinorBelow(m.version, others)) others = m.version;
+    }
+    if (others.empty()) return std::nullopt;
+    return Make(StepKind::kWait,
+                absl::StrCat("rolling upgrade to etcd ", o_.desired_version.empty()
+                                                             ? n->switched_version
+                                                             : o_.desired_version,
+                             " stopped: ", n->name, " does not come up on ",
+                             n->switched_version, " (", Secs(down.unhealthy_for), "; ",
+                             n->etcd_exit.empty() ? "etcd has not said why"
+                                                  : absl::StrCat("etcd exits: ", n->etcd_exit),
+                             "); `stewardctl configure-cluster --etcd-version ", others,
+                             "` takes it back"));
+  }
+
   const ClusterObservation& o_;
+  const std::string cluster_version_;
+  mutable std::string version_block_;
   int voters_ = 0;
   int healthy_voters_ = 0;
   int managed_voters_ = 0;
@@ -470,15 +526,24 @@ class Planner {
 
 Step PlanNextStep(const ClusterObservation& obs) { return Planner(obs).Plan(); }
 
-std::optional<std::vector<int>> ParseVersion(const std::string& v) {
-  std::vector<int> parts;
-  for (absl::string_view p : absl::StrSplit(v, '.')) {
-    int x = 0;
-    if (!absl::SimpleAtoi(p, &x) || x < 0) return std::nullopt;
-    parts.push_back(x);
+std::string ClusterVersion(const ClusterObservation& o) {
+  std::string highest;
+  bool all_desired = !o.desired_version.empty();
+  bool any = false;
+  for (const auto& m : o.members) {
+    if (!ParseVersion(m.version)) continue;
+    any = true;
+    all_desired = all_desired && m.version == o.desired_version;
+    if (highest.empty() || *ParseVersion(m.version) > *ParseVersion(highest)) highest = m.version;
   }
-  if (parts.size() != 3) return std::nullopt;
-  return parts;
+  if (!any) return "";
+  return all_desired ? o.desired_version : highest;
+}
+
+std::string VersionBlock(const NodeView& n, const std::string& version) {
+  if (version.empty() || n.binaries.empty() || RuleOff("EV2")) return "";
+  if (PickBinary(n.binaries, version) != nullptr) return "";
+  return NoBinaryFor(n.name, version, n.binaries);
 }
 
 std::optional<Step> PlanVersionRecovery(const ClusterObservation& o, const MemberView& down) {
@@ -592,6 +657,25 @@ Step PlanUpgrade(const ClusterObservation& o) {
                                "; upgrades go one minor version at a time, and etcd.versions has "
                                "no ", lowest[0], ".", minor, " binary"));
     }
+  }
+  // U2, on every node: the target's binary is there and is that version. Checked before any
+  // member switches: a careful operator runs `etcd --version` on every node first.
+  for (const auto& n : o.nodes) {
+    if (!n.agent_up || n.removed || n.binaries.empty()) continue;
+    const EtcdBinary* b = nullptr;
+    for (const auto& x : n.binaries) {
+      if (x.key == target) b = &x;
+    }
+    if (b != nullptr && b->reported == target) continue;
+    return Make(StepKind::kWait,
+                absl::StrCat("rolling upgrade to etcd ", target, " waits: on node ", n.name, ", ",
+                             b == nullptr ? "etcd.versions has no entry for it"
+                             : b->reported.empty()
+                                 ? absl::StrCat("etcd.versions[", target, "] (", b->path,
+                                                ") reports no version: ", b->error)
+                                 : absl::StrCat("etcd.versions[", target, "] (", b->path,
+                                                ") reports etcd ", b->reported),
+                             "; fix it there (the agent checks again when it restarts)"));
   }
   // U6: a follower not yet at the target; the etcd leader last.
   const MemberView* pick = nullptr;

@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "etcd/version.h"
+
 namespace steward {
 
 // One configured node as its agent reported it.
@@ -36,6 +38,15 @@ struct NodeView {
   // removed the node for good (stewardctl remove-node; rules RM1-RM2).
   std::string paused;
   bool removed = false;
+  // What this node's etcd binaries (or images) reported (rules EV1-EV2, etcd/version.h); empty if
+  // its agent did not say (an older agent): then nothing is assumed and nothing is refused.
+  std::vector<EtcdBinary> binaries;
+  // Why its etcd last exited on its own, from etcd's log ("" if it has not).
+  std::string etcd_exit;
+  // The last join its etcd refused ("" none since), and how long until the node launches
+  // etcd for a join again (it backs off after each refusal).
+  std::string join_error;
+  std::chrono::milliseconds join_retry_in{0};
 };
 
 // One entry of etcd's member list, with what its Status call said.
@@ -96,13 +107,20 @@ struct Step {
   std::string reason;  // for logs and status: why this step (or why waiting)
   // For kJoin: name -> peer URL of every member, this node included, for --initial-cluster.
   std::vector<std::pair<std::string, std::string>> initial_cluster;
-  std::string version;  // for kSwitchVersion
+  std::string version;  // for kSwitchVersion; for kJoin the version the cluster runs (EV1)
 };
 
 // Quorum of `voters` voting members.
 inline int Quorum(int voters) { return voters / 2 + 1; }
 
 Step PlanNextStep(const ClusterObservation& obs);
+
+// EV0: the version the cluster runs, which joins use (EV1): the desired version once every member
+// whose version is known runs it, else the highest version a member runs (a joiner on a lower
+// minor than any member is refused by etcd). "" if no member's version is known.
+std::string ClusterVersion(const ClusterObservation& obs);
+// EV2: "" if node `n` can run `version` (or it did not say what it can run), else why not.
+std::string VersionBlock(const NodeView& n, const std::string& version);
 
 // Adopting a cluster no agent created (obs.adopting). A member whose peer URL is no configured
 // node's is unmanaged. Rules, each with a table test (tests/unit/adopt_plan_test.cc):
@@ -142,7 +160,10 @@ Step PlanNextStep(const ClusterObservation& obs);
 // voter is healthy and there is no learner). Rules, each with a table test:
 //   U1 no desired version, or every member runs it: nothing. While adopting, a member on no
 //      configured node (AD1) cannot be switched: wait until it is retired.
-//   U2 the desired version has no binary in etcd.versions: wait, saying so.
+//   U2 the desired version has no binary in etcd.versions: wait, saying so. Nor while a node
+//      (agent up, not removed) reports that its etcd.versions entry for the round's target is
+//      missing, not etcd, or another version: wait, naming the node and what it reported, before
+//      any member switches.
 //   U3 a member's version is unknown: wait.
 //   U4 never below the cluster's version (the lowest minor any member runs): etcd does not
 //      support downgrades; wait, saying so. (A member back to the version the others run is
@@ -157,10 +178,11 @@ Step PlanNextStep(const ClusterObservation& obs);
 //      from a version that does not start. It is down already: quorum is not touched. Only
 //      to the minor version every healthy member runs (never a downgrade, never a jump ahead
 //      of the round).
+//   U8 (likewise) a member down on the version it was switched to, while the healthy members
+//      run another: the roll has stopped there. Say so, with why etcd exits and the way back
+//      (configure-cluster --etcd-version <the version the others run>), which U7 then takes.
 Step PlanUpgrade(const ClusterObservation& obs);
 std::optional<Step> PlanVersionRecovery(const ClusterObservation& obs, const MemberView& down);
 
-// "3.4.23" -> {3, 4, 23}; nullopt if it is not a version.
-std::optional<std::vector<int>> ParseVersion(const std::string& v);
 
 }  // namespace steward

@@ -4,6 +4,7 @@
 
 #include "admin/metrics.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "backup/layout.h"
 #include "common/rules.h"
 #include "common/status.h"
@@ -112,6 +113,7 @@ absl::StatusOr<ClusterObservation> Reconciler::Observe() {
   }
   auto states = FanOut(env_.parallel, state_calls);
   uint64_t cluster_id = 0;
+  std::vector<std::string> notes;
   // Linearizable: a stale list (from a member cut off or removed) would show a live member as
   // gone, and the planner would wipe it.
   auto members = etcd_->LinearizableMemberList(&cluster_id);
@@ -132,6 +134,27 @@ absl::StatusOr<ClusterObservation> Reconciler::Observe() {
       v.has_data = st->has_data();
       v.local_member_id = st->member_id();
       v.switched_version = st->switched_version();
+      for (const auto& b : st->binaries()) {
+        v.binaries.push_back(EtcdBinary{b.key(), b.path(), b.reported(), b.error()});
+      }
+      v.etcd_exit = st->etcd_exit();
+      v.join_error = st->join_error();
+      v.join_retry_in = milliseconds(st->join_retry_ms());
+      for (const auto& b : st->binaries()) {
+        const std::string what = b.key().empty() ? "etcd.binary"
+                                                 : absl::StrCat("etcd.versions[", b.key(), "]");
+        if (b.reported().empty()) {
+          notes.push_back(absl::StrCat(n.name, ": ", what, " (", b.path(), ") reports no "
+                                       "version: ", b.error()));
+        } else if (!b.key().empty() && b.reported() != b.key()) {
+          notes.push_back(absl::StrCat(n.name, ": ", what, " (", b.path(), ") is etcd ",
+                                       b.reported()));
+        }
+      }
+      if (!st->join_error().empty()) {
+        notes.push_back(absl::StrCat(n.name, ": etcd refused its join ", st->join_failures(),
+                                     " time(s) in a row: ", st->join_error()));
+      }
       // Stopped for a destroy: nothing is replaced, wiped or added there (P1-P3).
       if (!st->destroyed().empty()) v.paused = absl::StrCat("(destroy ", st->destroyed(), ")");
       if (st->highest_term() > agents_max_term_) {
@@ -145,6 +168,10 @@ absl::StatusOr<ClusterObservation> Reconciler::Observe() {
     obs.nodes.push_back(v);
   }
   ApplyMaintenance(maintenance, env_.clock->UnixSeconds(), &obs);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    node_notes_ = std::move(notes);
+  }
   if (!members.ok()) return obs;  // member_list_ok stays false: the planner waits
   obs.member_list_ok = true;
 
@@ -293,7 +320,9 @@ bool Reconciler::Pass(uint64_t leader_term) {
   }
   last_failure_.clear();
   last_decision_.clear();
-  Record(term, StepKindName(step.kind), step.reason, "ok");
+  // A join is done when its etcd has joined, which the node records itself ("joined").
+  Record(term, StepKindName(step.kind), step.reason,
+         step.kind == StepKind::kJoin ? "started" : "ok");
   Publish(step, term, "");
   return true;
 }
@@ -496,6 +525,7 @@ absl::Status Reconciler::Act(const Step& step, uint64_t term) {
         m->set_peer_url(url);
       }
       req.set_token(config_.ClusterToken());
+      req.set_version(step.version);
       absl::Status s = Agent(step.node).Join(req, kOrderTimeout);
       return absl::IsAlreadyExists(s) ? absl::OkStatus() : s;
     }
@@ -521,14 +551,20 @@ void Reconciler::Publish(const Step& step, uint64_t term, const std::string& err
   std::string line = step.reason;
   if (!error.empty()) line = absl::StrCat(line, " (failed: ", error, ")");
   if (!store_mismatch_.empty()) line = absl::StrCat(line, "; ", store_mismatch_);
+  std::vector<std::string> notes;
   {
     std::lock_guard<std::mutex> lock(mu_);
     status_ = line;
+    notes = node_notes_;
   }
+  const std::string notes_key = absl::StrJoin(notes, "\n");
   // An unchanged report is rewritten every kReportRefresh, so a silent leader (its report
   // ages past that) can be told from an idle one.
   const int64_t now = env_.clock->UnixSeconds();
-  if (line == published_ && now - published_at_ < ReportRefreshSeconds(config_)) return;
+  if (line == published_ && notes_key == published_notes_ &&
+      now - published_at_ < ReportRefreshSeconds(config_)) {
+    return;
+  }
   if (line != published_ && (step.kind == StepKind::kWait || step.kind == StepKind::kNone)) {
     if (step.kind == StepKind::kWait) spdlog::info("reconcile: {}", line);
     // Some reasons count seconds ("unhealthy for 12s"): the history gets a wait once per
@@ -548,8 +584,10 @@ void Reconciler::Publish(const Step& step, uint64_t term, const std::string& err
                       {"detail", line},
                       {"at", now},
                       {"refresh", ReportRefreshSeconds(config_)}};
+  if (!notes.empty()) j["nodes"] = notes;
   if (etcd_->Put(StatusKey(config_), j.dump()).ok()) {
     published_ = line;
+    published_notes_ = notes_key;
     published_at_ = now;
   }
 }

@@ -101,6 +101,9 @@ class Reconciler {
   uint64_t last_leader_term_ = 0;
   bool created_marked_ = false;
   std::string store_mismatch_;  // why backups are held ("" when the store is this cluster's)
+  // Each node's etcd binaries that do not run or report another version than their
+  // etcd.versions key (from the last Observe), and its last refused join: for status.
+  std::vector<std::string> node_notes_;
   RepeatFilter repeats_;
   uint64_t agents_max_term_ = 0;  // the newest term any agent has seen (this pass)
   std::string agents_max_term_leader_;  // who holds it (another leader, if any agent says so)
@@ -122,6 +125,7 @@ class Reconciler {
   std::atomic<bool> in_progress_{false};
   std::atomic<bool> settled_{false};
   std::string published_;
+  std::string published_notes_;  // node_notes_ as last written
   std::string recorded_wait_;  // the last wait recorded in the history, digits removed
   int64_t published_at_ = 0;  // unix seconds of the last report written
   History* history_ = nullptr;
