@@ -9,6 +9,7 @@
 //               [--no-etcdutl]  (etcd 3.4 alone: restores raise the revision in place)
 //               [--in-place-refusals P]  (the share of backups the in-place edit refuses)
 //               [--etcdutl-nodes K]  (only the first K nodes have etcdutl)
+//               [--upgraded]  (the cluster runs 3.5.16, every etcd.binary is 3.4.23)
 // Exit status: 0 if every seed kept every invariant, 1 otherwise (the first failing seed's
 // trace is printed, with the command that replays it).
 #include <chrono>
@@ -23,7 +24,7 @@
 int main(int argc, char** argv) {
   int seeds = 1, steps = 5000, nodes = 4;
   uint64_t seed = 1;
-  bool faults = true, trace = false, lose_first_leader = false, etcdutl = true;
+  bool faults = true, trace = false, lose_first_leader = false, etcdutl = true, upgraded = false;
   int etcdutl_nodes = -1;
   size_t trace_lines = 60;
   int destroy_at = -1, undestroy_at = -1;
@@ -55,6 +56,7 @@ int main(int argc, char** argv) {
     else if (a == "--undestroy-at") undestroy_at = std::stoi(next());
     else if (a == "--deltas") delta_every = std::stoll(next());
     else if (a == "--no-etcdutl") etcdutl = false;
+    else if (a == "--upgraded") upgraded = true;
     else if (a == "--etcdutl-nodes") etcdutl_nodes = std::stoi(next());
     else if (a == "--in-place-refusals") in_place_refusals = std::stod(next());
     else if (a == "--rules-off") {
@@ -90,6 +92,7 @@ int main(int argc, char** argv) {
     o.etcdutl = etcdutl;
     o.etcdutl_nodes = etcdutl_nodes;
     o.in_place_refusals = in_place_refusals;
+    o.upgraded = upgraded;
     auto r = steward::sim::RunSimulation(o);
     total_steps += r.steps;
     virtual_ms += r.virtual_ms;

@@ -203,12 +203,14 @@ TEST(Simulation, ARestoredClusterLostAgainIsRestoredPastTheRevisionsItServed) {
   // 21): a restore raised the revision to 10000522 and its cluster served clients up to
   // 10000526; lost again before the leader recorded that, the next restore of the same backup
   // computed the same bump and served 10000523.. once more. A restore now records the revision
-  // it starts its cluster at before ordering it (RaiseHighestRevision).
+  // it starts its cluster at before ordering it (RaiseHighestRevision). (Re-pinned from seed 21
+  // when refused joins began to back off, issue 32, which changed every history: seed 2 now
+  // restores three times.)
   Options o;
-  o.seed = 21;
+  o.seed = 2;
   o.steps = 2500;
   Result r = RunSimulation(o);
-  EXPECT_TRUE(r.ok) << Explain(r, 21);
+  EXPECT_TRUE(r.ok) << Explain(r, 2);
   EXPECT_GE(r.restores, 2);
 }
 
@@ -359,14 +361,56 @@ TEST(Simulation, AJoinThatLeftAPartialDirIsSetAsideAndTheNodeHealed) {
   EXPECT_TRUE(r.ok) << Explain(r, 721);
 }
 
+// Issue 32: the cluster runs 3.5.16, every etcd.binary is 3.4.23, and a member is re-imaged
+// (its etcd-version record lost with its disk). It, or the spare that never ran etcd, joins
+// with the binary of the cluster's version (EV1), and the cluster is back at its size.
+Options Upgraded() {
+  Options o;
+  o.upgraded = true;
+  o.faults = false;
+  o.steps = 1500;
+  o.reimage_at = 700;
+  return o;
+}
+
+TEST(Simulation, AfterAnUpgradeAReimagedNodeRejoinsOnTheClustersVersion) {
+  Options o = Upgraded();
+  for (uint64_t seed = 1; seed <= 5; ++seed) {
+    o.seed = seed;
+    Result r = RunSimulation(o);
+    EXPECT_TRUE(r.ok) << Explain(r, seed);
+    EXPECT_TRUE(r.live_at_end) << r.end_state;
+    EXPECT_EQ(r.faults["reimage"], 1);
+  }
+  // And under random faults (a total loss there restores with whatever binary the node runs).
+  o = Options();
+  o.upgraded = true;
+  o.steps = 2500;
+  for (uint64_t seed = 1; seed <= 5; ++seed) {
+    o.seed = seed;
+    Result r = RunSimulation(o);
+    EXPECT_TRUE(r.ok) << Explain(r, seed);
+  }
+}
+
+TEST(SimulationMutations, WithoutTheClustersVersionAReimagedNodeNeverRejoins) {
+  // EV1 off: a join runs etcd.binary (3.4.23), which the 3.5 cluster refuses; neither the
+  // re-imaged node nor the spare can join, and the cluster stays below its size.
+  Options o = Upgraded();
+  o.disabled_rules = {"EV1"};
+  ::testing::AssertionResult found = FindsLoss(o, 3);
+  EXPECT_TRUE(found);
+  EXPECT_NE(std::string(found.message()).find("not healthy"), std::string::npos) << found.message();
+}
+
 TEST(SimulationMutations, WithoutTheOlderChainARestoreGivesUpWritesOnlyItHolds) {
   // DC1 off: ChooseRestoreBase ignores the chain of the backup before the newest, which right
   // after a full backup (before the leader's deltas move on) holds the newest writes.
-  // `steward_sim --seeds 100 --steps 2500 --deltas 5000 --rules-off DC1`: 10 violations, the
-  // first at seed 25.
+  // `steward_sim --seeds 100 --steps 2500 --deltas 5000 --rules-off DC1`: 14 violations, the
+  // first at seed 2 (seed 25 before refused joins backed off, issue 32).
   Options o = WithDeltas(1);
   o.disabled_rules = {"DC1"};
-  EXPECT_TRUE(FindsLoss(o, 1, 25));
+  EXPECT_TRUE(FindsLoss(o, 1, 2));
 }
 
 TEST(SimulationMutations, WithAStaleVotersRecordAMinorityRestores) {

@@ -19,6 +19,7 @@
 #include "backup/pipeline.h"
 #include "common/rules.h"
 #include "etcd/member_id.h"
+#include "etcd/version.h"
 #include "openssl/sha.h"
 #include "reconcile/admission.h"
 #include "reconcile/destroy.h"
@@ -27,6 +28,13 @@
 
 namespace steward::sim {
 namespace {
+
+// Options::upgraded: the two binaries, and what each says to --version.
+constexpr char kEtcd34[] = "/usr/bin/etcd";
+constexpr char kEtcd35[] = "/opt/etcd-3.5.16/etcd";
+std::string VersionOfBinary(const std::string& path) {
+  return path == kEtcd35 ? "3.5.16" : "3.4.23";
+}
 
 using std::chrono::milliseconds;
 
@@ -84,7 +92,7 @@ struct Disk {
   std::string fenced;  // the "fenced" marker: the restore whose fenced start etcd is in
   std::string leader_term;  // the "leader-term" marker (TermGuard's "<term> <leader>")
   std::string destroyed;    // the "destroyed" marker: the destroy this node stopped etcd for
-  std::string etcd_version;  // the "etcd-version" marker (no versions are simulated)
+  std::string etcd_version;  // the "etcd-version" marker (Options::upgraded)
   // The data set aside last (removed/<label>; one copy, as FsNodeDisk keeps), and a restore's
   // staged data dir.
   std::shared_ptr<Disk> removed;
@@ -252,6 +260,7 @@ struct Node {
   bool runner_wanted = false;
   std::vector<std::string> etcd_flags;
   int restarts = 0;
+  std::string binary;  // the etcd binary the runner starts (Options::upgraded)
   Disk disk;
   Ms skew = 0;
   std::unique_ptr<SimClock> clock;
@@ -350,6 +359,8 @@ class World {
   void TickBody(int n);
   void Bootstrap(int n, const std::vector<std::string>& flags);
   void TryJoin(int n, const std::vector<std::string>& flags);
+  // The highest version a running member of `c` runs (Options::upgraded).
+  std::string RunningVersion(const Cluster& c) const;
   void Write();
   void TakeBackup();
   // The leader's DeltaWriter, as a model: stores the acknowledged writes since the end of the
@@ -728,7 +739,7 @@ class SimEtcd : public EtcdApi {
     if (cl != nullptr) {
       if (Member* m = w_->FindMember(*cl, d.member)) st.is_learner = m->learner;
     }
-    st.version = "3.4.23";
+    st.version = VersionOfBinary(w_->nodes()[n]->binary);
     return st;
   }
 
@@ -1039,7 +1050,7 @@ class SimRunner : public Runner {
     return w_->nodes()[node_]->etcd_up ? std::optional<pid_t>(1000 + node_) : std::nullopt;
   }
   int restarts() const override { return w_->nodes()[node_]->restarts; }
-  void SetBinary(const std::string&) override {}
+  void SetBinary(const std::string& binary) override { n().binary = binary; }
   // ProcessRunner's supervisor: an etcd that exited is started again, unless D1 says no.
   void Supervise() {
     if (!n().runner_wanted || n().etcd_up || w_->Paused(node_)) return;
@@ -1072,6 +1083,8 @@ World::World(const Options& o)
   base.backup.store = "sim://store";
   base.backup.auto_restore = true;
   if (o.etcdutl) base.etcd.etcdutl = "/sim/etcdutl";
+  base.etcd.binary = kEtcd34;
+  if (o.upgraded) base.etcd.versions = {{"3.4.23", kEtcd34}, {"3.5.16", kEtcd35}};
   for (int i = 0; i < o.nodes; ++i) {
     base.cluster.nodes.push_back({absl::StrCat("n", i + 1), absl::StrCat("127.0.0.", 10 + i)});
   }
@@ -1084,6 +1097,8 @@ World::World(const Options& o)
     n->config.node.data_dir = "/sim/" + n->spec.name;
     if (o.etcdutl_nodes >= 0 && i >= o.etcdutl_nodes) n->config.etcd.etcdutl.clear();
     n->initial = i < base.cluster.size;
+    // Rolled before the run; a spare never ran etcd, so no roll switched it.
+    if (o.upgraded && n->initial) n->disk.etcd_version = "3.5.16";
     n->clock = std::make_unique<SimClock>(this, i);
     nodes_.push_back(std::move(n));
   }
@@ -1524,6 +1539,9 @@ void World::Boot(int i) {
   // The node side, as the agent wires it (Agent::Wire), over the simulated seams.
   if (!n.disk_seam) n.disk_seam = std::make_unique<SimDisk>(this, i);
   n.runner = std::make_unique<SimRunner>(this, i);
+  // As Agent's constructor: the version the marker names, else etcd.binary.
+  auto chosen = n.config.etcd.versions.find(n.disk.etcd_version);
+  n.binary = chosen != n.config.etcd.versions.end() ? chosen->second : n.config.etcd.binary;
   SimDisk* disk = n.disk_seam.get();
   n.terms = std::make_unique<TermGuard>(
       [disk] { return disk->Read(Marker::kLeaderTerm); },
@@ -1537,6 +1555,14 @@ void World::Boot(int i) {
   le.store = &store_;
   le.clock = n.clock.get();
   le.parallel = false;
+  if (o_.upgraded) {  // what the agent's probe finds (Agent::Start)
+    std::vector<EtcdBinary> binaries = {{"", n.config.etcd.binary,
+                                         VersionOfBinary(n.config.etcd.binary), ""}};
+    for (const auto& [version, path] : n.config.etcd.versions) {
+      binaries.push_back({version, path, VersionOfBinary(path), ""});
+    }
+    le.binaries = [binaries] { return binaries; };
+  }
   n.local = std::make_unique<LocalNode>(n.config, std::move(le));
   // A restarted agent adopts an etcd that still runs; otherwise it decides afresh.
   if (n.runner->Adopt()) n.local->AdoptRunning();
@@ -1630,6 +1656,16 @@ void World::Bootstrap(int i, const std::vector<std::string>& flags) {
   dirty_ = true;
 }
 
+std::string World::RunningVersion(const Cluster& c) const {
+  std::string highest;
+  for (const auto& m : nodes_) {
+    if (!m->etcd_up || m->disk.cluster != c.id) continue;
+    const std::string v = VersionOfBinary(m->binary);
+    if (highest.empty() || MinorBelow(highest, v)) highest = v;
+  }
+  return highest;
+}
+
 void World::TryJoin(int i, const std::vector<std::string>& flags) {
   Node& n = *nodes_[i];
   const std::string mine = n.config.PeerUrl(n.spec);
@@ -1641,6 +1677,12 @@ void World::TryJoin(int i, const std::vector<std::string>& flags) {
     Cluster* c = ClusterOf(k);
     for (const auto& e : c->members) {
       if (e.peer_url == mine && !e.started) {
+        if (const std::string running = RunningVersion(*c);
+            MinorBelow(VersionOfBinary(n.binary), running)) {
+          Trace(i, absl::StrCat("etcd ", VersionOfBinary(n.binary), " exits: incompatible with ",
+                                "current running cluster (", running, ")"));
+          break;
+        }
         n.disk.state = DataDirState::kMember;
         n.disk.cluster = c->id;
         n.disk.member = e.id;
@@ -2191,6 +2233,16 @@ Result World::Run() {
     }
     if (o_.undestroy_at >= 0 && step >= o_.undestroy_at && (destroyed_ || step == o_.undestroy_at)) {
       OperatorUndestroy();
+    }
+    if (step == o_.reimage_at) {
+      for (auto& m : nodes_) {
+        if (!m->etcd_up || m->disk.state != DataDirState::kMember) continue;
+        Trace(m->index, "FAULT reimage (scripted)");
+        ++result_.faults["reimage"];
+        Kill(m->index, true);
+        m->disk = Disk();
+        break;
+      }
     }
     const int r = static_cast<int>(rng_() % 100);
     bool fault = false;

@@ -82,6 +82,16 @@ struct Options {
   // The share of backups the in-place edit refuses (the same backup on every node); without
   // etcdutl such a restore must then go ahead without the bump rather than wait for good.
   double in_place_refusals = 0;
+  // Versions (issue 32): every node's etcd.binary is 3.4.23 and etcd.versions lists 3.4.23 and
+  // 3.5.16; the cluster was rolled to 3.5.16 before the run (each initial node starts with the
+  // etcd-version marker 3.5.16; the spares, never switched, have none), and a reimaged node
+  // loses the marker. etcd refuses a join
+  // from a binary of a lower minor than a running member's ("incompatible with current running
+  // cluster"): the join must use the cluster's version (rules EV1-EV2, etcd/version.h).
+  bool upgraded = false;
+  // A scripted fault at this step (-1: never): the first node whose etcd runs a member is
+  // re-imaged (killed with its disk, markers included) and comes back empty.
+  int reimage_at = -1;
 };
 
 struct Result {
