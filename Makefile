@@ -40,10 +40,12 @@ CYCLES ?= 20
 NODES ?= 4
 SIZE ?= 3
 STORE ?= file
+# UPGRADE=1: roll the cluster from etcd 3.4 to 3.5 first, then run the faults on 3.5.
+UPGRADE ?= 0
 faults: build
 	./scripts/install-deps.sh --test
 	STEWARD_FAULT_SEED=$(SEED) STEWARD_FAULT_CYCLES=$(CYCLES) STEWARD_FAULT_NODES=$(NODES) \
-	  STEWARD_FAULT_SIZE=$(SIZE) STEWARD_FAULT_STORE=$(STORE) \
+	  STEWARD_FAULT_SIZE=$(SIZE) STEWARD_FAULT_STORE=$(STORE) STEWARD_FAULT_UPGRADE=$(UPGRADE) \
 	  $(BUILD)/fault_tests --gtest_also_run_disabled_tests --gtest_filter=FaultSuite.DISABLED_Random
 
 # The benchmarks (docs/benchmarks.md): every bench/ script, then bench/report writes

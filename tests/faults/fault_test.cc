@@ -2,9 +2,13 @@
 //   FaultSuite.EveryKindOnce        every fault kind once, in `make test` (a few minutes);
 //   FaultSuite.FiveMembersOnS3      5 voters on an S3 store: the store's faults and the
 //                                   majority-sized ones, in `make test`;
+//   FaultSuite.AfterARollFrom34To35 the cluster rolled from etcd 3.4 to 3.5 first (etcd.binary
+//                                   still 3.4), then a wipe, a leader killed mid-join and a
+//                                   total loss on 3.5, in `make test`;
 //   FaultSuite.DISABLED_Random      seeded random sequences: `make faults SEED=… CYCLES=…`
 //                                   (STEWARD_FAULT_SEED, STEWARD_FAULT_CYCLES, STEWARD_FAULT_NODES,
-//                                   STEWARD_FAULT_SIZE, STEWARD_FAULT_STORE=file|s3).
+//                                   STEWARD_FAULT_SIZE, STEWARD_FAULT_STORE=file|s3,
+//                                   STEWARD_FAULT_UPGRADE=1: roll to 3.5 first, UPGRADE=1).
 // Both print the summary table; any lost acknowledged write, split cluster, rolled-back member
 // or cluster not back at its size fails the test with what was found.
 #include <gtest/gtest.h>
@@ -78,6 +82,16 @@ TEST(FaultSuite, FiveMembersOnS3) {
                  FaultKind::kTotalLoss});
 }
 
+// Issue 32: capabilities proven together. After a roll to 3.5, a wiped node must rejoin on
+// 3.5 (its etcd.binary is 3.4, which etcd refuses), and a total loss restores the 3.5 backup
+// with the 3.5 binary on every empty node.
+TEST(FaultSuite, AfterARollFrom34To35) {
+  FaultRig rig(249, 4, 3, StoreKind::kFile, /*upgrade=*/true);
+  ASSERT_TRUE(rig.Start()) << rig.cluster().Logs();
+  RunKinds(rig, {FaultKind::kWipe, FaultKind::kKillLeaderMidJoin, FaultKind::kTotalLoss,
+                 FaultKind::kWipe});
+}
+
 int64_t EnvInt(const char* name, int64_t def) {
   const char* v = std::getenv(name);
   return v != nullptr && *v != '\0' ? std::atoll(v) : def;
@@ -90,12 +104,13 @@ TEST(FaultSuite, DISABLED_Random) {
   const int size = static_cast<int>(EnvInt("STEWARD_FAULT_SIZE", 3));
   const char* store_env = std::getenv("STEWARD_FAULT_STORE");
   const bool s3 = store_env != nullptr && std::string(store_env) == "s3";
+  const bool upgrade = EnvInt("STEWARD_FAULT_UPGRADE", 0) != 0;
   std::cout << "fault run: seed " << seed << ", " << cycles << " cycles, " << nodes
             << " nodes, size " << size << ", " << (s3 ? "s3" : "file")
             << " store (replay: make faults SEED=" << seed << " CYCLES=" << cycles
-            << " NODES=" << nodes << " SIZE=" << size << " STORE=" << (s3 ? "s3" : "file") << ")"
-            << std::endl;
-  FaultRig rig(98, nodes, size, s3 ? StoreKind::kS3 : StoreKind::kFile);
+            << " NODES=" << nodes << " SIZE=" << size << " STORE=" << (s3 ? "s3" : "file")
+            << (upgrade ? " UPGRADE=1" : "") << ")" << std::endl;
+  FaultRig rig(98, nodes, size, s3 ? StoreKind::kS3 : StoreKind::kFile, upgrade);
   ASSERT_TRUE(rig.Start()) << rig.cluster().Logs();
   std::mt19937 rng(static_cast<uint32_t>(seed));
   std::vector<CycleResult> results;

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <iostream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -153,8 +154,8 @@ size_t Writer::ForgetAfter(int64_t seq, int64_t revision) {
 
 constexpr char kS3EndpointMark[] = "S3_ENDPOINT_OF_THE_RIG";
 
-FaultRig::FaultRig(int subnet, int nodes, int size, StoreKind store)
-    : subnet_(subnet), nodes_(nodes), size_(size), store_kind_(store) {
+FaultRig::FaultRig(int subnet, int nodes, int size, StoreKind store, bool upgrade)
+    : subnet_(subnet), nodes_(nodes), size_(size), store_kind_(store), upgrade_(upgrade) {
   // Fast handover and replacement so cycles are short; backups every few seconds so a total
   // loss loses little.
   const std::string backup_timing = "  interval: 5s\n  before_change_min_interval: 5s\n";
@@ -169,6 +170,12 @@ FaultRig::FaultRig(int subnet, int nodes, int size, StoreKind store)
       subnet, nodes, size,
       std::string(kFastLeader) + "  replace_after: 8s\n  learner_timeout: 30s\n", backup,
       /*netns=*/geteuid() == 0);
+  if (upgrade) {
+    c_->ReplaceInConfigs("  restart_backoff_max: 2s\n",
+                         absl::StrCat("  restart_backoff_max: 2s\n  versions:\n    ",
+                                      EtcdVersionOf("/usr/bin/etcd"), ": /usr/bin/etcd\n    ",
+                                      EtcdVersionOf(ETCD35_BIN), ": ", ETCD35_BIN, "\n"));
+  }
   if (store == StoreKind::kS3) {
     // In the test's namespace, where nodes in namespaces of their own reach it over the bridge.
     auto s3 = S3rver::Start({"backups"}, c_->netns() ? absl::StrCat("10.211.", subnet, ".254")
@@ -206,6 +213,7 @@ BackupConfig FaultRig::StoreConfig() const {
 void FaultRig::WipeNode(int i) {
   KillNode(i);
   fs::remove_all(c_->DataDir(i) + "/etcd");
+  if (upgrade_) fs::remove(c_->DataDir(i) + "/etcd-version");
   c_->StartAgent(i);
 }
 
@@ -223,6 +231,24 @@ bool FaultRig::Start() {
   if (store_kind_ == StoreKind::kS3 && !s3_) return false;
   if (!WaitHealthyAtSize(90s)) return false;
   writer_ = std::make_unique<Writer>(*c_);
+  if (upgrade_) {
+    const std::string v35 = EtcdVersionOf(ETCD35_BIN);
+    RunResult r = c_->Ctl({"configure-cluster", "--etcd-version", v35});
+    if (r.exit_code != 0) {
+      ADD_FAILURE() << "configure-cluster: " << r.output;
+      return false;
+    }
+    const bool rolled = WaitFor([&] {
+      ClusterView v = c_->Status();
+      if (v.members.size() != static_cast<size_t>(size_)) return false;
+      for (const auto& m : v.members) {
+        if (!m.healthy || !m.status || m.status->version != v35) return false;
+      }
+      return true;
+    }, 240s);
+    if (!rolled || !WaitHealthyAtSize(60s)) return false;
+    std::cout << "rolled to etcd " << v35 << " before the faults" << std::endl;
+  }
   return true;
 }
 
@@ -425,6 +451,7 @@ CycleResult FaultRig::Cycle(FaultKind kind, std::mt19937& rng) {
       const int i = pick(other_than(StewardLeaderNode()));
       KillNode(i);
       fs::remove_all(c_->DataDir(i) + "/etcd");
+      if (upgrade_) fs::remove(c_->DataDir(i) + "/etcd-version");  // re-imaged (see kWipe)
       c_->StartAgent(i);
       // The leader removes the old entry and adds the node back as a learner: kill it then.
       WaitFor(
@@ -469,6 +496,9 @@ CycleResult FaultRig::Cycle(FaultKind kind, std::mt19937& rng) {
       const int i = pick(voters);
       KillNode(i);
       fs::remove_all(c_->DataDir(i) + (kind == FaultKind::kWipe ? "/etcd" : "/etcd/member/wal"));
+      // After a roll, a wiped node is a re-imaged one: it has forgotten which version it ran
+      // (issue 32), and must learn it from the cluster.
+      if (upgrade_ && kind == FaultKind::kWipe) fs::remove(c_->DataDir(i) + "/etcd-version");
       c_->StartAgent(i);
       break;
     }

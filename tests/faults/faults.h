@@ -121,10 +121,15 @@ enum class StoreKind { kFile, kS3 };
 // faults. With StoreKind::kS3 the store is a real s3rver (on the namespaces' bridge as root).
 class FaultRig {
  public:
-  FaultRig(int subnet, int nodes, int size = 3, StoreKind store = StoreKind::kFile);
+  // `upgrade`: every node lists etcd 3.4 (Debian's, etcd.binary) and 3.5 in etcd.versions,
+  // and Start() rolls the cluster to 3.5 before the faults (issue 32: capabilities proven
+  // together): the faults then run on 3.5 while etcd.binary still names 3.4.
+  FaultRig(int subnet, int nodes, int size = 3, StoreKind store = StoreKind::kFile,
+           bool upgrade = false);
   ~FaultRig();
   TestCluster& cluster() { return *c_; }
-  // Starts the agents and the writer; false if the cluster did not form.
+  // Starts the agents and the writer (and, with `upgrade`, rolls the cluster to 3.5 first);
+  // false if the cluster did not form or the roll did not finish.
   bool Start();
   // Injects `kind` (node choices from `rng`), waits for recovery and checks. One cycle.
   CycleResult Cycle(FaultKind kind, std::mt19937& rng);
@@ -154,6 +159,7 @@ class FaultRig {
   int nodes_;
   int size_;
   StoreKind store_kind_;
+  bool upgrade_;
   std::unique_ptr<S3rver> s3_;  // kS3 only
   std::unique_ptr<TestCluster> c_;
   std::unique_ptr<Writer> writer_;

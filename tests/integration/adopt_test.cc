@@ -27,11 +27,17 @@ namespace {
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
-enum Subnet { kAdopt = 95 };
+enum Subnet { kAdopt = 95, kAdopt35 = 246 };
 
-std::string OldHost(int i) { return absl::StrCat("127.0.", kAdopt, ".", 21 + i); }
-std::string OldClientUrl(int i) { return absl::StrCat("https://", OldHost(i), ":2379"); }
-std::string OldPeerUrl(int i) { return absl::StrCat("https://", OldHost(i), ":2380"); }
+std::string OldHost(int i, int subnet = kAdopt) {
+  return absl::StrCat("127.0.", subnet, ".", 21 + i);
+}
+std::string OldClientUrl(int i, int subnet = kAdopt) {
+  return absl::StrCat("https://", OldHost(i, subnet), ":2379");
+}
+std::string OldPeerUrl(int i, int subnet = kAdopt) {
+  return absl::StrCat("https://", OldHost(i, subnet), ":2380");
+}
 
 // Three etcd members started by hand, as an operator without etcd-steward runs them: their own
 // names (o1..o3), token and data dirs, TLS certificates from the CA the agents are given later.
@@ -39,17 +45,21 @@ std::string OldPeerUrl(int i) { return absl::StrCat("https://", OldHost(i), ":23
 // once it learns it was removed from the cluster).
 class HandMadeCluster {
  public:
-  explicit HandMadeCluster(const TestCluster& c) : dir_(c.Root() + "/old") {}
+  explicit HandMadeCluster(const TestCluster& c, int subnet = kAdopt,
+                           std::string binary = "/usr/bin/etcd")
+      : dir_(c.Root() + "/old"), subnet_(subnet), binary_(std::move(binary)) {}
   void Start(const TestCluster& c) {
     fs::create_directories(dir_);
     std::vector<std::string> initial;
-    for (int i = 0; i < 3; ++i) initial.push_back(absl::StrCat("o", i + 1, "=", OldPeerUrl(i)));
+    for (int i = 0; i < 3; ++i) {
+      initial.push_back(absl::StrCat("o", i + 1, "=", OldPeerUrl(i, subnet_)));
+    }
     for (int i = 0; i < 3; ++i) {
       const std::string name = absl::StrCat("o", i + 1);
       CertRequest req;
       req.common_name = name;
       // etcd checks a peer's certificate against its source address, 127.0.0.1 on loopback.
-      req.ip_addresses = {OldHost(i), "127.0.0.1"};
+      req.ip_addresses = {OldHost(i, subnet_), "127.0.0.1"};
       req.server_auth = true;
       req.client_auth = true;  // the same certificate for peer connections both ways
       req.lifetime = std::chrono::hours(24);
@@ -59,9 +69,11 @@ class HandMadeCluster {
         ADD_FAILURE() << "issuing " << name << "'s certificate: " << s;
       }
       const std::vector<std::string> argv = {
-          "/usr/bin/etcd", "--name", name, "--data-dir", dir_ + "/" + name,
-          "--listen-client-urls", OldClientUrl(i), "--advertise-client-urls", OldClientUrl(i),
-          "--listen-peer-urls", OldPeerUrl(i), "--initial-advertise-peer-urls", OldPeerUrl(i),
+          binary_, "--name", name, "--data-dir", dir_ + "/" + name,
+          "--listen-client-urls", OldClientUrl(i, subnet_),
+          "--advertise-client-urls", OldClientUrl(i, subnet_),
+          "--listen-peer-urls", OldPeerUrl(i, subnet_),
+          "--initial-advertise-peer-urls", OldPeerUrl(i, subnet_),
           "--initial-cluster", absl::StrJoin(initial, ","), "--initial-cluster-token",
           "hand-made", "--initial-cluster-state", "new", "--cert-file", cert, "--key-file", key,
           "--trusted-ca-file", c.CaCert(), "--client-cert-auth", "--peer-cert-file", cert,
@@ -94,6 +106,8 @@ class HandMadeCluster {
 
  private:
   std::string dir_;
+  int subnet_;
+  std::string binary_;
   std::vector<pid_t> pids_;
 };
 
@@ -225,6 +239,44 @@ TEST(AdoptTest, AgentsAdoptAHandMadeClusterAndRetireItsMembersKeepingEveryKey) {
   RunResult again = c.Ctl({"retire-unmanaged", "--yes"});
   EXPECT_EQ(again.exit_code, 0) << again.output;
   EXPECT_NE(again.output.find("nothing to retire"), std::string::npos) << again.output;
+}
+
+// A hand-made cluster on etcd 3.5, and agents whose etcd.binary is Debian's 3.4 (issue 32):
+// a 3.4 etcd cannot join it ("incompatible with current running cluster"). The agents add no
+// learner and launch no etcd; the leader waits and says which version a node needs, what it
+// has, and which key to set.
+TEST(AdoptTest, A35ClusterWithThe34BinaryWaitsNamingBothVersionsAndLaunchesNothing) {
+  const std::string adopt = absl::StrCat(
+      "  adopt:\n    endpoints: [", OldClientUrl(0, kAdopt35), ", ", OldClientUrl(1, kAdopt35),
+      ", ", OldClientUrl(2, kAdopt35), "]\n");
+  TestCluster c(kAdopt35, 3, 3, adopt + kFastLeader, kFileBackup);
+  HandMadeCluster old(c, kAdopt35, ETCD35_BIN);
+  old.Start(c);
+  const std::vector<std::string> old_urls = {OldClientUrl(0, kAdopt35),
+                                             OldClientUrl(1, kAdopt35), OldClientUrl(2, kAdopt35)};
+  ASSERT_TRUE(WaitFor([&] { return c.Client(old_urls).Put("probe", "x").ok(); }, 30s))
+      << old.Logs();
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  RunResult got;
+  const bool said = WaitFor([&] {
+    got = c.Ctl({"get"});
+    return got.output.find("needs etcd 3.5.16") != std::string::npos;
+  }, 60s);
+  ASSERT_TRUE(said) << got.output << c.Logs() << old.Logs();
+  EXPECT_NE(got.output.find("3.4.23"), std::string::npos) << got.output;
+  EXPECT_NE(got.output.find("etcd.versions"), std::string::npos) << got.output;
+  // A while longer: still no learner, and no agent ever launched etcd.
+  std::this_thread::sleep_for(5s);
+  EtcdClient client = c.Client(old_urls);
+  auto members = client.MemberList();
+  ASSERT_TRUE(members.ok()) << members.status();
+  EXPECT_EQ(members->size(), 3u) << "only the hand-made members";
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_FALSE(c.EtcdPid(i).has_value()) << "node " << i << " runs etcd";
+    std::error_code ec;
+    const auto size = fs::file_size(c.DataDir(i) + "/etcd.log", ec);
+    EXPECT_TRUE(ec || size == 0) << "node " << i << " launched etcd:\n" << c.Logs();
+  }
 }
 
 }  // namespace

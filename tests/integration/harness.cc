@@ -1,5 +1,7 @@
 #include "harness.h"
 
+#include "etcd/version.h"
+
 #include <gtest/gtest.h>
 
 #include <dirent.h>
@@ -90,6 +92,11 @@ int WaitChild(pid_t pid, std::chrono::milliseconds timeout) {
 }
 
 }  // namespace
+
+std::string EtcdVersionOf(const std::string& binary) {
+  RunResult r = RunCommand({binary, "--version"}, std::chrono::seconds(10));
+  return r.exit_code == 0 ? VersionFromOutput(r.output) : "";
+}
 
 RunResult RunCommand(const std::vector<std::string>& argv, std::chrono::seconds timeout) {
   std::string out = fs::temp_directory_path() / absl::StrCat("steward-run-", getpid(), "-",

@@ -30,6 +30,9 @@ struct RunResult {
 };
 RunResult RunCommand(const std::vector<std::string>& argv, std::chrono::seconds timeout);
 
+// "3.5.16" from `binary --version`; "" if it does not run or is not etcd.
+std::string EtcdVersionOf(const std::string& binary);
+
 // Starts `argv` with stdout and stderr appended to `out_path`; its PID, or -1.
 pid_t SpawnTo(const std::vector<std::string>& argv, const std::string& out_path);
 

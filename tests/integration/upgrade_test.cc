@@ -1,8 +1,12 @@
 // Rolling upgrades with real etcd: three members on Debian's 3.4.23 go to 3.5.16 (trixie's,
 // fetched by scripts/install-deps.sh) one at a time, followers first, while a writer runs;
 // no acknowledged write is lost and every member ends on 3.5.16. Real agents on 127.0.89.x.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -14,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "harness.h"
+#include "nlohmann/json.hpp"
 
 namespace steward::testing {
 namespace {
@@ -21,7 +26,14 @@ namespace {
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
-enum Subnet { kRoll = 89, kJump = 90, kBroken = 92 };
+enum Subnet {
+  kRoll = 89,
+  kJump = 90,
+  kBroken = 92,
+  kRejoin = 245,
+  kStartsNot = 247,
+  kRefused = 248,
+};
 
 // Adds etcd.versions to every node's config.
 void AddVersions(const TestCluster& c, int nodes, const std::string& versions_yaml) {
@@ -35,15 +47,7 @@ void AddVersions(const TestCluster& c, int nodes, const std::string& versions_ya
   }
 }
 
-// "3.5.16" from `binary --version` ("etcd Version: 3.5.16"), "" if it does not run.
-std::string VersionOf(const std::string& binary) {
-  RunResult r = RunCommand({binary, "--version"}, 10s);
-  const std::string tag = "etcd Version: ";
-  const size_t at = r.output.find(tag);
-  if (r.exit_code != 0 || at == std::string::npos) return "";
-  const size_t from = at + tag.size();
-  return r.output.substr(from, r.output.find('\n', from) - from);
-}
+std::string VersionOf(const std::string& binary) { return EtcdVersionOf(binary); }
 
 std::vector<std::string> Versions(const TestCluster& c) {
   std::vector<std::string> out;
@@ -153,34 +157,178 @@ TEST(UpgradeTest, AJumpFrom33To35GoesThrough34) {
   ASSERT_TRUE(got.ok() && got->has_value()) << "the data survived both rounds";
 }
 
-// A member whose new binary does not start stops the roll: the others stay on the old version
-// and healthy, and the status says which member waits. Asking for the old version again
-// brings it back.
-TEST(UpgradeTest, AMemberThatFailsOnTheNewVersionStopsTheRoll) {
+// Writes an executable script at `path`.
+void Script(const std::string& path, const std::string& body) {
+  std::ofstream(path) << "#!/bin/sh\n" << body;
+  fs::permissions(path, fs::perms::owner_all);
+}
+
+// How many times etcd was launched, by its log (3.4's capnslog and 3.5's JSON first lines).
+size_t Launches(const std::string& log_path) {
+  std::ifstream log(log_path);
+  std::string all((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  size_t n = 0;
+  for (const char* mark : {"etcdmain: etcd Version: ", "\"msg\":\"Running: \""}) {
+    for (size_t at = all.find(mark); at != std::string::npos; at = all.find(mark, at + 1)) ++n;
+  }
+  return n;
+}
+
+// The events of `stewardctl history -o json`.
+std::vector<nlohmann::json> History(const TestCluster& c) {
+  RunResult r = c.Ctl({"history", "-o", "json"});
+  auto j = nlohmann::json::parse(r.output, nullptr, false);
+  std::vector<nlohmann::json> out;
+  if (j.is_array()) out.assign(j.begin(), j.end());
+  return out;
+}
+
+// A version mapped to something that is not etcd is refused before any member switches: the
+// leader waits, naming the node and what the binary said; every member stays on 3.4 and
+// healthy. (Before issue 32 the first member was switched and left down.)
+TEST(UpgradeTest, AVersionMappedToSomethingThatIsNotEtcdIsRefusedBeforeAnySwitch) {
   const std::string v34 = VersionOf("/usr/bin/etcd");
   TestCluster c(kBroken, 3, 3, kFastLeader);
   const std::string broken = c.Root() + "/etcd-broken";
-  std::ofstream(broken) << "#!/bin/sh\necho 'this etcd does not start' >&2\nexit 1\n";
-  fs::permissions(broken, fs::perms::owner_all);
+  Script(broken, "echo 'this etcd does not start' >&2\nexit 1\n");
   AddVersions(c, 3, absl::StrCat("  versions:\n    ", v34, ": /usr/bin/etcd\n    3.5.99: ",
                                  broken, "\n"));
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 90s)) << c.Logs();
   RunResult r = c.Ctl({"configure-cluster", "--etcd-version", "3.5.99"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  // One member is switched and does not come back; the roll goes no further.
+  RunResult got;
+  ASSERT_TRUE(WaitFor([&] {
+    got = c.Ctl({"get"});
+    return got.output.find("rolling upgrade to etcd 3.5.99 waits: on node n") != std::string::npos;
+  }, 30s)) << got.output << c.Logs();
+  EXPECT_NE(got.output.find("this etcd does not start"), std::string::npos) << got.output;
+  EXPECT_NE(got.output.find("desired etcd:   3.5.99"), std::string::npos) << got.output;
+  std::this_thread::sleep_for(5s);
+  EXPECT_EQ(c.HealthyVoters().size(), 3u) << "no member was switched";
+  EXPECT_EQ(Versions(c), (std::vector<std::string>{v34, v34, v34}));
+}
+
+// A binary that answers --version as etcd but does not start stops the roll at the first
+// member; the leader says so, with etcd's last words and the way back, and going back heals
+// it.
+TEST(UpgradeTest, ABinaryThatDoesNotStartStopsTheRollWithTheWayBack) {
+  const std::string v34 = VersionOf("/usr/bin/etcd");
+  TestCluster c(kStartsNot, 3, 3, kFastLeader);
+  const std::string bad = c.Root() + "/etcd-3.5.99";
+  Script(bad, "if [ \"$1\" = --version ]; then echo 'etcd Version: 3.5.99'; exit 0; fi\n"
+              "echo 'panic: this build cannot start' >&2\nexit 3\n");
+  AddVersions(c, 3, absl::StrCat("  versions:\n    ", v34, ": /usr/bin/etcd\n    3.5.99: ",
+                                 bad, "\n"));
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 90s)) << c.Logs();
+  RunResult r = c.Ctl({"configure-cluster", "--etcd-version", "3.5.99"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
   ASSERT_TRUE(WaitFor([&] { return c.HealthyVoters().size() == 2; }, 60s)) << c.Logs();
-  std::this_thread::sleep_for(10s);
-  EXPECT_EQ(c.HealthyVoters().size(), 2u) << "the roll stopped at the failed member";
-  const auto v = Versions(c);
-  EXPECT_EQ(std::count(v.begin(), v.end(), v34), 2) << "the others stay on " << v34;
-  RunResult status = c.Ctl({"get"});
-  EXPECT_NE(status.output.find("unhealthy"), std::string::npos) << status.output;
-  // The operator goes back: the failed member returns to the version the others run.
+  RunResult got;
+  ASSERT_TRUE(WaitFor([&] {
+    got = c.Ctl({"get"});
+    return got.output.find("rolling upgrade to etcd 3.5.99 stopped: n") != std::string::npos;
+  }, 60s)) << got.output << c.Logs();
+  EXPECT_NE(got.output.find("panic: this build cannot start"), std::string::npos) << got.output;
+  EXPECT_NE(got.output.find(absl::StrCat("configure-cluster --etcd-version ", v34)),
+            std::string::npos) << got.output;
+  EXPECT_EQ(c.HealthyVoters().size(), 2u) << "the roll went no further";
   r = c.Ctl({"configure-cluster", "--etcd-version", v34});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 120s)) << c.Logs();
   EXPECT_EQ(Versions(c), (std::vector<std::string>{v34, v34, v34}));
+}
+
+// Issue 32: after a roll from 3.4 to 3.5, a node that comes back with an empty disk rejoins on
+// 3.5 although its etcd.binary still names 3.4 (which etcd would refuse: "incompatible with
+// current running cluster"), and keeps running 3.5 when its agent restarts.
+TEST(UpgradeTest, AfterARollAWipedNodeRejoinsOnTheClustersVersion) {
+  const std::string v34 = VersionOf("/usr/bin/etcd"), v35 = VersionOf(ETCD35_BIN);
+  ASSERT_FALSE(v35.empty()) << "no etcd 3.5 at " << ETCD35_BIN;
+  TestCluster c(kRejoin, 3, 3, kFastLeader, kFileBackup);
+  AddVersions(c, 3, absl::StrCat("  versions:\n    ", v34, ": /usr/bin/etcd\n    ", v35, ": ",
+                                 ETCD35_BIN, "\n"));
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 90s)) << c.Logs();
+  RunResult r = c.Ctl({"configure-cluster", "--etcd-version", v35});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ASSERT_TRUE(WaitFor([&] { return Versions(c) == std::vector<std::string>{v35, v35, v35}; },
+                      180s)) << c.Logs();
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
+  Put(c, "/rejoin/k", "v");
+  // The node dies with its disk and comes back empty.
+  c.SignalAgent(1, SIGTERM);
+  fs::remove_all(c.DataDir(1));
+  c.StartAgent(1);
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 120s)) << c.Logs();
+  EXPECT_EQ(Versions(c), (std::vector<std::string>{v35, v35, v35}));
+  auto got = Get(c, 1, "/rejoin/k");
+  EXPECT_EQ(got.value_or("?"), "v");
+  // One launch, not hundreds.
+  EXPECT_LE(Launches(c.DataDir(1) + "/etcd.log"), 2u);
+  // History: the join is recorded once it joined, on 3.5; never "ok" before it joined.
+  bool joined = false;
+  WaitFor([&] {
+    for (const auto& e : History(c)) {
+      if (e.value("action", "") != "join") continue;
+      EXPECT_NE(e.value("result", ""), "ok") << e.dump();
+      joined = joined || e.value("result", "").rfind("joined", 0) == 0;
+    }
+    return joined;
+  }, 20s);
+  EXPECT_TRUE(joined);
+  // Its agent restarted keeps running 3.5.
+  c.SignalAgent(1, SIGTERM);
+  c.StartAgent(1);
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
+  EXPECT_EQ(Versions(c)[1], v35);
+}
+
+// A join etcd refuses (here its peer port is taken) is recorded once in the history, as
+// failed, with etcd's own reason; the node backs off rather than launch etcd several times a
+// second, status says why, and once the port is free the node joins.
+TEST(UpgradeTest, ARefusedJoinIsRecordedOnceWithEtcdsReasonAndBacksOff) {
+  TestCluster c(kRefused, 3, 3, kFastLeader);
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 90s)) << c.Logs();
+  c.SignalAgent(2, SIGTERM);
+  fs::remove_all(c.DataDir(2));
+  // Someone else holds n3's peer port.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(2380);
+  ::inet_pton(AF_INET, c.Host(2).c_str(), &addr.sin_addr);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << c.Host(2);
+  ASSERT_EQ(::listen(fd, 4), 0);
+  c.StartAgent(2);
+  RunResult got;
+  ASSERT_TRUE(WaitFor([&] {
+    got = c.Ctl({"get"});
+    return got.output.find("etcd refused its join") != std::string::npos;
+  }, 60s)) << got.output << c.Logs();
+  EXPECT_NE(got.output.find("address already in use"), std::string::npos) << got.output;
+  std::this_thread::sleep_for(20s);
+  size_t node_failures = 0;
+  for (const auto& e : History(c)) {
+    if (e.value("action", "") != "join") continue;
+    EXPECT_NE(e.value("result", ""), "ok") << e.dump();
+    const std::string result = e.value("result", "");
+    if (e.value("node", "") == "n3" && result.find("failed") == 0) {
+      ++node_failures;
+      EXPECT_NE(result.find("address already in use"), std::string::npos) << e.dump();
+    }
+  }
+  EXPECT_EQ(node_failures, 1u) << "recorded once";
+  const size_t launches = Launches(c.DataDir(2) + "/etcd.log");
+  EXPECT_GE(launches, 1u);
+  EXPECT_LE(launches, 8u) << "backed off: not several launches a second";
+  ::close(fd);
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 150s)) << c.Logs();
 }
 
 }  // namespace
