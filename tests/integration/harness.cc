@@ -342,11 +342,19 @@ bool TestCluster::AgentRunning(int i) {
   return waitpid(p.pid, &status, WNOHANG) == 0;
 }
 
+// Our etcd on `data_dir`, whichever of the tests' etcd versions it runs (after a roll, 3.5).
+static bool IsOurEtcd(pid_t pid, const std::string& data_dir) {
+  for (const char* binary : {"/usr/bin/etcd", ETCD35_BIN, ETCD33_BIN}) {
+    if (ProcessRunner::IsEtcdFor(pid, binary, data_dir)) return true;
+  }
+  return false;
+}
+
 std::optional<pid_t> TestCluster::EtcdPid(int i) const {
   auto text = ReadFile(DataDir(i) + "/etcd.pid");
   if (!text.ok()) return std::nullopt;
   pid_t pid = static_cast<pid_t>(std::atoi(text->c_str()));
-  if (!ProcessRunner::IsEtcdFor(pid, "/usr/bin/etcd", DataDir(i) + "/etcd")) return std::nullopt;
+  if (!IsOurEtcd(pid, DataDir(i) + "/etcd")) return std::nullopt;
   return pid;
 }
 
@@ -355,7 +363,7 @@ int TestCluster::EtcdProcessCount(int i) const {
   for (const auto& e : fs::directory_iterator("/proc")) {
     const std::string name = e.path().filename().string();
     if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
-    if (ProcessRunner::IsEtcdFor(std::atoi(name.c_str()), "/usr/bin/etcd", DataDir(i) + "/etcd")) {
+    if (IsOurEtcd(std::atoi(name.c_str()), DataDir(i) + "/etcd")) {
       ++count;
     }
   }

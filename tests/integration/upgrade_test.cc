@@ -295,7 +295,8 @@ TEST(UpgradeTest, ARefusedJoinIsRecordedOnceWithEtcdsReasonAndBacksOff) {
   c.SignalAgent(2, SIGTERM);
   fs::remove_all(c.DataDir(2));
   // Someone else holds n3's peer port.
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  // CLOEXEC: the agent started below must not inherit it (it would hold the port for good).
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   ASSERT_GE(fd, 0);
   int one = 1;
   ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
