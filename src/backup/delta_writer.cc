@@ -244,9 +244,12 @@ absl::Status DeltaWriter::Session() {
       if (absl::IsOutOfRange(events.status())) return compacted(events.status());
       return Annotate(events.status(), "the watch ended");
     }
+    // A revision may hold many events (a transaction, a delete of a range): all of them are
+    // stored. Only what is at or before the revision stored last is skipped.
+    const int64_t read_to = cursor;
     for (auto& e : *events) {
       const int64_t rev = e.kv().mod_revision();
-      if (rev <= cursor) continue;  // cannot happen on one stream; never store twice
+      if (rev <= read_to) continue;  // cannot happen on one stream; never store twice
       if (Keep(e.kv().key())) {
         if (pending.revisions().empty() ||
             pending.revisions(pending.revisions_size() - 1).revision() != rev) {
