@@ -3,14 +3,17 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "backup/delta.h"
 #include "backup/delta_writer.h"
 #include "backup/encryption.h"
 #include "backup/store.h"
 #include "ctl/snapshot_cmd.h"
+#include "etcd/api.h"
 #include "reconcile/restore.h"
 
 namespace steward {
@@ -111,6 +114,189 @@ TEST(DeltaWriterTest, TheCatchUpPauseKeepsTheBacklogWithinOneOfEtcdsBatches) {
   EXPECT_EQ(DeltaWriter::CatchUpPause(1e6, longest), milliseconds(50)) << "the floor";
   EXPECT_EQ(DeltaWriter::CatchUpPause(1e6, milliseconds(20)), milliseconds(20))
       << "never longer than asked";
+}
+
+// An etcd whose keyspace is written faster than anything can store it: its watch always has
+// more (`kBatch` revisions of one or two 100 KiB puts each per Wait) and etcd is always far
+// ahead.
+// Each Wait checks that the writer holds no more than its bound of what it read and did not
+// store yet.
+class EndlessEtcd : public EtcdApi {
+ public:
+  static constexpr int kBatch = 8;
+  static constexpr size_t kValue = 100 * 1024;
+
+  EndlessEtcd(BackupStore* store, BackupMeta base) : store_(store), base_(std::move(base)) {}
+
+  class Watch : public KeyWatch {
+   public:
+    Watch(EndlessEtcd* etcd, int64_t after) : etcd_(etcd), next_(after + 1) {}
+    absl::StatusOr<std::vector<etcdserverpb::Event>> Wait(std::chrono::milliseconds) override {
+      if (cancelled_.load()) return absl::CancelledError("watch cancelled");
+      etcd_->CheckHeld();
+      std::vector<etcdserverpb::Event> out;
+      for (int i = 0; i < kBatch; ++i, ++next_) {
+        // Every third revision is a transaction of two puts.
+        for (int p = 0; p < (next_ % 3 == 0 ? 2 : 1); ++p) {
+          etcdserverpb::Event e;
+          e.mutable_kv()->set_key("/k" + std::to_string(next_ % 100) + "/" + std::to_string(p));
+          e.mutable_kv()->set_value(std::string(kValue, static_cast<char>('a' + next_ % 26)));
+          e.mutable_kv()->set_mod_revision(next_);
+          out.push_back(std::move(e));
+        }
+      }
+      etcd_->read_events_ += static_cast<int64_t>(out.size());
+      return out;
+    }
+    void Cancel() override { cancelled_ = true; }
+    int64_t header_revision() const override { return next_ + 100000; }
+
+   private:
+    EndlessEtcd* etcd_;
+    int64_t next_;
+    std::atomic<bool> cancelled_{false};
+  };
+
+  // What was read and is not in the stored chain must fit the writer's pending bound and
+  // the message that pushed it over.
+  void CheckHeld() {
+    auto chain = ListDeltaChain(*store_, base_);
+    ASSERT_TRUE(chain.ok()) << chain.status();
+    int64_t stored = 0;
+    for (const DeltaMeta& m : chain->deltas) stored += m.events;
+    const int64_t held = read_events_.load() - stored;
+    EXPECT_LE(static_cast<size_t>(held) * kValue,
+              DeltaWriter::kMaxPendingBytes + 2 * kBatch * kValue)
+        << "read " << read_events_.load() << " events, stored " << stored;
+  }
+
+  std::atomic<int64_t> read_events_{0};
+
+  const std::vector<std::string>& endpoints() const override { return urls_; }
+  absl::StatusOr<std::vector<MemberInfo>> MemberList(uint64_t* cluster_id) override {
+    if (cluster_id != nullptr) *cluster_id = base_.cluster_id;
+    return std::vector<MemberInfo>{};
+  }
+  absl::StatusOr<std::unique_ptr<KeyWatch>> WatchRange(const std::string&, const std::string&,
+                                                       int64_t after,
+                                                       std::chrono::milliseconds) override {
+    return std::unique_ptr<KeyWatch>(std::make_unique<Watch>(this, after));
+  }
+  absl::StatusOr<std::vector<MemberInfo>> LinearizableMemberList(uint64_t*) override {
+    return absl::UnimplementedError("");
+  }
+  absl::StatusOr<MemberInfo> MemberAdd(const std::vector<std::string>&, bool) override {
+    return absl::UnimplementedError("");
+  }
+  absl::Status MemberRemove(uint64_t) override { return absl::UnimplementedError(""); }
+  absl::Status MemberPromote(uint64_t) override { return absl::UnimplementedError(""); }
+  absl::Status Put(const std::string&, const std::string&, int64_t) override {
+    return absl::UnimplementedError("");
+  }
+  absl::StatusOr<std::optional<std::string>> Get(const std::string&) override {
+    return absl::UnimplementedError("");
+  }
+  absl::StatusOr<int64_t> LeaseGrant(std::chrono::seconds) override {
+    return absl::UnimplementedError("");
+  }
+  absl::Status LeaseRevoke(int64_t) override { return absl::UnimplementedError(""); }
+  absl::StatusOr<std::vector<int64_t>> LeaseLeases() override {
+    return absl::UnimplementedError("");
+  }
+  absl::Status LeaseKeepAliveOnce(int64_t) override { return absl::UnimplementedError(""); }
+  absl::StatusOr<etcdserverpb::TxnResponse> Txn(const etcdserverpb::TxnRequest&) override {
+    return absl::UnimplementedError("");
+  }
+  absl::StatusOr<MemberStatus> Status(const std::string&, std::chrono::milliseconds) override {
+    return absl::UnimplementedError("");
+  }
+  absl::StatusOr<uint64_t> Snapshot(const std::string&,
+                                    const std::function<absl::Status(std::string_view)>&,
+                                    std::chrono::milliseconds) override {
+    return absl::UnimplementedError("");
+  }
+
+ private:
+  BackupStore* store_;
+  BackupMeta base_;
+  std::vector<std::string> urls_;
+};
+
+// A DeltaWriter following a full backup at revision 100 in a file store, as leader, with
+// deltas stored only once they pass the size bound.
+class DeltaWriterRunTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() / ("steward-delta-w-" + std::to_string(getpid()));
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+    store_ = NewFileStore(root_.string());
+    base_ = Full(100, 100);
+    base_.sha256 = std::string(64, '0');
+    ASSERT_TRUE(store_->Put(SnapshotKey(base_.cluster, base_.name), "snapshot").ok());
+    ASSERT_TRUE(store_->Put(MetaKey(base_.cluster, base_.name), MetaToJson(base_).dump()).ok());
+    config_.cluster.name = base_.cluster;
+    config_.node.name = "n1";
+    config_.backup.delta_interval = std::chrono::seconds(30);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  // Runs a writer on `etcd` until it has read `events` events (at most 30 s), then stops it
+  // (it stores what it holds). Returns its status() from just before the stop.
+  std::string RunUntilRead(EndlessEtcd& etcd, int64_t events) {
+    DeltaWriter writer(config_, store_.get(), &etcd, [] { return true; });
+    std::thread run([&] { writer.Run(); });
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (etcd.read_events_.load() < events && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    const std::string status = writer.status();
+    writer.Stop();
+    run.join();
+    EXPECT_GE(etcd.read_events_.load(), events);
+    return status;
+  }
+
+  // The stored chain (a test failure if it stops short).
+  DeltaChain Chain() {
+    auto chain = ListDeltaChain(*store_, base_);
+    EXPECT_TRUE(chain.ok()) << chain.status();
+    if (!chain.ok()) return DeltaChain{};
+    EXPECT_EQ(chain->stopped, "");
+    return *chain;
+  }
+  static int64_t Events(const DeltaChain& chain) {
+    int64_t n = 0;
+    for (const DeltaMeta& m : chain.deltas) n += m.events;
+    return n;
+  }
+
+  fs::path root_;
+  std::unique_ptr<BackupStore> store_;
+  BackupMeta base_;
+  Config config_;
+};
+
+// A transaction's puts share one revision: every one of them is stored, not only the first
+// (the others were skipped as if read before).
+TEST_F(DeltaWriterRunTest, EveryEventOfARevisionIsStored) {
+  EndlessEtcd etcd(store_.get(), base_);
+  RunUntilRead(etcd, 200);
+  EXPECT_EQ(Events(Chain()), etcd.read_events_.load())
+      << "every event read is stored, both puts of a transaction too";
+}
+
+// Issue 35: writes faster than deltas are stored. The writer reads no faster than it stores
+// (what it holds stays within kMaxPendingBytes and one message: EndlessEtcd checks), stores
+// full deltas as it goes, and says that it is behind: in the log and in status().
+TEST_F(DeltaWriterRunTest, AWriterThatFallsBehindHoldsABoundedAmountAndSaysSo) {
+  EndlessEtcd etcd(store_.get(), base_);
+  const std::string status = RunUntilRead(
+      etcd, static_cast<int64_t>(5 * DeltaWriter::kMaxPendingBytes / EndlessEtcd::kValue));
+  EXPECT_NE(status.find("behind etcd"), std::string::npos) << status;
+  const DeltaChain chain = Chain();
+  EXPECT_GE(chain.deltas.size(), 4u);
+  EXPECT_EQ(Events(chain), etcd.read_events_.load()) << "what it held is stored when it stops";
 }
 
 TEST(DeltaMetaTest, RoundTripsAndRefusesANameThatDisagreesWithItsRevisions) {
