@@ -1,5 +1,5 @@
 // bench/member_restore: one member's share of a restore, through the agent's own code
-// (FsNodeDisk::StageBackup, then FsNodeDisk::RestoreStaged, as src/agent/node_restore.cc calls
+// (FsNodeDisk::StageBackup, then FsNodeDisk::RestoreStaged, as src/node/node_restore.cc calls
 // them), timed. The newest backup of CLUSTER in the file store at STORE_DIR is fetched, checked
 // and decompressed into WORK_DIR's staging area and restored in place (docs/restore-in-place.md;
 // raising the revision by BUMP > 0, as a restore after total loss does; TOOL, etcdutl, only if
@@ -12,7 +12,7 @@
 #include <string>
 
 #include "absl/strings/numbers.h"
-#include "agent/node_disk.h"
+#include "node/node_disk.h"
 #include "backup/pipeline.h"
 #include "backup/store.h"
 #include "spdlog/spdlog.h"

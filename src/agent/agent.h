@@ -28,8 +28,8 @@
 #include <thread>
 
 #include "absl/status/status.h"
-#include "agent/local_node.h"
-#include "agent/node_disk.h"
+#include "node/local_node.h"
+#include "node/node_disk.h"
 #include "backup/delta_writer.h"
 #include "backup/scheduler.h"
 #include "backup/store.h"

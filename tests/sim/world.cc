@@ -9,9 +9,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "agent/local_node.h"
-#include "agent/node_disk.h"
-#include "agent/start_view.h"
+#include "node/local_node.h"
+#include "node/node_disk.h"
+#include "node/start_view.h"
 #include "peer/server.h"
 #include "backup/delta.h"
 #include "backup/layout.h"
@@ -268,7 +268,7 @@ struct Node {
   std::unique_ptr<SimRunner> runner;
   std::unique_ptr<SimEtcd> cluster_client, peers_client, local_client;
   std::map<std::string, std::unique_ptr<SimPeer>> initial_agents;
-  // The agent's node side, the very code the agent runs (agent/local_node.h).
+  // The agent's node side, the very code the agent runs (node/local_node.h).
   std::unique_ptr<TermGuard> terms;
   std::unique_ptr<LocalNode> local;
   std::unique_ptr<Leadership> leadership;

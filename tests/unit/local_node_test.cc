@@ -1,4 +1,4 @@
-// The node side of the agent (agent/local_node.h) over fakes of its seams: an in-memory disk,
+// The node side of the agent (node/local_node.h) over fakes of its seams: an in-memory disk,
 // a runner that records what it was asked, etcd handles and peers that answer as told. Each
 // test names the rule the node applies; the simulation (tests/sim/) runs the same code in
 // whole fault histories.
@@ -7,7 +7,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
-#include "agent/local_node.h"
+#include "node/local_node.h"
 #include "backup/layout.h"
 #include "reconcile/restore.h"
 

@@ -1,4 +1,4 @@
-// The real node disk (agent/node_disk.h, FsNodeDisk) on a temporary directory: what it calls
+// The real node disk (node/node_disk.h, FsNodeDisk) on a temporary directory: what it calls
 // a data dir's state, how it sets data aside and puts it back, its markers, a restore tool
 // cancelled by a shutting-down agent, and the tool as the fallback of a restore in place (which
 // itself is tested on real etcd DBs in tests/integration/restore_in_place_test.cc).
@@ -11,7 +11,7 @@
 #include <fstream>
 #include <thread>
 
-#include "agent/node_disk.h"
+#include "node/node_disk.h"
 #include "common/files.h"
 
 namespace steward {

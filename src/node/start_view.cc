@@ -1,4 +1,4 @@
-#include "agent/start_view.h"
+#include "node/start_view.h"
 
 #include <vector>
 

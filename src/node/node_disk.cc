@@ -1,4 +1,4 @@
-#include "agent/node_disk.h"
+#include "node/node_disk.h"
 
 #include <chrono>
 #include <filesystem>

@@ -1,7 +1,7 @@
 // The leader's orders as this node carries them out (the peer server has admitted them:
 // AdmitOrder), and the state it reports: join, stop, wipe (DecideWipe), unfence.
 #include "absl/strings/str_cat.h"
-#include "agent/local_node.h"
+#include "node/local_node.h"
 #include "common/rules.h"
 #include "etcd/member_id.h"
 #include "pki/pki.h"
@@ -51,10 +51,14 @@ peer::NodeState LocalNode::State() {
     s.set_client_user(client_user_);
   }
   {
+    std::lock_guard<std::mutex> lock(restore_mu_);
+    s.set_restore_error(restore_error_);
+    s.set_bump_refused(bump_refused_id_);
+    s.set_restoring(restoring_);
+  }
+  {
     std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
     if (lock.owns_lock()) {
-      s.set_restore_error(restore_error_);
-      s.set_bump_refused(bump_refused_id_);
       s.set_join_error(join_error_);
       s.set_join_failures(join_failures_);
       if (join_failures_ > 0) {

@@ -22,8 +22,9 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "agent/node_disk.h"
-#include "agent/start_view.h"
+#include "node/node_disk.h"
+#include "node/restore_plan.h"
+#include "node/start_view.h"
 #include "backup/store.h"
 #include "common/clock.h"
 #include "common/status.h"
@@ -143,6 +144,12 @@ class LocalNode : public NodeHandler {
   // Why etcd last exited on its own, from its log since it was started ("" if it has not).
   std::string EtcdExitReason();
   void Record(const std::string& action, const std::string& reason, const std::string& result);
+  // A restore order's steps (node_restore.cc). RestoreFailed records and logs `s`.
+  absl::Status RestoreFailed(absl::Status s);
+  // REQUIRES: mu_ held. Sets the old data aside and puts the staged restore in place, then
+  // starts etcd (fenced when ordered).
+  absl::Status ApplyRestoreLocked(const peer::RestoreRequest& req, bool repeat,
+                                  const NodeRestorePlan& plan);
 
   const Config& config_;
   const LocalNodeEnv env_;
@@ -150,12 +157,16 @@ class LocalNode : public NodeHandler {
   Runner& runner_;
 
   std::mutex mu_;  // serializes orders and the control pass's own start decision
-  std::string restore_error_;  // guarded by mu_
+  // A restore's state, under a lock of its own that nothing holds for long: State() reports it
+  // even while a restore order fetches its backup (without mu_: see node_restore.cc).
+  std::mutex restore_mu_;
+  std::string restore_error_;  // guarded by restore_mu_: why the last restore order failed
+  std::string restoring_;      // guarded by restore_mu_: the restore being staged ("" none)
   // Without etcdutl, the restore whose backup the in-place edit refused, and why: the node
   // reports it (the coordinator restores without the bump instead) and answers that restore's
   // orders at once rather than fetching the backup again.
-  std::string bump_refused_id_;  // guarded by mu_
-  absl::Status bump_refused_;    // guarded by mu_
+  std::string bump_refused_id_;  // guarded by restore_mu_
+  absl::Status bump_refused_;    // guarded by restore_mu_
   // The client certificate's common name, read once it exists (State()).
   std::mutex client_user_mu_;
   std::string client_user_;  // guarded by client_user_mu_

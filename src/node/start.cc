@@ -1,8 +1,8 @@
 // How a node starts its etcd on its own: the start decision (DecideStart on GatherStartView,
 // reconcile/start_decision.h), the markers it keeps, and the node's control pass.
 #include "absl/strings/str_cat.h"
-#include "agent/local_node.h"
-#include "agent/start_view.h"
+#include "node/local_node.h"
+#include "node/start_view.h"
 #include "reconcile/restore.h"
 #include "spdlog/spdlog.h"
 
