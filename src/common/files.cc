@@ -79,6 +79,13 @@ absl::StatusOr<AtomicFile> AtomicFile::Create(const std::string& target, int mod
   return file;
 }
 
+absl::StatusOr<AtomicFile> AtomicFile::Adopt(const std::string& written,
+                                             const std::string& target) {
+  const int fd = ::open(written.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("opening ", written));
+  return AtomicFile(target, written, fd);
+}
+
 AtomicFile::AtomicFile(AtomicFile&& o) noexcept
     : target_(std::move(o.target_)),
       tmp_(std::exchange(o.tmp_, std::string())),

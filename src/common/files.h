@@ -25,11 +25,16 @@ absl::Status SyncDir(const std::string& dir);
 // before any byte is written, so a secret is never readable by others), which Commit() fsyncs,
 // renames into place and makes durable (the directory is fsynced). Destroyed before Commit(), it
 // leaves nothing behind. The only atomic-write helper in this tree: WriteFileAtomic, the file
-// store and the PKI's key pairs all use it.
+// store, the PKI's key pairs and stewardctl's snapshot files all use it.
 class AtomicFile {
  public:
   static absl::StatusOr<AtomicFile> Create(const std::string& target, int mode,
                                            bool exact_mode = false);
+  // Takes a file already written whole at `written` (by a download checked before it is
+  // published, say) in place of the temp file: Commit() fsyncs it and renames it over `target`.
+  // Its name and mode stay the caller's. REQUIRES: `written` is on `target`'s filesystem.
+  // Destroyed before Commit(), it removes `written`.
+  static absl::StatusOr<AtomicFile> Adopt(const std::string& written, const std::string& target);
   AtomicFile(AtomicFile&& o) noexcept;
   AtomicFile& operator=(AtomicFile&&) = delete;
   ~AtomicFile();

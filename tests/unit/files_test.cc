@@ -75,6 +75,31 @@ TEST_F(FilesTest, ErrnoIsMappedByWhatTheCallerDoesNext) {
   EXPECT_TRUE(absl::IsNotFound(AtomicFile::Create((dir_ / "no" / "dir").string(), 0644).status()));
 }
 
+TEST_F(FilesTest, AnAdoptedFileIsPublishedWholeOrRemoved) {
+  const std::string part = (dir_ / "snap.part").string();
+  ASSERT_TRUE(WriteFileAtomic(part, "snapshot", 0600).ok());
+  {
+    auto f = AtomicFile::Adopt(part, (dir_ / "snap").string());
+    ASSERT_TRUE(f.ok()) << f.status();
+    ASSERT_TRUE(f->Commit(/*replace=*/false).ok());
+  }
+  EXPECT_EQ(*ReadFile((dir_ / "snap").string()), "snapshot");
+  EXPECT_FALSE(fs::exists(part));
+  struct stat st {};
+  ASSERT_EQ(::stat((dir_ / "snap").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u) << "the written file's mode is kept";
+
+  ASSERT_TRUE(WriteFileAtomic(part, "newer", 0600).ok());
+  {
+    auto f = AtomicFile::Adopt(part, (dir_ / "snap").string());
+    ASSERT_TRUE(f.ok()) << f.status();
+    EXPECT_TRUE(absl::IsAlreadyExists(f->Commit(/*replace=*/false)));
+  }
+  EXPECT_EQ(*ReadFile((dir_ / "snap").string()), "snapshot");
+  EXPECT_FALSE(fs::exists(part)) << "not committed: removed";
+  EXPECT_TRUE(absl::IsNotFound(AtomicFile::Adopt(part, (dir_ / "snap").string()).status()));
+}
+
 TEST_F(FilesTest, SyncDirSyncsADirectoryAndNamesOneItCannotOpen) {
   EXPECT_TRUE(SyncDir(dir_.string()).ok());
   EXPECT_TRUE(SyncDir("").ok()) << "the working directory";
