@@ -4,7 +4,7 @@
 // GET /status.json every 2 s and redraws itself without a reload.
 //
 // /status.json is the cluster's view as the answering agent gathers it on request: every
-// member's status (CollectStatus, ctl/status.h), the steward's state (leader, reconciler step,
+// member's status (CollectStatus, reconcile/cluster_status.h), the steward's state (leader, reconciler step,
 // backup results, spec), the newest backups in the store, warnings, and, when the agent has
 // them, recent events. Any agent serves the whole cluster's view, so a page works against any
 // agent's address. docs/monitoring.md describes the document and the page.
@@ -26,7 +26,7 @@
 #include "backup/store.h"
 #include "common/clock.h"
 #include "config/config.h"
-#include "ctl/status.h"
+#include "reconcile/cluster_status.h"
 #include "etcd/client.h"
 #include "nlohmann/json.hpp"
 

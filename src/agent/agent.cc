@@ -12,7 +12,7 @@
 
 
 #include "absl/strings/str_cat.h"
-#include "admin/metrics.h"
+#include "common/metrics.h"
 #include "admin/readiness.h"
 #include "admin/status_page.h"
 #include "absl/strings/str_join.h"

@@ -264,7 +264,9 @@ absl::Status DeltaWriter::Session() {
     if (!events.ok()) {
       // Whatever was received is history all the same: keep it before starting again (and
       // before a compaction's full backup, whose retention may prune this chain's base).
-      (void)flush();
+      if (absl::Status s = flush(); !s.ok()) {
+        spdlog::warn("delta backups: storing what came before the watch ended: {}", s.message());
+      }
       if (absl::IsOutOfRange(events.status())) return compacted(events.status());
       return Annotate(events.status(), "the watch ended");
     }

@@ -14,9 +14,8 @@
 // truncated at a chunk boundary, or a header changed, fails authentication; the random prefix
 // (per object) keeps nonces unique under one key.
 //
-// Key files hold a 32-byte key in base64 (`openssl rand -base64 32`). A key's id is the first
-// 8 bytes of sha256("etcd-steward backup key\0" | key), in hex: it names the key without
-// revealing it. Objects written before encryption was on (no header) are read as they are.
+// Keys and key files: config/encryption_key.h. Objects written before encryption was on (no
+// header) are read as they are.
 //
 // Thread-safe as the wrapped store is.
 #pragma once
@@ -28,22 +27,12 @@
 
 #include "absl/status/statusor.h"
 #include "backup/store.h"
+#include "config/encryption_key.h"
 
 namespace steward {
 
-inline constexpr size_t kEncryptionKeySize = 32;
 inline constexpr uint32_t kDefaultEncryptionChunk = 1u << 20;
 inline constexpr uint32_t kMaxEncryptionChunk = 64u << 20;
-
-struct EncryptionKey {
-  std::string id;   // 16 hex characters
-  std::string key;  // 32 raw bytes
-};
-
-// Reads a key file: base64 of 32 bytes, surrounding whitespace ignored. Refuses a file that
-// group or others may read. Errors name the file and the problem.
-absl::StatusOr<EncryptionKey> LoadEncryptionKey(const std::string& path);
-EncryptionKey MakeEncryptionKey(const std::string& raw32);
 
 // Whether `key` names an object the decorator encrypts.
 bool IsEncryptedObjectKey(const std::string& key);

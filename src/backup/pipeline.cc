@@ -126,7 +126,9 @@ class BackgroundWriter {
     for (int i = 0; i < kDepth; ++i) free_.push_back({std::make_unique_for_overwrite<char[]>(capacity), 0});
     thread_ = std::thread([this] { Run(); });
   }
-  ~BackgroundWriter() { (void)Finish(); }
+  // Finish() is where a write error is reported; the destructor only stops the thread, on a
+  // path that failed before it reached Finish() (and returns that failure instead).
+  ~BackgroundWriter() { Stop(); }
   size_t capacity() const { return capacity_; }
 
   // An empty buffer (waits while all are queued).
@@ -147,18 +149,23 @@ class BackgroundWriter {
   }
   // Writes what is queued and stops the thread; the first write error, if any.
   absl::Status Finish() {
-    {
-      std::lock_guard lock(mu_);
-      if (done_) return error_;
-      done_ = true;
-      cv_.notify_all();
-    }
-    thread_.join();
+    Stop();
+    std::lock_guard lock(mu_);
     return error_;
   }
 
  private:
   static constexpr int kDepth = 3;
+  // Writes what is queued and joins the thread (once).
+  void Stop() {
+    {
+      std::lock_guard lock(mu_);
+      if (done_) return;
+      done_ = true;
+      cv_.notify_all();
+    }
+    thread_.join();
+  }
   void Run() {
     std::unique_lock lock(mu_);
     while (true) {

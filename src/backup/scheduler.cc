@@ -2,7 +2,7 @@
 
 #include "backup/delta.h"
 
-#include "admin/metrics.h"
+#include "common/metrics.h"
 
 #include "absl/strings/str_cat.h"
 #include "backup/pipeline.h"

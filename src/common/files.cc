@@ -33,17 +33,20 @@ absl::Status ErrnoStatus(int err, const std::string& what) {
 
 namespace {
 
-void FsyncDir(const fs::path& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd >= 0) {
-    ::fsync(fd);  // best effort: the rename itself is already atomic
-    ::close(fd);
-  }
-}
-
 fs::path DirOf(const fs::path& p) { return p.has_parent_path() ? p.parent_path() : fs::path("."); }
 
 }  // namespace
+
+absl::Status SyncDir(const std::string& dir) {
+  const std::string d = dir.empty() ? "." : dir;
+  const int fd = ::open(d.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("opening directory ", d));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) return ErrnoStatus(err, absl::StrCat("syncing directory ", d));
+  return absl::OkStatus();
+}
 
 // The process umask, read without changing it (umask(2) can only be read by setting it, which
 // would race with other threads creating files). 022 if /proc does not say.
@@ -76,6 +79,13 @@ absl::StatusOr<AtomicFile> AtomicFile::Create(const std::string& target, int mod
   return file;
 }
 
+absl::StatusOr<AtomicFile> AtomicFile::Adopt(const std::string& written,
+                                             const std::string& target) {
+  const int fd = ::open(written.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("opening ", written));
+  return AtomicFile(target, written, fd);
+}
+
 AtomicFile::AtomicFile(AtomicFile&& o) noexcept
     : target_(std::move(o.target_)),
       tmp_(std::exchange(o.tmp_, std::string())),
@@ -99,7 +109,7 @@ absl::Status AtomicFile::Write(std::string_view chunk) {
   return absl::OkStatus();
 }
 
-absl::Status AtomicFile::Commit(bool replace) {
+absl::Status AtomicFile::Commit(bool replace, bool sync_dir) {
   if (::fsync(fd_) != 0) return ErrnoStatus(errno, absl::StrCat("fsync ", tmp_));
   int fd = std::exchange(fd_, -1);
   if (::close(fd) != 0) return ErrnoStatus(errno, absl::StrCat("closing ", tmp_));
@@ -115,8 +125,7 @@ absl::Status AtomicFile::Commit(bool replace) {
       if (::link(tmp_.c_str(), target_.c_str()) == 0) {
         ::unlink(tmp_.c_str());
         tmp_.clear();
-        FsyncDir(DirOf(target_));
-        return absl::OkStatus();
+        return sync_dir ? SyncDir(DirOf(target_).string()) : absl::OkStatus();
       }
       err = errno;
     }
@@ -124,8 +133,7 @@ absl::Status AtomicFile::Commit(bool replace) {
     return ErrnoStatus(err, absl::StrCat("renaming ", tmp_, " to ", target_));
   }
   tmp_.clear();
-  FsyncDir(DirOf(target_));
-  return absl::OkStatus();
+  return sync_dir ? SyncDir(DirOf(target_).string()) : absl::OkStatus();
 }
 
 absl::Status WriteFileAtomic(const std::string& path, const std::string& content, int mode) {

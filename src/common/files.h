@@ -15,23 +15,36 @@ namespace steward {
 // "<what>: <strerror>". The only errno mapping in this tree.
 absl::Status ErrnoStatus(int err, const std::string& what);
 
+// Makes the entries of directory `dir` durable (fsyncs it): a file created, renamed or removed
+// in it survives a crash. An empty `dir` is the working directory. The only directory fsync in
+// this tree. Errors: ErrnoStatus, naming the directory.
+absl::Status SyncDir(const std::string& dir);
+
 // A file that appears whole or not at all: the bytes go to a unique dot-file beside the target
 // (created 0600, given `mode` less the process umask — or exactly `mode` with `exact_mode` —
 // before any byte is written, so a secret is never readable by others), which Commit() fsyncs,
-// renames into place and makes durable (the directory is fsynced). Destroyed before Commit(), it leaves nothing behind. The only atomic-write helper
-// in this tree: WriteFileAtomic, the file store and the PKI's key pairs all use it.
+// renames into place and makes durable (the directory is fsynced). Destroyed before Commit(), it
+// leaves nothing behind. The only atomic-write helper in this tree: WriteFileAtomic, the file
+// store, the PKI's key pairs and stewardctl's snapshot files all use it.
 class AtomicFile {
  public:
   static absl::StatusOr<AtomicFile> Create(const std::string& target, int mode,
                                            bool exact_mode = false);
+  // Takes a file already written whole at `written` (by a download checked before it is
+  // published, say) in place of the temp file: Commit() fsyncs it and renames it over `target`.
+  // Its name and mode stay the caller's. REQUIRES: `written` is on `target`'s filesystem.
+  // Destroyed before Commit(), it removes `written`.
+  static absl::StatusOr<AtomicFile> Adopt(const std::string& written, const std::string& target);
   AtomicFile(AtomicFile&& o) noexcept;
   AtomicFile& operator=(AtomicFile&&) = delete;
   ~AtomicFile();
 
   absl::Status Write(std::string_view chunk);
   // With replace=false an existing target is never replaced (AlreadyExists), even one created
-  // concurrently.
-  absl::Status Commit(bool replace = true);
+  // concurrently. With sync_dir=false the directory is left to the caller (SyncDir), who renames
+  // several files first (a key and its certificate) so that no error stops between the renames.
+  // An error after the rename (the directory's fsync) leaves the target in place.
+  absl::Status Commit(bool replace = true, bool sync_dir = true);
   const std::string& target() const { return target_; }
 
  private:

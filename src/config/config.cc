@@ -1,8 +1,7 @@
 #include "config/config.h"
 
-#include "backup/encryption.h"
-
 #include "config/aws_credentials.h"
+#include "config/encryption_key.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>

@@ -33,39 +33,16 @@ struct SnapshotArgs {
   bool skip_hash_check = false;
 };
 
-absl::Status SyncPath(const std::string& path, bool dir) {
-  int fd = ::open(path.c_str(), (dir ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("opening ", path));
-  int rc = ::fsync(fd);
-  int e = errno;
-  ::close(fd);
-  if (rc != 0) return ErrnoStatus(e, absl::StrCat("syncing ", path));
-  return absl::OkStatus();
-}
-
-std::string DirOf(const std::string& path) {
-  fs::path p = fs::absolute(path).parent_path();
-  return p.empty() ? "." : p.string();
-}
-
-// Renames `from` to `to`, never over an existing `to` unless `replace`, and makes the rename
-// durable.
+// Publishes the finished file `from` under `to` through AtomicFile: fsynced, renamed (never over
+// an existing `to` unless `replace`), and the directory synced. On failure `from` is removed.
 absl::Status Publish(const std::string& from, const std::string& to, bool replace) {
-  if (absl::Status s = SyncPath(from, false); !s.ok()) return s;
-  int rc = replace ? ::rename(from.c_str(), to.c_str())
-                   : ::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE);
-  if (rc != 0 && !replace && errno == EINVAL) {
-    // A filesystem without RENAME_NOREPLACE (some NFS): link() fails on an existing `to` too.
-    rc = ::link(from.c_str(), to.c_str());
-    if (rc == 0) ::unlink(from.c_str());
+  auto file = AtomicFile::Adopt(from, to);
+  if (!file.ok()) return file.status();
+  absl::Status s = file->Commit(replace);
+  if (absl::IsAlreadyExists(s)) {
+    return absl::AlreadyExistsError(absl::StrCat(to, " exists (pass --force to replace it)"));
   }
-  if (rc != 0) {
-    if (errno == EEXIST) {
-      return absl::AlreadyExistsError(absl::StrCat(to, " exists (pass --force to replace it)"));
-    }
-    return ErrnoStatus(errno, absl::StrCat("renaming ", from, " to ", to));
-  }
-  return SyncPath(DirOf(to), true);
+  return s;
 }
 
 // `stewardctl snapshot save FILE`: Maintenance.Snapshot of a caught-up member, raw.

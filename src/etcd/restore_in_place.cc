@@ -156,16 +156,6 @@ bool PlainPeerUrl(const std::string& url) {
   return true;
 }
 
-absl::Status SyncDir(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(errno, "opening " + dir);
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0) return ErrnoStatus(err, "syncing " + dir);
-  return absl::OkStatus();
-}
-
 // walpb.Record types.
 constexpr int64_t kMetadataType = 1, kEntryType = 2, kStateType = 3, kCrcType = 4,
                   kSnapshotType = 5;

@@ -16,7 +16,7 @@
 
 #include "absl/status/status.h"
 #include "grpcpp/grpcpp.h"
-#include "reconcile/admission.h"
+#include "peer/admission.h"
 #include "steward_peer.grpc.pb.h"
 
 namespace steward {
@@ -35,7 +35,7 @@ class NodeHandler {
 };
 
 // The newest leader term seen, persisted before it is admitted; the rules are AdmitOrder's
-// (reconcile/admission.h), asked under this guard's lock. Thread-safe.
+// (peer/admission.h), asked under this guard's lock. Thread-safe.
 class TermGuard {
  public:
   static constexpr uint64_t kMaxTerm = steward::kMaxTerm;

@@ -174,18 +174,6 @@ absl::StatusOr<PendingFile> WritePending(const std::string& target, const std::s
   return std::move(*file);
 }
 
-// Makes the renames into `file`'s directory durable.
-absl::Status FsyncParentDir(const std::string& file) {
-  const fs::path p(file);
-  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("opening directory ", dir.string()));
-  absl::Status s;
-  if (::fsync(fd) != 0) s = ErrnoStatus(errno, absl::StrCat("fsync directory ", dir.string()));
-  ::close(fd);
-  return s;
-}
-
 absl::StatusOr<EvpPkeyPtr> NewKey() {
   EvpPkeyPtr key(EVP_EC_gen("P-256"));
   if (!key) return OpenSslError("generating an EC P-256 key");
@@ -490,10 +478,11 @@ absl::Status IssueCertImpl(const std::string& ca_cert_path, const std::string& c
   auto files = WritePair(cert, key->get(), cert_path, key_path);
   if (!files.ok()) return files.status();
   auto& [key_file, cert_file] = *files;
-  if (auto s = key_file.Commit(/*replace=*/true); !s.ok()) return s;
-  if (auto s = cert_file.Commit(/*replace=*/true); !s.ok()) return s;
-  if (auto s = FsyncParentDir(key_path); !s.ok()) return s;
-  return FsyncParentDir(cert_path);
+  // Both renamed before either directory is synced: an error there leaves a matching pair.
+  if (auto s = key_file.Commit(/*replace=*/true, /*sync_dir=*/false); !s.ok()) return s;
+  if (auto s = cert_file.Commit(/*replace=*/true, /*sync_dir=*/false); !s.ok()) return s;
+  if (auto s = SyncDir(fs::path(key_path).parent_path().string()); !s.ok()) return s;
+  return SyncDir(fs::path(cert_path).parent_path().string());
 }
 
 absl::Status CreateCaImpl(const std::string& dir, const std::string& common_name) {
@@ -526,14 +515,14 @@ absl::Status CreateCaImpl(const std::string& dir, const std::string& common_name
   auto files = WritePair(cert, key->get(), cert_path, key_path);
   if (!files.ok()) return files.status();
   auto& [key_file, cert_file] = *files;
-  if (auto s = key_file.Commit(/*replace=*/false); !s.ok()) return s;
-  if (auto s = cert_file.Commit(/*replace=*/false); !s.ok()) {
+  if (auto s = key_file.Commit(/*replace=*/false, /*sync_dir=*/false); !s.ok()) return s;
+  if (auto s = cert_file.Commit(/*replace=*/false, /*sync_dir=*/false); !s.ok()) {
     // Without its certificate the new key is useless, and it would make the next attempt
     // refuse; the key is ours (the no-replace rename just created it).
     ::unlink(key_path.c_str());
     return s;
   }
-  return FsyncParentDir(key_path);
+  return SyncDir(fs::path(key_path).parent_path().string());
 }
 
 // The chain check's failures that mean "this CA did not sign it" rather than something else

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "admin/metrics.h"
+#include "common/metrics.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "backup/layout.h"

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <set>
 
-#include "admin/metrics.h"
+#include "common/metrics.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"

@@ -80,9 +80,6 @@ RestoreIntent NewRestoreIntent(const Config& config, const std::string& backup,
                                const std::string& requested_by, int64_t generation,
                                int64_t bump_revision, int64_t created_at, uint32_t nonce);
 
-// The highest revision the cluster was seen to serve, kept in the store by the leader:
-//   <cluster>/control/revision.json  {"revision": R, "updated_at": <unix seconds>}
-// 0 when nothing is recorded.
 // Replays the deltas of `backup` (backup/delta.h) up to `to_revision` onto `etcd`, one
 // transaction per revision (split when etcd's request limits need it); keys put under a lease
 // are deleted instead. Every transaction applies only while ReplayGuardKey holds `guard`
@@ -95,6 +92,9 @@ absl::Status ReplayDeltas(BackupStore& store, const std::string& cluster, const 
 // " + N delta(s), to revision R" for a log line ("" without deltas).
 std::string DescribePoint(const RestorePoint& p);
 
+// The highest revision the cluster was seen to serve, kept in the store by the leader:
+//   <cluster>/control/revision.json  {"revision": R, "updated_at": <unix seconds>}
+// 0 when nothing is recorded.
 absl::StatusOr<int64_t> ReadHighestRevision(BackupStore& store, const std::string& cluster);
 absl::Status WriteHighestRevision(BackupStore& store, const std::string& cluster, int64_t revision,
                                   int64_t now_unix);

@@ -21,7 +21,7 @@
 #include "etcd/member_id.h"
 #include "etcd/version.h"
 #include "openssl/sha.h"
-#include "reconcile/admission.h"
+#include "peer/admission.h"
 #include "reconcile/destroy.h"
 #include "spdlog/sinks/base_sink.h"
 #include "spdlog/spdlog.h"

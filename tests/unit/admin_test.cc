@@ -1,8 +1,8 @@
 // The admin port's pure parts: readiness (admin/readiness.h), one row per reason, and the
-// metrics registry's text format (admin/metrics.h).
+// metrics registry's text format (common/metrics.h).
 #include <gtest/gtest.h>
 
-#include "admin/metrics.h"
+#include "common/metrics.h"
 #include "admin/readiness.h"
 
 namespace steward {

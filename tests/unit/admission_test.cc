@@ -1,5 +1,5 @@
-// One test per rule of AdmitOrder and DecideWipe (reconcile/admission.h).
-#include "reconcile/admission.h"
+// One test per rule of AdmitOrder and DecideWipe (peer/admission.h).
+#include "peer/admission.h"
 
 #include "gtest/gtest.h"
 

@@ -1,4 +1,4 @@
-#include "reconcile/admission.h"
+#include "peer/admission.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"

@@ -1,4 +1,4 @@
-#include "admin/metrics.h"
+#include "common/metrics.h"
 
 #include <cassert>
 #include <cmath>
