@@ -8,7 +8,7 @@ PKGS=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libcurl4-openssl-dev libssl-dev libyaml-cpp-dev nlohmann-json3-dev libtinyxml2-dev
   libspdlog-dev libfmt-dev libcli11-dev libzstd-dev libcpp-httplib-dev
-  libabsl-dev libgtest-dev libgmock-dev help2man curl
+  libabsl-dev libgtest-dev libgmock-dev help2man curl python3
   etcd-server etcd-client
 )
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/match.h"
-#include "admin/metrics.h"
+#include "common/metrics.h"
 #include "absl/strings/str_cat.h"
 #include "backup/delta.h"
 #include "backup/pipeline.h"

@@ -5,7 +5,7 @@
 #include "common/rules.h"
 #include "etcd/member_id.h"
 #include "pki/pki.h"
-#include "reconcile/admission.h"
+#include "peer/admission.h"
 #include "reconcile/destroy.h"
 #include "spdlog/spdlog.h"
 
