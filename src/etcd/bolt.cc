@@ -430,6 +430,128 @@ absl::Status BoltFile::WalkNode(std::string_view bytes, int depth, const std::st
   return absl::OkStatus();
 }
 
+bool IsDamagedDb(const absl::Status& s) {
+  return absl::IsDataLoss(s) && s.message().find(BoltFile::kDamaged) != absl::string_view::npos;
+}
+
+struct BoltFile::CheckState {
+  std::vector<bool> seen;  // by page id
+  int buckets = 0;         // nesting, for the depth guard
+};
+
+absl::Status BoltFile::CheckAll() const {
+  CheckState st;
+  st.seen.assign(high_water_, false);
+  st.seen[0] = st.seen[1] = true;  // the meta pages
+  return CheckPage(root_, "", nullptr, 0, "(root)", st);
+}
+
+absl::Status BoltFile::CheckPage(uint64_t pgid, const std::string& lo, const std::string* hi,
+                                 int depth, const std::string& bucket, CheckState& st) const {
+  const std::string at = absl::StrCat(kDamaged, ": page ", pgid, " (bucket ", bucket, ")");
+  if (depth > kMaxDepth) return absl::DataLossError(at + ": the tree is deeper than bbolt makes");
+  if (pgid < 2 || pgid >= high_water_) {
+    return absl::DataLossError(absl::StrCat(at, ": outside the file's ", high_water_, " pages"));
+  }
+  char head[kPageHeader];
+  if (absl::Status s = PreadAll(fd_, head, sizeof head, pgid * page_size_, path_); !s.ok()) return s;
+  if (Load<uint64_t>(head) != pgid) {
+    return absl::DataLossError(absl::StrCat(at, ": its header names page ", Load<uint64_t>(head)));
+  }
+  const uint64_t pages = 1 + uint64_t{Load<uint32_t>(head + 12)};
+  if (pgid + pages > high_water_) {
+    return absl::DataLossError(absl::StrCat(at, ": its ", pages - 1, " overflow pages run past the file's pages"));
+  }
+  for (uint64_t p = pgid; p < pgid + pages; ++p) {
+    if (st.seen[p]) {
+      return absl::DataLossError(absl::StrCat(at, ": page ", p, " is reached twice"));
+    }
+    st.seen[p] = true;
+  }
+  std::string bytes(pages * page_size_, '\0');
+  if (absl::Status s = PreadAll(fd_, bytes.data(), bytes.size(), pgid * page_size_, path_); !s.ok()) {
+    return s;
+  }
+  return CheckNode(bytes, at, lo, hi, depth, bucket, st);
+}
+
+absl::Status BoltFile::CheckNode(std::string_view bytes, const std::string& at,
+                                 const std::string& lo, const std::string* hi, int depth,
+                                 const std::string& bucket, CheckState& st) const {
+  if (bytes.size() < kPageHeader) return absl::DataLossError(at + ": shorter than a page header");
+  const uint16_t flags = Load<uint16_t>(bytes.data() + 8);
+  const uint16_t count = Load<uint16_t>(bytes.data() + 10);
+  if (flags != kBranchPage && flags != kLeafPage) {
+    return absl::DataLossError(absl::StrCat(at, ": not a branch or leaf page (flags ", flags, ")"));
+  }
+  if (kPageHeader + size_t{count} * kElementSize > bytes.size()) {
+    return absl::DataLossError(at + ": its elements overrun the page");
+  }
+  if (flags == kBranchPage && count == 0) return absl::DataLossError(at + ": an empty branch");
+  std::string_view prev;
+  for (size_t i = 0; i < count; ++i) {
+    const size_t off = kPageHeader + i * kElementSize;
+    const char* e = bytes.data() + off;
+    const bool branch = flags == kBranchPage;
+    const uint64_t start = off + uint64_t{Load<uint32_t>(e + (branch ? 0 : 4))};
+    const uint32_t ksize = Load<uint32_t>(e + (branch ? 4 : 8));
+    const uint32_t vsize = branch ? 0 : Load<uint32_t>(e + 12);
+    if (start + ksize + vsize > bytes.size()) {
+      return absl::DataLossError(absl::StrCat(at, ": element ", i, " overruns the page"));
+    }
+    const std::string_view key = bytes.substr(start, ksize);
+    if (i > 0 && !(prev < key)) {
+      return absl::DataLossError(absl::StrCat(at, ": keys out of order at element ", i));
+    }
+    if (key < lo || (hi != nullptr && !(key < *hi))) {
+      return absl::DataLossError(absl::StrCat(
+          at, ": element ", i, "'s key lies outside the range its parent's branch keys give"));
+    }
+    prev = key;
+    if (branch) {
+      std::string next_key;
+      const std::string* child_hi = hi;
+      if (i + 1 < count) {
+        const char* ne = e + kElementSize;
+        const uint64_t ns = off + kElementSize + uint64_t{Load<uint32_t>(ne)};
+        const uint32_t nk = Load<uint32_t>(ne + 4);
+        if (ns + nk > bytes.size()) {
+          return absl::DataLossError(absl::StrCat(at, ": element ", i + 1, " overruns the page"));
+        }
+        next_key.assign(bytes.data() + ns, nk);
+        child_hi = &next_key;
+      }
+      if (absl::Status s = CheckPage(Load<uint64_t>(e + 8), std::string(key), child_hi,
+                                     depth + 1, bucket, st);
+          !s.ok()) {
+        return s;
+      }
+      continue;
+    }
+    if ((Load<uint32_t>(e) & kBucketLeafFlag) == 0) continue;
+    // A nested bucket: its header, then its own tree (or its inline page).
+    if (vsize < kBucketHeader) {
+      return absl::DataLossError(
+          absl::StrCat(at, ": bucket ", std::string(key), "'s value is shorter than its header"));
+    }
+    if (++st.buckets > 1000000 || depth > kMaxDepth) {
+      return absl::DataLossError(at + ": buckets nested deeper than bbolt makes");
+    }
+    const std::string name =
+        bucket == "(root)" ? std::string(key) : absl::StrCat(bucket, "/", std::string(key));
+    const char* value = bytes.data() + start + ksize;
+    const uint64_t root = Load<uint64_t>(value);
+    absl::Status s =
+        root == 0
+            ? CheckNode(std::string_view(value + kBucketHeader, vsize - kBucketHeader),
+                        absl::StrCat(at, ": inline bucket ", name), "",
+                        nullptr, depth + 1, name, st)
+            : CheckPage(root, "", nullptr, depth + 1, name, st);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status BoltFile::ForEach(const std::string& bucket, const Visitor& fn) {
   auto v = BucketValue(bucket);
   if (!v.ok()) return v.status();

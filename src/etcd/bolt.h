@@ -50,6 +50,15 @@ class BoltFile {
   using Visitor = std::function<void(std::string_view key, std::string_view value, uint32_t flags)>;
   absl::Status ForEach(const std::string& bucket, const Visitor& fn);
 
+  // The whole file as bbolt's consistency check walks it: the tree of every bucket, nested and
+  // inline ones included, from the meta page in use. Each page must be reached once; its id,
+  // flags, overflow count and elements must be in bounds, its keys in order and within the
+  // range its parent's branch keys give it. Reads every page once. DataLoss whose message
+  // starts with kDamaged and names the page and what is wrong; the filesystem's errors as
+  // they come.
+  static constexpr char kDamaged[] = "the DB is damaged";
+  absl::Status CheckAll() const;
+
   // Every key and value of top-level bucket `bucket` (NotFound without it). For small buckets.
   absl::StatusOr<std::map<std::string, std::string>> ReadBucket(const std::string& bucket);
   // The greatest key in `bucket` ("" when empty).
@@ -72,6 +81,14 @@ class BoltFile {
   absl::Status WalkNode(std::string_view bytes, int depth, const std::string& at,
                         const Visitor& fn) const;
   absl::StatusOr<std::string> BucketValue(const std::string& bucket);
+  // CheckAll's steps: a page (with its overflow), and a node's bytes (a page, or an inline
+  // bucket's). `lo`/`hi`: the key range the parent gives it ("" and no `hi` at a root).
+  struct CheckState;
+  absl::Status CheckPage(uint64_t pgid, const std::string& lo, const std::string* hi, int depth,
+                         const std::string& bucket, CheckState& st) const;
+  absl::Status CheckNode(std::string_view bytes, const std::string& at, const std::string& lo,
+                         const std::string* hi, int depth, const std::string& bucket,
+                         CheckState& st) const;
   absl::Status SetBucketValue(const std::string& bucket, const std::string& value);
   absl::StatusOr<uint64_t> PutInTree(uint64_t root, const std::string& key,
                                      const std::string& value, uint32_t flags, int depth);
@@ -91,6 +108,9 @@ class BoltFile {
   uint64_t next_pgid_ = 0;
   std::map<uint64_t, std::string> pending_;  // pgid -> encoded node (with its overflow pages)
 };
+
+// A refusal of BoltFile::CheckAll (damage found by the full walk), as it travels up.
+bool IsDamagedDb(const absl::Status& s);
 
 // The revision key etcd's mvcc uses in its "key" bucket: 8-byte big-endian main revision, '_',
 // 8-byte big-endian sub revision (17 bytes).

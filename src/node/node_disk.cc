@@ -10,6 +10,7 @@
 #include "common/files.h"
 #include "common/status.h"
 #include "common/subprocess.h"
+#include "etcd/bolt.h"
 #include "etcd/restore_in_place.h"
 #include "spdlog/spdlog.h"
 
@@ -243,6 +244,8 @@ absl::Status FsNodeDisk::RestoreStaged(const SnapshotRestore& r) {
     // A DB this code does not know how to edit is left as it was: the tool restores it. One
     // already edited is not handed on (the order fails and is staged afresh when retried).
     if (db_changed) return Annotate(s, "restoring the staged backup in place");
+    // Damage the full walk found is the backup's, not this code's: no tool is handed it.
+    if (IsDamagedDb(s)) return s;
     if (r.tool.empty()) {
       return Annotate(s, "restoring the staged backup in place (no restore tool here can make "
                          "this restore: raising the revision needs etcd.etcdutl)");

@@ -9,6 +9,7 @@
 // Nothing is stopped or set aside before phase 3: a bad backup leaves the node as it was.
 #include "absl/strings/str_cat.h"
 #include "backup/layout.h"
+#include "etcd/bolt.h"
 #include "etcd/version.h"
 #include "node/local_node.h"
 #include "spdlog/spdlog.h"
@@ -138,9 +139,19 @@ absl::Status LocalNode::ApplyRestoreLocked(const peer::RestoreRequest& req, bool
   r.initial_cluster = l.initial_cluster;
   r.bump_revision = req.bump_revision();
   r.in_place = config_.etcd.restore_in_place;
-  if (plan.check_in_place_first) {
-    // NR4. No fallback: a DB the edit would refuse is found now, while the node is untouched.
-    if (absl::Status s = disk_.CheckStagedInPlace(r); !s.ok()) {
+  if (req.member()) {
+    // Every page of the staged DB is walked before the node is touched: a backup whose DB was
+    // damaged before it was taken (its checksums valid) is refused here, naming the damage,
+    // instead of an etcd that panics on every start after the old data was set aside. With
+    // only the in-place edit (NR4) any refusal counts; else only damage (the tool takes a DB
+    // the edit merely does not know).
+    absl::Status s = disk_.CheckStagedInPlace(r);
+    if (!s.ok() && IsDamagedDb(s)) {
+      disk_.ClearStaging();
+      return RestoreFailed(Annotate(s, absl::StrCat("backup ", req.backup(),
+                                                    " cannot be restored; the node is untouched")));
+    }
+    if (!s.ok() && plan.check_in_place_first) {
       disk_.ClearStaging();
       // A DB (or input) the edit does not take is refused for good, whatever the code says
       // (DataLoss, FailedPrecondition, NotFound, ...); the file system's own failures

@@ -173,6 +173,96 @@ TEST_F(BoltTest, DamageIsRefusedAndTheFileIsLeftAsItWas) {
   EXPECT_EQ(ReadDb(), db);
 }
 
+// A branch page `pgid` whose elements point at (first key, child page).
+std::string Branch(uint64_t pgid, const std::vector<std::pair<std::string, uint64_t>>& kids) {
+  std::string p(kPage, '\0');
+  Put<uint64_t>(p, 0, pgid);
+  Put<uint16_t>(p, 8, 0x01);
+  Put<uint16_t>(p, 10, static_cast<uint16_t>(kids.size()));
+  size_t data = 16 + 16 * kids.size();
+  for (size_t i = 0; i < kids.size(); ++i) {
+    const size_t e = 16 + 16 * i;
+    Put<uint32_t>(p, e, static_cast<uint32_t>(data - e));
+    Put<uint32_t>(p, e + 4, static_cast<uint32_t>(kids[i].first.size()));
+    Put<uint64_t>(p, e + 8, kids[i].second);
+    std::memcpy(p.data() + data, kids[i].first.data(), kids[i].first.size());
+    data += kids[i].first.size();
+  }
+  return p;
+}
+
+// An etcd-like DB whose "key" bucket is a tree: page 3 a branch over leaves 4 (revisions 2, 3)
+// and 5 (revisions 5, 7); the edit reads only the rightmost path (3, 5) of it.
+std::string TreeDb() {
+  std::string file(6 * kPage, '\0');
+  std::string key_bucket(16, '\0');
+  Put<uint64_t>(key_bucket, 0, 3);
+  file.replace(2 * kPage, kPage,
+               Leaf({{"key", key_bucket, 1},
+                     {"members", InlineBucket({{"abc", "{\"id\":2748}"}}), 1},
+                     {"members_removed", InlineBucket({}), 1},
+                     {"meta", InlineBucket({{"consistent_index", std::string(8, '\x09')}}), 1}},
+                    kPage));
+  Put<uint64_t>(file, 2 * kPage, 2);
+  file.replace(3 * kPage, kPage, Branch(3, {{RevisionKey(2, 0), 4}, {RevisionKey(5, 0), 5}}));
+  file.replace(4 * kPage, kPage, Leaf({{RevisionKey(2, 0), "v2"}, {RevisionKey(3, 0), "v3"}}, kPage));
+  Put<uint64_t>(file, 4 * kPage, 4);
+  file.replace(5 * kPage, kPage, Leaf({{RevisionKey(5, 0), "v5"}, {RevisionKey(7, 0), "v7"}}, kPage));
+  Put<uint64_t>(file, 5 * kPage, 5);
+  Meta(file, 0, 2, 6, 51, ~uint64_t{0});
+  Meta(file, 1, 2, 6, 50, ~uint64_t{0});
+  return file;
+}
+
+TEST_F(BoltTest, TheFullWalkPassesAGoodTreeAndRestoresIt) {
+  WriteDb(TreeDb());
+  auto f = BoltFile::Open(Db(), false);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_TRUE((*f)->CheckAll().ok()) << (*f)->CheckAll();
+  WriteDb(SmallDb());
+  f = BoltFile::Open(Db(), false);
+  ASSERT_TRUE(f.ok());
+  EXPECT_TRUE((*f)->CheckAll().ok()) << (*f)->CheckAll();
+  WriteDb(TreeDb());
+  InPlaceRestore r = Request();
+  r.bump_revision = 10;
+  ASSERT_TRUE(RestoreInPlace(r).ok());
+  f = BoltFile::Open(Db(), false);
+  EXPECT_TRUE((*f)->CheckAll().ok()) << "and the edited file walks clean too: " << (*f)->CheckAll();
+}
+
+// Issue 34: a leaf off the rightmost path with zeroed flags (a member's DB that rotted, streamed
+// with a valid checksum) passed the edit, and etcd then panicked on every start. The full walk
+// refuses it before anything is written, naming the page.
+TEST_F(BoltTest, DamageOffTheEditsPathIsRefusedByTheFullWalk) {
+  std::string db = TreeDb();
+  Put<uint16_t>(db, 4 * kPage + 8, 0);  // the leftmost leaf of "key": flags zeroed
+  WriteDb(db);
+  bool changed = true;
+  absl::Status s = RestoreInPlace(Request(), &changed);
+  EXPECT_TRUE(IsDamagedDb(s)) << s;
+  EXPECT_NE(s.message().find("page 4"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("bucket key"), std::string::npos) << s;
+  EXPECT_FALSE(changed);
+  EXPECT_EQ(ReadDb(), db);
+  InPlaceRestore check = Request();
+  check.check_only = true;
+  EXPECT_TRUE(IsDamagedDb(RestoreInPlace(check))) << "and the check before etcd stops says so";
+  // A page two branch elements reach.
+  db = TreeDb();
+  db.replace(3 * kPage, kPage, Branch(3, {{RevisionKey(2, 0), 5}, {RevisionKey(5, 0), 5}}));
+  WriteDb(db);
+  s = RestoreInPlace(Request());
+  EXPECT_TRUE(IsDamagedDb(s)) << s;
+  // A child whose keys lie outside the range its branch keys give it.
+  db = TreeDb();
+  db.replace(3 * kPage, kPage, Branch(3, {{RevisionKey(2, 0), 5}, {RevisionKey(5, 0), 4}}));
+  WriteDb(db);
+  s = RestoreInPlace(Request());
+  EXPECT_TRUE(IsDamagedDb(s)) << s;
+  EXPECT_NE(s.message().find("outside the range"), std::string::npos) << s;
+}
+
 // What a node without etcdutl asks before it stops etcd: would the edit go through? It reads
 // what the edit reads and says so, and writes nothing, for a DB it takes or refuses.
 TEST_F(BoltTest, ACheckOnlyReadsAsTheEditDoesAndWritesNothing) {
