@@ -583,6 +583,30 @@ std::optional<Step> PlanVersionRecovery(const ClusterObservation& o, const Membe
   return s;
 }
 
+// U2, on every node: the target's binary is there and is that version. Checked before any
+// member switches: a careful operator runs `etcd --version` on every node first.
+static std::optional<Step> BinaryNotReady(const ClusterObservation& o,
+                                          const std::string& target) {
+  for (const auto& n : o.nodes) {
+    if (!n.agent_up || n.removed || n.binaries.empty()) continue;
+    const EtcdBinary* b = nullptr;
+    for (const auto& x : n.binaries) {
+      if (x.key == target) b = &x;
+    }
+    if (b != nullptr && b->reported == target) continue;
+    return Make(StepKind::kWait,
+                absl::StrCat("rolling upgrade to etcd ", target, " waits: on node ", n.name, ", ",
+                             b == nullptr ? "etcd.versions has no entry for it"
+                             : b->reported.empty()
+                                 ? absl::StrCat("etcd.versions[", target, "] (", b->path,
+                                                ") reports no version: ", b->error)
+                                 : absl::StrCat("etcd.versions[", target, "] (", b->path,
+                                                ") reports etcd ", b->reported),
+                             "; fix it there (the agent checks again when it restarts)"));
+  }
+  return std::nullopt;
+}
+
 Step PlanUpgrade(const ClusterObservation& o) {
   const std::string& desired = o.desired_version;
   if (desired.empty()) return Make(StepKind::kNone, "no desired etcd version");
@@ -658,25 +682,7 @@ Step PlanUpgrade(const ClusterObservation& o) {
                                "no ", lowest[0], ".", minor, " binary"));
     }
   }
-  // U2, on every node: the target's binary is there and is that version. Checked before any
-  // member switches: a careful operator runs `etcd --version` on every node first.
-  for (const auto& n : o.nodes) {
-    if (!n.agent_up || n.removed || n.binaries.empty()) continue;
-    const EtcdBinary* b = nullptr;
-    for (const auto& x : n.binaries) {
-      if (x.key == target) b = &x;
-    }
-    if (b != nullptr && b->reported == target) continue;
-    return Make(StepKind::kWait,
-                absl::StrCat("rolling upgrade to etcd ", target, " waits: on node ", n.name, ", ",
-                             b == nullptr ? "etcd.versions has no entry for it"
-                             : b->reported.empty()
-                                 ? absl::StrCat("etcd.versions[", target, "] (", b->path,
-                                                ") reports no version: ", b->error)
-                                 : absl::StrCat("etcd.versions[", target, "] (", b->path,
-                                                ") reports etcd ", b->reported),
-                             "; fix it there (the agent checks again when it restarts)"));
-  }
+  if (auto wait = BinaryNotReady(o, target)) return *wait;  // U2, on every node
   // U6: a follower not yet at the target; the etcd leader last.
   const MemberView* pick = nullptr;
   for (const auto& m : o.members) {

@@ -58,15 +58,21 @@ std::vector<std::string> Versions(const TestCluster& c) {
   return out;
 }
 
+// Three agents listing Debian's etcd 3.4 (`v34`, also etcd.binary) and 3.5 (`v35`) in
+// etcd.versions, started; true once the three are healthy voters.
+bool StartWith34And35(TestCluster& c, const std::string& v34, const std::string& v35) {
+  AddVersions(c, 3, absl::StrCat("  versions:\n    ", v34, ": /usr/bin/etcd\n    ", v35, ": ",
+                                 ETCD35_BIN, "\n"));
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  return c.WaitVoters({"n1", "n2", "n3"}, 90s);
+}
+
 TEST(UpgradeTest, ARollFrom34To35KeepsEveryAcknowledgedWrite) {
   const std::string v34 = VersionOf("/usr/bin/etcd"), v35 = VersionOf(ETCD35_BIN);
   // scripts/install-deps.sh --test (the README's test command) fetches it.
   ASSERT_FALSE(v35.empty()) << "no etcd 3.5 at " << ETCD35_BIN;
   TestCluster c(kRoll, 3, 3, kFastLeader, kFileBackup);
-  AddVersions(c, 3, absl::StrCat("  versions:\n    ", v34, ": /usr/bin/etcd\n    ", v35, ": ",
-                                 ETCD35_BIN, "\n"));
-  for (int i = 0; i < 3; ++i) c.StartAgent(i);
-  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 90s)) << c.Logs();
+  ASSERT_TRUE(StartWith34And35(c, v34, v35)) << c.Logs();
   EXPECT_EQ(Versions(c), (std::vector<std::string>{v34, v34, v34}));
 
   // A writer: sequential keys, each one acknowledged or not.
@@ -247,10 +253,7 @@ TEST(UpgradeTest, AfterARollAWipedNodeRejoinsOnTheClustersVersion) {
   const std::string v34 = VersionOf("/usr/bin/etcd"), v35 = VersionOf(ETCD35_BIN);
   ASSERT_FALSE(v35.empty()) << "no etcd 3.5 at " << ETCD35_BIN;
   TestCluster c(kRejoin, 3, 3, kFastLeader, kFileBackup);
-  AddVersions(c, 3, absl::StrCat("  versions:\n    ", v34, ": /usr/bin/etcd\n    ", v35, ": ",
-                                 ETCD35_BIN, "\n"));
-  for (int i = 0; i < 3; ++i) c.StartAgent(i);
-  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 90s)) << c.Logs();
+  ASSERT_TRUE(StartWith34And35(c, v34, v35)) << c.Logs();
   RunResult r = c.Ctl({"configure-cluster", "--etcd-version", v35});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   ASSERT_TRUE(WaitFor([&] { return Versions(c) == std::vector<std::string>{v35, v35, v35}; },
