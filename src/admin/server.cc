@@ -123,7 +123,10 @@ absl::Status AdminServer::Start() {
     };
   };
   server_->Get("/leader", guarded([h](httplib::Response& res) {
-                 Answer(res, h.not_leader(), "leader\n");
+                 const std::optional<std::string> problem = h.not_leader();
+                 std::string body = "leader\n";
+                 if (!problem && h.leader_detail) body += h.leader_detail();
+                 Answer(res, problem, body);
                }));
   server_->Get("/metrics", guarded([h](httplib::Response& res) {
                  res.set_content(h.metrics(), kPrometheus);

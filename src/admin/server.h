@@ -27,6 +27,9 @@ struct AdminHandlers {
   std::function<std::optional<std::string>()> not_alive;   // nullopt: 200 on /healthz
   std::function<std::optional<std::string>()> not_ready;   // nullopt: 200 on /readyz
   std::function<std::optional<std::string>()> not_leader;  // nullopt: 200 on /leader
+  // Lines after "leader" in /leader's 200 answer (unset: none), such as how far the leader's
+  // delta backups reach and whether they fall behind.
+  std::function<std::string()> leader_detail;
   std::function<std::string()> metrics;                    // Prometheus text
   // The status page's document (StatusSource::Json); unset: / and /status.json answer 404.
   std::function<std::string()> status_json;

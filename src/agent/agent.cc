@@ -266,6 +266,9 @@ absl::Status Agent::Wire() {
     return absl::StrCat("not the steward leader (the leader is ",
                         leader.empty() ? "unknown" : leader, ")");
   };
+  admin.leader_detail = [this]() -> std::string {
+    return deltas_ ? absl::StrCat("delta backups: ", deltas_->status(), "\n") : "";
+  };
   admin.metrics = [this] { return ScrapeMetrics(); };
   // The status page's document: the cluster's view through this agent's etcd client.
   // The page shows the last 20 events of the history.

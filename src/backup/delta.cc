@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <map>
 
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -35,6 +37,74 @@ absl::StatusOr<std::pair<int64_t, int64_t>> ParseDeltaName(const std::string& na
   }
   return std::make_pair(from, to);
 }
+
+// A delta is serialized straight into zstd and on to the store in pieces of this size, so
+// storing it holds zstd's window and one piece besides the chunk, not two copies of it.
+constexpr int kDeltaPiece = 256 << 10;
+
+// zstd (level 3, with its frame checksum) from protobuf's serialization to an object of the
+// store, hashing and counting what it stores.
+class ZstdToStore : public google::protobuf::io::CopyingOutputStream {
+ public:
+  explicit ZstdToStore(ObjectWriter* writer) : writer_(writer), cctx_(ZSTD_createCCtx()) {}
+  ~ZstdToStore() override { ZSTD_freeCCtx(cctx_); }
+
+  absl::Status Start(size_t content_size) {
+    if (cctx_ == nullptr) return absl::ResourceExhaustedError("delta: zstd: no context");
+    ZSTD_CCtx_setParameter(cctx_, ZSTD_c_compressionLevel, 3);
+    ZSTD_CCtx_setParameter(cctx_, ZSTD_c_checksumFlag, 1);
+    const size_t r = ZSTD_CCtx_setPledgedSrcSize(cctx_, content_size);
+    if (ZSTD_isError(r)) return Zstd(r);
+    out_.resize(ZSTD_CStreamOutSize());
+    return absl::OkStatus();
+  }
+  bool Write(const void* buffer, int size) override {
+    ZSTD_inBuffer in{buffer, static_cast<size_t>(size), 0};
+    while (in.pos < in.size) {
+      if (!Drain(ZSTD_e_continue, &in).ok()) return false;
+    }
+    return true;
+  }
+  absl::Status Finish() {
+    ZSTD_inBuffer in{nullptr, 0, 0};
+    while (true) {
+      auto left = Drain(ZSTD_e_end, &in);
+      if (!left.ok()) return left.status();
+      if (*left == 0) return absl::OkStatus();
+    }
+  }
+  const absl::Status& error() const { return error_; }
+  uint64_t stored() const { return stored_; }
+  std::string sha256() { return Hex(hash_.Raw()); }
+
+ private:
+  // One call of zstd; what it made goes to the store. Returns what zstd has left to flush.
+  absl::StatusOr<size_t> Drain(ZSTD_EndDirective mode, ZSTD_inBuffer* in) {
+    if (!error_.ok()) return error_;
+    ZSTD_outBuffer out{out_.data(), out_.size(), 0};
+    const size_t left = ZSTD_compressStream2(cctx_, &out, in, mode);
+    if (ZSTD_isError(left)) return error_ = Zstd(left);
+    if (out.pos > 0) {
+      const std::string_view made(out_.data(), out.pos);
+      hash_.Update(made);
+      stored_ += made.size();
+      if (absl::Status s = writer_->Write(made); !s.ok()) {
+        return error_ = Annotate(s, "delta: writing");
+      }
+    }
+    return left;
+  }
+  static absl::Status Zstd(size_t code) {
+    return absl::InternalError(absl::StrCat("delta: zstd: ", ZSTD_getErrorName(code)));
+  }
+
+  ObjectWriter* writer_;
+  ZSTD_CCtx* cctx_;
+  std::string out_;
+  Sha256 hash_;
+  uint64_t stored_ = 0;
+  absl::Status error_;
+};
 
 }  // namespace
 
@@ -114,19 +184,6 @@ absl::StatusOr<DeltaMeta> WriteDelta(BackupStore& store, const backup::DeltaChun
   if (chunk.revisions().empty() || chunk.to_revision() <= chunk.from_revision()) {
     return absl::InvalidArgumentError("delta: nothing to store");
   }
-  std::string raw;
-  if (!chunk.SerializeToString(&raw)) return absl::InternalError("delta: cannot serialize");
-  std::string packed(ZSTD_compressBound(raw.size()), '\0');
-  ZSTD_CCtx* cctx = ZSTD_createCCtx();
-  ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, 3);
-  ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
-  const size_t n = ZSTD_compress2(cctx, packed.data(), packed.size(), raw.data(), raw.size());
-  ZSTD_freeCCtx(cctx);
-  if (ZSTD_isError(n)) {
-    return absl::InternalError(absl::StrCat("delta: zstd: ", ZSTD_getErrorName(n)));
-  }
-  packed.resize(n);
-
   DeltaMeta m;
   m.name = DeltaName(chunk.from_revision(), chunk.to_revision(), node);
   m.cluster = chunk.cluster();
@@ -138,16 +195,23 @@ absl::StatusOr<DeltaMeta> WriteDelta(BackupStore& store, const backup::DeltaChun
   for (const auto& r : chunk.revisions()) m.events += r.events_size();
   m.first_unix_ms = chunk.revisions(0).unix_ms();
   m.last_unix_ms = chunk.revisions(chunk.revisions_size() - 1).unix_ms();
-  m.stored_size = packed.size();
-  Sha256 h;
-  h.Update(packed);
-  m.sha256 = Hex(h.Raw());
   m.encryption_key_id = store.EncryptionKeyId();
   m.node = node;
 
   auto writer = store.Create(DeltaObjectKey(m.cluster, m.base, m.name));
   if (!writer.ok()) return Annotate(writer.status(), "delta: creating the object");
-  if (absl::Status s = (*writer)->Write(packed); !s.ok()) return Annotate(s, "delta: writing");
+  ZstdToStore sink(writer->get());
+  // The frame says its content size (ReadDelta relies on it): the serialization's size.
+  if (absl::Status s = sink.Start(chunk.ByteSizeLong()); !s.ok()) return s;
+  {
+    google::protobuf::io::CopyingOutputStreamAdaptor out(&sink, kDeltaPiece);
+    if (!chunk.SerializeToZeroCopyStream(&out) || !out.Flush()) {
+      return sink.error().ok() ? absl::InternalError("delta: cannot serialize") : sink.error();
+    }
+  }
+  if (absl::Status s = sink.Finish(); !s.ok()) return s;
+  m.stored_size = sink.stored();
+  m.sha256 = sink.sha256();
   if (absl::Status s = (*writer)->Commit(); !s.ok()) return Annotate(s, "delta: storing");
   if (absl::Status s = store.Put(DeltaMetaKey(m.cluster, m.base, m.name),
                                  DeltaMetaToJson(m).dump(2));

@@ -55,6 +55,8 @@ absl::StatusOr<DeltaMeta> DeltaMetaFromJson(const std::string& text);
 
 // Stores `chunk` (its cluster, base and revisions set; at least one revision) as a delta of
 // (chunk.from_revision, chunk.to_revision]: the object, then its meta. `node` names the writer.
+// The chunk is serialized into zstd and the store in pieces: besides the chunk this holds
+// zstd's window and a few hundred KiB, never a serialized or compressed copy of the whole.
 absl::StatusOr<DeltaMeta> WriteDelta(BackupStore& store, const backup::DeltaChunk& chunk,
                                      const std::string& node);
 

@@ -31,6 +31,10 @@ constexpr std::chrono::milliseconds kShortestPause{50};
 constexpr size_t kBusy = 64;
 // The longest wait for the next message of a backlog etcd is sending.
 constexpr std::chrono::milliseconds kCatchUpWait{500};
+// Revisions between etcd's newest (as of the last message read) and the last one read past
+// which the writer counts as behind (logged, in status()); back under kCaughtUp it has caught up.
+constexpr int64_t kBehind = 5000;
+constexpr int64_t kCaughtUp = 1000;
 
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -190,11 +194,12 @@ absl::Status DeltaWriter::Session() {
   spdlog::info("delta backups: following backup {} from revision {}", b.name, cursor);
   SetStatus(absl::StrCat("backup ", b.name, " + ", chain->deltas.size(), " delta(s), to revision ",
                          cursor));
+  Metrics::Global().Set("steward_delta_backup_behind_revisions", 0);
 
   backup::DeltaChunk pending;
   size_t pending_bytes = 0;
   auto reset = [&] {
-    pending.Clear();
+    pending = backup::DeltaChunk();  // Clear() would keep the stored values' buffers
     pending.set_cluster(b.cluster);
     pending.set_cluster_id(b.cluster_id);
     pending.set_base(b.name);
@@ -203,6 +208,25 @@ absl::Status DeltaWriter::Session() {
   };
   reset();
   int64_t stored = chain->deltas.size();
+  // Memory stays bounded under any write rate because this thread is the only reader of the
+  // watch and stores before it reads on: the pending delta (kMaxPendingBytes and one message
+  // more), one message that etcd keeps under its request bound (fragments) and gRPC's window.
+  // Writes faster than the store takes them wait in etcd's history instead: the writer falls
+  // behind (logged and in status()), and if etcd compacts past it, a full backup starts a new
+  // chain (compacted(), above).
+  int64_t lag = 0;  // revisions etcd had past `cursor` at the last message read
+  bool falling_behind = false;
+  int64_t most_behind = 0;
+  auto behind_since = std::chrono::steady_clock::now();
+  auto chain_status = [&] {
+    std::string line =
+        absl::StrCat("backup ", b.name, " + ", stored, " delta(s), to revision ", cursor);
+    if (falling_behind) {
+      absl::StrAppend(&line, "; ", lag, " revision(s) behind etcd (reading no faster than ",
+                      "deltas are stored; etcd holds the backlog)");
+    }
+    return line;
+  };
   auto flush = [&]() -> absl::Status {
     if (pending.revisions().empty()) return absl::OkStatus();
     pending.set_to_revision(cursor);
@@ -213,7 +237,7 @@ absl::Status DeltaWriter::Session() {
     Metrics::Global().Set("steward_delta_backup_revision", static_cast<double>(cursor));
     Metrics::Global().Set("steward_delta_backup_last_success_timestamp_seconds",
                           static_cast<double>(NowMs() / 1000));
-    SetStatus(absl::StrCat("backup ", b.name, " + ", stored, " delta(s), to revision ", cursor));
+    SetStatus(chain_status());
     reset();
     return absl::OkStatus();
   };
@@ -264,6 +288,29 @@ absl::Status DeltaWriter::Session() {
       }
       // etcd sends a revision's events together: the cursor is a whole revision.
       cursor = std::max(cursor, rev);
+    }
+    lag = std::max<int64_t>(0, watch->header_revision() - cursor);
+    Metrics::Global().Set("steward_delta_backup_behind_revisions", static_cast<double>(lag));
+    if (!falling_behind && lag >= kBehind) {
+      falling_behind = true;
+      most_behind = lag;
+      behind_since = std::chrono::steady_clock::now();
+      spdlog::warn("delta backups: {} revisions behind etcd (at revision {}, etcd at {}): "
+                   "writes come faster than deltas are stored; reading no faster than storing, "
+                   "so etcd holds the backlog (a compaction past revision {} would end this "
+                   "chain and start a new one from a full backup)",
+                   lag, cursor, watch->header_revision(), cursor);
+      SetStatus(chain_status());
+    } else if (falling_behind) {
+      most_behind = std::max(most_behind, lag);
+      if (lag < kCaughtUp) {
+        falling_behind = false;
+        spdlog::info("delta backups: caught up with etcd after {}s (at most {} revisions behind)",
+                     std::chrono::duration_cast<std::chrono::seconds>(
+                         std::chrono::steady_clock::now() - behind_since).count(),
+                     most_behind);
+        SetStatus(chain_status());
+      }
     }
     const bool due = std::chrono::steady_clock::now() >= next_flush;
     if ((due || pending_bytes >= kMaxPendingBytes) && !pending.revisions().empty()) {

@@ -71,6 +71,9 @@ class KeyWatch {
   // The member's revision when it created the watch (0 if unknown): every change up to it
   // comes through the watch before any later one.
   virtual int64_t created_revision() const { return 0; }
+  // The member's revision as of the newest message read (0 if unknown): how far the changes
+  // still to be read reach.
+  virtual int64_t header_revision() const { return 0; }
 };
 
 // A lease kept alive over one open stream (etcd's LeaseKeepAlive).
@@ -123,7 +126,11 @@ class EtcdApi {
     return absl::UnimplementedError("no watch streams");
   }
   // Every change to keys in [key, range_end) (etcd's range_end: "\0" with key "\0" is the
-  // whole keyspace) after `after_revision`, over one stream.
+  // whole keyspace) after `after_revision`, over one stream. Nothing is read ahead of Wait()
+  // beyond the transport's flow-control window (EtcdClient: 1 MiB, on a connection of its
+  // own), and etcd sends no message larger than its request bound (a larger response comes
+  // in pieces, which Wait() joins at revisions): the caller's pace sets the memory it costs,
+  // and a slow reader leaves the backlog in etcd.
   virtual absl::StatusOr<std::unique_ptr<KeyWatch>> WatchRange(
       const std::string& /*key*/, const std::string& /*range_end*/, int64_t /*after_revision*/,
       std::chrono::milliseconds /*timeout*/) {

@@ -39,9 +39,54 @@ MemberInfo FromProto(const etcdserverpb::Member& m) {
 EtcdClient::EtcdClient(std::vector<std::string> endpoints)
     : EtcdClient(std::move(endpoints), Options{}) {}
 
+// Read-ahead of a bulk watch's connection (ChannelPool::bulk_watch).
+constexpr int kBulkWatchLookahead = 1 << 20;
+
 struct EtcdClient::ChannelPool {
   std::mutex mu;
   std::map<std::string, std::unique_ptr<Stubs>> stubs ABSL_GUARDED_BY(mu);
+  // WatchRange's streams, which may carry the whole keyspace's changes, use connections of
+  // their own on which gRPC reads at most kBulkWatchLookahead ahead of what the caller asked
+  // for (and the message it waits for). With gRPC's default, the window grows with the
+  // measured bandwidth-delay product, to many MiB on a fast link, and a reader busy storing
+  // what it read had tens of MiB more waiting in the transport (issue 35). Snapshots and the
+  // other calls keep the shared channel and its large window.
+  std::map<std::string, std::unique_ptr<Stubs>> bulk_watch ABSL_GUARDED_BY(mu);
+
+  // The slot of `endpoint` in `pool` (`mu` held), its channel made on first use.
+  static Stubs& Slot(const EtcdClient& client, std::map<std::string, std::unique_ptr<Stubs>>& pool,
+                     const std::string& endpoint, bool bulk) {
+    auto& slot = pool[endpoint];
+    if (slot) return *slot;
+    grpc::ChannelArguments args;
+    if (bulk) {
+      args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+      args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, kBulkWatchLookahead);
+    }
+    // Reconnect quickly after an etcd restart; the defaults back off for up to two minutes.
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    args.SetMaxReceiveMessageSize(-1);
+    // gRPC's own retry layer can abort the process when a server dies mid-call (grpc/grpc
+    // #34683: missing status in retry_filter); we retry ourselves, so turn it off.
+    args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
+    // Distinct channels per client object: no subchannel sharing with other clients' state.
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    std::shared_ptr<grpc::ChannelCredentials> creds;
+    if (client.options_.credentials_for) creds = client.options_.credentials_for(endpoint);
+    if (!creds) creds = client.options_.credentials;
+    if (!creds) creds = grpc::InsecureChannelCredentials();
+    slot = std::make_unique<Stubs>();
+    slot->channel = grpc::CreateCustomChannel(GrpcTarget(endpoint), creds, args);
+    slot->kv = etcdserverpb::KV::NewStub(slot->channel);
+    slot->cluster = etcdserverpb::Cluster::NewStub(slot->channel);
+    slot->maintenance = etcdserverpb::Maintenance::NewStub(slot->channel);
+    slot->lease = etcdserverpb::Lease::NewStub(slot->channel);
+    slot->auth = etcdserverpb::Auth::NewStub(slot->channel);
+    slot->watch = etcdserverpb::Watch::NewStub(slot->channel);
+    return *slot;
+  }
 };
 
 std::shared_ptr<EtcdClient::ChannelPool> EtcdClient::NewChannelPool() {
@@ -55,33 +100,7 @@ EtcdClient::EtcdClient(std::vector<std::string> endpoints, Options options)
 
 EtcdClient::Stubs& EtcdClient::StubsFor(const std::string& endpoint) {
   std::lock_guard<std::mutex> lock(channels_->mu);
-  auto& slot = channels_->stubs[endpoint];
-  if (!slot) {
-    grpc::ChannelArguments args;
-    // Reconnect quickly after an etcd restart; the defaults back off for up to two minutes.
-    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-    args.SetMaxReceiveMessageSize(-1);
-    // gRPC's own retry layer can abort the process when a server dies mid-call (grpc/grpc
-    // #34683: missing status in retry_filter); we retry ourselves, so turn it off.
-    args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
-    // Distinct channels per client object: no subchannel sharing with other clients' state.
-    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    std::shared_ptr<grpc::ChannelCredentials> creds;
-    if (options_.credentials_for) creds = options_.credentials_for(endpoint);
-    if (!creds) creds = options_.credentials;
-    if (!creds) creds = grpc::InsecureChannelCredentials();
-    slot = std::make_unique<Stubs>();
-    slot->channel = grpc::CreateCustomChannel(GrpcTarget(endpoint), creds, args);
-    slot->kv = etcdserverpb::KV::NewStub(slot->channel);
-    slot->cluster = etcdserverpb::Cluster::NewStub(slot->channel);
-    slot->maintenance = etcdserverpb::Maintenance::NewStub(slot->channel);
-    slot->lease = etcdserverpb::Lease::NewStub(slot->channel);
-    slot->auth = etcdserverpb::Auth::NewStub(slot->channel);
-    slot->watch = etcdserverpb::Watch::NewStub(slot->channel);
-  }
-  return *slot;
+  return ChannelPool::Slot(*this, channels_->stubs, endpoint, /*bulk=*/false);
 }
 
 void EtcdClient::SetDeadline(grpc::ClientContext& ctx, std::chrono::milliseconds timeout) const {
@@ -544,10 +563,15 @@ class GrpcKeyWatch : public KeyWatch {
   explicit GrpcKeyWatch(const std::string& endpoint)
       : stream_(absl::StrCat("watch on ", endpoint)) {}
 
-  // `keys`: (key, range_end) pairs, one watch each on the stream.
+  // `keys`: (key, range_end) pairs, one watch each on the stream. `fragment`: etcd sends a
+  // response larger than its request bound (--max-request-bytes, 1.5 MiB by default) in
+  // pieces, so no message read holds more than about that (only for a single watch: the
+  // pieces of two would interleave). Without it a backlog of 1000 revisions of 100 KiB values
+  // comes as one 100 MB message.
   absl::Status Open(etcdserverpb::Watch::Stub* stub,
                     const std::vector<std::pair<std::string, std::string>>& keys,
-                    int64_t after_revision, std::chrono::milliseconds timeout) {
+                    int64_t after_revision, std::chrono::milliseconds timeout,
+                    bool fragment = false) {
     absl::Status s = stream_.Start(
         [stub](grpc::ClientContext* ctx, grpc::CompletionQueue* cq) {
           RequireLeader(ctx);
@@ -561,6 +585,7 @@ class GrpcKeyWatch : public KeyWatch {
       create->set_key(key);
       if (!range_end.empty()) create->set_range_end(range_end);
       create->set_start_revision(after_revision + 1);
+      create->set_fragment(fragment && keys.size() == 1);
       if (s = stream_.Write(req, timeout); !s.ok()) return s;
     }
     // etcd answers each create in order ("created"); events may already follow.
@@ -579,27 +604,51 @@ class GrpcKeyWatch : public KeyWatch {
         created_revision_ = std::max(created_revision_, (*resp)->header().revision());
       }
       member_id_ = (*resp)->header().member_id();
-      for (auto& e : *(*resp)->mutable_events()) early_.push_back(std::move(e));
+      Take(**resp, &early_);
     }
     return absl::OkStatus();
   }
 
   absl::StatusOr<std::vector<etcdserverpb::Event>> Wait(std::chrono::milliseconds timeout) override {
     if (!early_.empty()) return std::exchange(early_, {});
-    auto resp = stream_.Read(timeout);
-    if (!resp.ok()) return resp.status();
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
     std::vector<etcdserverpb::Event> events;
-    if (!resp->has_value()) return events;
-    if (absl::Status bad = Check(**resp); !bad.ok()) return bad;
-    for (auto& e : *(*resp)->mutable_events()) events.push_back(std::move(e));
+    // A piece that holds only part of one revision gives nothing yet: read on for its rest.
+    while (events.empty()) {
+      const auto left = std::max<std::chrono::milliseconds>(
+          std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                            deadline - std::chrono::steady_clock::now()));
+      auto resp = stream_.Read(left);
+      if (!resp.ok()) return resp.status();
+      if (!resp->has_value()) break;
+      if (absl::Status bad = Check(**resp); !bad.ok()) return bad;
+      Take(**resp, &events);
+      if (left.count() == 0) break;
+    }
     return events;
   }
 
   void Cancel() override { stream_.Cancel(); }
   uint64_t member_id() const override { return member_id_; }
   int64_t created_revision() const override { return created_revision_; }
+  int64_t header_revision() const override { return header_revision_; }
 
  private:
+  // Moves the events of `resp` to `out`, but those of a revision whose rest comes in the next
+  // piece of a fragmented response: they wait in partial_, so a caller gets whole revisions.
+  void Take(etcdserverpb::WatchResponse& resp, std::vector<etcdserverpb::Event>* out) {
+    header_revision_ = std::max(header_revision_, resp.header().revision());
+    std::vector<etcdserverpb::Event> events = std::exchange(partial_, {});
+    for (auto& e : *resp.mutable_events()) events.push_back(std::move(e));
+    size_t whole = events.size();
+    if (resp.fragment() && !events.empty()) {
+      const int64_t last = events.back().kv().mod_revision();
+      while (whole > 0 && events[whole - 1].kv().mod_revision() == last) --whole;
+      for (size_t i = whole; i < events.size(); ++i) partial_.push_back(std::move(events[i]));
+    }
+    for (size_t i = 0; i < whole; ++i) out->push_back(std::move(events[i]));
+  }
+
   static absl::Status Check(const etcdserverpb::WatchResponse& resp) {
     if (resp.canceled()) {
       if (resp.compact_revision() != 0) {
@@ -613,8 +662,10 @@ class GrpcKeyWatch : public KeyWatch {
 
   BidiStream<etcdserverpb::WatchRequest, etcdserverpb::WatchResponse> stream_;
   std::vector<etcdserverpb::Event> early_;  // events that came with the creation answers
+  std::vector<etcdserverpb::Event> partial_;  // a revision whose next piece is yet to come
   uint64_t member_id_ = 0;
   int64_t created_revision_ = 0;
+  int64_t header_revision_ = 0;
 };
 
 class GrpcLeaseStream : public LeaseStream {
@@ -683,9 +734,14 @@ absl::StatusOr<std::unique_ptr<KeyWatch>> EtcdClient::WatchRange(
     std::chrono::milliseconds timeout) {
   const std::string endpoint = PreferredEndpoint();
   if (endpoint.empty()) return absl::InvalidArgumentError("watch: no endpoints");
+  etcdserverpb::Watch::Stub* stub = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(channels_->mu);
+    stub = ChannelPool::Slot(*this, channels_->bulk_watch, endpoint, /*bulk=*/true).watch.get();
+  }
   auto watch = std::make_unique<GrpcKeyWatch>(endpoint);
-  if (absl::Status s = watch->Open(StubsFor(endpoint).watch.get(), {{key, range_end}},
-                                   after_revision, timeout);
+  if (absl::Status s = watch->Open(stub, {{key, range_end}}, after_revision, timeout,
+                                   /*fragment=*/true);
       !s.ok()) {
     return s;
   }

@@ -4,13 +4,22 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <atomic>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <random>
 #include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "backup/delta.h"
+#include "backup/pipeline.h"
+#include "backup/store.h"
 #include "etcd/client.h"
 #include "harness.h"
 #include "nlohmann/json.hpp"
@@ -21,7 +30,7 @@ namespace {
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
-enum Subnet { kTotalLoss = 38, kPointInTime = 39, kTamperedAndTime = 40 };
+enum Subnet { kTotalLoss = 38, kPointInTime = 39, kTamperedAndTime = 40, kBurst = 58 };
 
 constexpr char kDeltas[] =
     "backup:\n  store: file://ROOT/backups\n  interval: 1h\n  delta_interval: 500ms\n";
@@ -287,6 +296,134 @@ TEST(DeltaTest, ToTimeAndATamperedDeltaInTheMiddleOfTheChain) {
   EXPECT_NE(chain.value("stopped", ""), "") << chain.dump();
   EXPECT_GE(chain.value("to_revision", int64_t{0}), r1) << chain.dump();
   EXPECT_LT(chain.value("to_revision", int64_t{0}), r2) << chain.dump();
+}
+
+// A process's peak resident set (VmHWM in /proc/<pid>/status), in bytes; 0 if unknown.
+uint64_t PeakRss(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.starts_with("VmHWM:")) continue;
+    std::vector<std::string> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    uint64_t kib = 0;
+    if (f.size() >= 2 && absl::SimpleAtoi(f[1], &kib)) return kib * 1024;
+  }
+  return 0;
+}
+
+// Issue 35: a burst of large writes, faster than the leader stores deltas, took its agent to
+// 459 MiB. Its memory stays bounded, and every write of the burst is in the chain, each
+// revision whole (some are transactions of several large puts: more than etcd's 1.5 MiB
+// message bound, so etcd splits them across watch messages).
+TEST(DeltaTest, ABurstOfLargeWritesKeepsTheLeadersMemoryBoundedAndEveryWriteInTheChain) {
+  constexpr uint64_t kMiB = 1u << 20;
+  constexpr uint64_t kPeakBound = 96 * kMiB;
+  constexpr size_t kValueBytes = 100 * 1024;
+  constexpr int kPutsPerTxn = 12;  // 1.2 MiB: under etcd's request bound, over half of it
+  constexpr auto kBurstFor = 15s;
+  TestCluster c(kBurst, 3, 3, kFastLeader,
+                "backup:\n  store: file://ROOT/backups\n  interval: 1h\n  delta_interval: 2s\n");
+  const std::string base = StartWithABackup(c);
+  ASSERT_FALSE(base.empty()) << c.Logs();
+  int leader = -1;
+  ASSERT_TRUE(WaitFor([&] { return (leader = StewardLeader(c)) >= 0; }, 30s)) << c.Logs();
+
+  // What each revision of the burst put: key -> hash of the value, in the txn's order.
+  std::mutex mu;
+  std::map<int64_t, std::vector<std::pair<std::string, size_t>>> written;
+  std::atomic<int> next{0};
+  std::atomic<bool> failed{false};
+  const auto until = std::chrono::steady_clock::now() + kBurstFor;
+  auto writer = [&](int seed) {
+    EtcdClient w = c.Client(c.ClientUrls());
+    std::mt19937_64 rng(static_cast<uint64_t>(seed));
+    std::string value(kValueBytes, '\0');
+    while (std::chrono::steady_clock::now() < until && !failed.load()) {
+      const int op = next.fetch_add(1);
+      const int puts = op % 8 == 0 ? kPutsPerTxn : 1;
+      etcdserverpb::TxnRequest txn;
+      std::vector<std::pair<std::string, size_t>> these;
+      for (int p = 0; p < puts; ++p) {
+        // Random bytes: zstd cannot make them smaller, as it cannot make real traffic much so.
+        for (size_t i = 0; i + 8 <= value.size(); i += 8) {
+          const uint64_t r = rng();
+          std::memcpy(&value[i], &r, 8);
+        }
+        const std::string key = absl::StrCat("/burst/k", (op * kPutsPerTxn + p) % 400);
+        auto* put = txn.add_success()->mutable_request_put();
+        put->set_key(key);
+        put->set_value(value);
+        these.emplace_back(key, std::hash<std::string>{}(value));
+      }
+      auto r = w.Txn(txn);
+      if (!r.ok()) {
+        ADD_FAILURE() << "txn " << op << ": " << r.status();
+        failed.store(true);
+        return;
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      written[r->header().revision()] = std::move(these);
+    }
+  };
+  std::vector<std::thread> writers;
+  for (int i = 0; i < 3; ++i) writers.emplace_back(writer, i + 1);
+  for (auto& t : writers) t.join();
+  ASSERT_FALSE(failed.load()) << c.Logs();
+  ASSERT_FALSE(written.empty());
+  const int64_t last = written.rbegin()->first;
+  uint64_t bytes = 0;
+  for (const auto& [rev, puts] : written) bytes += puts.size() * kValueBytes;
+  std::cerr << "burst: " << written.size() << " revisions, " << bytes / kMiB << " MiB in "
+            << std::chrono::duration_cast<std::chrono::seconds>(kBurstFor).count() << "s\n";
+
+  ASSERT_TRUE(WaitChainReaches(c, base, last)) << Chain(c, base).dump() << c.Logs();
+  EXPECT_EQ(Chain(c, base).value("stopped", "?"), "") << Chain(c, base).dump();
+  ASSERT_EQ(StewardLeader(c), leader) << "the measured leader must have led throughout";
+
+  // The leader's peak: the other agents read no watch and stay small.
+  for (int i = 0; i < 3; ++i) {
+    std::cerr << "agent n" << i + 1 << (i == leader ? " (leader)" : "") << ": peak RSS "
+              << PeakRss(c.AgentPid(i)) / kMiB << " MiB\n";
+  }
+  const uint64_t peak = PeakRss(c.AgentPid(leader));
+  ASSERT_GT(peak, 0u);
+  EXPECT_LT(peak, kPeakBound) << "the leader's agent peaked at " << peak / kMiB << " MiB";
+  // The leader says how far its deltas reach (and whether they fall behind) on /leader.
+  const RunResult page = c.AdminGet(leader, "/leader");
+  std::cerr << "/leader: " << page.output;
+  EXPECT_NE(page.output.find("delta backups: backup " + base + " + "), std::string::npos)
+      << page.output;
+
+  // Every revision of the burst is in the chain, whole and in order, and nothing else of it.
+  auto store = NewFileStore(c.Root() + "/backups");
+  auto listed = ListBackups(*store, absl::StrCat("it", kBurst));
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  std::optional<BackupMeta> meta;
+  for (const auto& b : *listed) {
+    if (b.name == base && b.meta) meta = b.meta;
+  }
+  ASSERT_TRUE(meta.has_value()) << base;
+  std::map<int64_t, std::vector<std::pair<std::string, size_t>>> stored;
+  absl::Status s = ForEachDeltaRevision(*store, *meta, last, [&](const backup::DeltaRevision& r) {
+    for (const auto& e : r.events()) {
+      if (!e.kv().key().starts_with("/burst/")) continue;
+      stored[r.revision()].emplace_back(e.kv().key(), std::hash<std::string>{}(e.kv().value()));
+    }
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(stored.size(), written.size());
+  size_t wrong = 0;
+  for (const auto& [rev, puts] : written) {
+    auto it = stored.find(rev);
+    if (it == stored.end() || it->second != puts) {
+      if (++wrong <= 5) {
+        ADD_FAILURE() << "revision " << rev << ": " << puts.size() << " puts written, "
+                      << (it == stored.end() ? 0 : it->second.size()) << " in the chain";
+      }
+    }
+  }
+  EXPECT_EQ(wrong, 0u);
 }
 
 }  // namespace

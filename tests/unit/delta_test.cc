@@ -117,7 +117,8 @@ TEST(DeltaWriterTest, TheCatchUpPauseKeepsTheBacklogWithinOneOfEtcdsBatches) {
 }
 
 // An etcd whose keyspace is written faster than anything can store it: its watch always has
-// more (`kBatch` revisions of one or two 100 KiB puts each per Wait).
+// more (`kBatch` revisions of one or two 100 KiB puts each per Wait) and etcd is always far
+// ahead.
 // Each Wait checks that the writer holds no more than its bound of what it read and did not
 // store yet.
 class EndlessEtcd : public EtcdApi {
@@ -148,6 +149,7 @@ class EndlessEtcd : public EtcdApi {
       return out;
     }
     void Cancel() override { cancelled_ = true; }
+    int64_t header_revision() const override { return next_ + 100000; }
 
    private:
     EndlessEtcd* etcd_;
@@ -282,6 +284,19 @@ TEST_F(DeltaWriterRunTest, EveryEventOfARevisionIsStored) {
   RunUntilRead(etcd, 200);
   EXPECT_EQ(Events(Chain()), etcd.read_events_.load())
       << "every event read is stored, both puts of a transaction too";
+}
+
+// Issue 35: writes faster than deltas are stored. The writer reads no faster than it stores
+// (what it holds stays within kMaxPendingBytes and one message: EndlessEtcd checks), stores
+// full deltas as it goes, and says that it is behind: in the log and in status().
+TEST_F(DeltaWriterRunTest, AWriterThatFallsBehindHoldsABoundedAmountAndSaysSo) {
+  EndlessEtcd etcd(store_.get(), base_);
+  const std::string status = RunUntilRead(
+      etcd, static_cast<int64_t>(5 * DeltaWriter::kMaxPendingBytes / EndlessEtcd::kValue));
+  EXPECT_NE(status.find("behind etcd"), std::string::npos) << status;
+  const DeltaChain chain = Chain();
+  EXPECT_GE(chain.deltas.size(), 4u);
+  EXPECT_EQ(Events(chain), etcd.read_events_.load()) << "what it held is stored when it stops";
 }
 
 TEST(DeltaMetaTest, RoundTripsAndRefusesANameThatDisagreesWithItsRevisions) {
