@@ -46,6 +46,8 @@ constexpr Descriptor kDescriptors[] = {
      "Unix time of the last delta backup this agent stored as leader."},
     {"steward_delta_backup_failures_total", "counter",
      "Times this agent's delta backups stopped on an error and started again from the store."},
+    {"steward_delta_backup_behind_revisions", "gauge",
+     "Revisions etcd had past the last one this agent's delta backups read, as leader."},
     {"steward_restores_total", "counter",
      "Restores this agent finished as their coordinator, by kind (automatic, operator) and "
      "result (done, done-partly, cancelled, closed)."},

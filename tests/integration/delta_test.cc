@@ -393,6 +393,9 @@ TEST(DeltaTest, ABurstOfLargeWritesKeepsTheLeadersMemoryBoundedAndEveryWriteInTh
   std::cerr << "/leader: " << page.output;
   EXPECT_NE(page.output.find("delta backups: backup " + base + " + "), std::string::npos)
       << page.output;
+  const RunResult metrics = c.AdminGet(leader, "/metrics");
+  EXPECT_NE(metrics.output.find("\nsteward_delta_backup_behind_revisions "), std::string::npos)
+      << metrics.output;
 
   // Every revision of the burst is in the chain, whole and in order, and nothing else of it.
   auto store = NewFileStore(c.Root() + "/backups");
