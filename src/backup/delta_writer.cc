@@ -16,8 +16,6 @@ namespace steward {
 namespace {
 
 constexpr std::chrono::seconds kOpenTimeout{5};
-// How often a leader with changes to store asks the store whether a newer full backup exists.
-constexpr std::chrono::seconds kBaseCheckEvery{30};
 // The longest a leader waits after reading changes before it reads again (below).
 constexpr std::chrono::milliseconds kReadPause{1000};
 // The backlog a catch-up aims at: under etcd's 1000-revision batch (CatchUpPause).
@@ -100,7 +98,8 @@ void DeltaWriter::Run() {
       Sleep(interval);
       continue;
     }
-    absl::Status s = Session();
+    bool newer_base = false;
+    absl::Status s = Session(&newer_base);
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopping_) return;  // Stop() cancelled the watch: not a failure
@@ -112,6 +111,7 @@ void DeltaWriter::Run() {
                                             interval).count()));
       SetStatus(absl::StrCat("interrupted: ", s.message()));
     }
+    if (s.ok() && newer_base) continue;  // its chain starts now, not an interval later
     Sleep(interval);
   }
 }
@@ -127,7 +127,7 @@ std::chrono::milliseconds DeltaWriter::CatchUpPause(double revisions_per_second,
   return std::chrono::milliseconds(static_cast<int64_t>(ms));
 }
 
-absl::Status DeltaWriter::Session() {
+absl::Status DeltaWriter::Session(bool* newer_base) {
   const auto interval = config_.backup.delta_interval;
   uint64_t cluster_id = 0;
   if (auto members = etcd_->MemberList(&cluster_id); !members.ok()) return members.status();
@@ -253,13 +253,17 @@ absl::Status DeltaWriter::Session() {
       if (stopping_) break;  // store what came (below)
     }
     const auto now = std::chrono::steady_clock::now();
-    const auto wait = std::max<std::chrono::milliseconds>(
-        std::chrono::milliseconds(1),
-        std::chrono::duration_cast<std::chrono::milliseconds>(next_flush - now));
-    // Catching up: what etcd had when the watch opened comes without waiting long.
+    auto until = [&](std::chrono::steady_clock::time_point t) {
+      return std::max<std::chrono::milliseconds>(
+          std::chrono::milliseconds(1),
+          std::chrono::duration_cast<std::chrono::milliseconds>(t - now));
+    };
+    const auto wait = until(next_flush);
+    // Catching up: what etcd had when the watch opened comes without waiting long. Idle, no
+    // longer than the next look for a newer full backup.
     const bool behind = cursor < watch->created_revision();
     auto events = watch->Wait(behind                        ? std::min(kCatchUpWait, wait)
-                              : pending.revisions().empty() ? interval
+                              : pending.revisions().empty() ? std::min(interval, until(next_base_check))
                                                             : wait);
     if (!events.ok()) {
       // Whatever was received is history all the same: keep it before starting again (and
@@ -312,17 +316,21 @@ absl::Status DeltaWriter::Session() {
         SetStatus(chain_status());
       }
     }
+    // A newer full backup (the scheduler's, or an operator's `stewardctl backup`) is followed
+    // from the next session, also when no writes come: a restore then needs its chain, not
+    // this one (checked even when idle: with nothing to flush the writer never noticed it).
+    if (std::chrono::steady_clock::now() >= next_base_check) {
+      next_base_check = std::chrono::steady_clock::now() + kBaseCheckEvery;
+      auto newest = NewestBase(*store_, config_.cluster.name, b.cluster_id);
+      if (newest.ok() && newest->has_value() && (*newest)->name != b.name) {
+        if (absl::Status s = flush(); !s.ok()) return s;
+        spdlog::info("delta backups: backup {} is newer; following it", (*newest)->name);
+        *newer_base = true;
+        return absl::OkStatus();
+      }
+    }
     const bool due = std::chrono::steady_clock::now() >= next_flush;
     if ((due || pending_bytes >= kMaxPendingBytes) && !pending.revisions().empty()) {
-      if (std::chrono::steady_clock::now() >= next_base_check) {
-        next_base_check = std::chrono::steady_clock::now() + kBaseCheckEvery;
-        auto newest = NewestBase(*store_, config_.cluster.name, b.cluster_id);
-        if (newest.ok() && newest->has_value() && (*newest)->name != b.name) {
-          if (absl::Status s = flush(); !s.ok()) return s;
-          spdlog::info("delta backups: backup {} is newer; following it", (*newest)->name);
-          return absl::OkStatus();
-        }
-      }
       if (absl::Status s = flush(); !s.ok()) return s;
     }
     if (due) next_flush = std::chrono::steady_clock::now() + interval;

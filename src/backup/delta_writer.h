@@ -62,6 +62,9 @@ class DeltaWriter {
 
   // The pending changes are stored once they pass this many bytes, whatever the interval.
   static constexpr size_t kMaxPendingBytes = 8u << 20;
+  // How often the writer asks the store whether a newer full backup exists (one listing), idle
+  // or not: it then follows that one.
+  static constexpr std::chrono::seconds kBaseCheckEvery{10};
 
   // How long the watch stays closed before the next catch-up, given the rate of revisions the
   // last cycle read. etcd (3.4 and 3.5) sends a reopened watch's backlog at most 1000 revisions
@@ -73,8 +76,9 @@ class DeltaWriter {
                                                 std::chrono::milliseconds longest);
 
  private:
-  // One leadership's worth: returns when leadership or the watch ends, or on an error.
-  absl::Status Session();
+  // One leadership's worth: returns when leadership or the watch ends, on an error, or (with
+  // `*newer_base` set) when a newer full backup is to be followed at once.
+  absl::Status Session(bool* newer_base);
   bool Keep(const std::string& key) const;
   void SetStatus(std::string s);
   void Sleep(std::chrono::milliseconds d);
