@@ -46,7 +46,8 @@ absl::StatusOr<std::optional<BackupMeta>> NewestBase(BackupStore& store, const s
   auto listed = ListBackups(store, cluster);
   if (!listed.ok()) return listed.status();
   for (const auto& b : *listed) {
-    if (b.meta && b.meta->cluster_id == cluster_id) return b.meta;
+    // A backup a restore found damaged is no base: its chain would be restored on nothing.
+    if (b.meta && b.meta->cluster_id == cluster_id && b.damaged.empty()) return b.meta;
   }
   return std::optional<BackupMeta>();
 }

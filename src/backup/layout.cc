@@ -59,6 +59,9 @@ std::string SnapshotKey(const std::string& cluster, const std::string& name) {
 std::string MetaKey(const std::string& cluster, const std::string& name) {
   return absl::StrCat(BackupsPrefix(cluster), name, "/meta.json");
 }
+std::string DamagedMarkKey(const std::string& cluster, const std::string& name) {
+  return absl::StrCat(BackupsPrefix(cluster), name, "/damaged.json");
+}
 std::string RestoreIntentKey(const std::string& cluster) {
   return cluster + "/control/restore.json";
 }

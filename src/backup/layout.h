@@ -62,6 +62,9 @@ std::optional<std::pair<int64_t, int64_t>> ParseBackupName(const std::string& na
 std::string BackupsPrefix(const std::string& cluster);  // "<cluster>/backups/"
 std::string SnapshotKey(const std::string& cluster, const std::string& name);
 std::string MetaKey(const std::string& cluster, const std::string& name);
+// Written when a restore found the backup's DB damaged (valid checksums, a page that is not):
+// an automatic restore skips it from then on. <cluster>/backups/<name>/damaged.json
+std::string DamagedMarkKey(const std::string& cluster, const std::string& name);
 std::string CreatedMarkerKey(const std::string& cluster);
 // The control records (docs/backup-layout.md): the restore intent, the highest revision seen,
 // the last known voting members.

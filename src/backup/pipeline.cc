@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "absl/strings/escaping.h"
@@ -23,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "common/sha256.h"
+#include "nlohmann/json.hpp"
 
 namespace steward {
 namespace {
@@ -428,11 +430,20 @@ absl::StatusOr<BackupMeta> TakeBackup(EtcdApi& etcd, const BackupSource& source,
   });
 }
 
+absl::Status MarkBackupDamaged(BackupStore& store, const std::string& cluster,
+                               const std::string& name, const std::string& why,
+                               const std::string& node, int64_t now_unix) {
+  nlohmann::json j = {{"reason", why}, {"node", node}, {"marked_at", now_unix}};
+  return Annotate(store.Put(DamagedMarkKey(cluster, name), j.dump()),
+                  absl::StrCat("marking backup ", name, " damaged"));
+}
+
 absl::StatusOr<std::vector<ListedBackup>> ListBackups(BackupStore& store,
                                                       const std::string& cluster) {
   auto objects = store.List(BackupsPrefix(cluster));
   if (!objects.ok()) return Annotate(objects.status(), "listing backups");
   std::map<std::string, std::pair<bool, bool>> seen;  // name -> (has snapshot, has meta)
+  std::set<std::string> damaged;
   const std::string prefix = BackupsPrefix(cluster);
   for (const auto& o : *objects) {
     std::string rest = o.key.substr(prefix.size());
@@ -442,6 +453,7 @@ absl::StatusOr<std::vector<ListedBackup>> ListBackups(BackupStore& store,
     if (!ParseBackupName(name)) continue;
     if (file == "snapshot.db.zst") seen[name].first = true;
     if (file == "meta.json") seen[name].second = true;
+    if (file == "damaged.json") damaged.insert(name);
   }
   std::vector<ListedBackup> out;
   for (auto it = seen.rbegin(); it != seen.rend(); ++it) {
@@ -460,6 +472,13 @@ absl::StatusOr<std::vector<ListedBackup>> ListBackups(BackupStore& store,
       } else {
         b.error = Msg(m.status());
       }
+    }
+    if (damaged.count(b.name) > 0 && b.meta) {
+      auto mark = store.Get(DamagedMarkKey(cluster, b.name));
+      auto j = mark.ok() ? nlohmann::json::parse(*mark, nullptr, false) : nlohmann::json();
+      // An unreadable mark still marks it: skipping a good backup costs less than a loop.
+      b.damaged = j.is_object() ? j.value("reason", "damaged") : "damaged (mark unreadable)";
+      if (b.damaged.empty()) b.damaged = "damaged";
     }
     out.push_back(std::move(b));
   }

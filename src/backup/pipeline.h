@@ -58,7 +58,16 @@ struct ListedBackup {
   std::string name;
   std::optional<BackupMeta> meta;  // empty if meta.json is missing (incomplete) or unreadable
   std::string error;               // why meta is empty
+  // Why a restore found its DB damaged (MarkBackupDamaged), "" if never: such a backup is
+  // still listed, but no automatic restore or delta chain takes it.
+  std::string damaged;
 };
+
+// Records in the store that restoring backup `name` found its DB damaged (`why`, by `node`),
+// so that automatic restores skip it for an older one. Its files are kept, for a post-mortem.
+absl::Status MarkBackupDamaged(BackupStore& store, const std::string& cluster,
+                               const std::string& name, const std::string& why,
+                               const std::string& node, int64_t now_unix);
 
 // Backups under `cluster`, newest first by (generation, revision) (BackupNewer), never by the
 // time in their names. Incomplete ones (no meta.json) come last, listed with an error, never

@@ -57,6 +57,9 @@ absl::StatusOr<BackupMeta> BackupAndPrune(const Config& config, BackupStore& sto
       if (absl::Status s = store.Delete(SnapshotKey(config.cluster.name, name)); !s.ok()) {
         spdlog::warn("retention: deleting {}: {}", name, s.message());
       }
+      if (absl::Status s = store.Delete(DamagedMarkKey(config.cluster.name, name)); !s.ok()) {
+        spdlog::warn("retention: deleting {}: {}", name, s.message());
+      }
       // Its deltas apply to it alone.
       if (absl::Status s = DeleteDeltas(store, config.cluster.name, name); !s.ok()) {
         spdlog::warn("retention: deleting the deltas of {}: {}", name, s.message());

@@ -238,6 +238,7 @@ int RunListBackups(const Common& c) {
         nlohmann::json m = MetaToJson(*b.meta);
         m["complete"] = true;
         m["time_in_future"] = BackupTimeInFuture(*b.meta, now);
+        if (!b.damaged.empty()) m["damaged"] = b.damaged;
         if (auto it = chains.find(b.name); it != chains.end()) {
           const DeltaChain& ch = it->second;
           m["deltas"] = {{"count", ch.deltas.size()},
@@ -272,6 +273,9 @@ int RunListBackups(const Common& c) {
       if (!m.encryption_key_id.empty()) {
         note += absl::StrCat(note.empty() ? "" : "; ", "encrypted (key ", m.encryption_key_id, ")");
       }
+      if (!b.damaged.empty()) {
+        note += absl::StrCat(note.empty() ? "" : "; ", "DAMAGED, never restored: ", b.damaged);
+      }
       std::string deltas = "-";
       if (auto it = chains.find(m.name); it != chains.end() && !it->second.deltas.empty()) {
         const DeltaChain& ch = it->second;
@@ -280,13 +284,13 @@ int RunListBackups(const Common& c) {
         if (!ch.stopped.empty()) {
           note += absl::StrCat(note.empty() ? "" : "; ", "deltas stop: ", ch.stopped);
         }
-        if (newest_point.empty()) {
+        if (newest_point.empty() && b.damaged.empty()) {
           newest_point = absl::StrCat("revision ", ch.end_revision, ", received ",
                                       UtcTime(ch.deltas.back().last_unix_ms / 1000), " (backup ",
                                       m.name, " + ", ch.deltas.size(), " delta(s))");
         }
       }
-      if (newest_point.empty()) {
+      if (newest_point.empty() && b.damaged.empty()) {
         newest_point = absl::StrCat("revision ", m.revision, ", taken ", UtcTime(m.unix_time),
                                     " (backup ", m.name, ")");
       }
@@ -425,7 +429,10 @@ int RunRestoreBackup(const Common& c, const std::string& name_arg, bool yes, boo
     std::vector<BackupMeta> complete;
     for (const auto& b : *listed) {
       // An imported file is restored by naming it, never chosen (as the agents never do).
-      if (b.meta && b.meta->imported_from.empty()) complete.push_back(*b.meta);
+      // Nor one a restore found damaged.
+      if (b.meta && b.meta->imported_from.empty() && b.damaged.empty()) {
+        complete.push_back(*b.meta);
+      }
     }
     auto choice = ChooseRestoreBase(*w.store, complete, pit.to_revision, pit.to_unix_ms);
     if (!choice.ok()) {
@@ -451,6 +458,15 @@ int RunRestoreBackup(const Common& c, const std::string& name_arg, bool yes, boo
   auto meta = MetaFromJson(*text);
   if (!meta.ok()) {
     std::cerr << "stewardctl: backup " << name << ": " << meta.status().message() << "\n";
+    return 1;
+  }
+  if (auto mark = w.store->Get(DamagedMarkKey(config.cluster.name, name)); mark.ok()) {
+    // Every node walks the DB before it stops etcd and would refuse it: say so now.
+    auto j = nlohmann::json::parse(*mark, nullptr, false);
+    std::cerr << "stewardctl: refusing to restore backup " << name << ": a restore found its DB "
+              << "damaged (" << (j.is_object() ? j.value("reason", "") : std::string("?"))
+              << "). Nothing was changed. Name an older backup (list-backups), or none to let "
+              << "stewardctl choose.\n";
     return 1;
   }
   if (RestoreMayBeUnderWay(*w.store, config.cluster.name)) return 1;

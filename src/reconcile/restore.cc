@@ -7,9 +7,11 @@
 
 #include "common/metrics.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "backup/layout.h"
+#include "etcd/bolt.h"
 #include "etcd/keys.h"
 #include "etcd/member_id.h"
 #include "backup/pipeline.h"
@@ -198,6 +200,10 @@ std::optional<std::string> RestoreCoordinator::NewestValidBackup() {
       continue;
     }
     if (!b.meta->imported_from.empty()) continue;  // an operator's file, for their command only
+    if (!b.damaged.empty()) {
+      spdlog::warn("restore: skipping backup {}: {}", b.name, b.damaged);
+      continue;
+    }
     // The stored bytes against meta.json; every node checks them again as it fetches them,
     // before it touches its data.
     VerifyOptions opts;
@@ -332,8 +338,16 @@ void RestoreCoordinator::CountRestore(const RestoreIntent& intent, const char* r
   if (history_ == nullptr) return;
   Event e;
   e.action = "restore";
+  // What it brought back, not only the base: a reader must not think the changes after the
+  // full backup were lost when its deltas were replayed.
   e.reason = absl::StrCat(automatic ? "automatic" : "operator's", " restore ", intent.id,
-                          " of backup ", intent.backup);
+                          " of backup ", intent.backup,
+                          intent.delta_to > 0
+                              ? absl::StrCat(" + its deltas, to revision ", intent.delta_to)
+                              : std::string(),
+                          intent.bump_revision > 0
+                              ? absl::StrCat(" (revisions raised by ", intent.bump_revision, ")")
+                              : std::string());
   e.result = result;
   history_->Append(std::move(e));
 }
@@ -387,7 +401,7 @@ absl::StatusOr<RestorePoint> RestoreCoordinator::DeltaPointFor(std::string* back
   // The chosen backup and the complete ones older than it, as the restore may take them.
   std::vector<BackupMeta> candidates;
   for (const auto& b : *listed) {
-    if (!b.meta || !b.meta->imported_from.empty()) continue;
+    if (!b.meta || !b.meta->imported_from.empty() || !b.damaged.empty()) continue;
     if (candidates.empty() && b.name != *backup) continue;
     candidates.push_back(*b.meta);
   }
@@ -806,8 +820,8 @@ void RestoreCoordinator::Pass() {
   }
   if (history_ != nullptr) {
     history_->Append(Event{0, 0, "", "restore",
-                           absl::StrCat(d.reason, "; restoring backup ", *backup, " (restore ",
-                                        fresh.id, ")"),
+                           absl::StrCat(d.reason, "; restoring backup ", *backup,
+                                        DescribePoint(*point), " (restore ", fresh.id, ")"),
                            "started"});
   }
   if (absl::Status s = Execute(fresh); !s.ok()) {
@@ -815,13 +829,12 @@ void RestoreCoordinator::Pass() {
   }
 }
 
-absl::Status RestoreCoordinator::Execute(RestoreIntent intent) {
-  Observed o = Observe();
+absl::Status RestoreCoordinator::PromiseTerm(const Observed& o, peer::OrderHeader* out) {
   const size_t majority = config_.cluster.nodes.size() / 2 + 1;
   uint64_t term = 0;
   for (const auto& [name, st] : o.states) term = std::max(term, st.highest_term());
   ++term;
-  peer::OrderHeader header;
+  peer::OrderHeader& header = *out;
   header.set_term(term);
   header.set_leader(config_.node.name);
   size_t acks = 0;
@@ -833,8 +846,13 @@ absl::Status RestoreCoordinator::Execute(RestoreIntent intent) {
                                                " agents acknowledged term ", term,
                                                "; a majority is needed"));
   }
-  // Right before the orders: is the restore still justified? (The promises took time, and
-  // agents that came up since are in this round rather than the next.)
+  return absl::OkStatus();
+}
+
+absl::Status RestoreCoordinator::StillJustified(const RestoreIntent& intent, Observed* out) {
+  // (The promises took time, and agents that came up since are in this round rather than the
+  // next.)
+  Observed& o = *out;
   o = Observe();
   o.view.pending = RestoreView::Pending{intent.id, intent.requested_by == "auto", intent.ordered};
   RestoreDecision d = DecideRestore(o.view);
@@ -845,139 +863,171 @@ absl::Status RestoreCoordinator::Execute(RestoreIntent intent) {
   if (d.action != RestoreAction::kContinue) {
     return absl::UnavailableError(absl::StrCat("not ordering the restore: ", d.reason));
   }
-  // Once settled, the restored cluster is the live cluster: nobody is ordered to restore it
-  // again (a node that lost its data since is a lost member, the leader's to heal), and if it
-  // was lost as a whole, the next restore starts afresh from the newest backup.
-  const bool was_settled = intent.settled;
-  std::vector<std::string> missing;
-  if (!was_settled) {
-    std::map<std::string, bool> member;
-    for (const auto& [name, url] : intent.initial_cluster) member[name] = true;
-    std::vector<std::string> silent;
-    for (const auto& n : config_.cluster.nodes) {
-      if (!o.states.count(n.name)) silent.push_back(n.name);
+  return absl::OkStatus();
+}
+
+absl::Status RestoreCoordinator::OrderRound(RestoreIntent& intent, const Observed& o,
+                                            const peer::OrderHeader& header,
+                                            std::vector<std::string>* missing) {
+  std::vector<std::string> silent;
+  for (const auto& n : config_.cluster.nodes) {
+    if (!o.states.count(n.name)) silent.push_back(n.name);
+  }
+  if (!silent.empty()) {
+    spdlog::warn("restore {}: node(s) {} do not answer and are left out of this round", intent.id,
+                 absl::StrJoin(silent, ","));
+  }
+  // Right before the orders: is this still the intent, and not settled by another
+  // coordinator? From the first order on, a node may restore while nobody hears about it:
+  // record that first, so no later coordinator cancels a restore some node applied (R6).
+  if (absl::Status s = Record(intent, "restore orders go out", Set(&RestoreIntent::ordered));
+      !s.ok()) {
+    return s;
+  }
+  if (intent.settled) return absl::AbortedError("settled by another coordinator meanwhile");
+  return JudgeRound(intent, SendOrders(intent, o, header), missing);
+}
+
+RestoreCoordinator::OrderResults RestoreCoordinator::SendOrders(const RestoreIntent& intent,
+                                                               const Observed& o,
+                                                               const peer::OrderHeader& header) {
+  std::map<std::string, bool> member;
+  for (const auto& [name, url] : intent.initial_cluster) member[name] = true;
+  std::vector<std::string> ordered;
+  std::vector<std::function<absl::Status()>> orders;
+  for (const auto& [name, st] : o.states) {
+    // Applied — unless a member lost its data since (its marker outlives the data dir).
+    if (st.restore_id() == intent.id && (st.has_data() || !member.count(name))) continue;
+    peer::RestoreRequest req;
+    *req.mutable_header() = header;
+    req.set_restore_id(intent.id);
+    req.set_backup(intent.backup);
+    req.set_token(intent.token);
+    req.set_member(member.count(name) > 0);
+    // Until settled, restored members serve only on the fence port.
+    req.set_fenced(!intent.settled);
+    req.set_bump_revision(static_cast<uint64_t>(std::max<int64_t>(0, intent.bump_revision)));
+    for (const auto& [n, url] : intent.initial_cluster) {
+      auto* m = req.add_initial_cluster();
+      m->set_name(n);
+      m->set_peer_url(url);
     }
-    if (!silent.empty()) {
-      spdlog::warn("restore {}: node(s) {} do not answer and are left out of this round", intent.id,
-                   absl::StrJoin(silent, ","));
-    }
-    // Right before the orders: is this still the intent, and not settled by another
-    // coordinator? From the first order on, a node may restore while nobody hears about it:
-    // record that first, so no later coordinator cancels a restore some node applied (R6).
-    if (absl::Status s = Record(intent, "restore orders go out", Set(&RestoreIntent::ordered));
-        !s.ok()) {
-      return s;
-    }
-    if (intent.settled) return absl::AbortedError("settled by another coordinator meanwhile");
-    std::vector<std::string> ordered;
-    std::vector<std::function<absl::Status()>> orders;
-    for (const auto& [name, st] : o.states) {
-      // Applied — unless a member lost its data since (its marker outlives the data dir).
-      if (st.restore_id() == intent.id && (st.has_data() || !member.count(name))) continue;
-      peer::RestoreRequest req;
-      *req.mutable_header() = header;
-      req.set_restore_id(intent.id);
-      req.set_backup(intent.backup);
-      req.set_token(intent.token);
-      req.set_member(member.count(name) > 0);
-      // Until settled, restored members serve only on the fence port.
-      req.set_fenced(!intent.settled);
-      req.set_bump_revision(static_cast<uint64_t>(std::max<int64_t>(0, intent.bump_revision)));
-      for (const auto& [n, url] : intent.initial_cluster) {
-        auto* m = req.add_initial_cluster();
-        m->set_name(n);
-        m->set_peer_url(url);
+    PeerApi* c = agents_.at(name).get();
+    spdlog::info("restore {}: ordering node {} to restore backup {}", intent.id, name, intent.backup);
+    ordered.push_back(name);
+    orders.push_back([c, req] { return c->Restore(req, milliseconds(600000)); });
+  }
+  auto results = FanOut(env_.parallel, orders);
+  OrderResults out;
+  for (size_t i = 0; i < ordered.size(); ++i) {
+    if (!results[i].ok()) {
+      spdlog::error("restore {}: node {} failed: {}", intent.id, ordered[i], results[i].message());
+      // The node walked the backup's DB before touching anything and found it damaged.
+      const std::string msg(results[i].message());
+      if (const size_t at = msg.find(BoltFile::kDamaged); at != std::string::npos) {
+        out.refused_damaged.push_back(ordered[i]);
+        if (out.damage.empty()) out.damage = msg.substr(at);  // "the DB is damaged: …"
       }
-      PeerApi* c = agents_.at(name).get();
-      spdlog::info("restore {}: ordering node {} to restore backup {}", intent.id, name, intent.backup);
-      ordered.push_back(name);
-      orders.push_back([c, req] { return c->Restore(req, milliseconds(600000)); });
-    }
-    auto results = FanOut(env_.parallel, orders);
-    for (size_t i = 0; i < ordered.size(); ++i) {
-      if (!results[i].ok()) {
-        spdlog::error("restore {}: node {} failed: {}", intent.id, ordered[i], results[i].message());
-      }
-    }
-    // Done once a majority of the restored cluster's members applied it and it has a leader; a
-    // member that is down for good is then the reconciler's to replace, like any dead member.
-    size_t applied = 0;
-    std::vector<std::string> cannot_bump;
-    for (const auto& [name, url] : intent.initial_cluster) {
-      auto st = agents_.at(name)->GetState(milliseconds(1000));
-      if (st.ok() && st->restore_id() == intent.id && st->has_data()) {
-        ++applied;
-      } else {
-        missing.push_back(name);
-      }
-      // (Also a member that cannot raise it at all: silent when the restore was chosen.)
-      if (st.ok() && (st->bump_refused() == intent.id || !st->can_bump_revision())) {
-        cannot_bump.push_back(name);
-      }
-    }
-    // Members that cannot raise the revision as ordered (no etcdutl, and the in-place edit
-    // refuses the backup: the same on every such node) so many that the others are no
-    // majority: this restore can never settle. An automatic one is replaced by one without
-    // the bump while nothing has served clients from it. (Fewer: the rest settle it and those
-    // are healed by a join. An operator's restore waits, and `status` shows the errors.)
-    const size_t members = intent.initial_cluster.size(), majority_of = members / 2 + 1;
-    if (applied < majority_of && intent.bump_revision > 0 && intent.requested_by == "auto" &&
-        cannot_bump.size() > members - majority_of && !intent.settled) {
-      return Supersede(intent,
-                       absl::FailedPreconditionError(absl::StrCat(
-                           "node(s) ", absl::StrJoin(cannot_bump, ","),
-                           " cannot raise the revision as ordered (no etcd.etcdutl, and the "
-                           "in-place restore refuses the backup)")),
-                       /*unbumped_backup=*/intent.backup);
-    }
-    if (applied < intent.initial_cluster.size() / 2 + 1) {
-      return absl::UnavailableError(absl::StrCat(applied, " of ", intent.initial_cluster.size(),
-                                                 " members restored so far"));
-    }
-    if (!intent.settled) {
-      // The restored members serve only on the fence port: no client sees the cluster before the
-      // leases that came with the backup are revoked.
-      auto fenced = MembersClient(intent, &Config::FenceUrl);
-      if (!WaitForLeader(*fenced, std::chrono::seconds(30))) {
-        return absl::UnavailableError("the restored cluster has no leader yet");
-      }
-      // Revoking leases is only right while nobody but the fence sees the cluster: not if
-      // another coordinator settled it (and unfenced it) meanwhile.
-      if (absl::Status s = Sync(intent); !s.ok()) return s;
-      if (!intent.settled) {
-        bool deltas_lost = false;
-        if (absl::Status s = Settle(intent, *fenced, &deltas_lost); !s.ok()) {
-          if (deltas_lost) return Supersede(intent, s);
-          return s;
-        }
-        // The start revision was recorded before the orders, but a leader of the replaced
-        // cluster (an operator's restore) may have written its own record over it meanwhile:
-        // once more, now that it is stopped, before the restored cluster serves clients.
-        if (intent.bump_revision > 0) {
-          int64_t backup_revision = 0;
-          if (auto b = BumpFor(intent.backup, &backup_revision); !b.ok()) {
-            return Annotate(b.status(), "recording the restored cluster's revision");
-          }
-          const int64_t start =
-              RestoredStartRevision(backup_revision, intent.delta_to, intent.bump_revision);
-          if (absl::Status s = RaiseHighestRevision(*store_, config_.cluster.name, start,
-                                                    env_.clock->UnixSeconds());
-              !s.ok()) {
-            return Annotate(s, "recording the restored cluster's revision");
-          }
-        }
-        if (absl::Status s = Record(intent, "the restore is settled", Set(&RestoreIntent::settled));
-            !s.ok()) {
-          return s;
-        }
-      }
-    }
-  } else {
-    for (const auto& [name, url] : intent.initial_cluster) {
-      auto it = o.states.find(name);
-      if (it == o.states.end() || it->second.restore_id() != intent.id) missing.push_back(name);
     }
   }
+  return out;
+}
+
+absl::Status RestoreCoordinator::JudgeRound(RestoreIntent& intent, const OrderResults& round,
+                                            std::vector<std::string>* out_missing) {
+  std::vector<std::string>& missing = *out_missing;
+  // Done once a majority of the restored cluster's members applied it and it has a leader; a
+  // member that is down for good is then the reconciler's to replace, like any dead member.
+  size_t applied = 0;
+  std::vector<std::string> cannot_bump;
+  for (const auto& [name, url] : intent.initial_cluster) {
+    auto st = agents_.at(name)->GetState(milliseconds(1000));
+    if (st.ok() && st->restore_id() == intent.id && st->has_data()) {
+      ++applied;
+    } else {
+      missing.push_back(name);
+    }
+    // (Also a member that cannot raise it at all: silent when the restore was chosen.)
+    if (st.ok() && (st->bump_refused() == intent.id || !st->can_bump_revision())) {
+      cannot_bump.push_back(name);
+    }
+  }
+  if (DamagedBackupVerdict v =
+          JudgeDamagedBackup(intent.initial_cluster.size(), applied, round.refused_damaged.size(),
+                             intent.requested_by == "auto", intent.settled);
+      v.mark) {
+    const std::string why =
+        absl::StrCat("backup ", intent.backup, " cannot be restored: node(s) ",
+                     absl::StrJoin(round.refused_damaged, ","), " found its DB damaged (", round.damage, ")");
+    spdlog::error("restore {}: {}", intent.id, why);
+    if (absl::Status s = MarkBackupDamaged(*store_, config_.cluster.name, intent.backup, round.damage,
+                                           config_.node.name, env_.clock->UnixSeconds());
+        !s.ok()) {
+      return Annotate(s, why);
+    }
+    if (v.replace) return Supersede(intent, absl::DataLossError(why));
+    return absl::DataLossError(absl::StrCat(why, "; name an older backup"));
+  }
+  // Members that cannot raise the revision as ordered (no etcdutl, and the in-place edit
+  // refuses the backup: the same on every such node) so many that the others are no
+  // majority: this restore can never settle. An automatic one is replaced by one without
+  // the bump while nothing has served clients from it. (Fewer: the rest settle it and those
+  // are healed by a join. An operator's restore waits, and `status` shows the errors.)
+  const size_t members = intent.initial_cluster.size(), majority_of = members / 2 + 1;
+  if (applied < majority_of && intent.bump_revision > 0 && intent.requested_by == "auto" &&
+      cannot_bump.size() > members - majority_of && !intent.settled) {
+    return Supersede(intent,
+                     absl::FailedPreconditionError(absl::StrCat(
+                         "node(s) ", absl::StrJoin(cannot_bump, ","),
+                         " cannot raise the revision as ordered (no etcd.etcdutl, and the "
+                         "in-place restore refuses the backup)")),
+                     /*unbumped_backup=*/intent.backup);
+  }
+  if (applied < intent.initial_cluster.size() / 2 + 1) {
+    return absl::UnavailableError(absl::StrCat(applied, " of ", intent.initial_cluster.size(),
+                                               " members restored so far"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RestoreCoordinator::SettleRound(RestoreIntent& intent) {
+  if (intent.settled) return absl::OkStatus();
+  // The restored members serve only on the fence port: no client sees the cluster before the
+  // leases that came with the backup are revoked.
+  auto fenced = MembersClient(intent, &Config::FenceUrl);
+  if (!WaitForLeader(*fenced, std::chrono::seconds(30))) {
+    return absl::UnavailableError("the restored cluster has no leader yet");
+  }
+  // Revoking leases is only right while nobody but the fence sees the cluster: not if
+  // another coordinator settled it (and unfenced it) meanwhile.
+  if (absl::Status s = Sync(intent); !s.ok()) return s;
+  if (intent.settled) return absl::OkStatus();
+  bool deltas_lost = false;
+  if (absl::Status s = Settle(intent, *fenced, &deltas_lost); !s.ok()) {
+    if (deltas_lost) return Supersede(intent, s);
+    return s;
+  }
+  // The start revision was recorded before the orders, but a leader of the replaced cluster
+  // (an operator's restore) may have written its own record over it meanwhile: once more, now
+  // that it is stopped, before the restored cluster serves clients.
+  if (intent.bump_revision > 0) {
+    int64_t backup_revision = 0;
+    if (auto b = BumpFor(intent.backup, &backup_revision); !b.ok()) {
+      return Annotate(b.status(), "recording the restored cluster's revision");
+    }
+    const int64_t start =
+        RestoredStartRevision(backup_revision, intent.delta_to, intent.bump_revision);
+    if (absl::Status s = RaiseHighestRevision(*store_, config_.cluster.name, start,
+                                              env_.clock->UnixSeconds());
+        !s.ok()) {
+      return Annotate(s, "recording the restored cluster's revision");
+    }
+  }
+  return Record(intent, "the restore is settled", Set(&RestoreIntent::settled));
+}
+
+void RestoreCoordinator::UnfenceMembers(const RestoreIntent& intent,
+                                        const peer::OrderHeader& header) {
   // Every fenced member goes back to its client URL (an agent that misses this order does it by
   // itself once it reads that the restore is settled).
   peer::UnfenceRequest unfence;
@@ -995,6 +1045,10 @@ absl::Status RestoreCoordinator::Execute(RestoreIntent intent) {
   for (const absl::Status& s : FanOut(env_.parallel, unfence_calls)) {
     if (!s.ok()) spdlog::warn("restore {}: unfencing: {}", intent.id, s.message());
   }
+}
+
+absl::Status RestoreCoordinator::Finish(RestoreIntent& intent, const Observed& o,
+                                        bool was_settled, const std::vector<std::string>& missing) {
   // A fresh client: the long-lived one's channels back off after the refusals of the fence.
   auto unfenced_client = MembersClient(intent, &Config::ClientUrl);
   if (!WaitForLeader(*unfenced_client, std::chrono::seconds(30))) {
@@ -1049,6 +1103,32 @@ absl::Status RestoreCoordinator::Execute(RestoreIntent intent) {
                  absl::StrJoin(missing, ","));
   }
   return absl::OkStatus();
+}
+
+// The restore as steps, each of which checks again what it rests on and records its progress
+// in the intent before the next: a coordinator that dies between two steps is followed by one
+// that starts at the first step not recorded (ordered, settled, done).
+absl::Status RestoreCoordinator::Execute(RestoreIntent intent) {
+  Observed o = Observe();
+  peer::OrderHeader header;
+  if (absl::Status s = PromiseTerm(o, &header); !s.ok()) return s;
+  if (absl::Status s = StillJustified(intent, &o); !s.ok()) return s;
+  // Once settled, the restored cluster is the live cluster: nobody is ordered to restore it
+  // again (a node that lost its data since is a lost member, the leader's to heal), and if it
+  // was lost as a whole, the next restore starts afresh from the newest backup.
+  const bool was_settled = intent.settled;
+  std::vector<std::string> missing;
+  if (!was_settled) {
+    if (absl::Status s = OrderRound(intent, o, header, &missing); !s.ok()) return s;
+    if (absl::Status s = SettleRound(intent); !s.ok()) return s;
+  } else {
+    for (const auto& [name, url] : intent.initial_cluster) {
+      auto it = o.states.find(name);
+      if (it == o.states.end() || it->second.restore_id() != intent.id) missing.push_back(name);
+    }
+  }
+  UnfenceMembers(intent, header);
+  return Finish(intent, o, was_settled, missing);
 }
 
 }  // namespace steward

@@ -153,7 +153,38 @@ class RestoreCoordinator {
   };
   // What DecideRestore needs; the store and etcd are read only when this agent coordinates.
   Observed Observe();
+  // Carries `intent` on by the steps below, each of which re-checks what it rests on and
+  // records its progress before the next.
   absl::Status Execute(RestoreIntent intent);
+  // A term a majority of the agents acknowledged, in the header every order carries.
+  absl::Status PromiseTerm(const Observed& o, peer::OrderHeader* header);
+  // DecideRestore once more right before the orders (o is observed again): cancels the
+  // restore, or says why not now.
+  absl::Status StillJustified(const RestoreIntent& intent, Observed* o);
+  // Records that orders go out (R6), orders every node that has not applied the restore, and
+  // judges the round; `missing` gets the members that have not restored it.
+  absl::Status OrderRound(RestoreIntent& intent, const Observed& o,
+                          const peer::OrderHeader& header, std::vector<std::string>* missing);
+  struct OrderResults {
+    std::vector<std::string> refused_damaged;  // nodes that found the backup's DB damaged (R8)
+    std::string damage;                        // what the first of them found
+  };
+  OrderResults SendOrders(const RestoreIntent& intent, const Observed& o,
+                          const peer::OrderHeader& header);
+  // OK once a majority of members applied it; else why not, replacing an automatic restore
+  // that can never settle (R8, or a revision bump too many members cannot make).
+  absl::Status JudgeRound(RestoreIntent& intent, const OrderResults& round,
+                          std::vector<std::string>* missing);
+  // Behind the fence: revokes the backup's leases (Settle), raises the revision record, and
+  // records the restore settled. Nothing to do once settled.
+  absl::Status SettleRound(RestoreIntent& intent);
+  // Every fenced member back to its client URL (best effort: an agent does it by itself once
+  // it reads that the restore is settled).
+  void UnfenceMembers(const RestoreIntent& intent, const peer::OrderHeader& header);
+  // Once the restored cluster answers on its client URLs: records its voters and the restore
+  // done (or closes a settled restore whose cluster was lost as a whole since).
+  absl::Status Finish(RestoreIntent& intent, const Observed& o, bool was_settled,
+                      const std::vector<std::string>& missing);
   // steward_restores_total{kind, result} for the admin port, and the event history.
   void CountRestore(const RestoreIntent& intent, const char* result);
   History* history_ = nullptr;

@@ -137,4 +137,17 @@ RestoreDecision DecideRestore(const RestoreView& v) {
                            absl::StrJoin(v.last_voters, ","), "}, and none holds data"));
 }
 
+DamagedBackupVerdict JudgeDamagedBackup(size_t members, size_t applied, size_t refused_damaged,
+                                        bool automatic, bool settled) {
+  DamagedBackupVerdict v;
+  if (RuleOff("R8") || members == 0) return v;
+  const size_t majority = members / 2 + 1;
+  // Enough refusals that no majority can restore it; a member that applied it proves the DB
+  // whole (the verdict is the same on every node), so then nothing is judged.
+  if (applied > 0 || refused_damaged <= members - majority) return v;
+  v.mark = true;
+  v.replace = automatic && !settled;
+  return v;
+}
+
 }  // namespace steward

@@ -29,6 +29,12 @@
 //      for `stewardctl undestroy`; a pending automatic restore whose orders have not gone out is
 //      cancelled (one with orders out follows R6; destroy refuses to run while a restore is
 //      under way, and restore-backup refuses while the cluster is destroyed).
+//   R8 a backup the members refuse as damaged (the full walk of its DB, node/node_restore.cc:
+//      the same bytes give the same verdict on every node) so many that those left are no
+//      majority can never be restored: it is marked damaged in the store (no automatic restore
+//      or delta chain takes it again), and an automatic restore of it that has not settled is
+//      replaced by one of the next older good backup (nothing has served clients from it:
+//      no member applied it). An operator's restore is marked too and waits, refused.
 //   AD5 while adopting a running cluster (cluster.adopt), no automatic restore starts: the
 //      members no agent manages may still hold the cluster, and no agent can see their data.
 //      The operator's restore-backup still works.
@@ -89,5 +95,14 @@ struct RestoreDecision {
 };
 
 RestoreDecision DecideRestore(const RestoreView& view);
+
+// R8 for one round of orders to a restore of `members` members: `applied` of them restored it,
+// `refused_damaged` refused its DB as damaged.
+struct DamagedBackupVerdict {
+  bool mark = false;     // record the backup as damaged in the store
+  bool replace = false;  // replace the restore with one of an older backup
+};
+DamagedBackupVerdict JudgeDamagedBackup(size_t members, size_t applied, size_t refused_damaged,
+                                        bool automatic, bool settled);
 
 }  // namespace steward

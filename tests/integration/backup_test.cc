@@ -3,12 +3,16 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "backup/pipeline.h"
+#include "backup/store.h"
+#include "common/sha256.h"
 #include "etcd/client.h"
 #include "harness.h"
 #include "nlohmann/json.hpp"
@@ -20,7 +24,46 @@ using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
 
-enum Subnet { kTotalLoss = 41, kTampered = 42, kOnCommand = 43, kCoordinatorDies = 44 };
+enum Subnet {
+  kTotalLoss = 41,
+  kTampered = 42,
+  kOnCommand = 43,
+  kCoordinatorDies = 44,
+  kDamagedBeforeTaken = 241,
+};
+
+template <typename T>
+T At(const std::string& b, size_t off) {
+  T v{};
+  std::memcpy(&v, b.data() + off, sizeof v);
+  return v;
+}
+
+// Zeroes the flags of the leftmost child of the "key" bucket's root in the bbolt file `db`
+// (etcd's snapshot without its trailer), as when a member's DB rots before it is streamed: off
+// the path the in-place edit reads. False if that bucket's root is not a branch page.
+bool DamageLeftmostLeafOfKeys(std::string& db) {
+  // The newer of the two meta pages (a 16-byte page header, then the meta: page size at 8,
+  // the root bucket's page at 16, txid at 48).
+  const uint32_t page = At<uint32_t>(db, 16 + 8);
+  const size_t meta = At<uint64_t>(db, page + 16 + 48) > At<uint64_t>(db, 16 + 48) ? page : 0;
+  const uint64_t root = At<uint64_t>(db, meta + 16 + 16);
+  // The root bucket: a leaf of buckets (element: flags, pos, ksize, vsize).
+  const size_t rp = root * page;
+  if (At<uint16_t>(db, rp + 8) != 0x02) return false;
+  uint64_t keys_root = 0;
+  for (uint16_t i = 0; i < At<uint16_t>(db, rp + 10); ++i) {
+    const size_t e = rp + 16 + 16 * i;
+    const std::string name = db.substr(e + At<uint32_t>(db, e + 4), At<uint32_t>(db, e + 8));
+    const size_t value = e + At<uint32_t>(db, e + 4) + At<uint32_t>(db, e + 8);
+    if (name == "key") keys_root = At<uint64_t>(db, value);  // the bucket header: root, seq
+  }
+  if (keys_root == 0 || At<uint16_t>(db, keys_root * page + 8) != 0x01) return false;
+  // A branch element: pos, ksize, pgid.
+  const uint64_t leftmost = At<uint64_t>(db, keys_root * page + 16 + 8);
+  std::memset(db.data() + leftmost * page + 8, 0, 2);
+  return true;
+}
 
 TEST(BackupTest, TotalLossIsRestoredFromTheNewestBackup) {
   TestCluster c(kTotalLoss, 3, 3, kFastLeader, kFileBackup);
@@ -179,6 +222,80 @@ TEST(BackupTest, ARestoreWhoseCoordinatorDiesIsFinishedByTheNext) {
     }, 15s);
     ASSERT_EQ(got, "v") << i << "\n" << c.Logs();
   }
+}
+
+// Issue 34: the newest backup's DB rotted before it was taken (valid checksums, a page that is
+// not), and an older good backup exists. Every member refuses the damaged one before touching
+// anything (the full walk), the store marks it damaged, and the automatic restore goes on with
+// the older one. Before, every etcd exited at each start with bbolt's panic, for good, and the
+// restore said only "the restored cluster has no leader yet".
+TEST(BackupTest, ABackupDamagedBeforeItWasTakenIsSkippedForTheOneBeforeIt) {
+  TestCluster c(kDamagedBeforeTaken, 3, 3, kFastLeader, kFileBackupNoDeltas);
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
+  // Enough keys that the "key" bucket is a tree: its leftmost leaf is off the edit's path.
+  for (int i = 0; i < 300; ++i) Put(c, absl::StrCat("/it/k", i), std::string(200, 'a' + i % 26));
+  Put(c, "/it/phase", "one");
+  const std::string good = TakeBackup(c);
+  std::this_thread::sleep_for(1100ms);  // a distinct name
+  Put(c, "/it/phase", "two");
+  const std::string bad = TakeBackup(c);
+  ASSERT_FALSE(good.empty());
+  ASSERT_NE(good, bad);
+
+  // Damage the newest backup's DB and store it again with every checksum valid.
+  const std::string cluster = absl::StrCat("it", kDamagedBeforeTaken);
+  auto store = NewFileStore(c.Root() + "/backups");
+  auto listed = ListBackups(*store, cluster);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  std::optional<BackupMeta> meta;
+  for (const auto& b : *listed) {
+    if (b.name == bad) meta = b.meta;
+  }
+  ASSERT_TRUE(meta.has_value());
+  const std::string staged = c.Root() + "/bad.db";
+  VerifyOptions out;
+  out.out_path = staged;
+  ASSERT_TRUE(VerifyBackup(*store, cluster, *meta, out).ok());
+  std::string db;
+  {
+    std::ifstream f(staged, std::ios::binary);
+    db.assign(std::istreambuf_iterator<char>(f), {});
+  }
+  ASSERT_GT(db.size(), 32u);
+  db.resize(db.size() - 32);  // etcd's sha256 trailer, made again below
+  ASSERT_TRUE(DamageLeftmostLeafOfKeys(db)) << "the key bucket is not a tree: write more keys";
+  Sha256 h;
+  h.Update(db);
+  const std::string streamed = db + h.Raw();
+  auto stored = StoreSnapshotStream(*store, *meta, [&](const auto& sink) -> absl::StatusOr<uint64_t> {
+    if (absl::Status s = sink(streamed); !s.ok()) return s;
+    return streamed.size();
+  });
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  ASSERT_TRUE(VerifyBackup(*store, cluster, *stored).ok()) << "every checksum is valid";
+
+  LoseEverything(c, 3);
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 180s)) << c.Logs();
+  EXPECT_EQ(Get(c, 1, "/it/phase"), "one") << "restored from the backup before the damaged one";
+  EXPECT_EQ(Get(c, 2, "/it/k299"), std::string(200, 'a' + 299 % 26));
+  const std::string logs = c.Logs();
+  EXPECT_NE(logs.find("found its DB damaged"), std::string::npos) << logs;
+  EXPECT_NE(logs.find("the DB is damaged: page"), std::string::npos) << logs;
+  // The store remembers: listed as damaged, and an operator's restore of it is refused at once.
+  RunResult list = c.Ctl({"list-backups", "-o", "json"});
+  auto j = nlohmann::json::parse(list.output, nullptr, false);
+  bool marked = false;
+  for (const auto& b : j) {
+    if (b.value("name", "") == bad) marked = b.value("damaged", "").find("page") != std::string::npos;
+  }
+  EXPECT_TRUE(marked) << list.output;
+  RunResult refused = c.Ctl({"restore-backup", bad, "--yes"});
+  EXPECT_EQ(refused.exit_code, 1) << refused.output;
+  EXPECT_NE(refused.output.find("damaged"), std::string::npos) << refused.output;
+  RunResult history = c.Ctl({"history"});
+  EXPECT_NE(history.output.find("replaced by"), std::string::npos) << history.output;
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Table tests of the total-loss -> restore decision (src/reconcile/restore_decision.h), one
 // test per rule, named for it.
+#include "common/rules.h"
 #include "reconcile/restore_decision.h"
 
 #include <gtest/gtest.h>
@@ -280,6 +281,37 @@ TEST(RestoreDecisionTest, R7_ADestroyedClusterIsNotRestored) {
   EXPECT_EQ(DecideRestore(v).action, RestoreAction::kCancel);
   v.pending->ordered = true;  // R6: carried through
   EXPECT_EQ(DecideRestore(v).action, RestoreAction::kContinue);
+}
+
+// R8: a backup is judged damaged only when the members that refused its DB leave no majority
+// that could restore it, and never once a member applied it (the verdict is the same on every
+// node: one that restored it proves the DB whole). Only an automatic restore that has not
+// settled is replaced; an operator's waits, marked.
+TEST(RestoreDecisionTest, R8_ABackupEveryMemberRefusesAsDamagedIsMarkedAndReplaced) {
+  struct Row {
+    size_t members, applied, refused;
+    bool automatic, settled, mark, replace;
+  };
+  const Row rows[] = {
+      {3, 0, 3, true, false, true, true},     // every member refused: replaced
+      {3, 0, 2, true, false, true, true},     // one silent: the other two leave no majority
+      {3, 0, 1, true, false, false, false},   // two may still restore it
+      {3, 1, 2, true, false, false, false},   // one applied it: the DB is whole
+      {3, 0, 3, false, false, true, false},   // an operator's restore: marked, not replaced
+      {3, 0, 3, true, true, true, false},     // settled (cannot be, but): never replaced
+      {5, 0, 3, true, false, true, true},     // 2 of 5 left: no majority
+      {5, 0, 2, true, false, false, false},   // 3 of 5 left could
+      {0, 0, 0, true, false, false, false},
+  };
+  for (const Row& r : rows) {
+    DamagedBackupVerdict v = JudgeDamagedBackup(r.members, r.applied, r.refused, r.automatic,
+                                                r.settled);
+    EXPECT_EQ(v.mark, r.mark) << r.members << " " << r.applied << " " << r.refused;
+    EXPECT_EQ(v.replace, r.replace) << r.members << " " << r.applied << " " << r.refused;
+  }
+  SetRulesOffForTesting({"R8"});
+  EXPECT_FALSE(JudgeDamagedBackup(3, 0, 3, true, false).mark) << "rule off: waits, as before";
+  SetRulesOffForTesting({});
 }
 
 }  // namespace steward
