@@ -443,7 +443,7 @@ absl::StatusOr<std::vector<ListedBackup>> ListBackups(BackupStore& store,
   auto objects = store.List(BackupsPrefix(cluster));
   if (!objects.ok()) return Annotate(objects.status(), "listing backups");
   std::map<std::string, std::pair<bool, bool>> seen;  // name -> (has snapshot, has meta)
-  std::set<std::string> damaged;
+  std::set<std::string> damaged, verified;
   const std::string prefix = BackupsPrefix(cluster);
   for (const auto& o : *objects) {
     std::string rest = o.key.substr(prefix.size());
@@ -454,6 +454,7 @@ absl::StatusOr<std::vector<ListedBackup>> ListBackups(BackupStore& store,
     if (file == "snapshot.db.zst") seen[name].first = true;
     if (file == "meta.json") seen[name].second = true;
     if (file == "damaged.json") damaged.insert(name);
+    if (file == "verified.json") verified.insert(name);
   }
   std::vector<ListedBackup> out;
   for (auto it = seen.rbegin(); it != seen.rend(); ++it) {
@@ -479,6 +480,10 @@ absl::StatusOr<std::vector<ListedBackup>> ListBackups(BackupStore& store,
       // An unreadable mark still marks it: skipping a good backup costs less than a loop.
       b.damaged = j.is_object() ? j.value("reason", "damaged") : "damaged (mark unreadable)";
       if (b.damaged.empty()) b.damaged = "damaged";
+    }
+    if (verified.count(b.name) > 0 && b.meta) {
+      auto text = store.Get(absl::StrCat(prefix, b.name, "/verified.json"));
+      if (text.ok()) b.verified_json = *text;
     }
     out.push_back(std::move(b));
   }

@@ -61,6 +61,8 @@ struct ListedBackup {
   // Why a restore found its DB damaged (MarkBackupDamaged), "" if never: such a backup is
   // still listed, but no automatic restore or delta chain takes it.
   std::string damaged;
+  // Its last restore drill's record (backup/drill.h's verified.json), "" if none.
+  std::string verified_json;
 };
 
 // Records in the store that restoring backup `name` found its DB damaged (`why`, by `node`),

@@ -57,8 +57,11 @@ absl::StatusOr<BackupMeta> BackupAndPrune(const Config& config, BackupStore& sto
       if (absl::Status s = store.Delete(SnapshotKey(config.cluster.name, name)); !s.ok()) {
         spdlog::warn("retention: deleting {}: {}", name, s.message());
       }
-      if (absl::Status s = store.Delete(DamagedMarkKey(config.cluster.name, name)); !s.ok()) {
-        spdlog::warn("retention: deleting {}: {}", name, s.message());
+      for (const char* extra : {"/damaged.json", "/verified.json"}) {
+        if (absl::Status s = store.Delete(BackupsPrefix(config.cluster.name) + name + extra);
+            !s.ok()) {
+          spdlog::warn("retention: deleting {}: {}", name, s.message());
+        }
       }
       // Its deltas apply to it alone.
       if (absl::Status s = DeleteDeltas(store, config.cluster.name, name); !s.ok()) {

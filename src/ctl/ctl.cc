@@ -21,6 +21,7 @@
 #include "backup/delta.h"
 #include "backup/layout.h"
 #include "backup/open.h"
+#include "backup/drill.h"
 #include "backup/pipeline.h"
 #include "backup/scheduler.h"
 #include "ctl/dashboard.h"
@@ -34,6 +35,7 @@
 #include "ctl/snapshot_cmd.h"
 #include "ctl/access_cmd.h"
 #include "ctl/space_cmd.h"
+#include "ctl/verify_cmd.h"
 #include "reconcile/plan.h"
 #include "ctl/status.h"
 #include "peer/client.h"
@@ -239,6 +241,9 @@ int RunListBackups(const Common& c) {
         m["complete"] = true;
         m["time_in_future"] = BackupTimeInFuture(*b.meta, now);
         if (!b.damaged.empty()) m["damaged"] = b.damaged;
+        if (auto v = nlohmann::json::parse(b.verified_json, nullptr, false); v.is_object()) {
+          m["verified"] = v;
+        }
         if (auto it = chains.find(b.name); it != chains.end()) {
           const DeltaChain& ch = it->second;
           m["deltas"] = {{"count", ch.deltas.size()},
@@ -256,7 +261,7 @@ int RunListBackups(const Common& c) {
   }
   std::vector<std::vector<std::string>> rows = {
       {"NAME", "TIME (UTC)", "GEN", "REVISION", "SIZE", "COMPRESSED", "ETCD", "FROM", "DELTAS",
-       "NOTE"}};
+       "VERIFIED", "NOTE"}};
   std::string newest_point;
   int future = 0;
   for (const auto& b : *listed) {
@@ -297,9 +302,10 @@ int RunListBackups(const Common& c) {
       rows.push_back({m.name, UtcTime(m.unix_time), std::to_string(m.generation),
                       std::to_string(m.revision), HumanBytes(static_cast<int64_t>(m.db_size)),
                       HumanBytes(static_cast<int64_t>(m.compressed_size)), m.etcd_version,
-                      m.member, deltas, note});
+                      m.member, deltas,
+                      b.verified_json.empty() ? "-" : DescribeDrill(b.verified_json), note});
     } else {
-      rows.push_back({b.name, "-", "-", "-", "-", "-", "-", "-", "-", "(" + b.error + ")"});
+      rows.push_back({b.name, "-", "-", "-", "-", "-", "-", "-", "-", "-", "(" + b.error + ")"});
     }
   }
   std::vector<size_t> width(rows[0].size(), 0);
@@ -948,6 +954,7 @@ int CtlMain(int argc, char** argv) {
   AddDestroyCommands(app, &common, &commands);
   AddSpaceCommands(app, &common, &commands);
   AddAccessCommands(app, &common, &commands);
+  AddVerifyCommands(app, &common, &commands);
   DashboardOptions dashboard_options;
   CLI::App* dashboard = AddDashboardCommand(app, &dashboard_options);
   std::string pki_dir;

@@ -30,6 +30,7 @@ enum Subnet {
   kOnCommand = 43,
   kCoordinatorDies = 44,
   kDamagedBeforeTaken = 241,
+  kDrill = 242,
 };
 
 template <typename T>
@@ -296,6 +297,82 @@ TEST(BackupTest, ABackupDamagedBeforeItWasTakenIsSkippedForTheOneBeforeIt) {
   EXPECT_NE(refused.output.find("damaged"), std::string::npos) << refused.output;
   RunResult history = c.Ctl({"history"});
   EXPECT_NE(history.output.find("replaced by"), std::string::npos) << history.output;
+}
+
+// Issue 34, part 1: a restore drill on demand. `verify-backup` restores the backup into a
+// scratch etcd on loopback and compares every key with the live cluster at the backup's
+// revision; it passes on a good backup, fails on one whose checksums are valid but whose
+// content is not the cluster's at its revision, is skipped without the disk it needs, and
+// leaves no scratch dir behind.
+TEST(BackupTest, ARestoreDrillProvesABackupAndFailsOneThatIsNotTheClusters) {
+  TestCluster c(kDrill, 3, 3, kFastLeader, kFileBackupNoDeltas);
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
+  for (int i = 0; i < 50; ++i) Put(c, absl::StrCat("/it/k", i), absl::StrCat("v", i));
+  const std::string good = TakeBackup(c);
+  ASSERT_FALSE(good.empty());
+  const std::string scratch = c.Root() + "/scratch";
+  RunResult ok = c.Ctl({"verify-backup", good, "--scratch", scratch}, true, 120s);
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_NE(ok.output.find("PASSED: every key"), std::string::npos) << ok.output;
+  RunResult list = c.Ctl({"list-backups"});
+  EXPECT_NE(list.output.find("VERIFIED"), std::string::npos) << list.output;
+  EXPECT_NE(list.output.find("ok 20"), std::string::npos) << "the drill's result is listed\n"
+                                                           << list.output;
+  size_t left = 0;
+  for (const auto& e : fs::directory_iterator(scratch)) left += e.path().filename().string().rfind(
+      "steward-drill-", 0) == 0;
+  EXPECT_EQ(left, 0u) << "the scratch dir is removed";
+
+  // The good backup's DB stored under a newer backup's name, every checksum valid.
+  Put(c, "/it/after", "written after the first backup");
+  std::this_thread::sleep_for(1100ms);  // a distinct name
+  const std::string bad = TakeBackup(c);
+  ASSERT_NE(good, bad);
+  const std::string cluster = absl::StrCat("it", kDrill);
+  auto store = NewFileStore(c.Root() + "/backups");
+  auto listed = ListBackups(*store, cluster);
+  ASSERT_TRUE(listed.ok());
+  std::optional<BackupMeta> good_meta, bad_meta;
+  for (const auto& b : *listed) {
+    if (b.name == good) good_meta = b.meta;
+    if (b.name == bad) bad_meta = b.meta;
+  }
+  ASSERT_TRUE(good_meta && bad_meta);
+  VerifyOptions out;
+  out.out_path = c.Root() + "/good.db";
+  ASSERT_TRUE(VerifyBackup(*store, cluster, *good_meta, out).ok());
+  std::string streamed;
+  {
+    std::ifstream f(out.out_path, std::ios::binary);
+    streamed.assign(std::istreambuf_iterator<char>(f), {});
+  }
+  auto swapped = StoreSnapshotStream(*store, *bad_meta, [&](const auto& sink) -> absl::StatusOr<uint64_t> {
+    if (absl::Status s = sink(streamed); !s.ok()) return s;
+    return streamed.size();
+  });
+  ASSERT_TRUE(swapped.ok()) << swapped.status();
+  RunResult failed = c.Ctl({"verify-backup", bad, "--scratch", scratch}, true, 120s);
+  EXPECT_EQ(failed.exit_code, 1) << failed.output;
+  EXPECT_NE(failed.output.find("FAILED: "), std::string::npos) << failed.output;
+  EXPECT_NE(failed.output.find("at revision " + std::to_string(bad_meta->revision)),
+            std::string::npos) << failed.output;
+  list = c.Ctl({"list-backups"});
+  EXPECT_NE(list.output.find("FAILED 20"), std::string::npos) << list.output;
+
+  // A backup whose DB would not fit the scratch disk is not drilled, and says why.
+  auto huge = StoreSnapshotStream(
+      *store, *bad_meta,
+      [&](const auto& sink) -> absl::StatusOr<uint64_t> {
+        if (absl::Status s = sink(streamed); !s.ok()) return s;
+        return streamed.size();
+      },
+      [](BackupMeta* m) { m->db_size = uint64_t{1} << 52; });
+  ASSERT_TRUE(huge.ok()) << huge.status();
+  RunResult skipped = c.Ctl({"verify-backup", bad, "--scratch", scratch}, true, 120s);
+  EXPECT_EQ(skipped.exit_code, 3) << skipped.output;
+  EXPECT_NE(skipped.output.find("MiB free and the drill needs"), std::string::npos)
+      << skipped.output;
 }
 
 }  // namespace

@@ -1,0 +1,432 @@
+#include "backup/drill.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <functional>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "backup/pipeline.h"
+#include "common/files.h"
+#include "common/status.h"
+#include "common/subprocess.h"
+#include "etcd/bolt.h"
+#include "etcd/client.h"
+#include "etcd_rpc.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "etcd/restore_in_place.h"
+#include "nlohmann/json.hpp"
+
+namespace steward {
+namespace {
+
+namespace fs = std::filesystem;
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+constexpr char kScratchPrefix[] = "steward-drill-";
+// Beyond the DB itself: etcd's WAL (64 MB preallocated) and its snap files.
+constexpr uint64_t kScratchOverhead = 128ull << 20;
+constexpr int64_t kPage = 500;  // keys per range read
+
+int64_t MsSince(Clock::time_point t) {
+  return std::chrono::duration_cast<milliseconds>(Clock::now() - t).count();
+}
+
+// A port free on 127.0.0.1 right now (the kernel's pick).
+absl::StatusOr<int> FreePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return ErrnoStatus(errno, "socket");
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return ErrnoStatus(err, "picking a port");
+  }
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// Whether something accepts connections on 127.0.0.1:`port`.
+bool Listening(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// Scratch dirs of drills whose process is gone (killed mid-drill) are removed.
+void RemoveStaleScratch(const std::string& root) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(kScratchPrefix, 0) != 0) continue;
+    const pid_t pid = static_cast<pid_t>(std::atoll(name.c_str() + sizeof(kScratchPrefix) - 1));
+    if (pid > 0 && (::kill(pid, 0) == 0 || errno != ESRCH)) continue;  // still running
+    fs::remove_all(e.path(), ec);
+  }
+}
+
+// The scratch etcd: its own process, lower CPU and I/O priority, killed if its parent dies.
+class ScratchEtcd {
+ public:
+  ~ScratchEtcd() { Stop(); }
+  absl::Status Start(const std::string& binary, const std::vector<std::string>& args,
+                     const std::string& log) {
+    std::vector<std::string> argv = {binary};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::vector<std::string> env = ChildEnvironment();
+    std::vector<char*> cargv, cenv;
+    for (auto& a : argv) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    for (auto& e : env) cenv.push_back(e.data());
+    cenv.push_back(nullptr);
+    const pid_t parent = ::getpid();
+    pid_ = ::fork();
+    if (pid_ < 0) return ErrnoStatus(errno, "starting the scratch etcd");
+    if (pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(1);
+      ::setpriority(PRIO_PROCESS, 0, 10);
+      // I/O best effort at its lowest level (class 2 << 13, level 7): below the members'.
+      // Not the idle class: etcd's fsyncs would wait as long as the members write, and a
+      // member writes all the time.
+      ::syscall(SYS_ioprio_set, 1 /*IOPRIO_WHO_PROCESS*/, 0, (2 << 13) | 7);
+      int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+      if (fd >= 0) {
+        ::dup2(fd, 1);
+        ::dup2(fd, 2);
+      }
+      ::execve(cargv[0], cargv.data(), cenv.data());
+      ::_exit(127);
+    }
+    return absl::OkStatus();
+  }
+  // Whether it has exited (and reaped).
+  bool Exited() {
+    if (pid_ <= 0) return true;
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return true;
+    }
+    return false;
+  }
+  void Stop() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGTERM);
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    while (!Exited() && Clock::now() < deadline) {
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+    }
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+std::string LastLines(const std::string& path, size_t n) {
+  std::ifstream f(path);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(f, l);) lines.push_back(l);
+  std::string out;
+  for (size_t i = lines.size() > n ? lines.size() - n : 0; i < lines.size(); ++i) {
+    absl::StrAppend(&out, out.empty() ? "" : " | ", lines[i]);
+  }
+  return out;
+}
+
+// One page of keys from `from` on (all keys: range_end "\0"), at `revision` (0: the head).
+using TxnFn = std::function<absl::StatusOr<etcdserverpb::TxnResponse>(const etcdserverpb::TxnRequest&)>;
+
+absl::StatusOr<etcdserverpb::RangeResponse> RangePage(const TxnFn& etcd, const std::string& from,
+                                                      int64_t revision, int64_t limit,
+                                                      bool count_only = false) {
+  etcdserverpb::TxnRequest txn;
+  auto* r = txn.add_success()->mutable_request_range();
+  r->set_key(from);
+  r->set_range_end(std::string(1, '\0'));
+  r->set_limit(limit);
+  r->set_revision(revision);
+  r->set_count_only(count_only);
+  auto resp = etcd(txn);
+  if (!resp.ok()) return resp.status();
+  if (resp->responses_size() != 1) return absl::InternalError("a range answered no range");
+  return resp->responses(0).response_range();
+}
+
+std::string Printable(const std::string& key) {
+  std::string out;
+  for (char c : key.substr(0, 80)) out += (c >= 32 && c < 127) ? c : '?';
+  return out;
+}
+
+// Every key of `drill` (at its head) against `live` at `revision`, page by page. A mismatch is
+// put in `*failure`; an error is the live cluster's or the drill's answer (compacted: OutOfRange
+// or a message saying so).
+absl::Status CompareAll(const TxnFn& drill, const TxnFn& live, int64_t revision, int64_t* keys,
+                        std::string* failure) {
+  std::string from(1, '\0');
+  while (true) {
+    auto want = RangePage(live, from, revision, kPage);
+    if (!want.ok()) return want.status();
+    auto got = RangePage(drill, from, 0, kPage);
+    if (!got.ok()) return Annotate(got.status(), "reading the scratch etcd");
+    const int n = std::min(want->kvs_size(), got->kvs_size());
+    for (int i = 0; i < n; ++i) {
+      const auto& w = want->kvs(i);
+      const auto& g = got->kvs(i);
+      if (w.key() != g.key()) {
+        *failure = absl::StrCat(
+            "key ", Printable(std::min(w.key(), g.key())), " is ",
+            w.key() < g.key() ? "in the live cluster but not in the backup"
+                              : "in the backup but not in the live cluster",
+            " at revision ", revision);
+        return absl::OkStatus();
+      }
+      if (w.mod_revision() != g.mod_revision() || w.value() != g.value()) {
+        *failure = absl::StrCat("key ", Printable(w.key()), " differs at revision ", revision,
+                                ": the backup has it from revision ", g.mod_revision(),
+                                ", the live cluster from revision ", w.mod_revision());
+        return absl::OkStatus();
+      }
+    }
+    *keys += n;
+    if (want->kvs_size() != got->kvs_size() || want->more() != got->more()) {
+      *failure = absl::StrCat("the backup holds ",
+                              got->kvs_size() > want->kvs_size() ? "more" : "fewer",
+                              " keys than the live cluster at revision ", revision, " (after ",
+                              *keys, " that match)");
+      return absl::OkStatus();
+    }
+    if (!want->more() || n == 0) return absl::OkStatus();
+    from = want->kvs(n - 1).key() + std::string(1, '\0');
+  }
+}
+
+// The live cluster no longer holds `revision`: keys it has not changed since must be as the
+// backup has them (a sample spread over the keyspace).
+absl::Status CompareSample(const TxnFn& drill, const TxnFn& live, size_t sample, int64_t total,
+                           int64_t* compared, std::string* failure) {
+  const int64_t step = std::max<int64_t>(1, total / static_cast<int64_t>(std::max<size_t>(1, sample)));
+  std::string from(1, '\0');
+  int64_t index = 0;
+  while (true) {
+    auto got = RangePage(drill, from, 0, kPage);
+    if (!got.ok()) return Annotate(got.status(), "reading the scratch etcd");
+    for (const auto& g : got->kvs()) {
+      if (index++ % step != 0) continue;
+      etcdserverpb::TxnRequest txn;
+      txn.add_success()->mutable_request_range()->set_key(g.key());
+      auto now = live(txn);
+      if (!now.ok()) return now.status();
+      const auto& r = now->responses(0).response_range();
+      if (r.kvs_size() == 0 || r.kvs(0).mod_revision() != g.mod_revision()) continue;  // changed
+      if (r.kvs(0).value() != g.value()) {
+        *failure = absl::StrCat("key ", Printable(g.key()), " (last changed at revision ",
+                                g.mod_revision(), ") has another value in the live cluster");
+        return absl::OkStatus();
+      }
+      ++*compared;
+    }
+    if (!got->more() || got->kvs_size() == 0) return absl::OkStatus();
+    from = got->kvs(got->kvs_size() - 1).key() + std::string(1, '\0');
+  }
+}
+
+bool Compacted(const absl::Status& s) {
+  return absl::IsOutOfRange(s) || absl::StrContains(s.message(), "compacted");
+}
+
+}  // namespace
+
+absl::StatusOr<DrillResult> RunDrill(BackupStore& store, const std::string& cluster,
+                                     const BackupMeta& meta, EtcdApi& live,
+                                     const DrillOptions& options) {
+  DrillResult r;
+  r.backup = meta.name;
+  r.revision = meta.revision;
+  std::error_code ec;
+  fs::create_directories(options.scratch_root, ec);
+  RemoveStaleScratch(options.scratch_root);
+  struct statvfs vfs {};
+  if (::statvfs(options.scratch_root.c_str(), &vfs) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("checking the free space of ", options.scratch_root));
+  }
+  const uint64_t free_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+  const uint64_t need = meta.db_size + kScratchOverhead;
+  if (free_bytes < need) {
+    r.skipped = true;
+    r.failure = absl::StrCat("skipped: ", options.scratch_root, " has ", free_bytes >> 20,
+                             " MiB free and the drill needs ", need >> 20, " MiB");
+    return r;
+  }
+  const std::string dir = absl::StrCat(options.scratch_root, "/", kScratchPrefix, ::getpid(), "-",
+                                       std::random_device{}() % 100000);
+  struct Remove {
+    std::string dir;
+    ~Remove() {
+      std::error_code e;
+      fs::remove_all(dir, e);
+    }
+  } remove{dir};
+  const std::string data = dir + "/data";
+  fs::create_directories(data + "/member/snap", ec);
+  if (ec) return absl::InternalError(absl::StrCat("making ", data, ": ", ec.message()));
+
+  // Fetched and checked as a restore fetches it, then walked and restored in place.
+  auto t = Clock::now();
+  VerifyOptions fetch;
+  fetch.out_path = data + "/member/snap/db";
+  if (absl::Status s = VerifyBackup(store, cluster, meta, fetch); !s.ok()) {
+    if (!absl::IsDataLoss(s)) return s;  // the store did not answer: no verdict
+    r.failure = absl::StrCat("the backup does not check out: ", s.message());
+    return r;
+  }
+  auto peer_port = FreePort();
+  auto client_port = FreePort();
+  if (!peer_port.ok()) return peer_port.status();
+  if (!client_port.ok()) return client_port.status();
+  const std::string peer = absl::StrCat("http://127.0.0.1:", *peer_port);
+  const std::string client = absl::StrCat("http://127.0.0.1:", *client_port);
+  InPlaceRestore restore;
+  restore.data_dir = data;
+  restore.name = "drill";
+  restore.peer_url = peer;
+  restore.token = "steward-drill";
+  restore.initial_cluster = {{"drill", peer}};
+  if (absl::Status s = RestoreInPlace(restore); !s.ok()) {
+    r.failure = IsDamagedDb(s) ? std::string(s.message())
+                               : absl::StrCat("the backup cannot be restored: ", s.message());
+    return r;
+  }
+  r.restore_ms = MsSince(t);
+
+  // The scratch etcd, until it serves.
+  t = Clock::now();
+  const std::string log = dir + "/etcd.log";
+  ScratchEtcd etcd;
+  if (absl::Status s = etcd.Start(
+          options.etcd_binary,
+          {"--name", "drill", "--data-dir", data, "--listen-client-urls", client,
+           "--advertise-client-urls", client, "--listen-peer-urls", peer,
+           "--initial-advertise-peer-urls", peer, "--initial-cluster", "drill=" + peer,
+           "--initial-cluster-token", "steward-drill"},
+          log);
+      !s.ok()) {
+    return s;
+  }
+  // The client only once etcd listens: a gRPC channel whose first connects were refused
+  // kept failing its later ones here (connect timeouts) although etcd was serving.
+  const auto deadline = Clock::now() + options.start_bound;
+  while (Clock::now() < deadline && !etcd.Exited() && !Listening(*client_port)) {
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  // A channel of its own rather than an EtcdClient: those give a connection 100 ms to bring
+  // the server's first HTTP/2 frame, and etcd 3.4 on plain http (cmux) took longer here, every
+  // time (their members are reached over TLS).
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 5000);
+  args.SetMaxReceiveMessageSize(-1);
+  auto channel = grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", *client_port),
+                                           grpc::InsecureChannelCredentials(), args);
+  auto kv = etcdserverpb::KV::NewStub(channel);
+  TxnFn drill = [&](const etcdserverpb::TxnRequest& req)
+      -> absl::StatusOr<etcdserverpb::TxnResponse> {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    etcdserverpb::TxnResponse resp;
+    grpc::Status gs = kv->Txn(&ctx, req, &resp);
+    if (!gs.ok()) return absl::UnavailableError(absl::StrCat("Txn: ", gs.error_message()));
+    return resp;
+  };
+  TxnFn live_txn = [&](const etcdserverpb::TxnRequest& req) { return live.Txn(req); };
+  absl::StatusOr<etcdserverpb::RangeResponse> count = absl::UnavailableError("not asked yet");
+  while (Clock::now() < deadline) {
+    count = RangePage(drill, std::string(1, '\0'), 0, 0, /*count_only=*/true);
+    if (count.ok() || etcd.Exited()) break;
+    std::this_thread::sleep_for(milliseconds(200));
+  }
+  if (!count.ok()) {
+    r.failure = absl::StrCat(
+        etcd.Exited() ? "etcd exited on the restored backup" : "etcd does not serve the restored "
+                                                               "backup within the bound",
+        " (", count.status().message(), "); its last words: ", LastLines(log, 3));
+    return r;
+  }
+  r.start_ms = MsSince(t);
+  const int64_t total = count->count();
+
+  // What it serves against the live cluster.
+  t = Clock::now();
+  int64_t keys = 0;
+  absl::Status cmp = CompareAll(drill, live_txn, meta.revision, &keys, &r.failure);
+  if (cmp.ok() && r.failure.empty()) {
+    r.compared = absl::StrCat("every key (", keys, ") with its value and revision matches the "
+                              "live cluster at revision ", meta.revision);
+  } else if (!cmp.ok() && Compacted(cmp)) {
+    int64_t compared = 0;
+    r.failure.clear();
+    cmp = CompareSample(drill, live_txn, options.sample, total, &compared, &r.failure);
+    if (cmp.ok() && r.failure.empty()) {
+      r.compared = absl::StrCat("the live cluster is compacted past revision ", meta.revision,
+                                ": ", compared, " sampled key(s) it has not changed since match");
+    }
+  }
+  if (!cmp.ok()) return Annotate(cmp, "comparing with the live cluster");
+  r.compare_ms = MsSince(t);
+  r.keys = total;
+  r.passed = r.failure.empty();
+  return r;
+}
+
+absl::Status RecordDrill(BackupStore& store, const std::string& cluster, const DrillResult& r,
+                         int64_t now_unix) {
+  nlohmann::json j = {{"at", now_unix},       {"passed", r.passed},   {"skipped", r.skipped},
+                      {"revision", r.revision}, {"keys", r.keys},     {"compared", r.compared},
+                      {"failure", r.failure},   {"restore_ms", r.restore_ms},
+                      {"start_ms", r.start_ms}, {"compare_ms", r.compare_ms}};
+  return store.Put(absl::StrCat(BackupsPrefix(cluster), r.backup, "/verified.json"), j.dump());
+}
+
+std::string DescribeDrill(const std::string& verified_json) {
+  auto j = nlohmann::json::parse(verified_json, nullptr, false);
+  if (!j.is_object()) return "";
+  const int64_t at = j.value("at", int64_t{0});
+  char when[32] = "?";
+  time_t tt = static_cast<time_t>(at);
+  struct tm tm {};
+  if (gmtime_r(&tt, &tm) != nullptr) strftime(when, sizeof when, "%Y-%m-%d %H:%MZ", &tm);
+  if (j.value("skipped", false)) return absl::StrCat("skipped ", when);
+  if (!j.value("passed", false)) return absl::StrCat("FAILED ", when, ": ", j.value("failure", ""));
+  return absl::StrCat("ok ", when, " (", j.value("keys", int64_t{0}), " keys)");
+}
+
+}  // namespace steward

@@ -1,0 +1,57 @@
+// A restore drill: proves a backup restores by restoring it, not by its checksums alone. The
+// backup is fetched and checked (every hash), its DB walked page by page and restored in place
+// into a scratch data dir, a scratch etcd started on it (its own process on loopback ports
+// picked at random, lower CPU and I/O priority, killed with its parent), and what it serves is
+// compared with the live cluster at the backup's revision: every key, its value and the
+// revision that last changed it, page by page. If the live cluster is compacted past that
+// revision, keys the live cluster has not changed since are compared instead (a sample).
+// Nothing of the drill touches a member; the scratch dir is removed afterwards, and one left by
+// a drill that was killed is removed by the next.
+//
+// Thread-compatible: one drill at a time per scratch root.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "backup/layout.h"
+#include "backup/store.h"
+#include "etcd/api.h"
+
+namespace steward {
+
+struct DrillOptions {
+  std::string etcd_binary;   // the etcd to run (the backup's version, or one that reads it)
+  std::string scratch_root;  // where the scratch dir is made (checked for free space first)
+  std::chrono::seconds start_bound{60};  // for the scratch etcd to serve
+  size_t sample = 200;  // keys compared one by one when the live cluster is compacted past
+};
+
+struct DrillResult {
+  std::string backup;
+  int64_t revision = 0;  // the backup's
+  bool passed = false;
+  bool skipped = false;   // not run (too little disk): `failure` says why
+  std::string failure;    // why it failed or was skipped ("" when it passed)
+  std::string compared;   // what was compared, for people
+  int64_t keys = 0;       // keys the scratch etcd serves
+  int64_t restore_ms = 0, start_ms = 0, compare_ms = 0;
+};
+
+// Runs the drill of `meta` (a complete backup of `cluster` in `store`) against `live`, the
+// live cluster. An error only when the drill could not run (the store, the scratch dir);
+// a backup that does not restore or does not match is a result that did not pass.
+absl::StatusOr<DrillResult> RunDrill(BackupStore& store, const std::string& cluster,
+                                     const BackupMeta& meta, EtcdApi& live,
+                                     const DrillOptions& options);
+
+// Records `r` in the store (<cluster>/backups/<name>/verified.json), for list-backups.
+absl::Status RecordDrill(BackupStore& store, const std::string& cluster, const DrillResult& r,
+                         int64_t now_unix);
+
+// One line for list-backups' VERIFIED column from a verified.json ("" if unreadable).
+std::string DescribeDrill(const std::string& verified_json);
+
+}  // namespace steward
