@@ -36,6 +36,7 @@
 #include "ctl/access_cmd.h"
 #include "ctl/space_cmd.h"
 #include "ctl/verify_cmd.h"
+#include "etcd/version.h"
 #include "reconcile/plan.h"
 #include "ctl/status.h"
 #include "peer/client.h"
@@ -104,7 +105,7 @@ int RunStatus(const Common& c) {
   return view.healthy ? 0 : 1;
 }
 
-int RunConfigureCluster(const Common& c, int size, const std::string& version) {
+int RunConfigureCluster(const Common& c, int size, const std::string& version, bool untested) {
   if (c.config_path.empty()) {
     std::cerr << "stewardctl: configure-cluster needs --config FILE (any node's)\n";
     return 2;
@@ -133,6 +134,18 @@ int RunConfigureCluster(const Common& c, int size, const std::string& version) {
     }
     std::cerr << (first ? "none" : "") << ")\n";
     return 2;
+  }
+  if (!version.empty() && UntestedEtcd(version)) {
+    if (!untested) {
+      std::cerr << "stewardctl: refusing to roll to etcd " << version << ": etcd 3.6 and later "
+                << "are untested with etcd-steward (Debian ships none). docs/etcd-3.6.md says "
+                << "what changes (restores only through etcdutl, meta/storageVersion, removed "
+                << "flags; 3.5.32 or later first) and what is not done yet. Nothing was "
+                << "changed; add --untested to roll to it anyway.\n";
+      return 2;
+    }
+    std::cerr << "warning: etcd " << version << " is untested with etcd-steward (--untested); "
+              << "see docs/etcd-3.6.md\n";
   }
   if (size % 2 == 0 && size != 0) {
     std::cerr << "warning: an even size tolerates no more failures than size " << size - 1
@@ -898,6 +911,9 @@ int CtlMain(int argc, char** argv) {
   configure->add_option("--etcd-version", etcd_version,
                         "desired etcd version (one of etcd.versions): members switch one at a "
                         "time, followers first, one minor version per round");
+  bool untested = false;
+  configure->add_flag("--untested", untested,
+                      "roll to a release this project has never run (etcd 3.6 and later)");
   CLI::App* get = app.add_subcommand("get", "show the desired spec, the leader and what it does");
   add_common(get);
   get->add_option("-o,-w,--output,--write-out", common.output, "table, json or simple")
@@ -1002,7 +1018,7 @@ int CtlMain(int argc, char** argv) {
   if (pki_init->parsed()) return RunPkiInit(pki_dir);
   if (pki_issue->parsed()) return RunPkiIssueClient(pki_dir, client_name, issue_options, std::cout, std::cerr);
   if (status->parsed()) return RunStatus(common);
-  if (configure->parsed()) return RunConfigureCluster(common, size, etcd_version);
+  if (configure->parsed()) return RunConfigureCluster(common, size, etcd_version, untested);
   if (get->parsed()) return RunGet(common);
   if (history->parsed()) return RunHistory(common, since, history_limit);
   if (backup->parsed()) return RunBackup(common);

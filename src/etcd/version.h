@@ -24,6 +24,9 @@ std::optional<std::vector<int>> ParseVersion(const std::string& v);
 bool SameMinor(const std::string& a, const std::string& b);
 // a's minor is below b's (false when either is not a version).
 bool MinorBelow(const std::string& a, const std::string& b);
+// A release this project has never run (3.6 and later: Debian ships none, docs/etcd-3.6.md says
+// what changes). Rolling to one needs the operator to say so (configure-cluster --untested).
+bool UntestedEtcd(const std::string& version);
 
 // One binary (or static-pod image) a node may run, as its --version answered.
 struct EtcdBinary {

@@ -214,4 +214,14 @@ TEST(VersionTest, U8_ARollStoppedOnAMemberThatExitsSaysSoWithTheWayBack) {
 }
 
 }  // namespace
+// Issue 37: 3.6 and later were never run here; configure-cluster asks for --untested.
+TEST(VersionTest, ReleasesFrom36OnAreUntested) {
+  EXPECT_FALSE(UntestedEtcd("3.4.23"));
+  EXPECT_FALSE(UntestedEtcd("3.5.16"));
+  EXPECT_TRUE(UntestedEtcd("3.6.0"));
+  EXPECT_TRUE(UntestedEtcd("3.7.1"));
+  EXPECT_TRUE(UntestedEtcd("4.0.0"));
+  EXPECT_FALSE(UntestedEtcd("latest")) << "not a version: other checks refuse it";
+}
+
 }  // namespace steward
