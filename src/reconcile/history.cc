@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
@@ -179,6 +180,10 @@ absl::StatusOr<std::vector<Event>> ReadHistory(EtcdApi& etcd, const std::string&
     Event e = EventFromJson(j);
     if (e.at_ms >= since_ms) out.push_back(std::move(e));
   }
+  // In time order, not etcd's: events queued while etcd was down (a restore's, on the nodes)
+  // reach it after later ones. Events of one millisecond keep etcd's order.
+  std::stable_sort(out.begin(), out.end(),
+                   [](const Event& a, const Event& b) { return a.at_ms < b.at_ms; });
   return out;
 }
 

@@ -74,8 +74,8 @@ class History {
   std::thread writer_;
 };
 
-// The events under `prefix`, oldest first (by etcd's creation order), at or after `since_ms`,
-// the newest `limit` of them.
+// The newest `limit` events under `prefix` (by etcd's creation order) at or after `since_ms`,
+// oldest first by the time their node wrote them (at_ms).
 absl::StatusOr<std::vector<Event>> ReadHistory(EtcdApi& etcd, const std::string& prefix,
                                                int64_t since_ms = 0, size_t limit = 1000);
 
