@@ -17,6 +17,49 @@ using WallClock = std::chrono::system_clock;
 
 
 
+absl::Status DeleteBackup(BackupStore& store, const std::string& cluster,
+                          const std::string& name) {
+  // meta.json first: a half-deleted backup is then an incomplete one, never a listed one.
+  if (absl::Status s = store.Delete(MetaKey(cluster, name)); !s.ok()) {
+    return Annotate(s, "deleting its meta.json (nothing else was deleted)");
+  }
+  if (absl::Status s = store.Delete(SnapshotKey(cluster, name)); !s.ok()) return s;
+  // Its deltas apply to it alone (metas first).
+  if (absl::Status s = DeleteDeltas(store, cluster, name); !s.ok()) return s;
+  // Then whatever is left under it: the marks, and deltas a leader stored onto it while it was
+  // being deleted (seen over S3: three deltas and a stray .json stayed for good).
+  auto rest = store.List(absl::StrCat(BackupsPrefix(cluster), name, "/"));
+  if (!rest.ok()) return rest.status();
+  for (const auto& o : *rest) {
+    if (absl::Status s = store.Delete(o.key); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::string>> BackupsToPrune(const Config& config, BackupStore& store,
+                                                        int64_t now, std::string* skew) {
+  auto listed = ListBackups(store, config.cluster.name);
+  if (!listed.ok()) return listed.status();
+  std::vector<RetentionItem> items;
+  for (const auto& b : *listed) {
+    auto parsed = ParseBackupName(b.name);
+    RetentionItem item{b.name, b.meta ? b.meta->unix_time : parsed->first, b.meta.has_value()};
+    if (b.meta) {
+      item.generation = b.meta->generation;
+      item.revision = b.meta->revision;
+    }
+    items.push_back(item);
+  }
+  for (const auto& b : *listed) {
+    if (b.meta && BackupTimeInFuture(*b.meta, now)) {
+      spdlog::warn("backup {} is dated {}s in the future: its taker's clock was ahead; it is "
+                   "ordered by its revision and never pruned by age",
+                   b.name, b.meta->unix_time - now);
+    }
+  }
+  return PlanRetention(items, now, config.backup.retention, skew);
+}
+
 absl::StatusOr<BackupMeta> BackupAndPrune(const Config& config, BackupStore& store,
                                           EtcdApi& etcd, const std::string& taken_by,
                                           const std::function<void(uint64_t)>& progress) {
@@ -25,47 +68,15 @@ absl::StatusOr<BackupMeta> BackupAndPrune(const Config& config, BackupStore& sto
   auto meta = TakeBackup(etcd, *source, store, config.cluster.name, taken_by,
                          std::chrono::minutes(30), progress);
   if (!meta.ok()) return meta.status();
-  auto listed = ListBackups(store, config.cluster.name);
-  if (listed.ok()) {
-    std::vector<RetentionItem> items;
-    for (const auto& b : *listed) {
-      auto parsed = ParseBackupName(b.name);
-      RetentionItem item{b.name, b.meta ? b.meta->unix_time : parsed->first, b.meta.has_value()};
-      if (b.meta) {
-        item.generation = b.meta->generation;
-        item.revision = b.meta->revision;
-      }
-      items.push_back(item);
-    }
-    int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
-                      WallClock::now().time_since_epoch()).count();
-    for (const auto& b : *listed) {
-      if (b.meta && BackupTimeInFuture(*b.meta, now)) {
-        spdlog::warn("backup {} is dated {}s in the future: its taker's clock was ahead; it is "
-                     "ordered by its revision and never pruned by age",
-                     b.name, b.meta->unix_time - now);
-      }
-    }
-    std::string skew;
-    for (const auto& name : PlanRetention(items, now, config.backup.retention, &skew)) {
+  const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                          WallClock::now().time_since_epoch()).count();
+  std::string skew;
+  auto prune = BackupsToPrune(config, store, now, &skew);
+  if (prune.ok()) {
+    for (const auto& name : *prune) {
       spdlog::info("retention: deleting backup {}", name);
-      // meta.json first: a half-deleted backup is then an incomplete one, never a listed one.
-      if (absl::Status s = store.Delete(MetaKey(config.cluster.name, name)); !s.ok()) {
+      if (absl::Status s = DeleteBackup(store, config.cluster.name, name); !s.ok()) {
         spdlog::warn("retention: deleting {}: {}", name, s.message());
-        continue;  // never delete a snapshot whose meta.json is still listed
-      }
-      if (absl::Status s = store.Delete(SnapshotKey(config.cluster.name, name)); !s.ok()) {
-        spdlog::warn("retention: deleting {}: {}", name, s.message());
-      }
-      for (const char* extra : {"/damaged.json", "/verified.json"}) {
-        if (absl::Status s = store.Delete(BackupsPrefix(config.cluster.name) + name + extra);
-            !s.ok()) {
-          spdlog::warn("retention: deleting {}: {}", name, s.message());
-        }
-      }
-      // Its deltas apply to it alone.
-      if (absl::Status s = DeleteDeltas(store, config.cluster.name, name); !s.ok()) {
-        spdlog::warn("retention: deleting the deltas of {}: {}", name, s.message());
       }
     }
     if (!skew.empty()) spdlog::warn("retention: {}", skew);

@@ -35,6 +35,7 @@
 #include "ctl/snapshot_cmd.h"
 #include "ctl/access_cmd.h"
 #include "ctl/space_cmd.h"
+#include "ctl/backup_cmd.h"
 #include "ctl/verify_cmd.h"
 #include "etcd/version.h"
 #include "reconcile/plan.h"
@@ -966,6 +967,7 @@ int CtlMain(int argc, char** argv) {
   retire->add_flag("--yes", yes, "do not ask for confirmation");
   retire->add_flag("--force", force, "go on when the backup before the first removal fails");
   AddSnapshotCommands(app, &common, &commands);  // after backup and restore-backup: it extends them
+  AddBackupCommands(app, &common, &commands);    // backup delete, backup prune
   AddRecoverCommands(app, &common, &commands);
   AddDestroyCommands(app, &common, &commands);
   AddSpaceCommands(app, &common, &commands);

@@ -31,6 +31,7 @@ enum Subnet {
   kCoordinatorDies = 44,
   kDamagedBeforeTaken = 241,
   kDrill = 242,
+  kHousekeeping = 243,
 };
 
 template <typename T>
@@ -373,6 +374,51 @@ TEST(BackupTest, ARestoreDrillProvesABackupAndFailsOneThatIsNotTheClusters) {
   EXPECT_EQ(skipped.exit_code, 3) << skipped.output;
   EXPECT_NE(skipped.output.find("MiB free and the drill needs"), std::string::npos)
       << skipped.output;
+}
+
+// Issue 36, part 3: backup delete refuses the newest restorable backup without --force, and
+// deletes a backup with everything under it (deltas, marks, strays); prune applies retention
+// now. Both work from the store alone (--backup-store).
+TEST(BackupTest, BackupDeleteKeepsTheNewestAndLeavesNothingBehind) {
+  TestCluster c(kHousekeeping, 3, 3, kFastLeader, kFileBackupNoDeltas);
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
+  std::vector<std::string> names;
+  for (int i = 0; i < 3; ++i) {
+    if (i > 0) std::this_thread::sleep_for(1100ms);  // distinct names
+    Put(c, "/it/i", std::to_string(i));
+    names.push_back(TakeBackup(c));
+    ASSERT_FALSE(names.back().empty());
+  }
+  const std::string dir =
+      absl::StrCat(c.Root(), "/backups/it", kHousekeeping, "/backups/");
+  RunResult refused = c.Ctl({"backup", "delete", names[2]});
+  EXPECT_EQ(refused.exit_code, 1) << refused.output;
+  EXPECT_NE(refused.output.find("newest backup a restore would take"), std::string::npos)
+      << refused.output;
+  EXPECT_TRUE(fs::exists(dir + names[2] + "/meta.json")) << "nothing was deleted";
+  // A stray object under a backup (a delta a leader stored onto it meanwhile) goes with it.
+  fs::create_directories(dir + names[0] + "/deltas");
+  { std::ofstream(dir + names[0] + "/deltas/stray.json") << "{}"; }
+  const std::vector<std::string> by_store = {
+      "--backup-store", absl::StrCat("file://", c.Root(), "/backups"), "--cluster",
+      absl::StrCat("it", kHousekeeping)};
+  std::vector<std::string> del = {"backup", "delete", names[0], names[1]};
+  del.insert(del.end(), by_store.begin(), by_store.end());
+  RunResult deleted = c.Ctl(del, /*with_config=*/false);
+  EXPECT_EQ(deleted.exit_code, 0) << deleted.output;
+  EXPECT_FALSE(fs::exists(dir + names[0])) << "nothing left under it";
+  EXPECT_FALSE(fs::exists(dir + names[1]));
+  RunResult list = c.Ctl({"list-backups"});
+  EXPECT_EQ(list.output.find(names[0]), std::string::npos) << list.output;
+  EXPECT_NE(list.output.find(names[2]), std::string::npos) << list.output;
+  RunResult prune = c.Ctl({"backup", "prune", "--dry-run"});
+  EXPECT_EQ(prune.exit_code, 0) << prune.output;
+  EXPECT_NE(prune.output.find("retention keeps every backup"), std::string::npos)
+      << "every backup is younger than retention's keep_all_for\n" << prune.output;
+  RunResult forced = c.Ctl({"backup", "delete", names[2], "--force"});
+  EXPECT_EQ(forced.exit_code, 0) << forced.output;
+  EXPECT_FALSE(fs::exists(dir + names[2]));
 }
 
 }  // namespace
