@@ -263,8 +263,9 @@ absl::Status DeltaWriter::Session(bool* newer_base) {
     // Catching up: what etcd had when the watch opened comes without waiting long. Idle, no
     // longer than the next look for a newer full backup.
     const bool behind = cursor < watch->created_revision();
+    const auto idle = std::min(interval, until(next_base_check));
     auto events = watch->Wait(behind                        ? std::min(kCatchUpWait, wait)
-                              : pending.revisions().empty() ? std::min(interval, until(next_base_check))
+                              : pending.revisions().empty() ? idle
                                                             : wait);
     if (!events.ok()) {
       // Whatever was received is history all the same: keep it before starting again (and

@@ -164,7 +164,8 @@ std::string LastLines(const std::string& path, size_t n) {
 }
 
 // One page of keys from `from` on (all keys: range_end "\0"), at `revision` (0: the head).
-using TxnFn = std::function<absl::StatusOr<etcdserverpb::TxnResponse>(const etcdserverpb::TxnRequest&)>;
+using TxnFn =
+    std::function<absl::StatusOr<etcdserverpb::TxnResponse>(const etcdserverpb::TxnRequest&)>;
 
 absl::StatusOr<etcdserverpb::RangeResponse> RangePage(const TxnFn& etcd, const std::string& from,
                                                       int64_t revision, int64_t limit,
@@ -235,7 +236,8 @@ absl::Status CompareAll(const TxnFn& drill, const TxnFn& live, int64_t revision,
 // backup has them (a sample spread over the keyspace).
 absl::Status CompareSample(const TxnFn& drill, const TxnFn& live, size_t sample, int64_t total,
                            int64_t* compared, std::string* failure) {
-  const int64_t step = std::max<int64_t>(1, total / static_cast<int64_t>(std::max<size_t>(1, sample)));
+  const int64_t per = static_cast<int64_t>(std::max<size_t>(1, sample));
+  const int64_t step = std::max<int64_t>(1, total / per);
   std::string from(1, '\0');
   int64_t index = 0;
   while (true) {

@@ -24,7 +24,9 @@ bool SameMinor(const std::string& a, const std::string& b) {
   return x && y && (*x)[0] == (*y)[0] && (*x)[1] == (*y)[1];
 }
 
-bool UntestedEtcd(const std::string& version) { return !MinorBelow(version, "3.6.0") && ParseVersion(version).has_value(); }
+bool UntestedEtcd(const std::string& version) {
+  return ParseVersion(version).has_value() && !MinorBelow(version, "3.6.0");
+}
 
 bool MinorBelow(const std::string& a, const std::string& b) {
   auto x = ParseVersion(a), y = ParseVersion(b);

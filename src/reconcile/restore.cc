@@ -913,7 +913,8 @@ RestoreCoordinator::OrderResults RestoreCoordinator::SendOrders(const RestoreInt
       m->set_peer_url(url);
     }
     PeerApi* c = agents_.at(name).get();
-    spdlog::info("restore {}: ordering node {} to restore backup {}", intent.id, name, intent.backup);
+    spdlog::info("restore {}: ordering node {} to restore backup {}", intent.id, name,
+                 intent.backup);
     ordered.push_back(name);
     orders.push_back([c, req] { return c->Restore(req, milliseconds(600000)); });
   }
@@ -958,10 +959,12 @@ absl::Status RestoreCoordinator::JudgeRound(RestoreIntent& intent, const OrderRe
       v.mark) {
     const std::string why =
         absl::StrCat("backup ", intent.backup, " cannot be restored: node(s) ",
-                     absl::StrJoin(round.refused_damaged, ","), " found its DB damaged (", round.damage, ")");
+                     absl::StrJoin(round.refused_damaged, ","), " found its DB damaged (",
+                     round.damage, ")");
     spdlog::error("restore {}: {}", intent.id, why);
-    if (absl::Status s = MarkBackupDamaged(*store_, config_.cluster.name, intent.backup, round.damage,
-                                           config_.node.name, env_.clock->UnixSeconds());
+    if (absl::Status s = MarkBackupDamaged(*store_, config_.cluster.name, intent.backup,
+                                           round.damage, config_.node.name,
+                                           env_.clock->UnixSeconds());
         !s.ok()) {
       return Annotate(s, why);
     }
