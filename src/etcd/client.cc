@@ -65,7 +65,7 @@ struct EtcdClient::ChannelPool {
     }
     // Reconnect quickly after an etcd restart; the defaults back off for up to two minutes.
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 2000);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
     args.SetMaxReceiveMessageSize(-1);
     // gRPC's own retry layer can abort the process when a server dies mid-call (grpc/grpc

@@ -39,7 +39,7 @@ PeerClient::PeerClient(const std::string& address,
     : address_(address), canceller_(std::move(canceller)) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 2000);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);  // see etcd/client.cc: grpc/grpc#34683
   auto creds = credentials ? credentials : grpc::InsecureChannelCredentials();
