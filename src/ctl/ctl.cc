@@ -600,47 +600,34 @@ int RunRestoreBackup(const Common& c, const std::string& name_arg, bool yes, boo
     std::cerr << "warning: --force: no fresh backup before the restore ("
               << fresh.status().message() << ")\n";
   }
-  auto generation = NextGeneration(*w.store, config.cluster.name);
-  if (!generation.ok()) {
-    std::cerr << "stewardctl: listing backups: " << generation.status().message() << "\n";
-    return 1;
-  }
-  auto highest = ReadHighestRevision(*w.store, config.cluster.name);
-  if (!highest.ok()) {
-    std::cerr << "stewardctl: reading the revision record: " << highest.status().message() << "\n";
-    return 1;
-  }
-  // Past every revision the current cluster served (the fresh backup's, if it was taken).
-  int64_t served = *highest;
-  if (fresh.ok()) served = std::max(served, fresh->revision);
   // Raise the revision only where the agents can (etcd.etcdutl or the in-place restore): this
   // config, and every agent that answers, must say so.
-  bool can_bump = !config.etcd.etcdutl.empty() || config.etcd.restore_in_place;
-  if (!can_bump) {
-    std::cerr << "warning: neither etcd.etcdutl is set nor etcd.restore_in_place on here\n";
+  IntentRequest request;
+  request.backup = name;
+  request.requested_by = "stewardctl";
+  request.delta_to = point.deltas > 0 ? point.revision : 0;
+  // Past every revision the current cluster served (the fresh backup's, if it was taken).
+  if (fresh.ok()) request.served = fresh->revision;
+  if (config.etcd.etcdutl.empty() && !config.etcd.restore_in_place) {
+    request.no_bump = "neither etcd.etcdutl is set nor etcd.restore_in_place on here";
   }
   for (const auto& [node, st] : AgentStates(config, o.credentials, std::chrono::milliseconds(2000))) {
-    if (!st.can_bump_revision()) {
-      std::cerr << "warning: node " << node << " can raise no revision (neither etcd.etcdutl "
-                << "nor etcd.restore_in_place)\n";
-      can_bump = false;
+    if (!st.can_bump_revision() && request.no_bump.empty()) {
+      request.no_bump = absl::StrCat("node ", node, " can raise no revision (neither "
+                                     "etcd.etcdutl nor etcd.restore_in_place)");
     }
   }
-  const int64_t bump = can_bump ? RevisionBump(served, meta->revision) : 0;
-  if (!can_bump) {
-    std::cerr << "warning: the restored revision is not raised\n";
-  } else if (absl::Status s = RaiseHighestRevision(
-                 *w.store, config.cluster.name,
-                 RestoredStartRevision(meta->revision, point.deltas > 0 ? point.revision : 0, bump),
-                 Clock::Real()->UnixSeconds());
-             !s.ok()) {
-    // Where the restored cluster starts: a restore after it is lost again starts past it.
-    std::cerr << "stewardctl: recording the restored cluster's revision: " << s.message() << "\n";
+  if (!request.no_bump.empty()) {
+    std::cerr << "warning: the restored revision is not raised: " << request.no_bump << "\n";
+  }
+  request.now_unix = Clock::Real()->UnixSeconds();
+  request.nonce = [&config] { return RealControlEnv(config, nullptr).nonce(); };
+  auto prepared = PrepareRestoreIntent(*w.store, config, request);
+  if (!prepared.ok()) {
+    std::cerr << "stewardctl: " << prepared.status().message() << "\n";
     return 1;
   }
-  RestoreIntent intent = NewRestoreIntent(config, name, "stewardctl", *generation, bump,
-                                          Clock::Real()->UnixSeconds(), RealControlEnv(config, nullptr).nonce());
-  intent.delta_to = point.deltas > 0 ? point.revision : 0;
+  const RestoreIntent& intent = *prepared;
   if (intent.delta_to > 0) {
     std::cerr << "restoring backup " << name << DescribePoint(point) << "\n";
   }

@@ -37,99 +37,10 @@
 #include "reconcile/env.h"
 #include "reconcile/history.h"
 #include "reconcile/restore_decision.h"
+#include "reconcile/restore_records.h"
+#include "reconcile/restore_settle.h"
 
 namespace steward {
-
-struct RestoreIntent {
-  std::string id;
-  std::string backup;
-  std::string token;
-  std::string requested_by;  // "auto" or "stewardctl"
-  std::vector<std::pair<std::string, std::string>> initial_cluster;  // name, peer URL
-  // The restored cluster's generation (BackupMeta::generation): one above every backup's.
-  int64_t generation = 1;
-  // How far each member raises the restored revision (RevisionBump); the same on every node.
-  int64_t bump_revision = 0;
-  // The revision the backup's deltas (backup/delta.h) are replayed to while fenced; 0 or the
-  // backup's own revision: none. Chosen, and every delta up to it checked, before the intent
-  // is written: every coordinator replays the same.
-  int64_t delta_to = 0;
-  // The restored cluster's leases are revoked and its generation recorded (while fenced); from
-  // here on members are unfenced, and nothing may revoke leases again.
-  bool settled = false;
-  // Restore orders may have gone out (written before the first one): from here on the restore
-  // is carried through, never cancelled (rule R6).
-  bool ordered = false;
-  bool done = false;
-  bool cancelled = false;     // an automatic restore whose total loss could not be re-proved
-  std::string cancel_reason;
-  // The automatic restore this one replaced before it settled, because deltas that one was to
-  // replay were lost or damaged after it was chosen ("" if none). It carries that restore's
-  // orders on (so it is `ordered` from the start) and re-orders its fenced members.
-  std::string supersedes;
-  int64_t created_at = 0;
-};
-
-absl::StatusOr<std::optional<RestoreIntent>> ReadRestoreIntent(BackupStore& store,
-                                                               const std::string& cluster);
-absl::Status WriteRestoreIntent(BackupStore& store, const std::string& cluster,
-                                const RestoreIntent& intent);
-// A fresh intent to restore `backup` onto the first cluster.size nodes, with a new token. Its ID
-// is made of `created_at` (Unix seconds) and a 16-bit `nonce`.
-RestoreIntent NewRestoreIntent(const Config& config, const std::string& backup,
-                               const std::string& requested_by, int64_t generation,
-                               int64_t bump_revision, int64_t created_at, uint32_t nonce);
-
-// Replays the deltas of `backup` (backup/delta.h) up to `to_revision` onto `etcd`, one
-// transaction per revision (split when etcd's request limits need it); keys put under a lease
-// are deleted instead. Every transaction applies only while ReplayGuardKey holds `guard`
-// (Aborted once another coordinator has marked its own replay). `replayed` counts the revisions.
-// `chain_broken` as ForEachDeltaRevision's (etcd's errors never set it).
-absl::Status ReplayDeltas(BackupStore& store, const std::string& cluster, const std::string& backup,
-                          int64_t to_revision, EtcdApi& etcd, const std::string& guard,
-                          int64_t* replayed, bool* chain_broken = nullptr);
-
-// " + N delta(s), to revision R" for a log line ("" without deltas).
-std::string DescribePoint(const RestorePoint& p);
-
-// The highest revision the cluster was seen to serve, kept in the store by the leader:
-//   <cluster>/control/revision.json  {"revision": R, "updated_at": <unix seconds>}
-// 0 when nothing is recorded.
-absl::StatusOr<int64_t> ReadHighestRevision(BackupStore& store, const std::string& cluster);
-absl::Status WriteHighestRevision(BackupStore& store, const std::string& cluster, int64_t revision,
-                                  int64_t now_unix);
-// The revision a restored cluster starts at: the backup's (or, with deltas replayed, their
-// point's, 0 for none) plus the bump.
-inline int64_t RestoredStartRevision(int64_t backup_revision, int64_t delta_to, int64_t bump) {
-  return std::max(backup_revision, delta_to) + bump;
-}
-// Raises the record to `revision` unless it is there already (never lowers it). Called with
-// the revision a restore starts its cluster at before the restore is ordered: a restored
-// cluster lost again before the leader records what it served is then restored past it.
-absl::Status RaiseHighestRevision(BackupStore& store, const std::string& cluster,
-                                  int64_t revision, int64_t now_unix);
-// Writes since the last record are covered by this margin: the leader records at least every
-// kRevisionRecordInterval, and etcd does not serve this many writes in that time.
-inline constexpr int64_t kRevisionBumpMargin = 10'000'000;
-inline constexpr std::chrono::seconds kRevisionRecordInterval{30};
-// How far to raise a restore of a backup taken at `backup_revision`: past the highest recorded
-// revision, plus the margin.
-int64_t RevisionBump(int64_t highest_recorded, int64_t backup_revision);
-// One above the highest generation of any backup in the store.
-absl::StatusOr<int64_t> NextGeneration(BackupStore& store, const std::string& cluster);
-
-// The voting members (node names) as last recorded in the store, by the leader when the
-// membership changes and by the restore coordinator when a restore is done:
-//   <cluster>/control/members.json  {"voters": [...], "updated_at": <unix seconds>}
-// nullopt when nothing is recorded yet.
-absl::StatusOr<std::optional<std::vector<std::string>>> ReadLastVoters(BackupStore& store,
-                                                                      const std::string& cluster);
-absl::Status WriteLastVoters(BackupStore& store, const std::string& cluster,
-                             const std::vector<std::string>& voters, int64_t now_unix);
-
-// Is there a sign that this cluster ever existed (a backup, or the created marker)? Errors
-// when the store cannot be read: the caller must then not bootstrap an empty cluster.
-absl::StatusOr<bool> ClusterEverExisted(BackupStore& store, const std::string& cluster);
 
 class RestoreCoordinator {
  public:
@@ -153,6 +64,9 @@ class RestoreCoordinator {
   };
   // What DecideRestore needs; the store and etcd are read only when this agent coordinates.
   Observed Observe();
+  // Total loss is proven (`why`): chooses the backup and its deltas, decides again on a fresh
+  // observation, records a new intent and carries it out.
+  void Start(const std::string& why);
   // Carries `intent` on by the steps below, each of which re-checks what it rests on and
   // records its progress before the next.
   absl::Status Execute(RestoreIntent intent);
@@ -171,9 +85,10 @@ class RestoreCoordinator {
   };
   OrderResults SendOrders(const RestoreIntent& intent, const Observed& o,
                           const peer::OrderHeader& header);
-  // OK once a majority of members applied it; else why not, replacing an automatic restore
-  // that can never settle (R8, or a revision bump too many members cannot make).
-  absl::Status JudgeRound(RestoreIntent& intent, const OrderResults& round,
+  // JudgeRound (restore_decision.h) on what the members say after the round: OK once a
+  // majority applied it (R10); else why not, replacing an automatic restore that can never
+  // settle (R8, R9).
+  absl::Status AfterRound(RestoreIntent& intent, const OrderResults& round,
                           std::vector<std::string>* missing);
   // Behind the fence: revokes the backup's leases (Settle), raises the revision record, and
   // records the restore settled. Nothing to do once settled.
@@ -181,6 +96,8 @@ class RestoreCoordinator {
   // Every fenced member back to its client URL (best effort: an agent does it by itself once
   // it reads that the restore is settled).
   void UnfenceMembers(const RestoreIntent& intent, const peer::OrderHeader& header);
+  // The member that leads the fenced cluster ("" if none answers as leader).
+  std::string FencedLeader(const RestoreIntent& intent);
   // Once the restored cluster answers on its client URLs: records its voters and the restore
   // done (or closes a settled restore whose cluster was lost as a whole since).
   absl::Status Finish(RestoreIntent& intent, const Observed& o, bool was_settled,
@@ -197,13 +114,6 @@ class RestoreCoordinator {
   // progress is recorded.
   absl::Status Record(RestoreIntent& intent, const char* what,
                       const std::function<absl::Status(RestoreIntent&)>& change);
-  // Before the restored cluster is declared done: revoke every lease the backup brought back
-  // (no lock or leader key of the lost cluster survives) and record the new generation.
-  // `*deltas_lost`: the deltas an automatic restore is to replay can no longer be read to
-  // `delta_to` (lost or damaged since it was chosen), and this coordinator marked the restore
-  // replaced in the fenced cluster (ReplaySupersededKey, exclusive with its settling), so that
-  // it never settles: the caller must Supersede it.
-  absl::Status Settle(const RestoreIntent& intent, EtcdApi& fenced, bool* deltas_lost);
   // Replaces `intent` (whose deltas were lost, or whose bump too many members cannot make:
   // `why`; nothing has served clients from it) with a new intent chosen afresh from what the
   // store holds now, carried out from the next pass; one that does not raise the revision if

@@ -150,4 +150,36 @@ DamagedBackupVerdict JudgeDamagedBackup(size_t members, size_t applied, size_t r
   return v;
 }
 
+const char* RoundVerdictName(RoundVerdict v) {
+  switch (v) {
+    case RoundVerdict::kSettle: return "settle";
+    case RoundVerdict::kWait: return "wait";
+    case RoundVerdict::kMarkDamaged: return "mark-damaged";
+    case RoundVerdict::kReplaceDamaged: return "replace-damaged";
+    case RoundVerdict::kReplaceUnbumped: return "replace-unbumped";
+  }
+  return "?";
+}
+
+RoundVerdict JudgeRound(const RoundView& v) {
+  if (DamagedBackupVerdict d =
+          JudgeDamagedBackup(v.members, v.applied, v.refused_damaged, v.automatic, v.settled);
+      d.mark) {
+    return d.replace ? RoundVerdict::kReplaceDamaged : RoundVerdict::kMarkDamaged;
+  }
+  const size_t majority = v.members / 2 + 1;
+  if (v.applied >= majority || (RuleOff("R10") && v.applied > 0)) return RoundVerdict::kSettle;
+  // R9: those that can raise it are no majority, so it can never settle as ordered.
+  if (v.bumped && v.automatic && !v.settled && v.cannot_bump > v.members - majority &&
+      !RuleOff("R9")) {
+    return RoundVerdict::kReplaceUnbumped;
+  }
+  return RoundVerdict::kWait;
+}
+
+bool CloseLostRestore(bool settled, size_t members, size_t empty) {
+  if (RuleOff("R11")) return false;
+  return settled && members > 0 && empty >= members / 2 + 1;
+}
+
 }  // namespace steward

@@ -35,6 +35,17 @@
 //      or delta chain takes it again), and an automatic restore of it that has not settled is
 //      replaced by one of the next older good backup (nothing has served clients from it:
 //      no member applied it). An operator's restore is marked too and waits, refused.
+//   R9 members that cannot raise the revision as ordered (no etcdutl, and the in-place edit
+//      refuses the backup: the same on every such node) so many that the others are no majority:
+//      the restore can never settle. An automatic one that has not settled is replaced by one of
+//      the same backup without the bump (revisions served since the backup are served again,
+//      logged). An operator's restore waits, and `status` shows the errors.
+//   R10 a restore settles (its leases revoked, its deltas replayed, then unfenced) only once a
+//      majority of its members applied it; a member that never does is the leader's to heal
+//      afterwards, like any lost member.
+//   R11 a settled restore whose cluster does not answer while a majority of its members answer
+//      without data was lost as a whole since: it is closed, never carried on (restoring its
+//      backup again would drop what was written after it); the next pass decides afresh.
 //   AD5 while adopting a running cluster (cluster.adopt), no automatic restore starts: the
 //      members no agent manages may still hold the cluster, and no agent can see their data.
 //      The operator's restore-backup still works.
@@ -104,5 +115,29 @@ struct DamagedBackupVerdict {
 };
 DamagedBackupVerdict JudgeDamagedBackup(size_t members, size_t applied, size_t refused_damaged,
                                         bool automatic, bool settled);
+
+// One round of restore orders, as the coordinator saw it afterwards.
+struct RoundView {
+  size_t members = 0;          // the intent's initial cluster
+  size_t applied = 0;          // members that restored it and hold its data
+  size_t refused_damaged = 0;  // nodes that refused the backup's DB as damaged (R8)
+  size_t cannot_bump = 0;      // members that cannot raise the revision as ordered (R9)
+  bool bumped = false;         // the intent raises the revision
+  bool automatic = true;       // false: the operator's restore
+  bool settled = false;
+};
+enum class RoundVerdict {
+  kSettle,           // R10: a majority applied it
+  kWait,             // fewer: order again next pass
+  kMarkDamaged,      // R8: mark the backup damaged; the operator's restore waits, refused
+  kReplaceDamaged,   // R8: mark it, and replace the restore with one of an older backup
+  kReplaceUnbumped,  // R9: replace it with a restore of the same backup, not raised
+};
+const char* RoundVerdictName(RoundVerdict v);
+RoundVerdict JudgeRound(const RoundView& v);
+
+// R11: close a settled restore whose cluster does not answer on its client URLs, when `empty`
+// of its `members` answer without data.
+bool CloseLostRestore(bool settled, size_t members, size_t empty);
 
 }  // namespace steward

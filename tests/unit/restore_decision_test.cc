@@ -314,4 +314,69 @@ TEST(RestoreDecisionTest, R8_ABackupEveryMemberRefusesAsDamagedIsMarkedAndReplac
   SetRulesOffForTesting({});
 }
 
+// One round of orders judged (JudgeRound): R8 first, then R10's majority, then R9.
+TEST(RestoreDecisionTest, R8_R9_R10_ARoundSettlesOnlyOnAMajorityAndIsReplacedOnlyWhenItNeverCan) {
+  struct Row {
+    size_t members, applied, damaged, cannot_bump;
+    bool bumped, automatic, settled;
+    RoundVerdict want;
+    const char* why;
+  };
+  using V = RoundVerdict;
+  const Row rows[] = {
+      {3, 2, 0, 0, true, true, false, V::kSettle, "R10: 2 of 3 applied"},
+      {3, 3, 0, 0, true, true, false, V::kSettle, "R10: all applied"},
+      {3, 1, 0, 0, true, true, false, V::kWait, "R10: 1 of 3 is no majority"},
+      {5, 2, 0, 0, false, true, false, V::kWait, "R10: 2 of 5 is no majority"},
+      {5, 3, 0, 2, true, true, false, V::kSettle, "R10: 3 of 5 settle; the two are healed later"},
+      {3, 0, 3, 0, true, true, false, V::kReplaceDamaged, "R8 before everything"},
+      {3, 0, 3, 3, true, false, false, V::kMarkDamaged, "R8: the operator's is marked, waits"},
+      {3, 0, 0, 2, true, true, false, V::kReplaceUnbumped, "R9: 1 of 3 can raise it"},
+      {3, 1, 0, 2, true, true, false, V::kReplaceUnbumped, "R9: 1 applied, the rest cannot"},
+      {3, 0, 0, 1, true, true, false, V::kWait, "R9: 2 of 3 still can"},
+      {3, 0, 0, 3, false, true, false, V::kWait, "R9: not raised at all"},
+      {3, 0, 0, 3, true, false, false, V::kWait, "R9: the operator's restore waits"},
+      {3, 0, 0, 3, true, true, true, V::kWait, "R9: settled, never replaced"},
+      {5, 0, 0, 3, true, true, false, V::kReplaceUnbumped, "R9: 2 of 5 left"},
+      {5, 0, 0, 2, true, true, false, V::kWait, "R9: 3 of 5 left could"},
+  };
+  for (const Row& r : rows) {
+    RoundView v;
+    v.members = r.members;
+    v.applied = r.applied;
+    v.refused_damaged = r.damaged;
+    v.cannot_bump = r.cannot_bump;
+    v.bumped = r.bumped;
+    v.automatic = r.automatic;
+    v.settled = r.settled;
+    EXPECT_STREQ(RoundVerdictName(JudgeRound(v)), RoundVerdictName(r.want)) << r.why;
+  }
+  RoundView unbumpable;
+  unbumpable.members = 3;
+  unbumpable.cannot_bump = 3;
+  unbumpable.bumped = true;
+  SetRulesOffForTesting({"R9"});
+  EXPECT_EQ(JudgeRound(unbumpable), RoundVerdict::kWait) << "rule off: waits for good";
+  RoundView one_applied;
+  one_applied.members = 3;
+  one_applied.applied = 1;
+  SetRulesOffForTesting({"R10"});
+  EXPECT_EQ(JudgeRound(one_applied), RoundVerdict::kSettle) << "rule off: settles on a minority";
+  SetRulesOffForTesting({});
+}
+
+// R11: only a settled restore is closed, and only when a majority of its members answer empty.
+TEST(RestoreDecisionTest, R11_ASettledRestoreLostAsAWholeIsClosedNotRestoredAgain) {
+  EXPECT_TRUE(CloseLostRestore(true, 3, 2));
+  EXPECT_TRUE(CloseLostRestore(true, 3, 3));
+  EXPECT_FALSE(CloseLostRestore(true, 3, 1)) << "a majority may still hold its data";
+  EXPECT_FALSE(CloseLostRestore(false, 3, 3)) << "not settled: carried on";
+  EXPECT_FALSE(CloseLostRestore(true, 0, 0));
+  EXPECT_TRUE(CloseLostRestore(true, 5, 3));
+  EXPECT_FALSE(CloseLostRestore(true, 5, 2));
+  SetRulesOffForTesting({"R11"});
+  EXPECT_FALSE(CloseLostRestore(true, 3, 3)) << "rule off: never closed";
+  SetRulesOffForTesting({});
+}
+
 }  // namespace steward

@@ -1,0 +1,51 @@
+// Settling a restored cluster while it is fenced (it serves only on the fence port, so no
+// client sees it yet): the leases that came with the backup revoked, the backup's deltas replayed,
+// the new generation and a fresh leader report written, and the restore marked settled. Every
+// step is guarded by marks in the fenced cluster itself (etcd/keys.h: ReplayGuardKey,
+// ReplaySettledKey, ReplaySupersededKey), so two coordinators never both settle or replay it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "backup/delta.h"
+#include "backup/store.h"
+#include "config/config.h"
+#include "etcd/api.h"
+#include "reconcile/restore_records.h"
+
+namespace steward {
+
+// Replays the deltas of `backup` (backup/delta.h) up to `to_revision` onto `etcd`, one
+// transaction per revision (split when etcd's request limits need it); keys put under a lease
+// are deleted instead. Every transaction applies only while ReplayGuardKey holds `guard`
+// (Aborted once another coordinator has marked its own replay). `replayed` counts the revisions.
+// `chain_broken` as ForEachDeltaRevision's (etcd's errors never set it).
+absl::Status ReplayDeltas(BackupStore& store, const std::string& cluster, const std::string& backup,
+                          int64_t to_revision, EtcdApi& etcd, const std::string& guard,
+                          int64_t* replayed, bool* chain_broken = nullptr);
+
+// " + N delta(s), to revision R" for a log line ("" without deltas).
+std::string DescribePoint(const RestorePoint& p);
+
+
+// What settling needs besides the intent and the fenced cluster.
+struct SettleContext {
+  const Config& config;
+  BackupStore& store;
+  int64_t now_unix = 0;
+  std::function<uint32_t()> nonce;  // for this coordinator's replay mark
+};
+// Before the restored cluster is declared done: revoke every lease the backup brought back
+// (no lock or leader key of the lost cluster survives), replay the deltas up to
+// `intent.delta_to`, record the new generation and mark the restore settled. OK when another
+// coordinator settled it already. `*deltas_lost`: the deltas an automatic restore is to replay
+// can no longer be read to `delta_to` (lost or damaged since it was chosen), and the restore is
+// marked replaced in the fenced cluster (ReplaySupersededKey, exclusive with settling), so it
+// never settles: the caller must replace it.
+absl::Status SettleFenced(const SettleContext& ctx, const RestoreIntent& intent, EtcdApi& fenced,
+                          bool* deltas_lost);
+
+}  // namespace steward
