@@ -270,11 +270,10 @@ absl::Status LocalNode::UnfenceLocked(const std::string& restore_id) {
   }
   // etcd re-reads its flags only when it starts: restart it on the client URL. The marker goes
   // only once etcd is stopped, so a failed stop leaves the node visibly fenced (and retried).
-  // A short grace: every member stops at once, and a graceful etcd leader would first try to
-  // hand its leadership to peers that are stopping too (seconds); everything the fenced
-  // cluster acknowledged (the lease revocations) is on disk already.
+  // A graceful stop (etcd.stop_timeout): the coordinator unfences the fenced cluster's leader
+  // after its followers, so the leader's hand-over does not wait for peers that are stopping.
   held_ = true;
-  if (absl::Status s = runner_.Stop(milliseconds(200)); !s.ok()) {
+  if (absl::Status s = runner_.Stop(); !s.ok()) {
     held_ = false;
     return s;
   }

@@ -32,6 +32,7 @@ enum Subnet {
   kDamagedBeforeTaken = 241,
   kDrill = 242,
   kHousekeeping = 243,
+  kLeaderDrills = 244,
 };
 
 template <typename T>
@@ -96,6 +97,15 @@ TEST(BackupTest, TotalLossIsRestoredFromTheNewestBackup) {
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 120s)) << c.Logs();
   for (int i = 0; i < 100; ++i) {
     ASSERT_EQ(Get(c, i % 3, absl::StrCat("/it/k", i)), absl::StrCat("v", i)) << c.Logs();
+  }
+  // Issue 34 part 3: when the fence drops, every etcd stops gracefully (the fenced leader after
+  // its followers), none is killed after a grace that is too short for its hand-over.
+  for (int i = 0; i < 3; ++i) {
+    std::ifstream f(absl::StrCat(c.Root(), "/agent-n", i + 1, ".log"));
+    const std::string log((std::istreambuf_iterator<char>(f)), {});
+    EXPECT_NE(log.find("etcd now serves clients"), std::string::npos) << "n" << i + 1 << " unfenced";
+    EXPECT_EQ(log.find("did not stop within"), std::string::npos)
+        << "n" << i + 1 << "'s etcd was killed when the fence dropped\n" << log;
   }
 }
 
@@ -379,6 +389,67 @@ TEST(BackupTest, ARestoreDrillProvesABackupAndFailsOneThatIsNotTheClusters) {
   EXPECT_EQ(skipped.exit_code, 3) << skipped.output;
   EXPECT_NE(skipped.output.find("MiB free and the drill needs"), std::string::npos)
       << skipped.output;
+}
+
+// Issue 34, part 1: the steward leader drills the newest backup by itself (backup.drill_interval)
+// and records the result in list-backups, status and history; a drill killed with its agent
+// leaves neither its scratch dir nor its scratch etcd once the agent is back.
+TEST(BackupTest, TheLeaderDrillsTheNewestBackupByItselfAndAKilledDrillLeavesNothing) {
+  TestCluster c(kLeaderDrills, 3, 3, kFastLeader,
+                "backup:\n  store: file://ROOT/backups\n  interval: 1h\n  delta_interval: 0s\n"
+                "  drill_interval: 2s\n");
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
+  for (int i = 0; i < 20; ++i) Put(c, absl::StrCat("/it/k", i), absl::StrCat("v", i));
+  ASSERT_FALSE(TakeBackup(c).empty());
+  RunResult list;
+  EXPECT_TRUE(WaitFor([&] {
+    list = c.Ctl({"list-backups"});
+    return list.output.find("ok 20") != std::string::npos;
+  }, 120s)) << "a drill passed and is listed\n" << list.output << c.Logs();
+  RunResult history;
+  EXPECT_TRUE(WaitFor([&] {
+    history = c.Ctl({"history"});
+    return history.output.find("restore drill of backup") != std::string::npos &&
+           history.output.find("ok: every key") != std::string::npos;
+  }, 60s)) << history.output;
+  RunResult status;
+  EXPECT_TRUE(WaitFor([&] {
+    status = c.Ctl({"status"});
+    return status.output.find("restore drill") != std::string::npos &&
+           status.output.find("passed") != std::string::npos;
+  }, 60s)) << status.output;
+
+  // Kill the agent whose drill is running (drills repeat every 2 s), with its scratch etcd.
+  std::string scratch;
+  int node = -1;
+  ASSERT_TRUE(WaitFor([&] {
+    for (int i = 0; i < 3 && node < 0; ++i) {
+      std::error_code ec;
+      for (const auto& e : fs::directory_iterator(c.DataDir(i) + "/drill", ec)) {
+        if (e.path().filename().string().rfind("steward-drill-", 0) == 0) {
+          scratch = e.path().string();
+          node = i;
+        }
+      }
+    }
+    return node >= 0;
+  }, 120s)) << "no drill was seen running\n" << c.Logs();
+  c.SignalAgent(node, SIGKILL);
+  // Its scratch etcd dies with it (it runs etcd with --data-dir inside the scratch dir).
+  auto scratch_etcd_runs = [&] {
+    std::error_code ec;
+    for (const auto& p : fs::directory_iterator("/proc", ec)) {
+      std::ifstream f(p.path() / "cmdline", std::ios::binary);
+      std::string cmd((std::istreambuf_iterator<char>(f)), {});
+      if (!scratch.empty() && cmd.find(scratch) != std::string::npos) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(WaitFor([&] { return !scratch_etcd_runs(); }, 15s)) << scratch;
+  c.StartAgent(node);
+  EXPECT_TRUE(WaitFor([&] { return !fs::exists(scratch); }, 30s))
+      << "the killed drill's scratch dir is removed once its agent is back: " << scratch;
 }
 
 // Issue 36, part 3: backup delete refuses the newest restorable backup without --force, and
