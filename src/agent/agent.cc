@@ -246,6 +246,21 @@ absl::Status Agent::Wire() {
   });
   if (store_) {
     backups_ = std::make_unique<BackupScheduler>(config_, store_.get(), cluster_client_.get());
+    if (config_.backup.drill_interval.count() > 0) {
+      drills_ = std::make_unique<DrillScheduler>(config_, store_.get(), cluster_client_.get());
+      drills_->SetOnDone([this](const DrillResult& r) {
+        Event e;
+        e.action = "drill";
+        e.reason = r.backup.empty() ? std::string("restore drill")
+                                    : absl::StrCat("restore drill of backup ", r.backup,
+                                                   " (revision ", r.revision, ")");
+        e.result = r.passed    ? absl::StrCat("ok: ", r.compared)
+                   : r.skipped ? r.failure
+                               : absl::StrCat("failed: ", r.failure);
+        history_->Append(std::move(e));
+      });
+      backups_->SetDrills(drills_.get());
+    }
     ControlEnv env = RealControlEnv(config_, client_creds, canceller_);
     env.stopping = [this] { return Stopping(); };
     restorer_ = std::make_unique<RestoreCoordinator>(config_, store_.get(), cluster_client_.get(),

@@ -31,6 +31,7 @@
 #include "node/local_node.h"
 #include "node/node_disk.h"
 #include "backup/delta_writer.h"
+#include "backup/drill_scheduler.h"
 #include "backup/scheduler.h"
 #include "backup/store.h"
 #include "common/dir_watch.h"
@@ -116,6 +117,9 @@ class Agent {
   std::unique_ptr<AuthKeeper> auth_;    // auth.mode on/off (reconcile/auth.h); else null
   std::unique_ptr<AdminServer> admin_;
   std::unique_ptr<History> history_;  // decisions and orders, appended to etcd
+  // The leader's restore drills (backup.drill_interval > 0 and a store). Declared after what its
+  // thread uses, so that it is joined first.
+  std::unique_ptr<DrillScheduler> drills_;
   // What etcd.binary and each etcd.versions entry said to --version when the agent started
   // (a reload restarts the agent, and so probes again). Written before the threads start.
   std::vector<EtcdBinary> binaries_;

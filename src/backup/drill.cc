@@ -28,6 +28,7 @@
 #include "etcd_rpc.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "etcd/restore_in_place.h"
+#include "etcd/version.h"
 #include "nlohmann/json.hpp"
 
 namespace steward {
@@ -77,7 +78,8 @@ bool Listening(int port) {
   return ok;
 }
 
-// Scratch dirs of drills whose process is gone (killed mid-drill) are removed.
+}  // namespace
+
 void RemoveStaleScratch(const std::string& root) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(root, ec)) {
@@ -88,6 +90,8 @@ void RemoveStaleScratch(const std::string& root) {
     fs::remove_all(e.path(), ec);
   }
 }
+
+namespace {
 
 // The scratch etcd: its own process, lower CPU and I/O priority, killed if its parent dies.
 class ScratchEtcd {
@@ -407,6 +411,14 @@ absl::StatusOr<DrillResult> RunDrill(BackupStore& store, const std::string& clus
   r.keys = total;
   r.passed = r.failure.empty();
   return r;
+}
+
+std::string DrillEtcdFor(const Config& config, const std::string& version) {
+  std::string best;
+  for (const auto& [v, path] : config.etcd.versions) {
+    if (SameMinor(v, version) && (best.empty() || ParseVersion(v) > ParseVersion(best))) best = v;
+  }
+  return best.empty() ? config.etcd.binary : config.etcd.versions.at(best);
 }
 
 absl::Status RecordDrill(BackupStore& store, const std::string& cluster, const DrillResult& r,

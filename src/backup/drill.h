@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "backup/layout.h"
 #include "backup/store.h"
+#include "config/config.h"
 #include "etcd/api.h"
 
 namespace steward {
@@ -46,6 +47,13 @@ struct DrillResult {
 absl::StatusOr<DrillResult> RunDrill(BackupStore& store, const std::string& cluster,
                                      const BackupMeta& meta, EtcdApi& live,
                                      const DrillOptions& options);
+
+// Removes the scratch dirs under `root` of drills whose process is gone (killed mid-drill).
+void RemoveStaleScratch(const std::string& root);
+
+// The etcd to run a backup taken by etcd `version` with: the binary etcd.versions maps to the
+// same minor (the newest patch), else etcd.binary.
+std::string DrillEtcdFor(const Config& config, const std::string& version);
 
 // Records `r` in the store (<cluster>/backups/<name>/verified.json), for list-backups.
 absl::Status RecordDrill(BackupStore& store, const std::string& cluster, const DrillResult& r,

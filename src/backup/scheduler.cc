@@ -126,8 +126,13 @@ void BackupScheduler::LoadFromStore() {
 void BackupScheduler::MaybePeriodic() {
   if (store_ == nullptr) return;
   LoadFromStore();
-  if (last_success_ && clock_->WallNow() - *last_success_ < config_.backup.interval) return;
-  Run(last_success_ ? "scheduled" : "no backup of this cluster yet");
+  if (!last_success_ || clock_->WallNow() - *last_success_ >= config_.backup.interval) {
+    Run(last_success_ ? "scheduled" : "no backup of this cluster yet");
+  }
+  if (drills_ == nullptr) return;
+  drills_->MaybeStart();
+  // The last drill's result for status, once it is in.
+  if (std::string drill = drills_->LastSummary(); drill != published_drill_) Publish();
 }
 
 void BackupScheduler::BeforeChange(const std::string& why) {
@@ -178,6 +183,13 @@ void BackupScheduler::Publish() {
                       {"last_success", last_name_},
                       {"encryption_key_id", store_->EncryptionKeyId()}};
   if (last_success_) j["last_success_at"] = secs(*last_success_);
+  if (drills_ != nullptr) {
+    published_drill_ = drills_->LastSummary();
+    if (!published_drill_.empty()) {
+      j["last_drill"] = published_drill_;
+      j["last_drill_at"] = drills_->LastAt();
+    }
+  }
   if (!last_error_.empty()) {
     j["last_error"] = last_error_;
     j["last_error_at"] = secs(last_error_at_);

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "backup/drill_scheduler.h"
 #include "backup/layout.h"
 #include "backup/store.h"
 #include "common/backoff.h"
@@ -48,7 +49,12 @@ class BackupScheduler {
   void OnNewLeadership() {
     last_success_.reset();
     checked_store_ = false;
+    if (drills_ != nullptr) drills_->OnNewLeadership();
   }
+  // The restore drills to start from MaybePeriodic (null: none). Set before passes run.
+  void SetDrills(DrillScheduler* drills) { drills_ = drills; }
+  // Takes a backup if one is due, then starts a restore drill if one is due (on its own thread).
+  // Called only when the cluster is healthy and nothing else is to be done.
   void MaybePeriodic();
   void BeforeChange(const std::string& why);
 
@@ -70,6 +76,8 @@ class BackupScheduler {
   std::chrono::system_clock::time_point last_error_at_{};
   std::chrono::steady_clock::time_point next_try_{};
   Backoff backoff_;
+  DrillScheduler* drills_ = nullptr;
+  std::string published_drill_;  // the drill summary in the last Publish
 };
 
 }  // namespace steward

@@ -350,13 +350,16 @@ void ParseBackup(const YAML::Node& b, Config* c) {
   BackupConfig& bc = c->backup;
   if (b && !b.IsNull()) {
     CheckKeys(b, "backup", {"store", "interval", "before_change_min_interval", "auto_restore",
-                            "delta_interval", "retention", "s3", "encryption"});
+                            "delta_interval", "drill_interval", "drill_scratch", "retention", "s3",
+                            "encryption"});
     bc.store = GetString(b, "backup", "store", false, "");
     bc.interval = GetDuration(b, "backup", "interval", bc.interval);
     bc.before_change_min_interval =
         GetDuration(b, "backup", "before_change_min_interval", bc.before_change_min_interval);
     bc.auto_restore = GetBool(b, "backup", "auto_restore", bc.auto_restore);
     bc.delta_interval = GetDuration(b, "backup", "delta_interval", bc.delta_interval);
+    bc.drill_interval = GetDuration(b, "backup", "drill_interval", bc.drill_interval);
+    bc.drill_scratch = GetString(b, "backup", "drill_scratch", false, "");
     if (const YAML::Node r = b["retention"]; r && !r.IsNull()) {
       CheckKeys(r, "backup.retention", {"keep_all_for", "hourly_for", "daily_for"});
       bc.retention.keep_all_for =
@@ -407,6 +410,9 @@ void ParseBackup(const YAML::Node& b, Config* c) {
   if (bc.interval < std::chrono::seconds(1)) Fail("backup.interval", "must be at least 1s");
   if (bc.delta_interval.count() != 0 && bc.delta_interval < std::chrono::milliseconds(100)) {
     Fail("backup.delta_interval", "must be 0 (off) or at least 100ms");
+  }
+  if (bc.drill_interval.count() != 0 && bc.drill_interval < std::chrono::seconds(1)) {
+    Fail("backup.drill_interval", "must be 0 (off) or at least 1s");
   }
   const std::pair<const char*, std::chrono::milliseconds> periods[] = {
       {"backup.retention.keep_all_for", bc.retention.keep_all_for},

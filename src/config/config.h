@@ -157,6 +157,12 @@ struct BackupConfig {
   // The leader stores what changed since the newest full backup this often (delta backups,
   // backup/delta.h); 0 turns them off.
   std::chrono::milliseconds delta_interval{10000};
+  // The steward leader restores the newest backup into a scratch etcd and compares it with the
+  // live cluster this often (a restore drill, backup/drill_scheduler.h); 0 turns drills off.
+  std::chrono::milliseconds drill_interval{24LL * 3600000};
+  // Where the drill's scratch data dir is made; "": <node.data_dir>/drill. Needs the DB's size
+  // + 128 MiB free, else the drill is skipped and says why.
+  std::string drill_scratch;
   RetentionConfig retention;
   S3Config s3;
   EncryptionConfig encryption;

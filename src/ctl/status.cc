@@ -152,6 +152,11 @@ std::string DescribeStewardState(const nlohmann::json& j, int64_t now) {
       out += "\n                NOT ENCRYPTED: backups hold every secret the cluster holds, in "
              "clear (backup.encryption.key_file)";
     }
+    if (b.contains("last_drill")) {
+      out += "\n                restore drill " +
+             std::to_string(now - b.value("last_drill_at", now)) +
+             "s ago: " + b.value("last_drill", std::string());
+    }
     if (b.contains("last_error")) {
       out += "\n                last error " +
              std::to_string(now - b.value("last_error_at", now)) +

@@ -20,16 +20,6 @@ struct VerifyArgs {
   std::string etcd;
 };
 
-// The etcd to run a backup of `version` with: --etcd, else the binary etcd.versions maps to the
-// same minor (the newest patch), else etcd.binary.
-std::string EtcdFor(const Config& config, const std::string& version) {
-  std::string best;
-  for (const auto& [v, path] : config.etcd.versions) {
-    if (SameMinor(v, version) && (best.empty() || ParseVersion(v) > ParseVersion(best))) best = v;
-  }
-  return best.empty() ? config.etcd.binary : config.etcd.versions.at(best);
-}
-
 int RunVerifyBackup(const Common& c, const VerifyArgs& a) {
   WithStore w = OpenFromConfig(c, "verify-backup");
   if (w.rc != 0) return w.rc;
@@ -59,7 +49,7 @@ int RunVerifyBackup(const Common& c, const VerifyArgs& a) {
   o.timeout = std::max(o.timeout, std::chrono::milliseconds(10000));
   EtcdClient live(endpoints, o);
   DrillOptions d;
-  d.etcd_binary = a.etcd.empty() ? EtcdFor(config, meta->etcd_version) : a.etcd;
+  d.etcd_binary = a.etcd.empty() ? DrillEtcdFor(config, meta->etcd_version) : a.etcd;
   d.scratch_root = a.scratch;
   std::cerr << "restore drill of backup " << meta->name << " (revision " << meta->revision
             << ", etcd " << meta->etcd_version << ") with " << d.etcd_binary << " in "

@@ -83,6 +83,23 @@ TEST_F(ConfigTest, GoodConfigLoadsWithDefaults) {
   EXPECT_FALSE(std::filesystem::exists(dir_ / "n1"));
 }
 
+// backup.drill_interval: daily by default, 0 turns drills off, and below a second is refused.
+TEST_F(ConfigTest, RestoreDrillsAreDailyByDefaultAndCanBeTurnedOff) {
+  auto c = ParseConfig(Yaml(), "node.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->backup.drill_interval, std::chrono::hours(24));
+  EXPECT_EQ(c->backup.drill_scratch, "");
+  auto off = ParseConfig(Yaml() + "backup:\n  drill_interval: 0s\n  drill_scratch: /srv/x\n",
+                         "node.yaml");
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_EQ(off->backup.drill_interval.count(), 0);
+  EXPECT_EQ(off->backup.drill_scratch, "/srv/x");
+  auto bad = ParseConfig(Yaml() + "backup:\n  drill_interval: 10ms\n", "node.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("backup.drill_interval"), std::string::npos)
+      << bad.status();
+}
+
 TEST_F(ConfigTest, SizeDefaultsToThreeOrNodeCount) {
   std::string text = Yaml();
   text.replace(text.find("  size: 3\n"), 10, "");
