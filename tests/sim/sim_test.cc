@@ -182,6 +182,28 @@ TEST(SimulationMutations, CancellingARestoreAfterItsOrdersStrandsTheRestoredMemb
   EXPECT_TRUE(FindsLoss(o, 1, 1259));
 }
 
+TEST(SimulationMutations, WithoutR9ARestoreNoMemberCanRaiseWaitsForGood) {
+  // R9 off: no node has etcdutl and the in-place edit refuses every backup, so no member can
+  // raise the revision as ordered; the automatic restore is never replaced by one without the
+  // bump and the cluster stays down. The first failing seed of 200 is 1.
+  Options o;
+  o.steps = 3000;
+  o.etcdutl = false;
+  o.in_place_refusals = 1;
+  o.disabled_rules = {"R9"};
+  EXPECT_TRUE(FindsLoss(o, 1, 1));
+}
+
+TEST(SimulationMutations, WithoutR11ARestoredClusterLostAgainIsNeverRestored) {
+  // R11 off: a settled restore whose cluster was lost as a whole is carried on rather than
+  // closed; being settled, it orders nobody to restore, and the cluster stays down. The first
+  // failing seed of 200 is 175.
+  Options o;
+  o.steps = 3000;
+  o.disabled_rules = {"R11"};
+  EXPECT_TRUE(FindsLoss(o, 1, 175));
+}
+
 TEST(Simulation, ASettledRestoreIsNeverRunAgainOverNewerWrites) {
   // Found by this simulation (4 nodes, seed 5, fault rate 0.1, crash rate 0.02): a restore was
   // settled and its cluster served writes and was backed up (generation 2), but its intent was
