@@ -953,6 +953,14 @@ absl::StatusOr<BackupConfig> BackupStoreFromUrl(const std::string& url) {
     b["s3"]["endpoint"] = endpoint;
     b["s3"]["path_style"] = "true";
   }
+  // The AWS CLI's variable for an https endpoint behind a private CA: a PEM bundle.
+  if (const std::string bundle = EnvOr("AWS_CA_BUNDLE", ""); !bundle.empty()) {
+    if (auto pem = ReadFile(bundle); !pem.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--backup-store: AWS_CA_BUNDLE: ", pem.status().message()));
+    }
+    b["s3"]["ca_file"] = bundle;
+  }
   Config c;
   WithoutHostChecks without;
   try {

@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "pki/pki.h"
 #include "backup/store.h"
+#include "harness.h"
 #include "common/status.h"
 #include "gtest/gtest.h"
 #include "s3rver.h"
@@ -750,6 +751,32 @@ TEST(S3StorePrivateCaTest, AnEndpointBehindAPrivateCaNeedsItsCaFile) {
   auto listed = store->List("");
   ASSERT_TRUE(listed.ok()) << listed.status();
   EXPECT_EQ(listed->size(), 1u);
+  // stewardctl with the store alone (issue 36, part 3): the CA from AWS_CA_BUNDLE, as the AWS
+  // CLI takes it; without it the certificate is refused, and a bundle that cannot be read is
+  // named.
+  using testing::RunCommand;
+  using testing::RunResult;
+  auto ctl = [&](const std::string& bundle) {
+    std::vector<std::string> argv = {
+        "/usr/bin/env", "AWS_ENDPOINT_URL=" + (*server)->Endpoint(),
+        absl::StrCat("AWS_ACCESS_KEY_ID=", S3rver::kAccessKey),
+        absl::StrCat("AWS_SECRET_ACCESS_KEY=", S3rver::kSecretKey)};
+    if (!bundle.empty()) argv.push_back("AWS_CA_BUNDLE=" + bundle);
+    for (const char* a : {STEWARDCTL_BIN, "list-backups", "--backup-store"}) argv.push_back(a);
+    argv.push_back(absl::StrCat("s3://", kBucket, "/it/private-ca"));
+    argv.push_back("--cluster");
+    argv.push_back("ca");
+    return RunCommand(argv, std::chrono::seconds(60));
+  };
+  RunResult with = ctl(dir + "/ca.crt");
+  EXPECT_EQ(with.exit_code, 0) << with.output;
+  RunResult without = ctl("");
+  EXPECT_NE(without.exit_code, 0) << without.output;
+  EXPECT_NE(absl::AsciiStrToLower(without.output).find("certificate"), std::string::npos)
+      << without.output;
+  RunResult missing = ctl(dir + "/no-such.crt");
+  EXPECT_NE(missing.exit_code, 0) << missing.output;
+  EXPECT_NE(missing.output.find("AWS_CA_BUNDLE"), std::string::npos) << missing.output;
   server->reset();
   fs::remove_all(dir);
 }
