@@ -5,9 +5,11 @@
 // (a crash point unwinds the agent's code first). The disk, etcd (unless killed too) and the
 // store stay as they were.
 //
-// This is a copy of the agent's wiring, not a call to it: what the agent wires and this does
-// not (history, backups scheduler, delta writer, SpaceKeeper, AuthKeeper, the admin server, the
-// SelfPeer for the agent itself, the etcd log readers) is not simulated.
+// This is a copy of the agent's wiring (Agent's constructor and Agent::Wire), not a call to it,
+// and it leaves out what the simulation does not model: the history, the backup scheduler, the
+// delta writer, SpaceKeeper, AuthKeeper, the peer and admin servers, SelfPeer for the agent's
+// own node, the etcd log readers and the join watch. Its local client also asks the fence URL,
+// and the cluster client uses AllClientUrls (the agent: ClusterClientUrls, with adopt.endpoints).
 #include <chrono>
 
 #include "etcd/keys.h"
