@@ -19,7 +19,7 @@
 #include <string>
 
 #include "absl/strings/str_split.h"
-#include "sim/world.h"
+#include "sim/simulation.h"
 
 int main(int argc, char** argv) {
   int seeds = 1, steps = 5000, nodes = 4;

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "sim/world.h"
+#include "sim/simulation.h"
 
 namespace steward::sim {
 namespace {

@@ -1,122 +1,275 @@
-// A deterministic simulation of etcd-steward: N nodes, each running the agent's real decision
-// and control code (GatherStartView + DecideStart, AdmitOrder, DecideWipe, Leadership, the
-// Reconciler with PlanNextStep, the RestoreCoordinator with DecideRestore), on virtual time,
-// single-threaded and seeded, against models of what they talk to:
-//   - etcd: clusters with member lists (learners, started or not), a raft leader that needs a
-//     majority of the voters up and reachable, a committed revision per cluster and the
-//     revision each member's disk holds, a small KV store with leases for the steward's own
-//     keys, etcd 3.4's locally served (possibly stale) member lists, one learner at a time,
-//     promotion only once caught up, and the strict reconfiguration check on removal;
-//   - the peers' API: a call reaches a node's agent only if it runs, is not paused and the link
-//     works;
-//   - the backup store (an in-memory BackupStore that can be down, unmounted or emptied), with
-//     backups in the real layout (ListBackups/VerifyBackup read them), and, with
-//     Options::delta_every, the leader's delta backups written with the real WriteDelta: each
-//     delta holds the acknowledged writes of its revisions, the writer follows a newer full
-//     backup only after a while (as DeltaWriter notices one), and a fault can take a delta
-//     object away; a restore replays its chain through the etcd model (ReplayDeltas);
-//   - disks (empty, partial, member data; markers; the persisted newest term) and the network
-//     (links cut one way or both).
-// Faults: crashes of an etcd, an agent or both (also in the middle of a call: a crash point
-// unwinds the agent's code), pauses, partitions, clock skew and jumps, wiped and partial data
-// dirs, store outages, total loss.
+// The world: the simulation's nodes, the models they run against, and the step loop that
+// drives them (as TigerBeetle's testing/cluster.zig ties its models together). One World is one
+// run: single-threaded, on virtual time, every random choice from its seeded streams.
 //
-// After every step the world checks its invariants (CheckInvariants); a violation stops the run
-// with a readable trace of the last events. The same seed always gives the same run.
+// The World holds all the state the models share (the nodes, their disks, the clusters, the
+// store, the links, the backups taken), so the models' world-side behaviour is written as World
+// methods; each is defined in the file of the model or checker it belongs to (the groups
+// below). The seams the agents call (SimEtcd, SimPeer, SimDisk, SimRunner, SimClock, SimStore)
+// are classes of their own over it.
 #pragma once
 
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <memory>
-#include <optional>
 #include <random>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "common/clock.h"
+#include "absl/strings/str_cat.h"
 #include "config/config.h"
+#include "node/local_node.h"
 #include "peer/leadership.h"
+#include "peer/server.h"
 #include "reconcile/reconciler.h"
 #include "reconcile/restore.h"
-#include "reconcile/start_decision.h"
+#include "sim/backup_model.h"
+#include "sim/disk_model.h"
+#include "sim/etcd_cluster.h"
+#include "sim/simulation.h"
+#include "sim/store_model.h"
 
 namespace steward::sim {
 
-using Ms = int64_t;  // virtual milliseconds since the start of the run
+class SimClock;
+class SimEtcd;
+class SimPeer;
+class SimRunner;
 
-struct Options {
-  uint64_t seed = 1;
-  int steps = 2000;
-  int nodes = 4;          // cluster.size is 3; the rest are spares
-  bool faults = true;
-  double fault_rate = 0.03;      // chance of a fault per step
-  double crash_point_rate = 0.002;  // chance that a call crashes its caller
-  // Liveness: after the fault phase, everything is healed and the cluster must be healthy at
-  // its desired size within this much virtual time.
-  Ms liveness_bound = 10LL * 60 * 1000;
-  // Safety rules to switch off (mutation testing: the simulation must then find the loss the
-  // rule prevents), e.g. "R-majority".
-  std::set<std::string> disabled_rules;
-  size_t trace_lines = 60;  // events kept for a violation's trace
-  // A scripted fault: the moment the first leader is elected, every node dies before its agent
-  // can have seen it, and the first node that held data comes back re-imaged.
-  bool lose_first_leader = false;
-  // The operator's `stewardctl destroy --force` at this step (-1: never), run again every 200
-  // steps while the cluster stays destroyed, and `undestroy` at `undestroy_at`. While the store
-  // marks the cluster destroyed, no agent may be asked to run etcd that is not running, and no
-  // restore may be applied (rules SD1, SD2, R7).
-  int destroy_at = -1;
-  int undestroy_at = -1;
-  // Delta backups every this much virtual time (0: none, as before they existed). With them:
-  // a restore must give up no acknowledged write that the intact chain of the newest backup,
-  // or of the one before it (which the writer may still be following), holds; what it
-  // replays must be in the restored cluster before any member serves clients.
-  Ms delta_every = 0;
-  // false: the nodes have no etcdutl (etcd 3.4 alone), so only the in-place edit can raise a
-  // restore's revision. Either way, while every node can raise it, a restored cluster must
-  // start above every revision a cluster before it served.
-  bool etcdutl = true;
-  int etcdutl_nodes = -1;  // >= 0: only the first this many nodes have etcdutl
-  // The share of backups the in-place edit refuses (the same backup on every node); without
-  // etcdutl such a restore must then go ahead without the bump rather than wait for good.
-  double in_place_refusals = 0;
-  // Versions (issue 32): every node's etcd.binary is 3.4.23 and etcd.versions lists 3.4.23 and
-  // 3.5.16; the cluster was rolled to 3.5.16 before the run (each initial node starts with the
-  // etcd-version marker 3.5.16; the spares, never switched, have none), and a reimaged node
-  // loses the marker. etcd refuses a join
-  // from a binary of a lower minor than a running member's ("incompatible with current running
-  // cluster"): the join must use the cluster's version (rules EV1-EV2, etcd/version.h).
-  bool upgraded = false;
-  // A scripted fault at this step (-1: never): the first node whose etcd runs a member is
-  // re-imaged (killed with its disk, markers included) and comes back empty.
-  int reimage_at = -1;
+// Thrown from inside a call to model the caller's process dying at that point: it unwinds the
+// agent's code, whose objects are then destroyed like a dead process's memory.
+struct CrashPoint {
+  int node;
 };
 
-struct Result {
-  bool ok = true;
-  std::string violation;        // what broke
-  std::vector<std::string> trace;  // the last events before it
-  int steps = 0;
-  Ms virtual_ms = 0;
-  // Counters for the summary.
-  std::map<std::string, int> faults;
-  int writes_acked = 0;
-  int writes_lost_to_faults = 0;   // lost by a fault that took every copy
-  int writes_lost_to_restores = 0;  // newer than a justified restore's backup
-  int restores = 0;
-  // Restored clusters whose revision was raised, and not.
-  int bumped_restores = 0, unbumped_restores = 0;
-  int deltas = 0;            // delta backups stored
-  int writes_replayed = 0;   // acknowledged writes a restore brought back from deltas
-  int bootstraps = 0;
-  int wipes = 0;
-  int destroys = 0;  // the operator's destroys that marked the store
-  bool live_at_end = false;
-  std::string end_state;
+struct Node {
+  int index = 0;
+  NodeSpec spec;
+  Config config;
+  bool initial = false;
+  bool agent_up = true;
+  Ms restart_at = -1;  // a crashed node comes back then
+  Ms paused_until = 0;
+  bool etcd_up = false;
+  bool in_code = false;  // its Tick is on the stack
+  bool serving_fence = false;  // etcd listens on the fence URL, not the client URL
+  // The runner: what the agent asked for (ProcessRunner's state, which dies with the agent).
+  bool runner_wanted = false;
+  std::vector<std::string> etcd_flags;
+  int restarts = 0;
+  std::string binary;  // the etcd binary the runner starts (Options::upgraded)
+  Disk disk;
+  Ms skew = 0;
+  std::unique_ptr<SimClock> clock;
+  std::unique_ptr<SimDisk> disk_seam;
+  std::unique_ptr<SimRunner> runner;
+  std::unique_ptr<SimEtcd> cluster_client, peers_client, local_client;
+  std::map<std::string, std::unique_ptr<SimPeer>> initial_agents;
+  // The agent's node side, the very code the agent runs (node/local_node.h).
+  std::unique_ptr<TermGuard> terms;
+  std::unique_ptr<LocalNode> local;
+  std::unique_ptr<Leadership> leadership;
+  std::unique_ptr<RestoreCoordinator> restorer;
+  std::unique_ptr<Reconciler> reconciler;
+  Ms next_restore_pass = 0;
 };
 
-Result RunSimulation(const Options& options);
+class World {
+ public:
+  explicit World(const Options& o);
+  ~World();
+  Result Run();
+
+  // --- used by the seams ---
+
+  // Time (clock_model.h).
+  Ms now() const { return now_; }
+  Ms Wall(int node) const { return kWallEpoch + now_ + nodes_[node]->skew; }
+  void Sleep(Ms d) {
+    now_ += d;
+    dirty_ = true;
+  }
+  static constexpr Ms kWallEpoch = 1'790'000'000'000;  // 2026-09
+
+  // The trace and the verdict (world.cc).
+  void Trace(const std::string& line);
+  void Trace(int node, const std::string& line) { Trace(absl::StrCat(nodes_[node]->spec.name, " ", line)); }
+  void Violation(const std::string& what);
+
+  // Faults (faults.cc): a crash point in the caller's code.
+  void CallPoint(int caller);  // may throw CrashPoint
+
+  // The network (network.cc).
+  bool Reach(int a, int b) const {
+    return a == b || (!cuts_.count({a, b}) && !cuts_.count({b, a}));
+  }
+  bool Paused(int n) const { return nodes_[n]->paused_until > now_; }
+  bool AgentAnswers(int caller, int n) const {
+    // A node whose code is on the stack (stopped inside a call) holds its locks: an order to
+    // it would wait, and here times out.
+    return nodes_[n]->agent_up && !Paused(n) && Reach(caller, n) &&
+           (n == caller || !nodes_[n]->in_code);
+  }
+  absl::Status Admit(int n, const peer::OrderHeader& h, const char* what, bool promise);
+
+  // The etcd model (etcd_cluster.cc).
+  // The node whose etcd serves on `url` for `caller`, or -1.
+  int Answering(int caller, const std::string& url);
+  Cluster* ClusterOf(int n) {
+    auto it = clusters_.find(nodes_[n]->disk.cluster);
+    return it == clusters_.end() ? nullptr : &it->second;
+  }
+  // The member serves on its cluster's quorum side (the leader reaches it).
+  bool InQuorum(int n);
+  // Brings the clusters up to date with the nodes: expired leases, raft leaders, the quorum
+  // side caught up, removed members stopped. Cheap when nothing changed.
+  void Refresh();
+  int NodeByPeerUrl(const std::string& url) const;
+  Member* FindMember(Cluster& c, uint64_t id) {
+    for (auto& m : c.members) {
+      if (m.id == id) return &m;
+    }
+    return nullptr;
+  }
+  int NodeOfMember(const Cluster& c, uint64_t id) const;
+  // What etcd does when the runner starts it with `flags` (on member data: start on it; on an
+  // empty dir: bootstrap or join as the flags say).
+  void StartEtcd(int n);
+
+  // Backups and restores (backup_model.cc).
+  absl::Status RestoreCluster(int n, const std::string& backup, const SnapshotRestore& r,
+                              Disk* staged);
+  // Whether the in-place edit refuses `backup` (Options::in_place_refusals): the same answer on
+  // every node, as for one backup's bytes.
+  bool InPlaceRefuses(const std::string& backup) const {
+    uint64_t h = 1469598103934665603ull;
+    for (char ch : backup) h = (h ^ static_cast<unsigned char>(ch)) * 1099511628211ull;
+    return static_cast<double>(h % 1000) < o_.in_place_refusals * 1000;
+  }
+
+  // Ground truth the seams report to (invariants.cc).
+  // etcd's data of node `n` is about to be set aside or deleted.
+  void BeforeDataGoes(int n, const std::string& why);
+  void CheckNoRestoredLease(int n);
+  // A replay put write `w` back into cluster `cluster`.
+  void Replayed(uint64_t cluster, int w);
+  // Node `n` is about to serve clients: its restore's replay must have brought every write
+  // the restore counted on.
+  void CheckReplayed(int n);
+
+  // The operator (operator_model.cc): stewardctl destroy --force / undestroy
+  // (Options::destroy_at).
+  bool destroyed() const { return destroyed_; }
+  bool StoreUp() const { return store_.mode == SimStore::Mode::kUp; }
+  void OperatorDestroy();
+  void OperatorUndestroy();
+
+  std::mt19937_64& rng() { return rng_; }
+  SimStore& store() { return store_; }
+  Result& result() { return result_; }
+  const std::vector<std::unique_ptr<Node>>& nodes() const { return nodes_; }
+  bool stopped() const { return !result_.ok; }
+  std::map<uint64_t, Cluster>& clusters() { return clusters_; }
+
+ private:
+  // An agent's life (agent_wiring.cc).
+  void Boot(int n);     // (re)start a node's agent: fresh objects, the disk as it was
+  void Kill(int n, bool etcd_too);
+
+  // The step loop's parts (world.cc).
+  void Tick(int n);
+  void TickBody(int n);
+  void Write();
+
+  // The etcd model (etcd_cluster.cc).
+  void Bootstrap(int n, const std::vector<std::string>& flags);
+  void TryJoin(int n, const std::vector<std::string>& flags);
+  // The highest version a running member of `c` runs (Options::upgraded).
+  std::string RunningVersion(const Cluster& c) const;
+  // Forgets clusters no disk holds any more.
+  void Prune();
+
+  // Backups (backup_model.cc).
+  void TakeBackup();
+  // The leader's DeltaWriter, as a model: stores the acknowledged writes since the end of the
+  // chain it follows (Options::delta_every).
+  void TakeDelta();
+  // The writes the intact part of `backup`'s chain holds, its snapshot's included, up to
+  // `to` (0: the whole intact chain). An object or meta gone from the store ends it.
+  // `reached` (optional): the revision the intact part reaches.
+  std::set<int> HeldByChain(const std::string& backup, int64_t to, int64_t* reached = nullptr) const;
+
+  // Faults (faults.cc).
+  void Fault();
+  // Brings back what a fault took for a while: agents restart, links and the store heal.
+  void Scheduled();
+  void HealAll();
+  // Options::reimage_at: the first node whose etcd runs a member is re-imaged.
+  void ScriptedReimage();
+  // Options::lose_first_leader, once a first leader is elected: every node dies, and the first
+  // that held data comes back re-imaged.
+  void LoseFirstLeader();
+
+  // Invariants (invariants.cc).
+  bool Healthy(std::string* why);
+  bool EvidenceOfExistence(int except) const;
+  // Clusters whose voters' disks still hold a majority of them; only those that have served
+  // clients unless `unserved_too` (Cluster::served).
+  std::vector<uint64_t> ClustersAbleToReachQuorum(bool unserved_too = false) const;
+  void CheckWrites(bool after_fault);
+  // No two clusters can reach quorum.
+  void CheckOneQuorum();
+  // After the liveness phase (Healthy said `why`): not healthy is a violation unless waiting
+  // for an operator is right.
+  void CheckLiveness(const std::string& why);
+
+  Options o_;
+  std::mt19937_64 rng_;
+  Ms now_ = 0;
+  bool dirty_ = true;
+  Ms refreshed_at_ = -1;
+  std::vector<std::unique_ptr<Node>> nodes_;
+  std::map<uint64_t, Cluster> clusters_;
+  // The highest revision a cluster that served clients reached before it was lost (pruned).
+  int64_t lost_rev_ = 0;
+  SimStore store_;
+  std::set<std::pair<int, int>> cuts_;
+  Ms heal_cuts_at_ = -1, heal_store_at_ = -1;
+  std::map<std::string, BackupData> backups_;
+  std::string last_backup_;  // the newest backup by history: the one taken last
+  std::string prev_backup_;  // the one taken before it
+  // Delta backups (Options::delta_every): each base's chain as stored, the base the writer
+  // follows and where its chain ends, when it notices a newer backup; its own random stream,
+  // so that runs without deltas stay as they were.
+  std::map<std::string, std::vector<DeltaRecord>> deltas_;
+  std::string delta_base_;
+  Ms delta_switch_at_ = -1;
+  Ms next_delta_ = 0;
+  std::mt19937_64 delta_rng_;
+  // Writes a restore's replay owes the cluster it restored (held in the store until then).
+  std::map<uint64_t, std::set<int>> pending_replay_;
+  // Leases each restored cluster brought back from its backup (none may outlive the fence).
+  std::map<uint64_t, std::set<int64_t>> restored_leases_;
+  int next_write_ = 0;
+  std::set<int> lost_;  // writes no longer held (to a fault, or a justified restore)
+  std::set<std::string> restores_seen_;
+  std::deque<std::string> trace_;
+  Ms next_backup_ = 20000;
+  bool in_fault_ = false;
+  bool healing_ = false;
+  bool in_pause_ = false;
+  bool trap_sprung_ = false, trap_done_ = false;  // Options::lose_first_leader
+  bool destroyed_ = false;  // the store holds the operator's destroy mark
+  bool undestroy_pending_ = false;
+ public:
+ public:
+  int current_ = -1;  // the node whose code runs (only it can crash or pause mid-call)
+  int speaker_ = -1;  // the node whose log lines these are (an order's handler: the target)
+ private:
+  Result result_;
+};
 
 }  // namespace steward::sim
