@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 # Integration tests mostly wait on etcd timers, so run more of them than there are cores.
 TEST_JOBS ?= 4
 
-.PHONY: all deps build demo test unit-test sim faults bench bench-quick bench-build clean
+.PHONY: all deps build demo test unit-test deb sim faults bench bench-quick bench-build clean
 all: build
 
 deps:
@@ -26,6 +26,11 @@ test: build
 unit-test: build
 	./scripts/install-deps.sh --test
 	cd $(BUILD) && ctest --output-on-failure -L unit
+
+# The Debian package (docs/packaging.md): $(BUILD)/etcd-steward_<version>-1_<arch>.deb, from
+# the build; STEWARD_DEB_VERSION=<upstream> builds another version.
+deb: build
+	./scripts/build-deb.sh $(BUILD) $(BUILD)
 
 # The deterministic simulation: SEEDS seeds from SEED on, STEPS steps each (docs/simulation.md).
 SEEDS ?= 20

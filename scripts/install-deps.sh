@@ -158,6 +158,12 @@ if [ "${1:-}" = "--test" ]; then
     $SUDO apt-get update -qq
     $SUDO apt-get install -y -qq --no-install-recommends systemd
   fi
+  # lintian: the package test (tests/deb_test.sh) lints the .deb that `make deb` builds.
+  if ! command -v lintian >/dev/null 2>&1; then
+    echo "install-deps: installing lintian (for the package test)" >&2
+    $SUDO apt-get update -qq
+    $SUDO apt-get install -y -qq --no-install-recommends lintian
+  fi
   # Patroni 3.0.2 (etcd3 backend): the auth test runs patronictl through etcd's HTTP gateway.
   # python3-idna is only recommended by python3-urllib3, yet Patroni fails every request
   # without it (docs/clients.md).
