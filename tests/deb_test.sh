@@ -3,7 +3,7 @@
 #   1. two builds (this version and a higher one) pass lintian with no error or warning;
 #   2. `dpkg -i` installs the files with their modes; the installed agent runs; the unit verifies;
 #   3. an agent started from /usr/bin/steward as the unit starts it (a one-node cluster on
-#      127.0.37.11, TLS off) keeps its etcd through `dpkg -i` of the higher version and the
+#      127.0.251.11, TLS off) keeps its etcd through `dpkg -i` of the higher version and the
 #      SIGHUP of `systemctl reload`: same etcd pid, the agent re-execs the new binary, answers;
 #   4. `dpkg -r` removes the files and keeps /etc/steward and /var/lib/steward with their data;
 #   5. `dpkg -P` keeps them while they hold data, and removes them once they are empty.
@@ -132,7 +132,7 @@ cluster:
   name: debtest
   size: 1
   nodes:
-    - {name: n1, host: 127.0.37.11}
+    - {name: n1, host: 127.0.251.11}
 node:
   name: n1
   data_dir: $data
