@@ -522,25 +522,6 @@ StatusSource::StatusSource(const Config& config, EtcdClient* client, BackupStore
 
 std::vector<CertExpiry> StatusSource::ReadCerts() const { return NodeCertExpiries(config_); }
 
-std::vector<CertExpiry> NodeCertExpiries(const Config& config) {
-  std::vector<CertExpiry> out;
-  if (!config.tls.enabled()) return out;
-  const TlsPaths t = config.Tls();
-  const std::pair<const char*, std::string> certs[] = {{"server", t.server_cert},
-                                                       {"peer", t.peer_cert},
-                                                       {"agent", t.agent_cert},
-                                                       {"client", t.client_cert},
-                                                       {"ca", t.ca}};
-  for (const auto& [role, path] : certs) {
-    if (auto info = ReadCert(path); info.ok()) {
-      out.push_back({role, std::chrono::duration_cast<std::chrono::seconds>(
-                               info->not_after.time_since_epoch())
-                               .count()});
-    }
-  }
-  return out;
-}
-
 std::string StatusSource::Json() {
   std::lock_guard<std::mutex> lock(mu_);
   const auto now = options_.clock->Now();

@@ -26,6 +26,7 @@
 #include "backup/store.h"
 #include "common/clock.h"
 #include "config/config.h"
+#include "pki/node_certs.h"
 #include "reconcile/cluster_status.h"
 #include "etcd/client.h"
 #include "nlohmann/json.hpp"
@@ -43,13 +44,6 @@ inline constexpr char kStatusPageCsp[] =
     "frame-ancestors 'none'";
 
 // A certificate of the answering node and when it expires.
-struct CertExpiry {
-  std::string role;  // server, peer, agent, client, ca (as in the expiry metric)
-  int64_t not_after = 0;  // Unix seconds
-};
-
-// This node's certificates that can be read (none with TLS off), for the page and the metrics.
-std::vector<CertExpiry> NodeCertExpiries(const Config& config);
 
 // One backup in the store, from its listing alone (no meta.json is read).
 struct BackupEntry {

@@ -232,6 +232,16 @@ absl::Status Agent::Wire() {
       config_.AgentAddress(config_.self()), node_.get(), terms_.get(), server_creds,
       config_.tls.enabled() ? std::optional<std::string>(config_.cluster.name) : std::nullopt);
   server_->OnNudge([this](const std::string&) { WakeReconciler(); });
+  server_->OnRenewCertificates([this]() -> absl::Status {
+    if (config_.tls.mode != "issued") {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "tls.mode is ", config_.tls.mode, " on node ", config_.node.name,
+          ": only issued certificates are renewed by the agent (replace the files, then reload)"));
+    }
+    renew_requested_ = true;
+    control_wake_.Wake();
+    return absl::OkStatus();
+  });
   history_ = std::make_unique<History>(cluster_client_.get(), EventsPrefix(config_),
                                        config_.node.name);
   server_->OnOrder([this](const std::string& what, const peer::OrderHeader& h,
@@ -510,16 +520,22 @@ void Agent::ControlLoop() {
       if (!config_.tls.enabled()) spdlog::warn("TLS is OFF (tls.mode: off)");
       next_off_warning += std::chrono::hours(1);
     }
-    if (config_.tls.mode == "issued" && std::chrono::steady_clock::now() >= next_tls_check) {
+    // stewardctl pki renew: as if two-thirds of every lifetime had passed.
+    const bool forced = renew_requested_.exchange(false);
+    if (config_.tls.mode == "issued" &&
+        (forced || std::chrono::steady_clock::now() >= next_tls_check)) {
       // etcd reads its certificate files on every handshake: renewed files apply at once.
-      auto renewed = tls_renewer.Check(std::chrono::system_clock::now());
+      const auto now = std::chrono::system_clock::now();
+      auto renewed = forced ? RenewNodeTls(config_, now + config_.tls.cert_lifetime)
+                            : tls_renewer.Check(now);
       if (!renewed.ok()) {
         spdlog::error("renewing certificates: {}", renewed.status().message());
       } else if (*renewed) {
         // etcd picks the new files up on its next handshakes; the agent's own channels hold
         // the old ones, so the agent restarts itself (etcd keeps running and is adopted).
-        spdlog::info("renewed this node's certificates (two-thirds of their lifetime had "
-                     "passed); restarting the agent to load them");
+        spdlog::info("renewed this node's certificates ({}); restarting the agent to load them",
+                     forced ? "stewardctl pki renew asked"
+                            : "two-thirds of their lifetime had passed");
         ::kill(::getpid(), SIGHUP);
       }
       next_tls_check = std::chrono::steady_clock::now() + tls_check_every;

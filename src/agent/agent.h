@@ -131,6 +131,8 @@ class Agent {
   std::string seen_leader_;
 
   std::atomic<bool> stopping_flag_{false};  // read by cancellable calls without mu_
+  // stewardctl pki renew asked: the control loop renews this node's certificates now.
+  std::atomic<bool> renew_requested_{false};
   std::shared_ptr<CallCanceller> canceller_ = std::make_shared<CallCanceller>();
   std::mutex mu_;
   std::condition_variable cv_;

@@ -26,6 +26,7 @@
 #include "backup/scheduler.h"
 #include "ctl/dashboard.h"
 #include "ctl/pki_cmd.h"
+#include "ctl/pki_check_cmd.h"
 #include "ctl/retire.h"
 #include "ctl/maintenance_cmd.h"
 #include "ctl/progress.h"
@@ -980,6 +981,7 @@ int CtlMain(int argc, char** argv) {
                       "for etcd's HTTP gateway (Patroni): the name in O, no CN; it logs in with a "
                       "password");
   pki_issue->add_flag("--renew", issue_options.renew, "replace the existing NAME.crt and NAME.key");
+  AddPkiCheckCommands(pki, &common, &commands);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -19,7 +19,9 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "node/node_disk.h"
@@ -34,6 +36,7 @@
 #include "etcd/version.h"
 #include "peer/api.h"
 #include "peer/server.h"
+#include "pki/node_certs.h"
 #include "reconcile/destroy.h"
 #include "reconcile/start_decision.h"
 #include "runner/runner.h"
@@ -170,6 +173,9 @@ class LocalNode : public NodeHandler {
   // The client certificate's common name, read once it exists (State()).
   std::mutex client_user_mu_;
   std::string client_user_;  // guarded by client_user_mu_
+  // This node's certificates' expiry, read at most once a minute (State is asked every pass).
+  std::vector<CertExpiry> certs_;  // guarded by client_user_mu_
+  std::optional<std::chrono::steady_clock::time_point> certs_read_at_;  // guarded by client_user_mu_
   std::atomic<bool> held_{false};  // the leader stopped etcd; do not restart it on our own
   // For DataLostUnderEtcd: etcd was last started on member data (not a join or a bootstrap),
   // and the data dir held member data since it was started.

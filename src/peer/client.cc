@@ -97,6 +97,11 @@ absl::Status PeerClient::Nudge(const std::string& from, std::chrono::millisecond
 absl::Status PeerClient::Destroy(const peer::DestroyRequest& req, std::chrono::milliseconds t) {
   return Order("Destroy", req, t, &peer::Peer::Stub::Destroy);
 }
+absl::Status PeerClient::RenewCertificates(const std::string& by, std::chrono::milliseconds t) {
+  peer::RenewCertificatesRequest req;
+  req.set_by(by);
+  return Order("RenewCertificates", req, t, &peer::Peer::Stub::RenewCertificates);
+}
 absl::Status PeerClient::SwitchVersion(const peer::SwitchVersionRequest& req,
                                        std::chrono::milliseconds t) {
   return Order("SwitchVersion", req, t, &peer::Peer::Stub::SwitchVersion);

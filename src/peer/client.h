@@ -53,6 +53,8 @@ class PeerClient : public PeerApi {
   absl::Status Nudge(const std::string& from, std::chrono::milliseconds timeout);
   // stewardctl destroy / undestroy: the agent checks the store's destroy mark itself.
   absl::Status Destroy(const peer::DestroyRequest& req, std::chrono::milliseconds timeout);
+  // stewardctl pki renew: the agent reissues its node's certificates now (not an order).
+  absl::Status RenewCertificates(const std::string& by, std::chrono::milliseconds timeout);
 
   const std::string& address() const { return address_; }
 

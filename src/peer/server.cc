@@ -155,7 +155,20 @@ class PeerServer::Service final : public peer::Peer::Service {
     return ToGrpc(s);
   }
 
+  grpc::Status RenewCertificates(grpc::ServerContext* ctx,
+                                 const peer::RenewCertificatesRequest* req,
+                                 peer::OrderReply* reply) override {
+    // Any caller the TLS handshake let in: a renewal changes nothing in the cluster (the node
+    // reissues its own certificates from the CA it holds), and is carried out once.
+    spdlog::info("{} ({}) asks to renew this node's certificates", req->by(), ctx->peer());
+    if (!on_renew_) return ToGrpc(absl::UnimplementedError("this agent renews nothing"));
+    absl::Status s = on_renew_();
+    if (s.ok()) reply->set_detail("renewal requested");
+    return ToGrpc(s);
+  }
+
   std::function<void(const std::string&)> on_nudge_;
+  std::function<absl::Status()> on_renew_;
   std::function<void(const std::string&, const peer::OrderHeader&, const absl::Status&)>
       on_order_;
 
@@ -212,6 +225,10 @@ PeerServer::~PeerServer() { Shutdown(); }
 
 void PeerServer::OnNudge(std::function<void(const std::string& from)> fn) {
   service_->on_nudge_ = std::move(fn);
+}
+
+void PeerServer::OnRenewCertificates(std::function<absl::Status()> fn) {
+  service_->on_renew_ = std::move(fn);
 }
 
 void PeerServer::OnOrder(

@@ -82,6 +82,9 @@ class PeerServer {
   ~PeerServer();
   // Called (on a gRPC thread) for each Nudge an agent sends; set before Start().
   void OnNudge(std::function<void(const std::string& from)> fn);
+  // Called (on a gRPC thread) when stewardctl asks to renew this node's certificates now; it
+  // requests the renewal and returns at once. Set before Start().
+  void OnRenewCertificates(std::function<absl::Status()> fn);
   // Called after each admitted order ran, with its result (the event history); before Start().
   void OnOrder(std::function<void(const std::string& what, const peer::OrderHeader& header,
                                   const absl::Status& result)>

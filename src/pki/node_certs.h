@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "config/config.h"
@@ -22,6 +23,15 @@ absl::Status PrepareNodeTls(const Config& config);
 // The common name of the client certificate an agent on `node` is issued (tls.mode issued):
 // its etcd user when auth.mode is on.
 std::string ClientCommonName(const std::string& node);
+
+struct CertExpiry {
+  std::string role;  // server, peer, agent, client, ca (as in the expiry metric)
+  int64_t not_after = 0;  // Unix seconds
+};
+
+// This node's certificates that can be read (none with TLS off): the status page, the metrics
+// and the node's state for `stewardctl pki check-expiration`.
+std::vector<CertExpiry> NodeCertExpiries(const Config& config);
 
 // issued only: renews what is due. Returns true if anything was reissued. etcd reads its
 // certificate files on every new TLS handshake, so renewed files apply without a restart.

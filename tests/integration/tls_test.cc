@@ -21,6 +21,7 @@
 #include "absl/strings/str_replace.h"
 #include "etcd/client.h"
 #include "harness.h"
+#include "nlohmann/json.hpp"
 #include "peer/client.h"
 #include "pki/node_certs.h"
 #include "pki/pki.h"
@@ -31,7 +32,7 @@ namespace {
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
-enum Subnet { kRefusals = 61, kFiles = 62, kRenewal = 63 };
+enum Subnet { kRefusals = 61, kFiles = 62, kRenewal = 63, kExpiration = 250 };
 
 std::string Lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
@@ -267,6 +268,66 @@ TEST(TlsTest, IssuedCertificatesAreRenewedWhileTheClusterKeepsServing) {
   EXPECT_TRUE(c.WaitHealthy(3, 30s)) << c.Logs();
   EXPECT_NE(c.Logs().find("renewed this node's certificates"), std::string::npos) << c.Logs();
   for (int n = 0; n < 3; ++n) EXPECT_TRUE(c.AgentRunning(n)) << c.Logs();
+}
+
+// Issue 36, part 2: `pki check-expiration` lists every node's certificates as its agent reports
+// them, and the client certificates of the `pki init` directory, with who renews each; it exits
+// 1 under the threshold and says which agent did not answer. `pki renew` reissues one node's
+// certificates, or every node's, while the cluster keeps serving.
+TEST(TlsTest, CheckExpirationListsEveryCertificateAndRenewRenewsThemNow) {
+  TestCluster c(kExpiration, 3, 3, kFastLeader);
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  ASSERT_TRUE(c.WaitHealthy(3, 60s)) << c.Logs();
+  // (The test's admin certificate lives a day.)
+  RunResult ok = c.Ctl({"pki", "check-expiration", "--dir", c.Root() + "/pki", "--warn", "12h"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  for (const char* want : {"n1", "n2", "n3", "server", "peer", "agent", "client", "admin.crt",
+                           "the agent, at two-thirds", "--client admin --renew"}) {
+    EXPECT_NE(ok.output.find(want), std::string::npos) << want << "\n" << ok.output;
+  }
+  RunResult json = c.Ctl({"pki", "check-expiration", "-o", "json", "--warn", "100000d"});
+  EXPECT_EQ(json.exit_code, 1) << "every certificate is under a threshold of 100000 days\n"
+                               << json.output;
+  const size_t brace = json.output.find('{');
+  ASSERT_NE(brace, std::string::npos) << json.output;
+  // (stderr's summary line follows the document in the output.)
+  auto j = nlohmann::json::parse(
+      json.output.substr(brace, json.output.rfind('}') - brace + 1), nullptr, false);
+  ASSERT_TRUE(j.is_object()) << json.output;
+  // 3 nodes x (server, peer, agent, client, ca).
+  EXPECT_EQ(j["certificates"].size(), 15u) << json.output;
+  for (const auto& cert : j["certificates"]) EXPECT_TRUE(cert["under_threshold"].get<bool>());
+
+  // pki renew: one node's certificates now, then every node's, while the cluster serves.
+  auto n1_before = ReadCert(c.DataDir(0) + "/tls/server.crt");
+  auto n2_before = ReadCert(c.DataDir(1) + "/tls/server.crt");
+  ASSERT_TRUE(n1_before.ok() && n2_before.ok());
+  std::this_thread::sleep_for(1100ms);  // certificates are dated to the second
+  RunResult one = c.Ctl({"pki", "renew", "--node", "n2"}, true, 120s);
+  EXPECT_EQ(one.exit_code, 0) << one.output << c.Logs();
+  EXPECT_NE(one.output.find("node n2: certificates renewed"), std::string::npos) << one.output;
+  auto n1_after = ReadCert(c.DataDir(0) + "/tls/server.crt");
+  auto n2_after = ReadCert(c.DataDir(1) + "/tls/server.crt");
+  ASSERT_TRUE(n1_after.ok() && n2_after.ok());
+  EXPECT_GT(n2_after->not_after, n2_before->not_after) << "n2 renewed";
+  EXPECT_EQ(n1_after->not_after, n1_before->not_after) << "n1 left alone";
+  ASSERT_TRUE(c.WaitHealthy(3, 60s)) << c.Logs();
+  RunResult all = c.Ctl({"pki", "renew", "--all"}, true, 240s);
+  EXPECT_EQ(all.exit_code, 0) << all.output << c.Logs();
+  for (const char* node : {"node n1: certificates renewed", "node n2: certificates renewed",
+                           "node n3: certificates renewed"}) {
+    EXPECT_NE(all.output.find(node), std::string::npos) << all.output;
+  }
+  EXPECT_GT(ReadCert(c.DataDir(0) + "/tls/server.crt")->not_after, n1_before->not_after);
+  ASSERT_TRUE(c.WaitHealthy(3, 60s)) << c.Logs();
+  Put(c, "/it/after-renewal", "v");
+  RunResult refused = c.Ctl({"pki", "renew"});
+  EXPECT_EQ(refused.exit_code, 2) << "neither --node nor --all\n" << refused.output;
+
+  c.SignalAgent(2, SIGTERM);
+  RunResult silent = c.Ctl({"pki", "check-expiration"});
+  EXPECT_NE(silent.output.find("node n3: its agent does not answer"), std::string::npos)
+      << silent.output;
 }
 
 }  // namespace

@@ -1,0 +1,15 @@
+// stewardctl pki check-expiration: every certificate the cluster's TLS rests on (each node's
+// server, peer, agent and client certificate and the CA, as each agent reports them, and the
+// client certificates in a `pki init` directory), with its expiry, the time left and who renews
+// it; exit 1 when one is under the threshold. And stewardctl pki renew: the agents reissue their
+// node's certificates now.
+#pragma once
+
+#include "ctl/common.h"
+
+namespace steward {
+
+// Adds `check-expiration` and `renew` under `pki`.
+void AddPkiCheckCommands(CLI::App* pki, Common* common, Commands* commands);
+
+}  // namespace steward
