@@ -125,7 +125,7 @@ int AgentMain(int argc, char** argv) {
       std::cout << "usage: steward --config FILE\n"
                    "       steward --name N --initial-cluster ... (etcd-wrapper's flags)\n"
                    "       steward            (with etcd's ETCD_NAME, ETCD_INITIAL_CLUSTER, ...)\n"
-                   "runs and supervises this node's etcd; see README.md and docs/drop-in.md\n"
+                   "runs and supervises this node's etcd; see docs/running.md and docs/drop-in.md\n"
                    "  --log-format text|json  the agent's log on stderr: text (default) or one\n"
                    "                          JSON object per line; times in UTC either way\n";
       return 0;

@@ -16,7 +16,7 @@ struct Descriptor {
   const char* help;
 };
 
-// Every metric the agent exports (README's "Monitoring" lists them with their meaning).
+// Every metric the agent exports (docs/monitoring.md lists them with their meaning).
 constexpr Descriptor kDescriptors[] = {
     {"steward_build_info", "gauge", "Always 1; the version label says which steward runs."},
     {"steward_is_leader", "gauge", "1 while this agent is the steward leader."},

@@ -1,7 +1,7 @@
 // The agent's configuration: one YAML file per node. The `cluster` section is meant to be
 // identical on every node; `node` says which of the cluster's nodes this agent is.
 //
-// Every field below shows its default; README.md's configuration reference documents each key.
+// Every field below shows its default; docs/configuration.md documents each key.
 // Loading validates everything before the caller touches anything: the first problem found is
 // returned as InvalidArgument whose message starts with the key ("cluster.size: ...").
 #pragma once
