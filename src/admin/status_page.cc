@@ -542,7 +542,7 @@ std::vector<CertExpiry> NodeCertExpiries(const Config& config) {
 }
 
 std::string StatusSource::Json() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const auto now = options_.clock->Now();
   if (!last_.empty() && now - last_at_ < options_.reuse) return last_;
   StatusInputs in;
