@@ -124,6 +124,13 @@ if [ "${1:-}" = "--test" ]; then
     $SUDO apt-get update -qq
     $SUDO apt-get install -y -qq --no-install-recommends nodejs npm
   fi
+  # clang: the thread-safety check (ThreadSafety.*, scripts/check_thread_safety.py) runs
+  # clang++ -Wthread-safety over src/; the build itself stays on g++.
+  if ! command -v clang++ >/dev/null 2>&1; then
+    echo "install-deps: installing clang (for the thread-safety check)" >&2
+    $SUDO apt-get update -qq
+    $SUDO apt-get install -y -qq --no-install-recommends clang
+  fi
   # faketime: the safety tests run stewardctl with a clock hours ahead.
   if ! command -v faketime >/dev/null 2>&1; then
     echo "install-deps: installing faketime" >&2

@@ -523,7 +523,7 @@ StatusSource::StatusSource(const Config& config, EtcdClient* client, BackupStore
 std::vector<CertExpiry> StatusSource::ReadCerts() const { return NodeCertExpiries(config_); }
 
 std::string StatusSource::Json() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const auto now = options_.clock->Now();
   if (!last_.empty() && now - last_at_ < options_.reuse) return last_;
   StatusInputs in;

@@ -16,7 +16,6 @@
 #include <cstdint>
 #include <functional>
 #include <future>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "backup/store.h"
 #include "common/clock.h"
+#include "common/mutex.h"
 #include "config/config.h"
 #include "pki/node_certs.h"
 #include "reconcile/cluster_status.h"
@@ -122,7 +122,7 @@ class StatusSource {
   BackupStore* store_;
   const Options options_;
   std::function<nlohmann::json()> events_;
-  std::mutex mu_;  // held while gathering: one at a time
+  Mutex mu_;  // held while gathering: one at a time
   std::string last_ ABSL_GUARDED_BY(mu_);
   std::chrono::steady_clock::time_point last_at_ ABSL_GUARDED_BY(mu_);
   std::optional<BackupListing> listing_ ABSL_GUARDED_BY(mu_);

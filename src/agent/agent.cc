@@ -439,7 +439,7 @@ std::string Agent::RunningEtcdVersion() {
 
 void Agent::Shutdown(bool stop_etcd) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
   // Nothing long is waited out: a restore tool is killed (the disk's `cancelled`), orders in
@@ -448,7 +448,7 @@ void Agent::Shutdown(bool stop_etcd) {
   stopping_flag_ = true;
   canceller_->Cancel();
   if (leadership_) leadership_->Interrupt();
-  cv_.notify_all();
+  cv_.NotifyAll();
   control_wake_.Wake();
   if (deltas_) deltas_->Stop();
   if (delta_thread_.joinable()) delta_thread_.join();
@@ -468,17 +468,17 @@ void Agent::Shutdown(bool stop_etcd) {
 }
 
 bool Agent::SleepFor(milliseconds d) {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, d, [this] { return stopping_; });
+  MutexLock lock(&mu_);
+  cv_.WaitFor(&mu_, d, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; });
   return !stopping_;
 }
 
 void Agent::WakeReconciler() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     nudged_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 bool Agent::NudgeLeader() {
@@ -681,7 +681,7 @@ std::string Agent::ScrapeMetrics() {
 }
 
 std::string Agent::SeenLeader() {
-  std::lock_guard<std::mutex> lock(seen_leader_mu_);
+  MutexLock lock(&seen_leader_mu_);
   return seen_leader_;
 }
 
@@ -701,7 +701,7 @@ void Agent::LeadershipLoop() {
     if (leading_ && !was_leading) WakeReconciler();
     period = std::clamp(leading_ ? ttl / 3 : ttl / 2, milliseconds(300), milliseconds(10000));
     {
-      std::lock_guard<std::mutex> lock(seen_leader_mu_);
+      MutexLock lock(&seen_leader_mu_);
       std::string leader = leadership_->leader();
       // A leader known at last: news the control loop kept for it goes out now.
       if (seen_leader_.empty() && !leader.empty()) control_wake_.Wake();
@@ -745,8 +745,9 @@ void Agent::ReconcileLoop() {
     if (!leading || reconciler_->settled()) pause = config_.cluster.idle_interval;
     if (reconciler_->in_progress()) pause = std::min(pause, milliseconds(100));
     if (progress) continue;
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, pause, [this] { return stopping_ || nudged_; });
+    MutexLock lock(&mu_);
+    cv_.WaitFor(&mu_, pause,
+                [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || nudged_; });
     nudged_ = false;
   }
 }

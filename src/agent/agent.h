@@ -21,9 +21,7 @@
 
 #include <atomic>
 #include <map>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
@@ -35,6 +33,7 @@
 #include "backup/scheduler.h"
 #include "backup/store.h"
 #include "common/dir_watch.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "config/config.h"
 #include "etcd/version.h"
@@ -127,17 +126,17 @@ class Agent {
   std::atomic<int64_t> control_beat_{0}, leadership_beat_{0}, reconcile_beat_{0};
   // The leadership as of the last tick, for the admin port (never waits on etcd).
   std::atomic<bool> leading_{false};
-  std::mutex seen_leader_mu_;
-  std::string seen_leader_;
+  Mutex seen_leader_mu_;
+  std::string seen_leader_ ABSL_GUARDED_BY(seen_leader_mu_);
 
   std::atomic<bool> stopping_flag_{false};  // read by cancellable calls without mu_
   // stewardctl pki renew asked: the control loop renews this node's certificates now.
   std::atomic<bool> renew_requested_{false};
   std::shared_ptr<CallCanceller> canceller_ = std::make_shared<CallCanceller>();
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;
-  bool nudged_ = false;  // guarded by mu_: the reconcile loop should pass now
+  Mutex mu_;
+  CondVar cv_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool nudged_ ABSL_GUARDED_BY(mu_) = false;  // the reconcile loop should pass now
   std::thread control_, leadership_thread_, reconcile_thread_, delta_thread_;
 };
 

@@ -59,25 +59,25 @@ DeltaWriter::DeltaWriter(const Config& config, BackupStore* store, EtcdApi* etcd
     : config_(config), store_(store), etcd_(etcd), leading_(std::move(leading)) {}
 
 void DeltaWriter::Stop() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   stopping_ = true;
   if (watch_ != nullptr) watch_->Cancel();
-  wake_.notify_all();
+  wake_.NotifyAll();
 }
 
 std::string DeltaWriter::status() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return status_;
 }
 
 void DeltaWriter::SetStatus(std::string s) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   status_ = std::move(s);
 }
 
 void DeltaWriter::Sleep(std::chrono::milliseconds d) {
-  std::unique_lock<std::mutex> lock(mu_);
-  wake_.wait_for(lock, d, [this] { return stopping_; });
+  MutexLock lock(&mu_);
+  wake_.WaitFor(&mu_, d, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; });
 }
 
 bool DeltaWriter::Keep(const std::string& key) const {
@@ -91,7 +91,7 @@ void DeltaWriter::Run() {
   Metrics::Global().Add("steward_delta_backup_failures_total", 0);  // present from the start
   while (true) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (stopping_) return;
     }
     if (!leading_()) {
@@ -102,7 +102,7 @@ void DeltaWriter::Run() {
     bool newer_base = false;
     absl::Status s = Session(&newer_base);
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (stopping_) return;  // Stop() cancelled the watch: not a failure
     }
     if (!s.ok()) {
@@ -161,13 +161,13 @@ absl::Status DeltaWriter::Session(bool* newer_base) {
   // (Re)opens the watch from `cursor`. OK with no watch when stopping.
   auto open_watch = [&]() -> absl::Status {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (stopping_) return absl::OkStatus();
     }
     auto opened = etcd_->WatchRange(std::string(1, '\0'), std::string(1, '\0'), cursor,
                                     kOpenTimeout);
     if (!opened.ok()) return opened.status();
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (stopping_) return absl::OkStatus();
     watch = std::move(*opened);
     watch_ = watch;
@@ -175,7 +175,7 @@ absl::Status DeltaWriter::Session(bool* newer_base) {
   };
   auto close_watch = [&] {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       watch_.reset();
     }
     watch.reset();  // the stream closes outside the lock: Stop() and status() need not wait
@@ -186,7 +186,7 @@ absl::Status DeltaWriter::Session(bool* newer_base) {
   struct Unset {
     DeltaWriter* w;
     ~Unset() {
-      std::lock_guard<std::mutex> lock(w->mu_);
+      MutexLock lock(&w->mu_);
       w->watch_.reset();
     }
   } unset{this};
@@ -250,7 +250,7 @@ absl::Status DeltaWriter::Session(bool* newer_base) {
   auto cycle_start = std::chrono::steady_clock::now();
   while (leading_()) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (stopping_) break;  // store what came (below)
     }
     const auto now = std::chrono::steady_clock::now();

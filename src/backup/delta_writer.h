@@ -35,14 +35,13 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "absl/status/status.h"
 #include "backup/store.h"
+#include "common/mutex.h"
 #include "config/config.h"
 #include "etcd/api.h"
 
@@ -88,11 +87,11 @@ class DeltaWriter {
   EtcdApi* etcd_;
   std::function<bool()> leading_;
 
-  mutable std::mutex mu_;
-  std::condition_variable wake_;
-  bool stopping_ = false;
-  std::shared_ptr<KeyWatch> watch_;  // the open watch, for Stop()
-  std::string status_ = "not leading";
+  mutable Mutex mu_;
+  CondVar wake_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::shared_ptr<KeyWatch> watch_ ABSL_GUARDED_BY(mu_);  // the open watch, for Stop()
+  std::string status_ ABSL_GUARDED_BY(mu_) = "not leading";
 };
 
 }  // namespace steward

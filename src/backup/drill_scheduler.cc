@@ -34,12 +34,12 @@ std::string DrillScheduler::ScratchRoot(const Config& config) {
 }
 
 void DrillScheduler::SetOnDone(std::function<void(const DrillResult&)> fn) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   on_done_ = std::move(fn);
 }
 
 void DrillScheduler::OnNewLeadership() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   loaded_ = false;
   first_due_.reset();
 }
@@ -62,7 +62,7 @@ bool DrillScheduler::MaybeStart() {
   const int64_t interval_s =
       std::chrono::duration_cast<std::chrono::seconds>(config_.backup.drill_interval).count();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!loaded_) {
       loaded_ = true;
       if (const int64_t at = NewestRecordedDrill(); at > 0) {
@@ -90,12 +90,12 @@ bool DrillScheduler::MaybeStart() {
 }
 
 std::string DrillScheduler::LastSummary() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return last_summary_;
 }
 
 int64_t DrillScheduler::LastAt() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return last_summary_at_;
 }
 
@@ -168,7 +168,7 @@ void DrillScheduler::RunOne() {
   }
   std::function<void(const DrillResult&)> done;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     last_summary_ =
         r.passed ? absl::StrCat("backup ", r.backup, " passed (", r.keys, " keys)")
                  : absl::StrCat(r.backup.empty() ? "" : "backup " + r.backup + " ", r.failure);

@@ -17,7 +17,6 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -25,6 +24,7 @@
 #include "backup/drill.h"
 #include "backup/store.h"
 #include "common/clock.h"
+#include "common/mutex.h"
 #include "config/config.h"
 #include "etcd/api.h"
 
@@ -65,14 +65,15 @@ class DrillScheduler {
   Clock* clock_;
   std::atomic<bool> running_{false};
   std::thread worker_;
-  std::mutex mu_;  // guards what follows
-  std::function<void(const DrillResult&)> on_done_;
-  bool loaded_ = false;  // NewestRecordedDrill read this leadership
+  Mutex mu_;
+  std::function<void(const DrillResult&)> on_done_ ABSL_GUARDED_BY(mu_);
+  bool loaded_ ABSL_GUARDED_BY(mu_) = false;  // NewestRecordedDrill read this leadership
   // No drill recorded: the first is due then.
-  std::optional<std::chrono::steady_clock::time_point> first_due_;
-  std::optional<int64_t> last_;  // Unix seconds of the last drill (recorded or tried)
-  std::string last_summary_;
-  int64_t last_summary_at_ = 0;
+  std::optional<std::chrono::steady_clock::time_point> first_due_ ABSL_GUARDED_BY(mu_);
+  // Unix seconds of the last drill (recorded or tried).
+  std::optional<int64_t> last_ ABSL_GUARDED_BY(mu_);
+  std::string last_summary_ ABSL_GUARDED_BY(mu_);
+  int64_t last_summary_at_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace steward

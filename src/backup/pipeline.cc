@@ -9,12 +9,10 @@
 #include <zstd.h>
 
 #include <algorithm>
-#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <thread>
@@ -22,6 +20,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "common/sha256.h"
 #include "nlohmann/json.hpp"
@@ -135,8 +134,8 @@ class BackgroundWriter {
 
   // An empty buffer (waits while all are queued).
   Buffer Take() {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return !free_.empty(); });
+    MutexLock lock(&mu_);
+    cv_.Wait(&mu_, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !free_.empty(); });
     Buffer b = std::move(free_.front());
     free_.pop_front();
     b.size = 0;
@@ -144,15 +143,15 @@ class BackgroundWriter {
   }
   // Queues `b` to be written; a write error from before is returned (and stays).
   absl::Status Put(Buffer b) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     queued_.push_back(std::move(b));
-    cv_.notify_all();
+    cv_.NotifyAll();
     return error_;
   }
   // Writes what is queued and stops the thread; the first write error, if any.
   absl::Status Finish() {
     Stop();
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     return error_;
   }
 
@@ -161,22 +160,23 @@ class BackgroundWriter {
   // Writes what is queued and joins the thread (once).
   void Stop() {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(&mu_);
       if (done_) return;
       done_ = true;
-      cv_.notify_all();
+      cv_.NotifyAll();
     }
     thread_.join();
   }
   void Run() {
-    std::unique_lock lock(mu_);
+    MutexLock lock(&mu_);
     while (true) {
-      cv_.wait(lock, [&] { return done_ || !queued_.empty(); });
+      cv_.Wait(&mu_,
+               [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return done_ || !queued_.empty(); });
       if (queued_.empty()) return;  // done_ and drained
       Buffer b = std::move(queued_.front());
       queued_.pop_front();
       const bool ok = error_.ok();
-      lock.unlock();
+      lock.Unlock();
       absl::Status s;
       for (size_t off = 0; ok && off < b.size;) {
         const ssize_t n = ::write(fd_, b.data.get() + off, b.size - off);
@@ -187,20 +187,20 @@ class BackgroundWriter {
         }
         off += static_cast<size_t>(n);
       }
-      lock.lock();
+      lock.Lock();
       if (!s.ok() && error_.ok()) error_ = s;
       free_.push_back(std::move(b));
-      cv_.notify_all();
+      cv_.NotifyAll();
     }
   }
 
   const int fd_;
   const size_t capacity_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Buffer> free_, queued_;
-  absl::Status error_;
-  bool done_ = false;
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<Buffer> free_ ABSL_GUARDED_BY(mu_), queued_ ABSL_GUARDED_BY(mu_);
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 
@@ -216,11 +216,15 @@ absl::Status ReadAhead(const std::function<absl::Status(const ByteSink&)>& read,
                        const ByteSink& sink) {
   constexpr size_t kBuffer = 1 << 20;
   constexpr size_t kDepth = 8;
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<std::string> full, spare;
-  bool done = false, stop = false;
-  absl::Status read_status;
+  // What the reader thread and this one share.
+  struct Shared {
+    Mutex mu;
+    CondVar cv;
+    std::deque<std::string> full ABSL_GUARDED_BY(mu), spare ABSL_GUARDED_BY(mu);
+    bool done ABSL_GUARDED_BY(mu) = false;
+    bool stop ABSL_GUARDED_BY(mu) = false;
+    absl::Status read_status ABSL_GUARDED_BY(mu);
+  } q;
   std::thread reader([&] {
     std::string filling;
     absl::Status s = read([&](std::string_view c) -> absl::Status {
@@ -230,48 +234,53 @@ absl::Status ReadAhead(const std::function<absl::Status(const ByteSink&)>& read,
         filling.append(c.data(), n);
         c.remove_prefix(n);
         if (filling.size() < kBuffer) continue;
-        std::unique_lock lock(mu);
-        cv.wait(lock, [&] { return stop || full.size() < kDepth; });
-        if (stop) return absl::CancelledError("reading stopped");
-        full.push_back(std::move(filling));
+        MutexLock lock(&q.mu);
+        q.cv.Wait(&q.mu, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(q.mu) {
+          return q.stop || q.full.size() < kDepth;
+        });
+        if (q.stop) return absl::CancelledError("reading stopped");
+        q.full.push_back(std::move(filling));
         filling.clear();
-        if (!spare.empty()) {
-          filling = std::move(spare.front());
-          spare.pop_front();
+        if (!q.spare.empty()) {
+          filling = std::move(q.spare.front());
+          q.spare.pop_front();
           filling.clear();
         }
-        cv.notify_all();
+        q.cv.NotifyAll();
       }
       return absl::OkStatus();
     });
-    std::lock_guard lock(mu);
-    if (s.ok() && !filling.empty()) full.push_back(std::move(filling));
-    read_status = s;
-    done = true;
-    cv.notify_all();
+    MutexLock lock(&q.mu);
+    if (s.ok() && !filling.empty()) q.full.push_back(std::move(filling));
+    q.read_status = s;
+    q.done = true;
+    q.cv.NotifyAll();
   });
   absl::Status sink_status;
   while (true) {
     std::string b;
     {
-      std::unique_lock lock(mu);
-      cv.wait(lock, [&] { return done || !full.empty(); });
-      if (full.empty()) break;  // the read is over and everything went through
-      b = std::move(full.front());
-      full.pop_front();
-      cv.notify_all();
+      MutexLock lock(&q.mu);
+      q.cv.Wait(&q.mu,
+                [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(q.mu) { return q.done || !q.full.empty(); });
+      if (q.full.empty()) break;  // the read is over and everything went through
+      b = std::move(q.full.front());
+      q.full.pop_front();
+      q.cv.NotifyAll();
     }
     sink_status = sink(b);
-    std::lock_guard lock(mu);
-    spare.push_back(std::move(b));
+    MutexLock lock(&q.mu);
+    q.spare.push_back(std::move(b));
     if (!sink_status.ok()) {
-      stop = true;
-      cv.notify_all();
+      q.stop = true;
+      q.cv.NotifyAll();
       break;
     }
   }
   reader.join();
-  return sink_status.ok() ? read_status : sink_status;
+  if (!sink_status.ok()) return sink_status;
+  MutexLock lock(&q.mu);
+  return q.read_status;
 }
 
 // Whether a zstd frame starting at `d` carries a content checksum: after the 4-byte magic

@@ -23,7 +23,6 @@
 #include <cstring>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -42,6 +41,7 @@
 #include "backup/sigv4.h"
 #include "backup/store.h"
 #include "common/backoff.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "spdlog/spdlog.h"
 
@@ -476,7 +476,7 @@ class S3Client {
 
   CURL* Acquire() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (!idle_.empty()) {
         CURL* h = idle_.back();
         idle_.pop_back();
@@ -488,7 +488,7 @@ class S3Client {
 
   void Release(CURL* h) {
     Curl().easy_reset(h);  // keeps the connection and DNS caches
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (idle_.size() < kMaxIdleHandles) {
       idle_.push_back(h);
       return;
@@ -631,7 +631,7 @@ class S3Client {
   std::string endpoint_url_;
   Endpoint endpoint_;
   absl::Status init_;
-  std::mutex mu_;
+  Mutex mu_;
   std::vector<CURL*> idle_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -95,24 +95,24 @@ Metrics& Metrics::Global() {
 void Metrics::Set(const std::string& name, double value, const MetricLabels& labels) {
   assert(Find(name) != nullptr && "undeclared metric");
   if (Find(name) == nullptr) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   series_[name][labels] = value;
 }
 
 void Metrics::Add(const std::string& name, double delta, const MetricLabels& labels) {
   assert(Find(name) != nullptr && "undeclared metric");
   if (Find(name) == nullptr) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   series_[name][labels] += delta;
 }
 
 void Metrics::Clear(const std::string& name) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   series_.erase(name);
 }
 
 double Metrics::Value(const std::string& name, const MetricLabels& labels, double missing) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = series_.find(name);
   if (it == series_.end()) return missing;
   auto s = it->second.find(labels);
@@ -120,7 +120,7 @@ double Metrics::Value(const std::string& name, const MetricLabels& labels, doubl
 }
 
 std::string Metrics::Render() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::string out;
   for (const auto& d : kDescriptors) {
     auto it = series_.find(d.name);

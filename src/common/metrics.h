@@ -12,10 +12,11 @@
 #pragma once
 
 #include <map>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "common/mutex.h"
 
 namespace steward {
 
@@ -37,8 +38,8 @@ class Metrics {
                double missing = -1) const;
 
  private:
-  mutable std::mutex mu_;
-  std::map<std::string, std::map<MetricLabels, double>> series_;
+  mutable Mutex mu_;
+  std::map<std::string, std::map<MetricLabels, double>> series_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace steward

@@ -17,15 +17,15 @@ ThreadCache& ThreadCache::Global() {
 ThreadCache::~ThreadCache() { Close(); }
 
 void ThreadCache::Close() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(&mu_);
   closing_ = true;
-  cv_.notify_all();
+  cv_.NotifyAll();
   // The threads run what is queued before they end (Work).
-  ended_.wait(lock, [&] { return threads_ == 0; });
+  ended_.Wait(&mu_, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return threads_ == 0; });
 }
 
 void ThreadCache::Run(std::function<void()> task) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   if (closing_) {
     throw std::system_error(std::make_error_code(std::errc::operation_not_permitted),
                             "thread cache closed");
@@ -42,39 +42,40 @@ void ThreadCache::Run(std::function<void()> task) {
     }
   }
   queue_.push_back(std::move(task));
-  cv_.notify_one();
+  cv_.NotifyOne();
 }
 
 int ThreadCache::idle() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return idle_;
 }
 
 int ThreadCache::threads() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return threads_;
 }
 
 void ThreadCache::Work() {
   pthread_setname_np(pthread_self(), name_.substr(0, 15).c_str());
-  std::unique_lock lock(mu_);
+  MutexLock lock(&mu_);
   while (true) {
     if (queue_.empty()) {
       ++idle_;
-      const bool woken =
-          cv_.wait_for(lock, keep_idle_, [&] { return closing_ || !queue_.empty(); });
+      const bool woken = cv_.WaitFor(&mu_, keep_idle_, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return closing_ || !queue_.empty();
+      });
       --idle_;
       if (!woken || queue_.empty()) break;
     }
     std::function<void()> task = std::move(queue_.front());
     queue_.pop_front();
-    lock.unlock();
+    lock.Unlock();
     task();
     task = nullptr;  // what it captured goes before the thread waits again
-    lock.lock();
+    lock.Lock();
   }
   --threads_;
-  ended_.notify_all();
+  ended_.NotifyAll();
 }
 
 }  // namespace steward

@@ -7,11 +7,11 @@
 
 #include <chrono>
 #include <climits>
-#include <condition_variable>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <string>
+
+#include "common/mutex.h"
 
 namespace steward {
 
@@ -49,13 +49,13 @@ class ThreadCache {
   const std::chrono::milliseconds keep_idle_;
   const std::string name_;
   const int max_threads_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
-  std::condition_variable ended_;
-  int threads_ = 0;
-  int idle_ = 0;
-  bool closing_ = false;
+  mutable Mutex mu_;
+  CondVar cv_;
+  std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
+  CondVar ended_;
+  int threads_ ABSL_GUARDED_BY(mu_) = 0;
+  int idle_ ABSL_GUARDED_BY(mu_) = 0;
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace steward

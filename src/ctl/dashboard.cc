@@ -7,7 +7,6 @@
 #include <chrono>
 #include <iostream>
 #include <memory>
-#include <mutex>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
@@ -16,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "admin/status_page.h"
+#include "common/mutex.h"
 #include "config/config.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
@@ -83,7 +83,7 @@ class AgentFetcher {
   Answer Fetch() {
     size_t first;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       first = preferred_;
     }
     std::vector<std::string> problems;
@@ -91,7 +91,7 @@ class AgentFetcher {
       const size_t i = (first + k) % agents_.size();
       std::string problem;
       if (auto body = Ask(agents_[i], &problem)) {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         preferred_ = i;
         if (announced_ != agents_[i].ToString()) {
           announced_ = agents_[i].ToString();
@@ -104,7 +104,7 @@ class AgentFetcher {
     const std::string error =
         absl::StrCat("no agent answered: ", absl::StrJoin(problems, "; "));
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (!announced_.empty()) std::cerr << "dashboard: " << error << "\n";
       announced_.clear();
     }
@@ -140,7 +140,7 @@ class AgentFetcher {
   const std::vector<AgentUrl> agents_;
   const Credentials creds_;
   const std::chrono::milliseconds timeout_;
-  std::mutex mu_;
+  Mutex mu_;
   size_t preferred_ ABSL_GUARDED_BY(mu_) = 0;
   std::string announced_ ABSL_GUARDED_BY(mu_);  // the agent last logged as answering
 };

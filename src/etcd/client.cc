@@ -43,7 +43,7 @@ EtcdClient::EtcdClient(std::vector<std::string> endpoints)
 constexpr int kBulkWatchLookahead = 1 << 20;
 
 struct EtcdClient::ChannelPool {
-  std::mutex mu;
+  Mutex mu;
   std::map<std::string, std::unique_ptr<Stubs>> stubs ABSL_GUARDED_BY(mu);
   // WatchRange's streams, which may carry the whole keyspace's changes, use connections of
   // their own on which gRPC reads at most kBulkWatchLookahead ahead of what the caller asked
@@ -99,7 +99,7 @@ EtcdClient::EtcdClient(std::vector<std::string> endpoints, Options options)
       channels_(options_.channels ? options_.channels : NewChannelPool()) {}
 
 EtcdClient::Stubs& EtcdClient::StubsFor(const std::string& endpoint) {
-  std::lock_guard<std::mutex> lock(channels_->mu);
+  MutexLock lock(&channels_->mu);
   return ChannelPool::Slot(*this, channels_->stubs, endpoint, /*bulk=*/false);
 }
 
@@ -113,7 +113,7 @@ absl::Status EtcdClient::CallAny(
   if (endpoints_.empty()) return absl::InvalidArgumentError(absl::StrCat(what, ": no endpoints"));
   size_t start;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     start = preferred_;
   }
   std::vector<std::string> errors;
@@ -125,7 +125,7 @@ absl::Status EtcdClient::CallAny(
     SetDeadline(ctx, options_.timeout);
     last = call(StubsFor(ep), ctx);
     if (last.ok()) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       preferred_ = idx;
       return absl::OkStatus();
     }
@@ -547,7 +547,7 @@ absl::Status EtcdClient::LeaseKeepAliveOnce(int64_t lease) {
 }
 
 std::string EtcdClient::PreferredEndpoint() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return endpoints_.empty() ? "" : endpoints_[preferred_ % endpoints_.size()];
 }
 
@@ -736,7 +736,7 @@ absl::StatusOr<std::unique_ptr<KeyWatch>> EtcdClient::WatchRange(
   if (endpoint.empty()) return absl::InvalidArgumentError("watch: no endpoints");
   etcdserverpb::Watch::Stub* stub = nullptr;
   {
-    std::lock_guard<std::mutex> lock(channels_->mu);
+    MutexLock lock(&channels_->mu);
     stub = ChannelPool::Slot(*this, channels_->bulk_watch, endpoint, /*bulk=*/true).watch.get();
   }
   auto watch = std::make_unique<GrpcKeyWatch>(endpoint);

@@ -14,7 +14,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -23,6 +22,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/mutex.h"
 #include "etcd/api.h"
 #include "etcd_rpc.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -175,7 +175,7 @@ class EtcdClient : public EtcdApi {
   std::vector<std::string> endpoints_;
   Options options_;
   std::shared_ptr<ChannelPool> channels_;
-  std::mutex mu_;
+  Mutex mu_;
   size_t preferred_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

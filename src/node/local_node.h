@@ -18,7 +18,6 @@
 #include <atomic>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,6 +28,7 @@
 #include "node/start_view.h"
 #include "backup/store.h"
 #include "common/clock.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "config/config.h"
 #include "etcd/api.h"
@@ -118,7 +118,8 @@ class LocalNode : public NodeHandler {
   // or a bootstrap, which start on an empty dir). False (etcd stopped) if `on_data` and the
   // data dir no longer holds a member.
   bool RunEtcd(const EtcdLaunch& launch, bool on_data);
-  void MaybeStartEtcd();
+  // REQUIRES: mu_ held. The start decision, and the one step it says to take.
+  void MaybeStartEtcd() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   StartView ObserveStart();
   // Moves a partial data dir aside (never a member's). False if that failed.
   bool SetPartialDataAside();
@@ -130,71 +131,73 @@ class LocalNode : public NodeHandler {
   // How etcd runs on this node's data: BootstrapLaunch, on the fence port while fenced.
   EtcdLaunch LaunchForData();
   // REQUIRES: mu_ held. Drops the fence and restarts etcd on its client URL.
-  absl::Status UnfenceLocked(const std::string& restore_id);
+  absl::Status UnfenceLocked(const std::string& restore_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeUnfenceSelf();
   // FailedPrecondition while this node stopped its etcd for a destroy (SD1): no order starts it.
   absl::Status RefuseWhileDestroyed(const char* what);
   // REQUIRES: mu_ held. Records the destroy on this node's disk and stops etcd (data kept).
-  absl::Status CarryOutDestroyLocked(const DestroyMark& mark);
+  absl::Status CarryOutDestroyLocked(const DestroyMark& mark) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Logs `msg` at info, but the same message at most once a minute.
   void Note(const std::string& msg);
   // REQUIRES: mu_ held. EV1: runs `b` from now on (the etcd-version marker when it is an
   // etcd.versions entry, none for etcd.binary).
-  absl::Status UseBinary(const EtcdBinary& b);
+  absl::Status UseBinary(const EtcdBinary& b) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // REQUIRES: mu_ held. A join etcd refused (it exited at once): stop it, set the partial dir
   // aside, count it, back off, and record it once. Returns the order's answer.
-  absl::Status JoinRefused(const std::string& reason, const std::string& leader);
+  absl::Status JoinRefused(const std::string& reason, const std::string& leader)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Why etcd last exited on its own, from its log since it was started ("" if it has not).
   std::string EtcdExitReason();
   void Record(const std::string& action, const std::string& reason, const std::string& result);
   // A restore order's steps (node_restore.cc). RestoreFailed records and logs `s`.
-  absl::Status RestoreFailed(absl::Status s);
+  absl::Status RestoreFailed(absl::Status s) ABSL_LOCKS_EXCLUDED(restore_mu_);
   // REQUIRES: mu_ held. Sets the old data aside and puts the staged restore in place, then
   // starts etcd (fenced when ordered).
   absl::Status ApplyRestoreLocked(const peer::RestoreRequest& req, bool repeat,
-                                  const NodeRestorePlan& plan);
+                                  const NodeRestorePlan& plan) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Config& config_;
   const LocalNodeEnv env_;
   NodeDisk& disk_;
   Runner& runner_;
 
-  std::mutex mu_;  // serializes orders and the control pass's own start decision
+  Mutex mu_;  // serializes orders and the control pass's own start decision
   // A restore's state, under a lock of its own that nothing holds for long: State() reports it
   // even while a restore order fetches its backup (without mu_: see node_restore.cc).
-  std::mutex restore_mu_;
-  std::string restore_error_;  // guarded by restore_mu_: why the last restore order failed
-  std::string restoring_;      // guarded by restore_mu_: the restore being staged ("" none)
+  Mutex restore_mu_;
+  std::string restore_error_ ABSL_GUARDED_BY(restore_mu_);  // why the last restore order failed
+  std::string restoring_ ABSL_GUARDED_BY(restore_mu_);      // the restore being staged ("" none)
   // Without etcdutl, the restore whose backup the in-place edit refused, and why: the node
   // reports it (the coordinator restores without the bump instead) and answers that restore's
   // orders at once rather than fetching the backup again.
-  std::string bump_refused_id_;  // guarded by restore_mu_
-  absl::Status bump_refused_;    // guarded by restore_mu_
+  std::string bump_refused_id_ ABSL_GUARDED_BY(restore_mu_);
+  absl::Status bump_refused_ ABSL_GUARDED_BY(restore_mu_);
   // The client certificate's common name, read once it exists (State()).
-  std::mutex client_user_mu_;
-  std::string client_user_;  // guarded by client_user_mu_
+  Mutex client_user_mu_;
+  std::string client_user_ ABSL_GUARDED_BY(client_user_mu_);
   // This node's certificates' expiry, read at most once a minute (State is asked every pass).
-  std::vector<CertExpiry> certs_;  // guarded by client_user_mu_
-  std::optional<std::chrono::steady_clock::time_point> certs_read_at_;  // guarded by client_user_mu_
+  std::vector<CertExpiry> certs_ ABSL_GUARDED_BY(client_user_mu_);
+  std::optional<std::chrono::steady_clock::time_point> certs_read_at_
+      ABSL_GUARDED_BY(client_user_mu_);
   std::atomic<bool> held_{false};  // the leader stopped etcd; do not restart it on our own
   // For DataLostUnderEtcd: etcd was last started on member data (not a join or a bootstrap),
   // and the data dir held member data since it was started.
   std::atomic<bool> started_on_data_{false};
   std::atomic<bool> member_data_seen_{false};
-  std::mutex note_mu_;
-  RepeatFilter repeats_;
+  Mutex note_mu_;
+  RepeatFilter repeats_ ABSL_GUARDED_BY(note_mu_);
   // Refused joins in a row (reset once etcd joins), etcd's reason for the last one, and when
   // the next join order may launch etcd again (until then it is answered at once).
-  int join_failures_ = 0;          // guarded by mu_
-  std::string join_error_;         // guarded by mu_
-  std::chrono::steady_clock::time_point join_retry_at_{};  // guarded by mu_
+  int join_failures_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string join_error_ ABSL_GUARDED_BY(mu_);
+  std::chrono::steady_clock::time_point join_retry_at_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> join_started_{false};  // a join order started etcd, not yet joined
   std::atomic<uint64_t> log_offset_{0};  // etcd's log size when etcd was last started
   std::atomic<int> restarts_at_run_{0};  // the runner's restarts() then
   // EtcdExitReason's cache: the restarts count it was read at, and what it read.
-  std::mutex exit_mu_;
-  int exit_read_at_ = -1;    // guarded by exit_mu_
-  std::string exit_reason_;  // guarded by exit_mu_
+  Mutex exit_mu_;
+  int exit_read_at_ ABSL_GUARDED_BY(exit_mu_) = -1;
+  std::string exit_reason_ ABSL_GUARDED_BY(exit_mu_);
 };
 
 }  // namespace steward

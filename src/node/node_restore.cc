@@ -18,7 +18,7 @@ namespace steward {
 
 absl::Status LocalNode::RestoreFailed(absl::Status s) {
   {
-    std::lock_guard<std::mutex> lock(restore_mu_);
+    MutexLock lock(&restore_mu_);
     restore_error_ = Msg(s);
   }
   spdlog::error("restore order: {}", s.message());
@@ -28,7 +28,7 @@ absl::Status LocalNode::RestoreFailed(absl::Status s) {
 absl::Status LocalNode::Restore(const peer::RestoreRequest& req) {
   bool repeat = false;
   {  // Phase 1.
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (absl::Status s = RefuseWhileDestroyed("restore"); !s.ok()) return s;
     // Applied already — unless this member lost its data since (the marker outlives a wiped
     // data dir): then it restores again, from the same backup, like the others did.
@@ -37,7 +37,7 @@ absl::Status LocalNode::Restore(const peer::RestoreRequest& req) {
     if (env_.store == nullptr) {
       return RestoreFailed(absl::FailedPreconditionError("no backup store is configured"));
     }
-    std::lock_guard<std::mutex> state(restore_mu_);
+    MutexLock state(&restore_mu_);
     const bool only_in_place = req.bump_revision() > 0 && config_.etcd.etcdutl.empty();
     if (req.member() && only_in_place && req.restore_id() == bump_refused_id_) {
       restore_error_ = Msg(bump_refused_);
@@ -52,7 +52,7 @@ absl::Status LocalNode::Restore(const peer::RestoreRequest& req) {
   struct Release {  // the staging area, whichever way this returns
     LocalNode* n;
     ~Release() {
-      std::lock_guard<std::mutex> state(n->restore_mu_);
+      MutexLock state(&n->restore_mu_);
       n->restoring_.clear();
     }
   } release{this};
@@ -104,7 +104,7 @@ absl::Status LocalNode::Restore(const peer::RestoreRequest& req) {
   }
 
   // Phase 3.
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (absl::Status s = RefuseWhileDestroyed("restore"); !s.ok()) {
     disk_.ClearStaging();
     return s;
@@ -164,7 +164,7 @@ absl::Status LocalNode::ApplyRestoreLocked(const peer::RestoreRequest& req, bool
              "the in-place restore can do, and it refuses the staged backup (the coordinator "
              "restores without raising the revision instead)");
       {
-        std::lock_guard<std::mutex> state(restore_mu_);
+        MutexLock state(&restore_mu_);
         bump_refused_id_ = req.restore_id();
         bump_refused_ = refused;
       }
@@ -198,7 +198,7 @@ absl::Status LocalNode::ApplyRestoreLocked(const peer::RestoreRequest& req, bool
     held_ = false;
   };
   auto done = [this] {
-    std::lock_guard<std::mutex> state(restore_mu_);
+    MutexLock state(&restore_mu_);
     restore_error_.clear();
   };
   if (!req.member()) {

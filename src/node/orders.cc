@@ -42,7 +42,7 @@ peer::NodeState LocalNode::State() {
   s.set_etcd_exit(EtcdExitReason());
   s.set_destroyed(disk_.Read(Marker::kDestroyed));
   if (config_.tls.enabled()) {
-    std::lock_guard<std::mutex> lock(client_user_mu_);
+    MutexLock lock(&client_user_mu_);
     if (client_user_.empty()) {
       if (auto info = ReadCert(config_.Tls().client_cert); info.ok()) {
         client_user_ = info->common_name;
@@ -61,21 +61,19 @@ peer::NodeState LocalNode::State() {
     }
   }
   {
-    std::lock_guard<std::mutex> lock(restore_mu_);
+    MutexLock lock(&restore_mu_);
     s.set_restore_error(restore_error_);
     s.set_bump_refused(bump_refused_id_);
     s.set_restoring(restoring_);
   }
-  {
-    std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
-    if (lock.owns_lock()) {
-      s.set_join_error(join_error_);
-      s.set_join_failures(join_failures_);
-      if (join_failures_ > 0) {
-        const auto left = std::chrono::duration_cast<milliseconds>(join_retry_at_ -
-                                                                   env_.clock->Now());
-        s.set_join_retry_ms(std::max<int64_t>(0, left.count()));
-      }
+  if (mu_.TryLock()) {
+    MutexLock lock(&mu_, std::adopt_lock);
+    s.set_join_error(join_error_);
+    s.set_join_failures(join_failures_);
+    if (join_failures_ > 0) {
+      const auto left =
+          std::chrono::duration_cast<milliseconds>(join_retry_at_ - env_.clock->Now());
+      s.set_join_retry_ms(std::max<int64_t>(0, left.count()));
     }
   }
   if (s.has_data()) {
@@ -107,7 +105,7 @@ absl::Status LocalNode::RefuseWhileDestroyed(const char* what) {
 }
 
 absl::Status LocalNode::Join(const peer::StartRequest& req) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (absl::Status s = RefuseWhileDestroyed("join"); !s.ok()) return s;
   if (!runner_.wanted() && !SetPartialDataAside()) {
     return absl::InternalError("a partial data dir could not be set aside");
@@ -217,14 +215,14 @@ void LocalNode::Record(const std::string& action, const std::string& reason,
 }
 
 absl::Status LocalNode::StopEtcd() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   held_ = true;
   spdlog::info("stopping etcd on the leader's order; it stays stopped until the next order");
   return runner_.Stop();
 }
 
 absl::Status LocalNode::Wipe(const peer::OrderHeader& header) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   WipeView v;
   v.has_member_data = HasMemberData();
   auto id = v.has_member_data ? disk_.Identity()
@@ -298,7 +296,7 @@ absl::Status LocalNode::UnfenceLocked(const std::string& restore_id) {
 }
 
 absl::Status LocalNode::SwitchVersion(const peer::SwitchVersionRequest& req) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (absl::Status s = RefuseWhileDestroyed("switch versions"); !s.ok()) return s;
   auto it = config_.etcd.versions.find(req.version());
   if (it == config_.etcd.versions.end()) {
@@ -332,12 +330,12 @@ absl::Status LocalNode::SwitchVersion(const peer::SwitchVersionRequest& req) {
 }
 
 absl::Status LocalNode::Unfence(const peer::UnfenceRequest& req) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return UnfenceLocked(req.restore_id());
 }
 
 absl::Status LocalNode::Destroy(const peer::DestroyRequest& req) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (env_.store == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
         "node ", config_.node.name, " has no backup store configured, so it cannot see the "

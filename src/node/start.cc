@@ -13,7 +13,7 @@ LocalNode::LocalNode(const Config& config, LocalNodeEnv env)
     : config_(config), env_(std::move(env)), disk_(*env_.disk), runner_(*env_.runner) {}
 
 void LocalNode::Note(const std::string& msg) {
-  std::lock_guard<std::mutex> lock(note_mu_);
+  MutexLock lock(&note_mu_);
   repeats_.Say(msg, env_.clock->Now(), [](const std::string& m) { spdlog::info("{}", m); });
 }
 
@@ -85,7 +85,7 @@ void LocalNode::MarkJoined() {
 std::string LocalNode::EtcdExitReason() {
   const int restarts = runner_.restarts();
   if (restarts <= restarts_at_run_ || !env_.etcd_log_since) return "";
-  std::lock_guard<std::mutex> lock(exit_mu_);
+  MutexLock lock(&exit_mu_);
   if (exit_read_at_ != restarts) {
     exit_read_at_ = restarts;
     exit_reason_ = ExitReasonFromLog(env_.etcd_log_since(log_offset_));
@@ -103,7 +103,7 @@ EtcdLaunch LocalNode::LaunchForData() {
 }
 
 void LocalNode::AdoptRunning() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   // Keep the member serving; only record how to start it should it exit.
   RunEtcd(LaunchForData(), /*on_data=*/true);
   // Unless the cluster was destroyed: this node recorded it (and was stopped mid-way), or it
@@ -208,13 +208,13 @@ void LocalNode::MaybeStartEtcd() {
 
 void LocalNode::ControlPass() {
   if (!runner_.wanted() && !held_) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     member_data_seen_ = false;
     if (!runner_.wanted() && !held_) MaybeStartEtcd();
   }
   if (runner_.wanted() && disk_.State() == DataDirState::kMember) member_data_seen_ = true;
   if (DataLostUnderEtcd(runner_.wanted(), started_on_data_, member_data_seen_, disk_.State())) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (DataLostUnderEtcd(runner_.wanted(), started_on_data_, member_data_seen_,
                           disk_.State())) {
       spdlog::error("the data dir {} of the running member is gone; stopping etcd rather than "
@@ -238,7 +238,7 @@ void LocalNode::ControlPass() {
   // stop, set the partial dir aside, and decide again (the cluster may now be answering).
   if (Bootstrapping() && runner_.wanted() && runner_.restarts() > 0 &&
       disk_.State() == DataDirState::kPartial) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     spdlog::warn("etcd refused the initial bootstrap (see {}); deciding again",
                  config_.EtcdLogPath());
     if (absl::Status s = runner_.Stop(); !s.ok()) {
@@ -260,7 +260,7 @@ void LocalNode::ControlPass() {
   };
   // (Again under the lock: an order that ran meanwhile may have started etcd afresh.)
   if (failed_join()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (failed_join()) {
       std::string reason = EtcdExitReason();
       if (reason.empty()) reason = "etcd exited and left no WAL";
@@ -268,10 +268,9 @@ void LocalNode::ControlPass() {
     }
   }
   // Joined: the refusals before are over.
-  {
-    std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
-    if (lock.owns_lock() && join_failures_ > 0 && runner_.pid() && HasMemberData() &&
-        EverJoined()) {
+  if (mu_.TryLock()) {
+    MutexLock lock(&mu_, std::adopt_lock);
+    if (join_failures_ > 0 && runner_.pid() && HasMemberData() && EverJoined()) {
       spdlog::info("etcd joined after {} refused join(s)", join_failures_);
       join_failures_ = 0;
       join_error_.clear();
@@ -288,8 +287,8 @@ std::string LocalNode::Fingerprint() {
 }
 
 bool LocalNode::Settled() {
-  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
-  if (!lock.owns_lock()) return false;  // an order or a start decision is under way
+  if (!mu_.TryLock()) return false;  // an order or a start decision is under way
+  MutexLock lock(&mu_, std::adopt_lock);
   return runner_.wanted() && runner_.pid().has_value() && !held_ && EverJoined() &&
          !Bootstrapping() && FencedRestoreId().empty() && HasMemberData();
 }
@@ -300,7 +299,7 @@ void LocalNode::MaybeUnfenceSelf() {
   if (!intent.ok() || !intent->has_value()) return;
   const RestoreIntent& r = **intent;
   if (!r.settled && !r.done) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (FencedRestoreId() != r.id) return;
   if (absl::Status s = UnfenceLocked(r.id); !s.ok()) {
     Note(absl::StrCat("cannot drop the fence of restore ", r.id, ": ", s.message()));

@@ -11,25 +11,25 @@ void Deadline(grpc::ClientContext& ctx, std::chrono::milliseconds t) {
 }  // namespace
 
 void CallCanceller::Cancel() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   cancelled_ = true;
   for (grpc::ClientContext* ctx : calls_) ctx->TryCancel();
 }
 
 bool CallCanceller::cancelled() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return cancelled_;
 }
 
 bool CallCanceller::Register(grpc::ClientContext* ctx) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (cancelled_) return false;
   calls_.insert(ctx);
   return true;
 }
 
 void CallCanceller::Unregister(grpc::ClientContext* ctx) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   calls_.erase(ctx);
 }
 

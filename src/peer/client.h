@@ -4,11 +4,12 @@
 
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "common/mutex.h"
 #include "grpcpp/grpcpp.h"
 #include "peer/api.h"
 #include "steward_peer.grpc.pb.h"
@@ -27,9 +28,9 @@ class CallCanceller {
   void Unregister(grpc::ClientContext* ctx);
 
  private:
-  mutable std::mutex mu_;
-  bool cancelled_ = false;
-  std::set<grpc::ClientContext*> calls_;
+  mutable Mutex mu_;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  std::set<grpc::ClientContext*> calls_ ABSL_GUARDED_BY(mu_);
 };
 
 class PeerClient : public PeerApi {

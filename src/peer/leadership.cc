@@ -48,7 +48,7 @@ absl::Status Leadership::KeepAliveLocked() {
 }
 
 bool Leadership::Tick() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (leading_) {
     absl::Status s = KeepAliveLocked();
     if (!s.ok()) {
@@ -175,7 +175,7 @@ absl::StatusOr<Leadership::Epoch> Leadership::ReadEpochLocked() {
 }
 
 bool Leadership::Raise(uint64_t floor) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!leading_ || floor < term_) return leading_;
   // Some agent has seen a term at or above ours (a restore coordinator's promises): take an
   // epoch above it, still holding the key at our lease, or not at all.
@@ -213,7 +213,7 @@ bool Leadership::Confirm() {
   int64_t lease;
   uint64_t term;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!leading_) return false;
     lease = lease_;
     term = term_;
@@ -232,7 +232,7 @@ bool Leadership::Confirm() {
 }
 
 void Leadership::Resign() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (lease_ != 0) {
     // Best effort: if it fails, the lease expires within its TTL and the key with it.
     if (absl::Status s = client_->LeaseRevoke(lease_); !s.ok()) {
@@ -249,7 +249,7 @@ bool Leadership::WaitForChange(std::chrono::milliseconds max) {
   int64_t after = 0;
   uint64_t member = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     // Only while another agent holds the key: a free key is campaigned for every round.
     if (leading_ || look_revision_ == 0) return false;
     after = look_revision_;
@@ -258,7 +258,7 @@ bool Leadership::WaitForChange(std::chrono::milliseconds max) {
   std::shared_ptr<KeyWatch> watch;
   std::chrono::steady_clock::time_point opened;
   {
-    std::lock_guard<std::mutex> lock(watch_mu_);
+    MutexLock lock(&watch_mu_);
     if (interrupted_) return true;
     // The looks moved to another member (the watch's may be gone without a word, its host
     // down): watch where the last look was answered.
@@ -279,7 +279,7 @@ bool Leadership::WaitForChange(std::chrono::milliseconds max) {
       return false;
     }
     watch = std::move(*made);
-    std::lock_guard<std::mutex> lock(watch_mu_);
+    MutexLock lock(&watch_mu_);
     if (interrupted_) return true;
     watch_ = watch;
     watch_opened_ = opened = std::chrono::steady_clock::now();
@@ -294,7 +294,7 @@ bool Leadership::WaitForChange(std::chrono::milliseconds max) {
   // Its member may be gone: no answer counts any more until the next look.
   answered_at_ns_ = 0;
   {
-    std::lock_guard<std::mutex> lock(watch_mu_);
+    MutexLock lock(&watch_mu_);
     if (watch_ == watch) watch_.reset();
   }
   // Look again at once (the leader's member may have gone with the key's last change), unless
@@ -303,30 +303,30 @@ bool Leadership::WaitForChange(std::chrono::milliseconds max) {
 }
 
 void Leadership::DropWatch() {
-  std::lock_guard<std::mutex> lock(watch_mu_);
+  MutexLock lock(&watch_mu_);
   watch_.reset();
 }
 
 void Leadership::Interrupt() {
-  std::lock_guard<std::mutex> lock(watch_mu_);
+  MutexLock lock(&watch_mu_);
   interrupted_ = true;
   if (watch_ != nullptr) watch_->Cancel();
 }
 
 bool Leadership::leading() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return leading_;
 }
 uint64_t Leadership::term() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return term_;
 }
 std::string Leadership::leader() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return leader_;
 }
 uint64_t Leadership::leader_term() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return leader_term_;
 }
 bool Leadership::Answering() const {

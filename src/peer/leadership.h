@@ -20,11 +20,11 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "common/mutex.h"
 #include "etcd/api.h"
 
 namespace steward {
@@ -70,8 +70,8 @@ class Leadership {
     uint64_t value = 0;
     int64_t mod_revision = 0;  // 0: no epoch key yet
   };
-  absl::StatusOr<Epoch> ReadEpochLocked();
-  absl::Status KeepAliveLocked();
+  absl::StatusOr<Epoch> ReadEpochLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status KeepAliveLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Answered(std::chrono::steady_clock::duration valid_for);
   void DropWatch();  // a leader needs no watch
 
@@ -80,19 +80,21 @@ class Leadership {
   const std::string epoch_key_;
   const std::string name_;
   const std::chrono::seconds ttl_;
-  mutable std::mutex mu_;
-  int64_t lease_ = 0;
-  bool leading_ = false;
-  uint64_t term_ = 0;
-  int64_t key_revision_ = 0;        // create revision of our leader key
-  int64_t epoch_mod_revision_ = 0;  // mod revision of the epoch key as we last wrote it
-  std::string leader_;
-  uint64_t leader_term_ = 0;
-  int64_t look_revision_ = 0;                  // etcd's revision at a follower's last look
-  uint64_t look_member_ = 0;                   // the member that answered it
-  std::unique_ptr<LeaseStream> lease_stream_;  // the leader's keep-alive stream
+  mutable Mutex mu_;
+  int64_t lease_ ABSL_GUARDED_BY(mu_) = 0;
+  bool leading_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t term_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t key_revision_ ABSL_GUARDED_BY(mu_) = 0;  // create revision of our leader key
+  // Mod revision of the epoch key as we last wrote it.
+  int64_t epoch_mod_revision_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string leader_ ABSL_GUARDED_BY(mu_);
+  uint64_t leader_term_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t look_revision_ ABSL_GUARDED_BY(mu_) = 0;  // etcd's revision at a follower's last look
+  uint64_t look_member_ ABSL_GUARDED_BY(mu_) = 0;   // the member that answered it
+  // The leader's keep-alive stream.
+  std::unique_ptr<LeaseStream> lease_stream_ ABSL_GUARDED_BY(mu_);
   // The follower's watch; its own lock, so that Interrupt() never waits behind a tick.
-  std::mutex watch_mu_;
+  Mutex watch_mu_;
   std::shared_ptr<KeyWatch> watch_ ABSL_GUARDED_BY(watch_mu_);
   bool interrupted_ ABSL_GUARDED_BY(watch_mu_) = false;
   std::chrono::steady_clock::time_point watch_opened_ ABSL_GUARDED_BY(watch_mu_);

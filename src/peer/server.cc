@@ -42,7 +42,7 @@ TermGuard::TermGuard(const std::function<std::string()>& load,
   if (parts.size() > 1) newest_leader_ = parts[1];
 }
 
-absl::Status TermGuard::Record(uint64_t term, const std::string& leader) {
+absl::Status TermGuard::RecordLocked(uint64_t term, const std::string& leader) {
   if (term < newest_ || (term == newest_ && leader == newest_leader_)) return absl::OkStatus();
   // Persist before admitting: an agent restarted after a promise must still refuse older terms.
   if (absl::Status s = save_(absl::StrCat(term, " ", leader)); !s.ok()) {
@@ -58,11 +58,11 @@ absl::Status TermGuard::AdmitLocked(OrderView v) {
   v.newest_leader = newest_leader_;
   Admission a = AdmitOrder(v);
   if (!a.status.ok()) return a.status;
-  return Record(v.term, v.leader);
+  return RecordLocked(v.term, v.leader);
 }
 
 absl::Status TermGuard::Admit(OrderView v) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return AdmitLocked(std::move(v));
 }
 
@@ -79,17 +79,17 @@ absl::Status TermGuard::Promise(uint64_t term, const std::string& leader) {
   v.is_promise = true;
   v.term = term;
   v.leader = leader;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return AdmitLocked(std::move(v));
 }
 
 uint64_t TermGuard::newest() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return newest_;
 }
 
 std::string TermGuard::newest_leader() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return newest_leader_;
 }
 

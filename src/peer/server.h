@@ -10,11 +10,12 @@
 
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "common/mutex.h"
 #include "grpcpp/grpcpp.h"
 #include "peer/admission.h"
 #include "steward_peer.grpc.pb.h"
@@ -58,13 +59,15 @@ class TermGuard {
   std::string newest_leader() const;  // who gave the newest term ("" if unknown)
 
  private:
-  absl::Status AdmitLocked(OrderView view);
-  absl::Status Record(uint64_t term, const std::string& leader);
+  absl::Status AdmitLocked(OrderView view) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // REQUIRES: mu_ held. Persists and admits `term` if it is newer than any seen.
+  absl::Status RecordLocked(uint64_t term, const std::string& leader)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   std::function<absl::Status(const std::string&)> save_;
-  mutable std::mutex mu_;
-  uint64_t newest_ = 0;
-  std::string newest_leader_;
+  mutable Mutex mu_;
+  uint64_t newest_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string newest_leader_ ABSL_GUARDED_BY(mu_);
 };
 
 // What GetState answers: the node's state with the newest term this agent has admitted.

@@ -70,7 +70,7 @@ void History::Append(Event e) {
   e.node = node_;
   if (e.at_ms == 0) e.at_ms = NowMs();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (stopping_) return;
     if (queue_.size() >= kQueueMax) {
       queue_.pop_front();
@@ -78,36 +78,39 @@ void History::Append(Event e) {
     }
     queue_.emplace_back(++queued_, std::move(e));
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void History::Stop(std::chrono::milliseconds timeout) {
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!writer_.joinable()) return;
     // Give the writer a moment to land what is queued (the last orders before a shutdown).
-    cv_.wait_for(lock, timeout, [this] { return queue_.empty(); });
+    cv_.WaitFor(&mu_, timeout,
+                [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return queue_.empty(); });
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   writer_.join();
 }
 
 void History::WriterLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   while (true) {
-    cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    cv_.Wait(&mu_,
+             [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || !queue_.empty(); });
     if (stopping_) break;
     const auto [number, e] = queue_.front();
-    lock.unlock();
+    lock.Unlock();
     // Keys sort by the writer's clock; readers order by etcd's creation revision instead.
     const std::string key =
         absl::StrCat(prefix_, absl::StrFormat("%016d", e.at_ms), "-", node_, "-", seq_);
     const absl::Status s = etcd_->Put(key, EventToJson(e).dump());
-    lock.lock();
+    lock.Lock();
     if (!s.ok()) {
       // etcd is down (a restore, a lost quorum): keep the event and try again in a while.
-      cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_; });
+      cv_.WaitFor(&mu_, std::chrono::seconds(1),
+                  [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; });
       continue;
     }
     ++seq_;
@@ -118,12 +121,12 @@ void History::WriterLoop() {
       spdlog::warn("event history: {} event(s) dropped while etcd did not answer", dropped_);
       dropped_ = 0;
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
     if (++since_trim_ >= kTrimEvery && !stopping_) {
       since_trim_ = 0;
-      lock.unlock();
+      lock.Unlock();
       Trim();
-      lock.lock();
+      lock.Lock();
     }
   }
 }

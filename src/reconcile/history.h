@@ -11,15 +11,15 @@
 // Thread-safe.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "common/mutex.h"
 #include "etcd/api.h"
 #include "nlohmann/json.hpp"
 
@@ -63,12 +63,13 @@ class History {
   const std::string prefix_;
   const std::string node_;
   const size_t keep_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::pair<uint64_t, Event>> queue_;  // guarded by mu_; (queue number, event)
-  uint64_t queued_ = 0;                           // guarded by mu_: the last queue number
-  bool stopping_ = false;    // guarded by mu_
-  uint64_t dropped_ = 0;     // guarded by mu_
+  Mutex mu_;
+  CondVar cv_;
+  // (queue number, event), and the last queue number given.
+  std::deque<std::pair<uint64_t, Event>> queue_ ABSL_GUARDED_BY(mu_);
+  uint64_t queued_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t seq_ = 0;         // writer thread only
   int since_trim_ = 0;       // writer thread only
   std::thread writer_;

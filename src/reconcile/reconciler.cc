@@ -64,7 +64,7 @@ uint64_t Reconciler::InitialIdOf(const std::string& peer_url) {
 }
 
 std::string Reconciler::status() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return status_;
 }
 
@@ -169,7 +169,7 @@ absl::StatusOr<ClusterObservation> Reconciler::Observe() {
   }
   ApplyMaintenance(maintenance, env_.clock->UnixSeconds(), &obs);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     node_notes_ = std::move(notes);
   }
   if (!members.ok()) return obs;  // member_list_ok stays false: the planner waits
@@ -553,7 +553,7 @@ void Reconciler::Publish(const Step& step, uint64_t term, const std::string& err
   if (!store_mismatch_.empty()) line = absl::StrCat(line, "; ", store_mismatch_);
   std::vector<std::string> notes;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     status_ = line;
     notes = node_notes_;
   }

@@ -14,13 +14,13 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "backup/scheduler.h"
 #include "backup/store.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "config/config.h"
 #include "etcd/api.h"
@@ -103,7 +103,7 @@ class Reconciler {
   std::string store_mismatch_;  // why backups are held ("" when the store is this cluster's)
   // Each node's etcd binaries that do not run or report another version than their
   // etcd.versions key (from the last Observe), and its last refused join: for status.
-  std::vector<std::string> node_notes_;
+  std::vector<std::string> node_notes_ ABSL_GUARDED_BY(mu_);
   RepeatFilter repeats_;
   uint64_t agents_max_term_ = 0;  // the newest term any agent has seen (this pass)
   std::string agents_max_term_leader_;  // who holds it (another leader, if any agent says so)
@@ -132,8 +132,8 @@ class Reconciler {
   // Records a decision in the history, if there is one.
   void Record(uint64_t term, const std::string& action, const std::string& reason,
               const std::string& result);
-  mutable std::mutex mu_;
-  std::string status_;
+  mutable Mutex mu_;
+  std::string status_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace steward

@@ -111,7 +111,7 @@ std::optional<pid_t> ProcessRunner::FindEtcdFor(const std::string& data_dir) {
 }
 
 void ProcessRunner::SetBinary(const std::string& binary) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   binary_ = binary;
 }
 
@@ -128,10 +128,10 @@ ProcessRunner::ProcessRunner(Options options)
 
 ProcessRunner::~ProcessRunner() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     shutdown_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   Wake();
   supervisor_.join();
   if (wake_fd_ >= 0) ::close(wake_fd_);
@@ -154,7 +154,7 @@ std::optional<pid_t> ProcessRunner::Adopt() {
   // A pid file alone is not proof: the pid may have been reused by another program.
   std::string binary;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     binary = binary_;
   }
   if (!IsEtcdFor(pid, binary, options_.data_dir)) {
@@ -162,7 +162,7 @@ std::optional<pid_t> ProcessRunner::Adopt() {
                  options_.pid_path, pid);
     return std::nullopt;
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   pid_ = pid;
   is_child_ = false;
   started_at_ = Clock::now();
@@ -172,7 +172,7 @@ std::optional<pid_t> ProcessRunner::Adopt() {
 
 void ProcessRunner::Run(std::vector<std::string> flags) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     flags_ = std::move(flags);
     exited_since_run_ = false;
     if (!wanted_) {
@@ -180,23 +180,23 @@ void ProcessRunner::Run(std::vector<std::string> flags) {
       next_start_ = Clock::now();
     }
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   Wake();
 }
 
 bool ProcessRunner::wanted() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return wanted_;
 }
 
 std::optional<pid_t> ProcessRunner::pid() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (pid_ == 0) return std::nullopt;
   return pid_;
 }
 
 int ProcessRunner::restarts() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return restarts_;
 }
 
@@ -298,14 +298,14 @@ void ProcessRunner::SuperviseLoop() {
   // before etcd adds to it.
   const bool rotating = options_.log_rotation.max_bytes > 0;
   auto next_log_check = Clock::now();
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   while (!shutdown_) {
     if (rotating && Clock::now() >= next_log_check) {
-      lock.unlock();
+      lock.Unlock();
       RotateLog();
       next_log_check =
           Clock::now() + std::max(options_.log_check_interval, std::chrono::milliseconds(10));
-      lock.lock();
+      lock.Lock();
       continue;
     }
     if (pid_ != watched) {
@@ -326,12 +326,12 @@ void ProcessRunner::SuperviseLoop() {
       wait = std::clamp(due, std::chrono::milliseconds(0), wait);
     }
     if (wait.count() > 0) {
-      lock.unlock();
+      lock.Unlock();
       pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {watched_fd, POLLIN, 0}};  // -1 is ignored
       ::poll(fds, 2, static_cast<int>(wait.count()));
       uint64_t drained = 0;
       if (wake_fd_ >= 0) (void)!::read(wake_fd_, &drained, sizeof(drained));
-      lock.lock();
+      lock.Lock();
     }
     if (shutdown_) break;
     if (pid_ != 0) {
@@ -369,7 +369,7 @@ void ProcessRunner::SuperviseLoop() {
 absl::Status ProcessRunner::Stop() { return Stop(options_.stop_timeout); }
 
 absl::Status ProcessRunner::Stop(std::chrono::milliseconds grace) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   wanted_ = false;
   if (pid_ == 0) {
     ::unlink(options_.pid_path.c_str());
@@ -378,7 +378,7 @@ absl::Status ProcessRunner::Stop(std::chrono::milliseconds grace) {
   const pid_t pid = pid_;
   spdlog::info("stopping etcd pid {} (SIGTERM, SIGKILL after {}ms)", pid, grace.count());
   ::kill(pid, SIGTERM);
-  auto wait_gone = [&](std::chrono::milliseconds limit) {
+  auto wait_gone = [&](std::chrono::milliseconds limit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     auto deadline = Clock::now() + limit;
     std::string how;
     while (Clock::now() < deadline) {
@@ -386,7 +386,7 @@ absl::Status ProcessRunner::Stop(std::chrono::milliseconds grace) {
         pid_ = 0;
         return true;
       }
-      cv_.wait_for(lock, std::chrono::milliseconds(50));
+      cv_.WaitFor(&mu_, std::chrono::milliseconds(50));
     }
     return false;
   };

@@ -13,13 +13,12 @@
 
 #include <chrono>
 #include <functional>
-#include <condition_variable>
-#include <mutex>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "common/backoff.h"
 #include "common/log_rotate.h"
+#include "common/mutex.h"
 #include "runner/runner.h"
 
 namespace steward {
@@ -78,8 +77,8 @@ class ProcessRunner : public Runner {
   void RotateLog() ABSL_LOCKS_EXCLUDED(mu_);
 
   const Options options_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
+  mutable Mutex mu_;
+  CondVar cv_;
   const int wake_fd_;  // an eventfd: Wake() makes the supervisor's poll return
   bool wanted_ ABSL_GUARDED_BY(mu_) = false;
   bool exited_since_run_ ABSL_GUARDED_BY(mu_) = false;  // etcd exited since the last Run()

@@ -24,10 +24,10 @@ StaticPodRunner::StaticPodRunner(Options options)
 
 StaticPodRunner::~StaticPodRunner() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     shutdown_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   watcher_.join();
 }
 
@@ -46,7 +46,7 @@ std::optional<pid_t> StaticPodRunner::Adopt() {
     if (absl::Status s = Stop(); !s.ok()) spdlog::warn("{}", s.message());
     return std::nullopt;
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   wanted_ = true;
   was_up_ = true;
   if (auto current = ReadFile(ManifestPath()); current.ok()) manifest_ = *current;
@@ -56,12 +56,12 @@ std::optional<pid_t> StaticPodRunner::Adopt() {
 }
 
 void StaticPodRunner::SetBinary(const std::string& image) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   image_ = image;
 }
 
 void StaticPodRunner::Run(std::vector<std::string> flags) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   StaticPodInput in = options_.pod;
   in.image = image_;
   in.flags = std::move(flags);
@@ -86,7 +86,7 @@ void StaticPodRunner::Run(std::vector<std::string> flags) {
     return;
   }
   spdlog::info("wrote the static pod manifest {}", ManifestPath());
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 absl::Status StaticPodRunner::RemoveManifestLocked() {
@@ -100,7 +100,7 @@ absl::Status StaticPodRunner::Stop() { return Stop(options_.stop_timeout); }
 
 absl::Status StaticPodRunner::Stop(std::chrono::milliseconds grace) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     wanted_ = false;
     if (absl::Status s = RemoveManifestLocked(); !s.ok()) return s;
   }
@@ -126,7 +126,7 @@ absl::Status StaticPodRunner::Stop(std::chrono::milliseconds grace) {
 }
 
 bool StaticPodRunner::wanted() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return wanted_;
 }
 
@@ -135,14 +135,15 @@ std::optional<pid_t> StaticPodRunner::pid() const {
 }
 
 int StaticPodRunner::restarts() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return restarts_;
 }
 
 void StaticPodRunner::Watch() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   while (!shutdown_) {
-    cv_.wait_for(lock, options_.poll, [this] { return shutdown_; });
+    cv_.WaitFor(&mu_, options_.poll,
+                [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return shutdown_; });
     if (shutdown_ || !wanted_) {
       was_up_ = false;
       continue;
@@ -154,9 +155,9 @@ void StaticPodRunner::Watch() {
         spdlog::error("writing the static pod manifest: {}", s.message());
       }
     }
-    lock.unlock();
+    lock.Unlock();
     const bool up = ProcessRunner::FindEtcdFor(options_.data_dir).has_value();
-    lock.lock();
+    lock.Lock();
     if (!wanted_) continue;
     if (up) {
       was_up_ = true;

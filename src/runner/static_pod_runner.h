@@ -13,12 +13,11 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <thread>
 
+#include "common/mutex.h"
 #include "runner/runner.h"
 #include "runner/static_pod.h"
 
@@ -58,18 +57,19 @@ class StaticPodRunner : public Runner {
 
  private:
   void Watch();
-  absl::Status RemoveManifestLocked();
+  absl::Status RemoveManifestLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::string image_;  // options_.pod.image until SetBinary()
-  std::string manifest_;  // what Run() last rendered: the manifest while wanted
-  bool wanted_ = false;
-  bool shutdown_ = false;
-  bool was_up_ = false;
-  int restarts_ = 0;
-  std::chrono::steady_clock::time_point down_since_;
+  mutable Mutex mu_;
+  CondVar cv_;
+  std::string image_ ABSL_GUARDED_BY(mu_);  // options_.pod.image until SetBinary()
+  // What Run() last rendered: the manifest while wanted.
+  std::string manifest_ ABSL_GUARDED_BY(mu_);
+  bool wanted_ ABSL_GUARDED_BY(mu_) = false;
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  bool was_up_ ABSL_GUARDED_BY(mu_) = false;
+  int restarts_ ABSL_GUARDED_BY(mu_) = 0;
+  std::chrono::steady_clock::time_point down_since_ ABSL_GUARDED_BY(mu_);
   std::thread watcher_;
 };
 
