@@ -166,7 +166,9 @@ reexeced() { [ "$(readlink "/proc/$agent_pid/exe")" = /usr/bin/steward ]; }
 wait_for 30 reexeced || fail "the agent did not re-exec /usr/bin/steward within 30 s"
 wait_for 60 serving || fail "the reloaded agent did not answer within 60 s"
 grep -q "SIGHUP: restarting the agent" "$log" || fail "no SIGHUP restart in the agent log"
-grep -q "adopted running etcd pid $etcd_pid" "$log" || fail "the new agent did not adopt etcd $etcd_pid"
+# (etcd served throughout, so `serving` proves nothing about the new agent: wait for its word.)
+adopted() { grep -q "adopted running etcd pid $etcd_pid" "$log"; }
+wait_for 60 adopted || fail "the new agent did not adopt etcd $etcd_pid within 60 s"
 kill -0 "$etcd_pid" || fail "etcd $etcd_pid died in the reload"
 [ "$(awk '{print $1; exit}' "$data/etcd.pid")" = "$etcd_pid" ] || fail "etcd's pid changed"
 note "upgrade + reload: agent re-exec'd, etcd pid $etcd_pid kept"
