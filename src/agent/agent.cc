@@ -232,16 +232,7 @@ absl::Status Agent::Wire() {
       config_.AgentAddress(config_.self()), node_.get(), terms_.get(), server_creds,
       config_.tls.enabled() ? std::optional<std::string>(config_.cluster.name) : std::nullopt);
   server_->OnNudge([this](const std::string&) { WakeReconciler(); });
-  server_->OnRenewCertificates([this]() -> absl::Status {
-    if (config_.tls.mode != "issued") {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "tls.mode is ", config_.tls.mode, " on node ", config_.node.name,
-          ": only issued certificates are renewed by the agent (replace the files, then reload)"));
-    }
-    renew_requested_ = true;
-    control_wake_.Wake();
-    return absl::OkStatus();
-  });
+  server_->OnRenewCertificates([this] { return RequestRenewal(); });
   history_ = std::make_unique<History>(cluster_client_.get(), EventsPrefix(config_),
                                        config_.node.name);
   server_->OnOrder([this](const std::string& what, const peer::OrderHeader& h,
@@ -256,21 +247,7 @@ absl::Status Agent::Wire() {
   });
   if (store_) {
     backups_ = std::make_unique<BackupScheduler>(config_, store_.get(), cluster_client_.get());
-    if (config_.backup.drill_interval.count() > 0) {
-      drills_ = std::make_unique<DrillScheduler>(config_, store_.get(), cluster_client_.get());
-      drills_->SetOnDone([this](const DrillResult& r) {
-        Event e;
-        e.action = "drill";
-        e.reason = r.backup.empty() ? std::string("restore drill")
-                                    : absl::StrCat("restore drill of backup ", r.backup,
-                                                   " (revision ", r.revision, ")");
-        e.result = r.passed    ? absl::StrCat("ok: ", r.compared)
-                   : r.skipped ? r.failure
-                               : absl::StrCat("failed: ", r.failure);
-        history_->Append(std::move(e));
-      });
-      backups_->SetDrills(drills_.get());
-    }
+    if (config_.backup.drill_interval.count() > 0) WireDrills();
     ControlEnv env = RealControlEnv(config_, client_creds, canceller_);
     env.stopping = [this] { return Stopping(); };
     restorer_ = std::make_unique<RestoreCoordinator>(config_, store_.get(), cluster_client_.get(),
@@ -420,6 +397,33 @@ absl::Status Agent::Start() {
     });
   }
   return absl::OkStatus();
+}
+
+absl::Status Agent::RequestRenewal() {
+  if (config_.tls.mode != "issued") {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "tls.mode is ", config_.tls.mode, " on node ", config_.node.name,
+        ": only issued certificates are renewed by the agent (replace the files, then reload)"));
+  }
+  renew_requested_ = true;
+  control_wake_.Wake();
+  return absl::OkStatus();
+}
+
+void Agent::WireDrills() {
+  drills_ = std::make_unique<DrillScheduler>(config_, store_.get(), cluster_client_.get());
+  drills_->SetOnDone([this](const DrillResult& r) {
+    Event e;
+    e.action = "drill";
+    e.reason = r.backup.empty() ? std::string("restore drill")
+                                : absl::StrCat("restore drill of backup ", r.backup, " (revision ",
+                                               r.revision, ")");
+    e.result = r.passed    ? absl::StrCat("ok: ", r.compared)
+               : r.skipped ? r.failure
+                           : absl::StrCat("failed: ", r.failure);
+    history_->Append(std::move(e));
+  });
+  backups_->SetDrills(drills_.get());
 }
 
 bool Agent::Stopping() { return stopping_flag_.load(); }

@@ -67,6 +67,10 @@ class Agent {
  private:
   // Builds the clients and servers (after the TLS files exist).
   absl::Status Wire();
+  // stewardctl pki renew (tls.mode issued): the control loop renews this node's certificates.
+  absl::Status RequestRenewal();
+  // The leader's restore drills (backup.drill_interval), recorded in the history.
+  void WireDrills();
   bool Stopping();
   // The etcd version this node runs ("" if it cannot be told): the binary the etcd-version
   // marker names, else etcd.binary's, as the probe found them.

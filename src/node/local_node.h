@@ -173,6 +173,8 @@ class LocalNode : public NodeHandler {
   std::string bump_refused_id_ ABSL_GUARDED_BY(restore_mu_);
   absl::Status bump_refused_ ABSL_GUARDED_BY(restore_mu_);
   // The client certificate's common name, read once it exists (State()).
+  // This node's certificates' expiry into `s` (re-read at most once a minute).
+  void AddCertificatesLocked(peer::NodeState* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(client_user_mu_);
   Mutex client_user_mu_;
   std::string client_user_ ABSL_GUARDED_BY(client_user_mu_);
   // This node's certificates' expiry, read at most once a minute (State is asked every pass).

@@ -12,6 +12,19 @@
 namespace steward {
 using std::chrono::milliseconds;
 
+void LocalNode::AddCertificatesLocked(peer::NodeState* s) {
+  const auto now = env_.clock->Now();
+  if (!certs_read_at_ || now - *certs_read_at_ >= std::chrono::minutes(1)) {
+    certs_ = NodeCertExpiries(config_);
+    certs_read_at_ = now;
+  }
+  for (const CertExpiry& c : certs_) {
+    peer::CertificateExpiry* out = s->add_certificates();
+    out->set_role(c.role);
+    out->set_not_after(c.not_after);
+  }
+}
+
 peer::NodeState LocalNode::State() {
   peer::NodeState s;
   s.set_node_name(config_.node.name);
@@ -49,16 +62,7 @@ peer::NodeState LocalNode::State() {
       }
     }
     s.set_client_user(client_user_);
-    const auto now = env_.clock->Now();
-    if (!certs_read_at_ || now - *certs_read_at_ >= std::chrono::minutes(1)) {
-      certs_ = NodeCertExpiries(config_);
-      certs_read_at_ = now;
-    }
-    for (const CertExpiry& c : certs_) {
-      peer::CertificateExpiry* out = s.add_certificates();
-      out->set_role(c.role);
-      out->set_not_after(c.not_after);
-    }
+    AddCertificatesLocked(&s);
   }
   {
     MutexLock lock(&restore_mu_);
