@@ -60,16 +60,6 @@ RestoreIntent NewRestoreIntent(const Config& config, const std::string& backup,
                                const std::string& requested_by, int64_t generation,
                                int64_t bump_revision, int64_t created_at, uint32_t nonce);
 
-absl::StatusOr<std::optional<RestoreIntent>> ReadRestoreIntent(BackupStore& store,
-                                                               const std::string& cluster);
-absl::Status WriteRestoreIntent(BackupStore& store, const std::string& cluster,
-                                const RestoreIntent& intent);
-// A fresh intent to restore `backup` onto the first cluster.size nodes, with a new token. Its ID
-// is made of `created_at` (Unix seconds) and a 16-bit `nonce`.
-RestoreIntent NewRestoreIntent(const Config& config, const std::string& backup,
-                               const std::string& requested_by, int64_t generation,
-                               int64_t bump_revision, int64_t created_at, uint32_t nonce);
-
 // The highest revision the cluster was seen to serve, kept in the store by the leader:
 //   <cluster>/control/revision.json  {"revision": R, "updated_at": <unix seconds>}
 // 0 when nothing is recorded.
