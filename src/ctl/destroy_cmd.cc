@@ -330,7 +330,7 @@ void AddDestroyCommands(CLI::App& app, Common* common, Commands* commands) {
   auto args = std::make_shared<DestroyArgs>();
   CLI::App* destroy = app.add_subcommand(
       "destroy",
-      "retire the cluster: final backup, stop every member and set its data aside, and mark "
+      "retire the cluster: final backup, stop every member (its data stays in place), and mark "
       "the store so nothing brings the cluster back until undestroy");
   AddCommonFlags(destroy, common, true);
   destroy->add_flag("--yes", args->yes, "do not ask for confirmation");
@@ -341,8 +341,8 @@ void AddDestroyCommands(CLI::App& app, Common* common, Commands* commands) {
   commands->push_back({destroy, [common, args] { return RunDestroy(*common, *args); }});
 
   CLI::App* undestroy = app.add_subcommand(
-      "undestroy", "remove the destroy mark: the agents bring the cluster back from its final "
-                   "backup");
+      "undestroy", "remove the destroy mark: the agents start the members on their data again "
+                   "(a node emptied since: from the final backup)");
   AddCommonFlags(undestroy, common, true);
   undestroy->add_flag("--yes", args->yes, "do not ask for confirmation");
   undestroy->add_flag("--force", args->force, "remove a destroy mark that cannot be read");
