@@ -8,6 +8,7 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -612,8 +613,19 @@ absl::StatusOr<std::string> BoltFile::LastKey(const std::string& bucket) {
   return absl::DataLossError(path_ + ": tree deeper than expected");
 }
 
+absl::Status BoltFile::CanStage() const {
+  // The new meta takes a txid above the one in use (and of the other slot's parity): one that
+  // would wrap leaves the old meta the newer, and the edit would be lost without an error.
+  if (txid_ > std::numeric_limits<uint64_t>::max() - 2) {
+    return absl::DataLossError(absl::StrCat(path_, ": corrupt: the meta page's txid ", txid_,
+                                            " leaves no room for another transaction"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status BoltFile::Put(const std::string& bucket, const std::string& key,
                            const std::string& value) {
+  if (absl::Status s = CanStage(); !s.ok()) return s;
   auto v = BucketValue(bucket);
   if (!v.ok()) return v.status();
   auto h = ParseBucket(*v, bucket);
@@ -634,6 +646,7 @@ absl::Status BoltFile::Put(const std::string& bucket, const std::string& key,
 
 absl::Status BoltFile::ReplaceBucket(const std::string& bucket,
                                      const std::map<std::string, std::string>& contents) {
+  if (absl::Status s = CanStage(); !s.ok()) return s;
   auto v = BucketValue(bucket);
   if (!v.ok()) return v.status();
   auto h = ParseBucket(*v, bucket);

@@ -81,6 +81,7 @@ class BoltFile {
   absl::Status WalkNode(std::string_view bytes, int depth, const std::string& at,
                         const Visitor& fn) const;
   absl::StatusOr<std::string> BucketValue(const std::string& bucket);
+  absl::Status CanStage() const;  // DataLoss if no transaction can follow the one in use
   // CheckAll's steps: a page (with its overflow), and a node's bytes (a page, or an inline
   // bucket's). `lo`/`hi`: the key range the parent gives it ("" and no `hi` at a root).
   struct CheckState;
