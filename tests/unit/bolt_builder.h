@@ -71,13 +71,14 @@ inline uint64_t Fnv(const char* d, size_t n) {
 }
 
 // Meta page `i` of `file` (already sized), pointing at `root` with `pages` pages in use.
+// `page`: the page size (64 KiB on arm64 and ppc64le hosts).
 inline void Meta(std::string& file, int i, uint64_t root, uint64_t pages, uint64_t txid,
-                 uint64_t freelist = 2) {
-  const size_t m = static_cast<size_t>(i) * kPage + 16;
-  Put<uint16_t>(file, static_cast<size_t>(i) * kPage + 8, 0x04);
+                 uint64_t freelist = 2, uint32_t page = kPage) {
+  const size_t m = static_cast<size_t>(i) * page + 16;
+  Put<uint16_t>(file, static_cast<size_t>(i) * page + 8, 0x04);
   Put<uint32_t>(file, m, 0xED0CDAED);
   Put<uint32_t>(file, m + 4, 2);
-  Put<uint32_t>(file, m + 8, kPage);
+  Put<uint32_t>(file, m + 8, page);
   Put<uint64_t>(file, m + 16, root);
   Put<uint64_t>(file, m + 32, freelist);
   Put<uint64_t>(file, m + 40, pages);

@@ -174,8 +174,9 @@ TEST_F(BoltTest, DamageIsRefusedAndTheFileIsLeftAsItWas) {
 }
 
 // A branch page `pgid` whose elements point at (first key, child page).
-std::string Branch(uint64_t pgid, const std::vector<std::pair<std::string, uint64_t>>& kids) {
-  std::string p(kPage, '\0');
+std::string Branch(uint64_t pgid, const std::vector<std::pair<std::string, uint64_t>>& kids,
+                   uint32_t page = kPage) {
+  std::string p(page, '\0');
   Put<uint64_t>(p, 0, pgid);
   Put<uint16_t>(p, 8, 0x01);
   Put<uint16_t>(p, 10, static_cast<uint16_t>(kids.size()));
@@ -193,24 +194,24 @@ std::string Branch(uint64_t pgid, const std::vector<std::pair<std::string, uint6
 
 // An etcd-like DB whose "key" bucket is a tree: page 3 a branch over leaves 4 (revisions 2, 3)
 // and 5 (revisions 5, 7); the edit reads only the rightmost path (3, 5) of it.
-std::string TreeDb() {
-  std::string file(6 * kPage, '\0');
+std::string TreeDb(uint32_t page = kPage) {
+  std::string file(6 * page, '\0');
   std::string key_bucket(16, '\0');
   Put<uint64_t>(key_bucket, 0, 3);
-  file.replace(2 * kPage, kPage,
+  file.replace(2 * page, page,
                Leaf({{"key", key_bucket, 1},
                      {"members", InlineBucket({{"abc", "{\"id\":2748}"}}), 1},
                      {"members_removed", InlineBucket({}), 1},
                      {"meta", InlineBucket({{"consistent_index", std::string(8, '\x09')}}), 1}},
-                    kPage));
-  Put<uint64_t>(file, 2 * kPage, 2);
-  file.replace(3 * kPage, kPage, Branch(3, {{RevisionKey(2, 0), 4}, {RevisionKey(5, 0), 5}}));
-  file.replace(4 * kPage, kPage, Leaf({{RevisionKey(2, 0), "v2"}, {RevisionKey(3, 0), "v3"}}, kPage));
-  Put<uint64_t>(file, 4 * kPage, 4);
-  file.replace(5 * kPage, kPage, Leaf({{RevisionKey(5, 0), "v5"}, {RevisionKey(7, 0), "v7"}}, kPage));
-  Put<uint64_t>(file, 5 * kPage, 5);
-  Meta(file, 0, 2, 6, 51, ~uint64_t{0});
-  Meta(file, 1, 2, 6, 50, ~uint64_t{0});
+                    page));
+  Put<uint64_t>(file, 2 * page, 2);
+  file.replace(3 * page, page, Branch(3, {{RevisionKey(2, 0), 4}, {RevisionKey(5, 0), 5}}, page));
+  file.replace(4 * page, page, Leaf({{RevisionKey(2, 0), "v2"}, {RevisionKey(3, 0), "v3"}}, page));
+  Put<uint64_t>(file, 4 * page, 4);
+  file.replace(5 * page, page, Leaf({{RevisionKey(5, 0), "v5"}, {RevisionKey(7, 0), "v7"}}, page));
+  Put<uint64_t>(file, 5 * page, 5);
+  Meta(file, 0, 2, 6, 51, ~uint64_t{0}, page);
+  Meta(file, 1, 2, 6, 50, ~uint64_t{0}, page);
   return file;
 }
 
@@ -261,6 +262,43 @@ TEST_F(BoltTest, DamageOffTheEditsPathIsRefusedByTheFullWalk) {
   s = RestoreInPlace(Request());
   EXPECT_TRUE(IsDamagedDb(s)) << s;
   EXPECT_NE(s.message().find("outside the range"), std::string::npos) << s;
+}
+
+// bbolt's page size is the host's: 64 KiB on arm64 and ppc64le hosts (a snapshot taken there
+// keeps it). The walk, the edit and damage off the edit's path at that size.
+TEST_F(BoltTest, SixtyFourKibPagesAreWalkedEditedAndTheirDamageRefused) {
+  constexpr uint32_t k64 = 65536;
+  WriteDb(TreeDb(k64));
+  auto f = BoltFile::Open(Db(), false);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ((*f)->page_size(), k64);
+  EXPECT_TRUE((*f)->CheckAll().ok()) << (*f)->CheckAll();
+  InPlaceRestore r = Request();
+  r.bump_revision = 10;
+  ASSERT_TRUE(RestoreInPlace(r).ok());
+  f = BoltFile::Open(Db(), false);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_TRUE((*f)->CheckAll().ok()) << (*f)->CheckAll();
+  std::vector<std::string> keys;
+  ASSERT_TRUE((*f)->ForEach("key", [&](std::string_view k, std::string_view, uint32_t) {
+                    keys.emplace_back(k);
+                  }).ok());
+  EXPECT_EQ(keys.size(), 5u) << "four revisions and the bumped one";
+  EXPECT_EQ(keys.back(), RevisionKey(17, 0));
+  EXPECT_EQ(fs::file_size(Db()) % k64, 0u) << "new pages are whole 64 KiB pages";
+  auto members = (*f)->ReadBucket("members");
+  ASSERT_TRUE(members.ok());
+  EXPECT_EQ(members->size(), 2u);
+
+  std::string db = TreeDb(k64);
+  Put<uint16_t>(db, 4 * k64 + 8, 0);  // the leftmost leaf of "key", off the edit's path
+  WriteDb(db);
+  bool changed = true;
+  absl::Status s = RestoreInPlace(Request(), &changed);
+  EXPECT_TRUE(IsDamagedDb(s)) << s;
+  EXPECT_NE(s.message().find("page 4"), std::string::npos) << s;
+  EXPECT_FALSE(changed);
+  EXPECT_EQ(ReadDb(), db);
 }
 
 // What a node without etcdutl asks before it stops etcd: would the edit go through? It reads
