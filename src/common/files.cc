@@ -109,6 +109,14 @@ absl::Status AtomicFile::Write(std::string_view chunk) {
   return absl::OkStatus();
 }
 
+absl::Status AtomicFile::Preallocate(uint64_t size) {
+  const auto len = static_cast<off_t>(size);
+  int err = ::fallocate(fd_, 0, 0, len) == 0 ? 0 : errno;
+  if (err == EOPNOTSUPP || err == ENOSYS) err = ::ftruncate(fd_, len) == 0 ? 0 : errno;
+  if (err != 0) return ErrnoStatus(err, absl::StrCat("preallocating ", size, " bytes for ", tmp_));
+  return absl::OkStatus();
+}
+
 absl::Status AtomicFile::Commit(bool replace, bool sync_dir) {
   if (::fsync(fd_) != 0) return ErrnoStatus(errno, absl::StrCat("fsync ", tmp_));
   int fd = std::exchange(fd_, -1);

@@ -40,6 +40,10 @@ class AtomicFile {
   ~AtomicFile();
 
   absl::Status Write(std::string_view chunk);
+  // Reserves the file's blocks up to `size` bytes (zeros past what was written), as etcd does
+  // for a WAL segment, so a disk too small fails here and not later. Where the filesystem
+  // cannot reserve (EOPNOTSUPP), the file is extended sparse, as etcd then does.
+  absl::Status Preallocate(uint64_t size);
   // With replace=false an existing target is never replaced (AlreadyExists), even one created
   // concurrently. With sync_dir=false the directory is left to the caller (SyncDir), who renames
   // several files first (a key and its certificate) so that no error stops between the renames.

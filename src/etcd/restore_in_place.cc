@@ -327,11 +327,14 @@ absl::Status RestoreInPlace(const InPlaceRestore& r, bool* db_changed) {
   wal.Add(kSnapshotType, ws);
   const fs::path wal_dir = member_dir / "wal";
   if (absl::Status s = MakeDirs(wal_dir.string(), 0700); !s.ok()) return s;
-  if (absl::Status s = WriteFileAtomic(
-          (wal_dir / "0000000000000000-0000000000000000.wal").string(), wal.bytes(), 0600);
-      !s.ok()) {
-    return s;
-  }
+  // The segment is preallocated to etcd's segment size, as etcd's own WAL and etcdutl's
+  // restore make it: a disk too small for it fails the restore here, before etcd starts.
+  auto segment =
+      AtomicFile::Create((wal_dir / "0000000000000000-0000000000000000.wal").string(), 0600);
+  if (!segment.ok()) return segment.status();
+  if (absl::Status s = segment->Write(wal.bytes()); !s.ok()) return s;
+  if (absl::Status s = segment->Preallocate(kWalSegmentBytes); !s.ok()) return s;
+  if (absl::Status s = segment->Commit(); !s.ok()) return s;
   // The new directories' entries, down from the data dir (the files' own were synced).
   for (const fs::path& d : {member_dir, fs::path(r.data_dir)}) {
     if (absl::Status s = SyncDir(d.string()); !s.ok()) return s;

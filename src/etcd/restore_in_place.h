@@ -20,6 +20,9 @@
 
 namespace steward {
 
+// etcd's WAL segment size (wal.SegmentSizeBytes): each segment file is preallocated to it.
+inline constexpr uint64_t kWalSegmentBytes = 64 * 1024 * 1024;
+
 struct InPlaceRestore {
   std::string data_dir;  // etcd's --data-dir; member/snap/db must hold the snapshot's DB
   std::string name;      // this member's name

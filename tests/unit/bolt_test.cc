@@ -4,6 +4,8 @@
 // written, an inline (empty) keyspace, etcd's sha256 trailer, damage and bad input refused with
 // the file left as it was.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -135,6 +137,31 @@ TEST_F(BoltTest, ARestoreInPlaceMakesTheEditsAndWritesTheLog) {
   ASSERT_TRUE(id.ok()) << id.status();
   EXPECT_EQ(*ReadWalCommit(dir_.string()), 2u);
   EXPECT_TRUE(fs::exists(dir_ / "member/snap/0000000000000001-0000000000000002.snap"));
+  // Preallocated as etcd's own segments are (and read up to its zero-filled tail).
+  EXPECT_EQ(fs::file_size(dir_ / "member/wal/0000000000000000-0000000000000000.wal"),
+            kWalSegmentBytes);
+}
+
+// Issue 34: the WAL's segment is preallocated as etcd does, so a disk without room for it fails
+// the restore (with the file named), not etcd's first writes after the node's data was set
+// aside. A file size limit (RLIMIT_FSIZE) stands in for a full disk.
+TEST_F(BoltTest, AWalSegmentThatDoesNotFitFailsTheRestore) {
+  WriteDb(SmallDb());
+  struct rlimit old;
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+  void (*old_handler)(int) = signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = old;
+  small.rlim_cur = 16 * 1024 * 1024;
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  absl::Status s = RestoreInPlace(Request());
+  setrlimit(RLIMIT_FSIZE, &old);
+  signal(SIGXFSZ, old_handler);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("preallocating"), std::string::npos) << s;
+  EXPECT_NE(s.message().find(".wal"), std::string::npos) << s;
+  EXPECT_FALSE(fs::exists(dir_ / "member/wal/0000000000000000-0000000000000000.wal"));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_ / "member/wal"), fs::directory_iterator()),
+            0) << "and no temp file is left";
 }
 
 TEST_F(BoltTest, AnEmptyKeyspaceIsBumpedFromZero) {
