@@ -563,6 +563,15 @@ absl::Status BoltFile::ForEach(const std::string& bucket, const Visitor& fn) {
                   absl::StrCat(path_, " inline bucket ", bucket), fn);
 }
 
+absl::StatusOr<std::vector<std::string>> BoltFile::Buckets() const {
+  std::vector<std::string> out;
+  absl::Status s = WalkPages(root_, 0, [&](std::string_view key, std::string_view, uint32_t) {
+    out.emplace_back(key);
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
 absl::StatusOr<std::map<std::string, std::string>> BoltFile::ReadBucket(
     const std::string& bucket) {
   auto v = BucketValue(bucket);

@@ -21,6 +21,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -59,6 +60,8 @@ class BoltFile {
   static constexpr char kDamaged[] = "the DB is damaged";
   absl::Status CheckAll() const;
 
+  // The names of the top-level buckets, in key order.
+  absl::StatusOr<std::vector<std::string>> Buckets() const;
   // Every key and value of top-level bucket `bucket` (NotFound without it). For small buckets.
   absl::StatusOr<std::map<std::string, std::string>> ReadBucket(const std::string& bucket);
   // The greatest key in `bucket` ("" when empty).

@@ -9,7 +9,9 @@
 #include <array>
 #include <filesystem>
 #include <map>
+#include <set>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/files.h"
@@ -160,7 +162,39 @@ bool PlainPeerUrl(const std::string& url) {
 constexpr int64_t kMetadataType = 1, kEntryType = 2, kStateType = 3, kCrcType = 4,
                   kSnapshotType = 5;
 
+// The buckets and "meta" keys of etcd 3.4 and 3.5's backend, which the edit knows how to
+// restore. Anything else is a schema from another etcd (3.6's meta "storageVersion", say):
+// its own tool knows what a restore must change there, so the edit leaves the DB to it.
+absl::Status CheckSchema(BoltFile& db) {
+  static const std::set<std::string> kBuckets = {
+      "alarm", "auth", "authRoles", "authUsers", "cluster", "key", "lease", "members",
+      "members_removed", "meta"};
+  static const std::set<std::string> kMetaKeys = {"confState", "consistent_index",
+                                                   "finishedCompactRev", "scheduledCompactRev",
+                                                   "term"};
+  auto buckets = db.Buckets();
+  if (!buckets.ok()) return buckets.status();
+  for (const std::string& b : *buckets) {
+    if (!kBuckets.contains(b)) {
+      return absl::UnimplementedError(absl::StrCat(
+          "the DB has a bucket the in-place restore does not know (", absl::CHexEscape(b),
+          "): another etcd version's schema, for its own restore tool"));
+    }
+  }
+  auto meta = db.ReadBucket("meta");
+  if (!meta.ok()) return meta.status();
+  for (const auto& [key, value] : *meta) {
+    if (!kMetaKeys.contains(key)) {
+      return absl::UnimplementedError(absl::StrCat(
+          "the DB's meta bucket has a key the in-place restore does not know (",
+          absl::CHexEscape(key), "): another etcd version's schema, for its own restore tool"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
 
 uint32_t Crc32c(uint32_t crc, const char* data, size_t n) {
   static const std::array<uint32_t, 256> table = [] {
@@ -248,6 +282,7 @@ absl::Status RestoreInPlace(const InPlaceRestore& r, bool* db_changed) {
     // Every page, before anything is written: the edit reads only what it changes, and damage
     // elsewhere would otherwise pass, for etcd to panic on when it starts (ETCD-NOTES).
     if (absl::Status s = (*db)->CheckAll(); !s.ok()) return s;
+    if (absl::Status s = CheckSchema(**db); !s.ok()) return s;
     if (absl::Status s = (*db)->ReplaceBucket("members", in_members); !s.ok()) return s;
     if (absl::Status s = (*db)->ReplaceBucket("members_removed", {}); !s.ok()) return s;
     if (absl::Status s = (*db)->Put("meta", "consistent_index", BigEndian64(commit)); !s.ok()) {

@@ -8,6 +8,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -386,6 +387,58 @@ TEST_F(BoltTest, AMetaTxidAtItsLimitIsRefusedNotWrapped) {
   EXPECT_NE(s.message().find("txid"), std::string::npos) << s;
   EXPECT_FALSE(changed);
   EXPECT_EQ(ReadDb(), db);
+}
+
+// Issue 34: a DB with a schema the edit does not know (a bucket, or a meta key such as etcd
+// 3.6's storageVersion) is left as it was for etcd's own tool, and the refusal names what it
+// found; the node logs it when it runs the tool instead (node_disk_test).
+TEST_F(BoltTest, AnUnknownSchemaIsLeftToEtcdsOwnTool) {
+  auto db_with = [](const std::vector<Kv>& root, const std::vector<Kv>& meta) {
+    std::vector<Kv> kvs = {{"key", InlineBucket({{RevisionKey(2, 0), "v2"}}), 1},
+                           {"members", InlineBucket({}), 1},
+                           {"members_removed", InlineBucket({}), 1},
+                           {"meta", InlineBucket(meta), 1}};
+    kvs.insert(kvs.end(), root.begin(), root.end());
+    std::sort(kvs.begin(), kvs.end(), [](const Kv& a, const Kv& b) { return a.key < b.key; });
+    std::string file(3 * kPage, '\0');
+    file.replace(2 * kPage, kPage, Leaf(kvs, kPage));
+    Put<uint64_t>(file, 2 * kPage, 2);
+    Meta(file, 0, 2, 3, 51, ~uint64_t{0});
+    Meta(file, 1, 2, 3, 50, ~uint64_t{0});
+    return file;
+  };
+  const std::vector<Kv> meta35 = {{"confState", "{}"},
+                                  {"consistent_index", std::string(8, '\x09')},
+                                  {"term", std::string(8, '\x02')}};
+  struct Case {
+    std::string db, names;
+  };
+  const Case cases[] = {
+      {db_with({{"leases_v9", InlineBucket({}), 1}}, meta35), "leases_v9"},
+      {db_with({}, {{"consistent_index", std::string(8, '\x09')}, {"storageVersion", "3.6.0"}}),
+       "storageVersion"},
+  };
+  for (const Case& c : cases) {
+    WriteDb(c.db);
+    InPlaceRestore r = Request();
+    r.check_only = true;
+    EXPECT_TRUE(absl::IsUnimplemented(RestoreInPlace(r))) << c.names;
+    r.check_only = false;
+    bool changed = true;
+    absl::Status s = RestoreInPlace(r, &changed);
+    EXPECT_TRUE(absl::IsUnimplemented(s)) << s;
+    EXPECT_FALSE(IsDamagedDb(s)) << "not damage: the tool may restore it";
+    EXPECT_NE(s.message().find(c.names), std::string::npos) << s;
+    EXPECT_FALSE(changed);
+    EXPECT_EQ(ReadDb(), c.db);
+  }
+  // etcd 3.5's own meta keys and every 3.4/3.5 bucket are known.
+  WriteDb(db_with({{"alarm", InlineBucket({}), 1}, {"auth", InlineBucket({}), 1},
+                   {"authRoles", InlineBucket({}), 1}, {"authUsers", InlineBucket({}), 1},
+                   {"cluster", InlineBucket({}), 1}, {"lease", InlineBucket({}), 1}},
+                  meta35));
+  absl::Status s = RestoreInPlace(Request());
+  EXPECT_TRUE(s.ok()) << s;
 }
 
 TEST_F(BoltTest, InputTheToolWouldRefuseIsRefusedBeforeTheDbIsTouched) {
