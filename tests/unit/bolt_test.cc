@@ -329,6 +329,40 @@ TEST_F(BoltTest, SixtyFourKibPagesAreWalkedEditedAndTheirDamageRefused) {
   EXPECT_EQ(ReadDb(), db);
 }
 
+// A source whose meta records a freelist page (bbolt without NoFreelistSync: etcd on other
+// systems, older tools): the walk accepts the freelist and the free pages it lists, the edit
+// goes through, and the new meta records none (bbolt rebuilds it by walking, as etcd does).
+TEST_F(BoltTest, ASourceWithAFreelistPageIsWalkedAndEdited) {
+  std::string db = TreeDb();
+  db.resize(8 * kPage, '\0');
+  Put<uint64_t>(db, 6 * kPage, 6);
+  Put<uint16_t>(db, 6 * kPage + 8, 0x10);  // a freelist page listing one free page, 7
+  Put<uint16_t>(db, 6 * kPage + 10, 1);
+  Put<uint64_t>(db, 6 * kPage + 16, 7);
+  std::memset(db.data() + 7 * kPage, 0x5a, kPage);  // a free page holds anything
+  Meta(db, 0, 2, 8, 51, 6);
+  Meta(db, 1, 2, 8, 50, 6);
+  WriteDb(db);
+  auto f = BoltFile::Open(Db(), false);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_TRUE((*f)->CheckAll().ok()) << (*f)->CheckAll();
+  InPlaceRestore r = Request();
+  r.bump_revision = 10;
+  absl::Status s = RestoreInPlace(r);
+  ASSERT_TRUE(s.ok()) << s;
+  f = BoltFile::Open(Db(), false);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_TRUE((*f)->CheckAll().ok()) << (*f)->CheckAll();
+  int keys = 0;
+  ASSERT_TRUE((*f)->ForEach("key", [&](std::string_view, std::string_view, uint32_t) { ++keys; }).ok());
+  EXPECT_EQ(keys, 5);
+  const std::string edited = ReadDb();
+  uint64_t freelist = 0;
+  const size_t meta = (*f)->txid() % 2 * kPage + 16;
+  std::memcpy(&freelist, edited.data() + meta + 32, 8);
+  EXPECT_EQ(freelist, ~uint64_t{0}) << "the new meta records no freelist";
+}
+
 // What a node without etcdutl asks before it stops etcd: would the edit go through? It reads
 // what the edit reads and says so, and writes nothing, for a DB it takes or refuses.
 TEST_F(BoltTest, ACheckOnlyReadsAsTheEditDoesAndWritesNothing) {
