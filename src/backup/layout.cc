@@ -68,6 +68,9 @@ std::string RestoreIntentKey(const std::string& cluster) {
 std::string RevisionRecordKey(const std::string& cluster) {
   return cluster + "/control/revision.json";
 }
+std::string EpochRecordKey(const std::string& cluster) {
+  return cluster + "/control/epoch.json";
+}
 std::string MembersRecordKey(const std::string& cluster) {
   return cluster + "/control/members.json";
 }

@@ -71,6 +71,7 @@ std::string CreatedMarkerKey(const std::string& cluster);
 std::string RestoreIntentKey(const std::string& cluster);   // <cluster>/control/restore.json
 std::string RevisionRecordKey(const std::string& cluster);  // <cluster>/control/revision.json
 std::string MembersRecordKey(const std::string& cluster);   // <cluster>/control/members.json
+std::string EpochRecordKey(const std::string& cluster);     // <cluster>/control/epoch.json
 std::string DestroyMarkKey(const std::string& cluster);     // <cluster>/control/destroyed.json
 
 nlohmann::json MetaToJson(const BackupMeta& m);

@@ -234,6 +234,18 @@ bool Reconciler::Pass(uint64_t leader_term) {
     recorded_voters_.clear();  // another leader may have written the record meanwhile
     if (backups_ != nullptr) backups_->OnNewLeadership();
   }
+  // The epoch goes to the store before this leader's first step, so that a restore after a
+  // total loss can start the restored cluster's epochs past it (RestoreCoordinator).
+  if (store_ != nullptr && leader_term > epoch_recorded_) {
+    if (absl::Status s = RaiseHighestEpoch(*store_, config_.cluster.name, leader_term,
+                                           env_.clock->UnixSeconds());
+        s.ok()) {
+      epoch_recorded_ = leader_term;
+    } else {
+      spdlog::warn("recording the leader epoch {} in the backup store: {}", leader_term,
+                   s.message());
+    }
+  }
   if (restore_pending_ && restore_pending_()) {
     Step wait;
     wait.kind = StepKind::kWait;

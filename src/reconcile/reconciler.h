@@ -119,6 +119,7 @@ class Reconciler {
   std::vector<std::string> recorded_voters_;  // as last written to the store
   int64_t max_revision_ = 0;        // the highest revision any member reported
   int64_t recorded_revision_ = -1;  // as in the store (-1: not read yet)
+  uint64_t epoch_recorded_ = 0;     // the highest leader epoch this agent put in the store
   std::optional<std::chrono::steady_clock::time_point> revision_recorded_at_;
   std::optional<std::pair<uint64_t, std::chrono::steady_clock::time_point>> learner_since_;
   std::set<uint64_t> removed_ids_;  // members this leader removed (for the ID-reuse check)

@@ -407,7 +407,7 @@ absl::Status RestoreCoordinator::AfterRound(RestoreIntent& intent, const OrderRe
   return absl::DataLossError(absl::StrCat(why, "; name an older backup"));
 }
 
-absl::Status RestoreCoordinator::SettleRound(RestoreIntent& intent) {
+absl::Status RestoreCoordinator::SettleRound(RestoreIntent& intent, uint64_t term) {
   if (intent.settled) return absl::OkStatus();
   // The restored members serve only on the fence port: no client sees the cluster before the
   // leases that came with the backup are revoked.
@@ -420,7 +420,15 @@ absl::Status RestoreCoordinator::SettleRound(RestoreIntent& intent) {
   if (absl::Status s = Sync(intent); !s.ok()) return s;
   if (intent.settled) return absl::OkStatus();
   bool deltas_lost = false;
-  const SettleContext ctx{config_, *store_, env_.clock->UnixSeconds(), [this] { return env_.nonce(); }};
+  // The restored epoch goes past this coordinator's term and every epoch a leader recorded.
+  uint64_t epoch_floor = term;
+  if (auto recorded = ReadHighestEpoch(*store_, config_.cluster.name); recorded.ok()) {
+    epoch_floor = std::max(epoch_floor, *recorded);
+  } else {
+    spdlog::warn("restore {}: reading the epoch record: {}", intent.id, recorded.status().message());
+  }
+  const SettleContext ctx{config_, *store_, env_.clock->UnixSeconds(),
+                          [this] { return env_.nonce(); }, epoch_floor};
   if (absl::Status s = SettleFenced(ctx, intent, *fenced, &deltas_lost); !s.ok()) {
     if (deltas_lost) return Supersede(intent, s);
     return s;
@@ -556,7 +564,7 @@ absl::Status RestoreCoordinator::Execute(RestoreIntent intent) {
   std::vector<std::string> missing;
   if (!was_settled) {
     if (absl::Status s = OrderRound(intent, o, header, &missing); !s.ok()) return s;
-    if (absl::Status s = SettleRound(intent); !s.ok()) return s;
+    if (absl::Status s = SettleRound(intent, header.term()); !s.ok()) return s;
   } else {
     for (const auto& [name, url] : intent.initial_cluster) {
       auto it = o.states.find(name);

@@ -92,7 +92,8 @@ class RestoreCoordinator {
                           std::vector<std::string>* missing);
   // Behind the fence: revokes the backup's leases (Settle), raises the revision record, and
   // records the restore settled. Nothing to do once settled.
-  absl::Status SettleRound(RestoreIntent& intent);
+  // `term`: the coordinator's promised term, which the restored cluster's epoch is raised to.
+  absl::Status SettleRound(RestoreIntent& intent, uint64_t term);
   // Every fenced member back to its client URL (best effort: an agent does it by itself once
   // it reads that the restore is settled).
   void UnfenceMembers(const RestoreIntent& intent, const peer::OrderHeader& header);

@@ -97,6 +97,27 @@ absl::Status RaiseHighestRevision(BackupStore& store, const std::string& cluster
   return WriteHighestRevision(store, cluster, revision, now_unix);
 }
 
+absl::StatusOr<uint64_t> ReadHighestEpoch(BackupStore& store, const std::string& cluster) {
+  auto text = store.Get(EpochRecordKey(cluster));
+  if (absl::IsNotFound(text.status())) return uint64_t{0};
+  if (!text.ok()) return text.status();
+  auto j = nlohmann::json::parse(*text, nullptr, false);
+  if (j.is_discarded() || !j.contains("epoch") || !j["epoch"].is_number_unsigned()) {
+    return absl::DataLossError(absl::StrCat(EpochRecordKey(cluster), " is malformed"));
+  }
+  return j["epoch"].get<uint64_t>();
+}
+
+absl::Status RaiseHighestEpoch(BackupStore& store, const std::string& cluster, uint64_t epoch,
+                               int64_t now_unix) {
+  auto stored = ReadHighestEpoch(store, cluster);
+  // A malformed record is replaced (it bounds nothing); the store's own errors are returned.
+  if (!stored.ok() && !absl::IsDataLoss(stored.status())) return stored.status();
+  if (stored.ok() && *stored >= epoch) return absl::OkStatus();
+  nlohmann::json j = {{"epoch", epoch}, {"updated_at", now_unix}};
+  return store.Put(EpochRecordKey(cluster), j.dump());
+}
+
 int64_t RevisionBump(int64_t highest_recorded, int64_t backup_revision) {
   return std::max<int64_t>(0, highest_recorded - backup_revision) + kRevisionBumpMargin;
 }

@@ -66,6 +66,14 @@ RestoreIntent NewRestoreIntent(const Config& config, const std::string& backup,
 absl::StatusOr<int64_t> ReadHighestRevision(BackupStore& store, const std::string& cluster);
 absl::Status WriteHighestRevision(BackupStore& store, const std::string& cluster, int64_t revision,
                                   int64_t now_unix);
+// The highest leader epoch the cluster used, kept in the store by each new leader before its
+// first step, as the revision is (the epoch in etcd comes back from a backup with it):
+//   <cluster>/control/epoch.json  {"epoch": E, "updated_at": <unix seconds>}
+// A restore raises the restored cluster's epoch past it. 0 without a record.
+absl::StatusOr<uint64_t> ReadHighestEpoch(BackupStore& store, const std::string& cluster);
+// Raises the record to `epoch` unless it is there already (never lowers it).
+absl::Status RaiseHighestEpoch(BackupStore& store, const std::string& cluster, uint64_t epoch,
+                               int64_t now_unix);
 // The revision a restored cluster starts at: the backup's (or, with deltas replayed, their
 // point's, 0 for none) plus the bump.
 inline int64_t RestoredStartRevision(int64_t backup_revision, int64_t delta_to, int64_t bump) {

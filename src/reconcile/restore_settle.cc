@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "backup/layout.h"
@@ -224,8 +225,23 @@ absl::Status WriteRestoredRecords(const SettleContext& ctx, const RestoreIntent&
       !s.ok()) {
     return Annotate(s, "recording the generation");
   }
+  // The epoch came back with the backup; the lost cluster's leaders may have used the ones
+  // after it. Never lowered (a coordinator with an older term settling late).
+  if (ctx.epoch_floor > 0) {
+    auto epoch = fenced.Get(EpochKey(config));
+    if (!epoch.ok()) return Annotate(epoch.status(), "reading the restored epoch");
+    uint64_t restored = 0;
+    if (epoch->has_value() && !absl::SimpleAtoi(**epoch, &restored)) restored = 0;
+    if (restored < ctx.epoch_floor) {
+      if (absl::Status s = fenced.Put(EpochKey(config), absl::StrCat(ctx.epoch_floor)); !s.ok()) {
+        return Annotate(s, "raising the restored epoch");
+      }
+      spdlog::info("restore {}: the restored epoch {} raised to {}, the restore's term", intent.id,
+                   restored, ctx.epoch_floor);
+    }
+  }
   nlohmann::json report = {{"leader", config.node.name},
-                           {"term", 0},
+                           {"term", ctx.epoch_floor},
                            {"step", "restored"},
                            {"detail", absl::StrCat("restored from backup ", intent.backup,
                                                    " (restore ", intent.id,

@@ -37,10 +37,15 @@ struct SettleContext {
   BackupStore& store;
   int64_t now_unix = 0;
   std::function<uint32_t()> nonce;  // for this coordinator's replay mark
+  // The coordinator's promised term: above every term a majority of the agents admitted, so
+  // above the epochs the lost cluster's leaders used. The restored cluster's epoch key is
+  // raised to it, and its first leader takes the next: an epoch is never taken twice.
+  uint64_t epoch_floor = 0;
 };
 // Before the restored cluster is declared done: revoke every lease the backup brought back
 // (no lock or leader key of the lost cluster survives), replay the deltas up to
-// `intent.delta_to`, record the new generation and mark the restore settled. OK when another
+// `intent.delta_to`, record the new generation, raise the epoch to `ctx.epoch_floor` and mark
+// the restore settled. OK when another
 // coordinator settled it already. `*deltas_lost`: the deltas an automatic restore is to replay
 // can no longer be read to `delta_to` (lost or damaged since it was chosen), and the restore is
 // marked replaced in the fenced cluster (ReplaySupersededKey, exclusive with settling), so it
