@@ -66,7 +66,8 @@ int RunStatus(const Common& c) {
   nlohmann::json steward = nlohmann::json::object();
   if (!c.config_path.empty() && view.reachable) {
     if (auto config = LoadClientConfig(c.config_path); config.ok()) {
-      steward = ReadStewardState(client, *config);
+      // Without a quorum a linearizable read waits out its deadline: read what a member holds.
+      steward = ReadStewardState(client, *config, /*local=*/!view.quorum);
     }
   }
   // No etcd answers: a destroyed cluster says so (the store's mark), rather than only "down".
@@ -84,7 +85,7 @@ int RunStatus(const Common& c) {
   }
   // Asked here, not by the status page (which polls): each probe is a failed login in etcd's log.
   std::optional<bool> auth;
-  if (view.reachable) {
+  if (view.reachable && view.quorum) {  // (Authenticate is a proposal: it needs the quorum)
     if (auto on = client.AuthEnabled(); on.ok()) auth = *on;
   }
   if (c.output == "json") {

@@ -118,18 +118,28 @@ std::string DescribeMaintenance(const nlohmann::json& m, int64_t now) {
 
 std::string DescribeStewardState(const nlohmann::json& j, int64_t now) {
   std::string out;
-  out += "steward leader: " + (j.contains("leader") ? j["leader"].get<std::string>()
-                                                     : "none (no agent holds the leader lease)");
+  // Read without a quorum (ReadStewardState's `local`): nobody leads, and every line below is
+  // what one member last held.
+  const bool local = j.value("local", false);
+  if (local) {
+    out += "steward leader: none (the quorum is lost: no agent can keep the leader lease";
+    if (j.contains("last_leader")) out += "; the last was " + j["last_leader"].get<std::string>();
+    out += ")\n                the lines below are from before the quorum was lost";
+  } else {
+    out += "steward leader: " + (j.contains("leader") ? j["leader"].get<std::string>()
+                                                       : "none (no agent holds the leader lease)");
+  }
   if (j.contains("reconciler")) {
     const auto& r = j["reconciler"];
     const long age = static_cast<long>(now) - r.value("at", 0L);
     // The leader rewrites an unchanged report every `refresh` seconds (reports written before
     // that existed have none): several missed rewrites mean a stuck or dead leader.
     const long refresh = r.value("refresh", 0L);
-    out += "\nreconciler:     " + r.value("detail", std::string("?")) + " (" +
+    out += std::string(local ? "\nlast report:    " : "\nreconciler:     ") +
+           r.value("detail", std::string("?")) + " (" +
            r.value("step", std::string("?")) + ", reported by " +
            r.value("leader", std::string("?")) + " " + std::to_string(age) + "s ago)";
-    if (refresh > 0 && age > 3 * refresh) {
+    if (!local && refresh > 0 && age > 3 * refresh) {
       out += "\n                SILENT: no report for " + std::to_string(age) +
              "s; the leader rewrites it every " + std::to_string(refresh) +
              "s (stuck, or gone: see the agents' logs)";

@@ -412,6 +412,19 @@ absl::StatusOr<std::optional<std::string>> EtcdClient::Get(const std::string& ke
   return std::optional<std::string>(resp.kvs(0).value());
 }
 
+absl::StatusOr<std::optional<std::string>> EtcdClient::GetLocal(const std::string& key) {
+  etcdserverpb::RangeRequest req;
+  req.set_key(key);
+  req.set_serializable(true);
+  etcdserverpb::RangeResponse resp;
+  absl::Status s = CallAny("Range", true, [&](Stubs& st, grpc::ClientContext& ctx) {
+    return st.kv->Range(&ctx, req, &resp);
+  });
+  if (!s.ok()) return s;
+  if (resp.kvs_size() == 0) return std::optional<std::string>();
+  return std::optional<std::string>(resp.kvs(0).value());
+}
+
 absl::StatusOr<std::vector<AlarmInfo>> EtcdClient::AlarmList() {
   etcdserverpb::AlarmRequest req;
   req.set_action(etcdserverpb::AlarmRequest::GET);

@@ -85,6 +85,9 @@ class EtcdClient : public EtcdApi {
                    int64_t lease = 0) override;
   // nullopt when the key does not exist. Linearizable.
   absl::StatusOr<std::optional<std::string>> Get(const std::string& key) override;
+  // A serializable read: what the member asked holds, answered without a quorum (may be
+  // stale). For showing state while the quorum is lost.
+  absl::StatusOr<std::optional<std::string>> GetLocal(const std::string& key);
   absl::StatusOr<std::vector<AlarmInfo>> AlarmList();
 
   // --- authentication and roles ---

@@ -98,11 +98,13 @@ ClusterView CollectStatus(EtcdClient& client, std::chrono::milliseconds timeout,
   return view;
 }
 
-nlohmann::json ReadStewardState(EtcdClient& client, const Config& config) {
+nlohmann::json ReadStewardState(EtcdClient& client, const Config& config, bool local) {
   // Each read waits out the client's deadline when etcd does not answer: side by side, the
   // whole takes one deadline, not four (the status page asks every few seconds).
-  auto read = [&client](std::string key) {
-    return std::async(std::launch::async, [&client, key] { return client.Get(key); });
+  auto read = [&client, local](std::string key) {
+    return std::async(std::launch::async, [&client, key, local] {
+      return local ? client.GetLocal(key) : client.Get(key);
+    });
   };
   auto leader = read(LeaderKey(config));
   auto reconciler = read(StatusKey(config));
@@ -110,7 +112,10 @@ nlohmann::json ReadStewardState(EtcdClient& client, const Config& config) {
   auto spec = read(SpecKey(config));
   auto maintenance = read(MaintenanceKey(config.cluster.name));
   nlohmann::json j = nlohmann::json::object();
-  if (auto got = leader.get(); got.ok() && got->has_value()) j["leader"] = **got;
+  if (local) j["local"] = true;
+  if (auto got = leader.get(); got.ok() && got->has_value()) {
+    j[local ? "last_leader" : "leader"] = **got;
+  }
   const std::pair<const char*, std::future<absl::StatusOr<std::optional<std::string>>>*> parsed[] =
       {{"reconciler", &reconciler}, {"backups", &backups}, {"spec", &spec}};
   for (const auto& [name, future] : parsed) {

@@ -62,6 +62,8 @@ nlohmann::json StatusToJson(const ClusterView& view);
 // detail, at), "backups" (the backup scheduler's last result), "spec" (configure-cluster) and
 // "maintenance" (reconcile/maintenance.h's pauses, each with "active", and removed nodes).
 // A key that is missing or unreadable is left out: an empty object when nothing answers.
-// The four reads run in parallel, each with the client's deadline.
-nlohmann::json ReadStewardState(EtcdClient& client, const Config& config);
+// The four reads run in parallel, each with the client's deadline. `local`: while the quorum
+// is lost, serializable reads of what a member holds (answered at once, not after the
+// deadline), marked "local": true; the leader key is then no leader's (no lease can be kept).
+nlohmann::json ReadStewardState(EtcdClient& client, const Config& config, bool local = false);
 }  // namespace steward

@@ -304,9 +304,21 @@ TEST(HealTest, QuorumLostWipesNothingAndRecovers) {
   c.SignalAgent(1, SIGTERM);
   c.SignalAgent(2, SIGTERM);
   std::this_thread::sleep_for(6s);  // longer than replace_after: nothing may be replaced
-  RunResult status = c.Ctl({"status"});
+  // Issue 34 part 3: status read the steward state (and probed auth) through calls that need
+  // the quorum, each waiting out its deadline (about 6 s at the default 3 s), and it showed the
+  // agent that held the leader key as leader. With a 20 s deadline, no call may wait it out.
+  const auto asked = std::chrono::steady_clock::now();
+  RunResult status = c.Ctl({"status", "--timeout-ms", "20000"}, true, 60s);
+  const auto took = std::chrono::steady_clock::now() - asked;
+  EXPECT_LT(took, 15s) << "a call waited out its 20 s deadline\n" << status.output;
+  std::printf("status without a quorum: %lld ms\n",
+              static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
   EXPECT_EQ(status.exit_code, 1) << status.output;
   EXPECT_NE(status.output.find("QUORUM LOST"), std::string::npos) << status.output;
+  EXPECT_NE(status.output.find("steward leader: none (the quorum is lost"), std::string::npos)
+      << status.output;
+  EXPECT_NE(status.output.find("from before the quorum was lost"), std::string::npos)
+      << status.output;
   EXPECT_TRUE(c.EtcdPid(0).has_value()) << "the surviving member must keep running";
   EXPECT_TRUE(fs::exists(c.DataDir(0) + "/etcd/member"));
   EXPECT_TRUE(fs::exists(c.DataDir(1) + "/etcd/member"));

@@ -38,6 +38,22 @@ TEST(StewardStateTest, NoLeaderKeySaysNobodyHoldsTheLease) {
             std::string::npos);
 }
 
+// Issue 34 part 3: read without a quorum (a member's own copy), the leader key names an agent
+// that can no longer keep its lease; it is not shown as leader, and the report is shown as
+// the last one from before the loss, never SILENT (nobody could rewrite it).
+TEST(StewardStateTest, ReadWithoutAQuorumShowsNoLeaderAndTheLastReportAsSuch) {
+  nlohmann::json local = State(1000, 30);
+  local.erase("leader");
+  local["last_leader"] = "n1";
+  local["local"] = true;
+  const std::string out = DescribeStewardState(local, 2000);
+  EXPECT_EQ(out.find("steward leader: n1"), std::string::npos) << out;
+  EXPECT_NE(out.find("steward leader: none (the quorum is lost"), std::string::npos) << out;
+  EXPECT_NE(out.find("the last was n1"), std::string::npos) << out;
+  EXPECT_NE(out.find("last report:    cluster at size 3"), std::string::npos) << out;
+  EXPECT_EQ(out.find("SILENT"), std::string::npos) << out;
+}
+
 TEST(EventTest, JsonRoundTripsAndToleratesMissingFields) {
   Event e{1795700000123, 7, "n2", "join", "order from n1", "ok"};
   const Event back = EventFromJson(EventToJson(e));
