@@ -211,6 +211,57 @@ int RunRenew(const Common& c, const RenewArgs& a) {
   return failed == 0 ? 0 : 1;
 }
 
+// pki check --bundle: would the planned trust file accept what this node uses now?
+int RunCheckBundle(const Common& c, const std::string& bundle) {
+  int rc = 0;
+  auto config = ConfigFor(c, "pki check", &rc);
+  if (!config) return rc;
+  if (!config->tls.enabled()) {
+    std::cerr << "stewardctl pki check: tls.mode is off: there are no certificates\n";
+    return 2;
+  }
+  const auto now = std::chrono::system_clock::now();
+  auto cas = CheckCaBundle(bundle, now);
+  if (!cas.ok()) {
+    std::cout << "bundle " << bundle << ": REFUSED: " << cas.status().message() << "\n";
+    return 1;
+  }
+  std::cout << "bundle " << bundle << ": " << cas->size() << " CA certificate(s)\n";
+  for (const std::string& ca : *cas) std::cout << "  " << ca << "\n";
+  const TlsPaths t = config->Tls();
+  const std::pair<const char*, std::string> certs[] = {{"server", t.server_cert},
+                                                       {"peer", t.peer_cert},
+                                                       {"agent", t.agent_cert},
+                                                       {"client", t.client_cert}};
+  int refused = 0;
+  for (const auto& [role, path] : certs) {
+    auto anchor = ChainsTo(path, bundle, now);
+    std::cout << absl::StrFormat("%-7s %s: ", role, path)
+              << (anchor.ok() ? "accepted (chains to " + *anchor + ")"
+                              : "REFUSED: " + std::string(anchor.status().message()))
+              << "\n";
+    if (!anchor.ok()) ++refused;
+  }
+  // The CAs trusted now that the bundle drops: what they issued (applications' certificates
+  // too) is refused once the bundle replaces the trust file.
+  if (auto trusted = CheckCaBundle(t.ca, now); trusted.ok()) {
+    for (const std::string& ca : *trusted) {
+      const bool kept = std::find(cas->begin(), cas->end(), ca) != cas->end();
+      std::cout << "trusted now: " << ca
+                << (kept ? ": in the bundle"
+                         : ": NOT in the bundle: every certificate it issued, applications' "
+                           "too, is refused once the bundle replaces the trust file")
+                << "\n";
+    }
+  }
+  if (refused > 0) {
+    std::cout << refused << " certificate(s) this node uses now would be refused by the bundle\n";
+    return 1;
+  }
+  std::cout << "the bundle accepts every certificate this node uses now\n";
+  return 0;
+}
+
 }  // namespace
 
 void AddPkiCheckCommands(CLI::App* pki, Common* common, Commands* commands) {
@@ -225,6 +276,19 @@ void AddPkiCheckCommands(CLI::App* pki, Common* common, Commands* commands) {
   check->add_option("--dir", args->dir,
                     "a `pki init` directory: list its certificates too (ca.crt, admin.crt, ...)");
   commands->push_back({check, [common, args] { return RunCheckExpiration(*common, *args); }});
+
+  auto bundle = std::make_shared<std::string>();
+  CLI::App* check_bundle = pki->add_subcommand(
+      "check",
+      "before a trust file is replaced (a CA rotation, tls.mode files): says whether the planned "
+      "CA bundle --bundle accepts every certificate this node uses now, and which CA trusted now "
+      "it drops; exit 1 if one would be refused or the bundle holds a non-CA or expired "
+      "certificate");
+  AddCommonFlags(check_bundle, common, false);
+  check_bundle->add_option("--bundle", *bundle, "the planned CA bundle (PEM, one or more CAs)")
+      ->required();
+  commands->push_back(
+      {check_bundle, [common, bundle] { return RunCheckBundle(*common, *bundle); }});
 
   auto renew_args = std::make_shared<RenewArgs>();
   CLI::App* renew = pki->add_subcommand(

@@ -9,7 +9,9 @@
 
 namespace steward {
 
-// Adds `check-expiration` and `renew` under `pki`.
+// And stewardctl pki check --bundle FILE: whether a planned CA bundle accepts every
+// certificate this node uses now (before a trust file is replaced).
+// Adds `check-expiration`, `check` and `renew` under `pki`.
 void AddPkiCheckCommands(CLI::App* pki, Common* common, Commands* commands);
 
 }  // namespace steward

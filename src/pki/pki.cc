@@ -722,4 +722,68 @@ absl::StatusOr<std::string> AgentOfCluster(const std::string& pem, const std::st
       "<node>: only agents of this cluster give orders"));
 }
 
+absl::StatusOr<std::vector<std::string>> CheckCaBundle(const std::string& bundle_path,
+                                                       system_clock::time_point now) {
+  auto cas = LoadCertChain(bundle_path, "CA bundle");
+  if (!cas.ok()) return cas.status();
+  time_t now_t = system_clock::to_time_t(now);  // (X509_cmp_time takes it non-const)
+  std::vector<std::string> out;
+  for (size_t i = 0; i < cas->size(); ++i) {
+    X509* ca = (*cas)[i].get();
+    const std::string who =
+        absl::StrCat("certificate ", i + 1, " of ", bundle_path, " (", Subject(X509_get_subject_name(ca)), ")");
+    if (X509_check_ca(ca) < 1) {
+      ERR_clear_error();
+      return absl::InvalidArgumentError(absl::StrCat(who, " is not a CA (no basicConstraints CA:TRUE)"));
+    }
+    if (X509_cmp_time(X509_get0_notAfter(ca), &now_t) <= 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(who, " expired at ", FormatAsn1Time(X509_get0_notAfter(ca))));
+    }
+    if (X509_cmp_time(X509_get0_notBefore(ca), &now_t) >= 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(who, " is not valid until ", FormatAsn1Time(X509_get0_notBefore(ca))));
+    }
+    out.push_back(absl::StrCat(Subject(X509_get_subject_name(ca)), ", until ",
+                               FormatAsn1Time(X509_get0_notAfter(ca))));
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> ChainsTo(const std::string& cert_path, const std::string& bundle_path,
+                                     system_clock::time_point now) {
+  auto chain = LoadCertChain(cert_path, "certificate");
+  if (!chain.ok()) return chain.status();
+  auto cas = LoadCertChain(bundle_path, "CA bundle");
+  if (!cas.ok()) return cas.status();
+  X509StorePtr store(X509_STORE_new());
+  if (!store) return OpenSslError("allocating a certificate store");
+  for (const auto& ca : *cas) {
+    if (X509_STORE_add_cert(store.get(), ca.get()) != 1) {
+      return OpenSslError(absl::StrCat("adding ", bundle_path, " to a certificate store"));
+    }
+  }
+  X509_STORE_set_flags(store.get(), X509_V_FLAG_PARTIAL_CHAIN);  // every bundle entry an anchor
+  X509StackPtr untrusted(sk_X509_new_null());
+  if (!untrusted) return OpenSslError("allocating a certificate stack");
+  for (size_t i = 1; i < chain->size(); ++i) {
+    if (sk_X509_push(untrusted.get(), (*chain)[i].get()) == 0) return OpenSslError("building the chain");
+  }
+  X509StoreCtxPtr ctx(X509_STORE_CTX_new());
+  if (!ctx || X509_STORE_CTX_init(ctx.get(), store.get(), chain->front().get(), untrusted.get()) != 1) {
+    return OpenSslError("setting up certificate verification");
+  }
+  X509_STORE_CTX_set_time(ctx.get(), 0, system_clock::to_time_t(now));
+  if (X509_verify_cert(ctx.get()) == 1) {
+    STACK_OF(X509)* verified = X509_STORE_CTX_get0_chain(ctx.get());
+    X509* anchor = sk_X509_value(verified, sk_X509_num(verified) - 1);
+    return Subject(X509_get_subject_name(anchor));
+  }
+  const int err = X509_STORE_CTX_get_error(ctx.get());
+  ERR_clear_error();
+  return absl::InvalidArgumentError(absl::StrCat(
+      IsWrongIssuer(err) ? "not signed by a CA in the bundle" : X509_verify_cert_error_string(err),
+      " (issuer ", Subject(X509_get_issuer_name(chain->front().get())), ")"));
+}
+
 }  // namespace steward

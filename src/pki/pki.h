@@ -135,6 +135,18 @@ absl::Status CheckCertFiles(const std::string& cert_path, const std::string& key
                             const std::string& ca_path, const std::string& host,
                             std::chrono::system_clock::time_point now);
 
+// For a planned CA bundle (a CA rotation, `stewardctl pki check --bundle`): every certificate
+// in `bundle_path` must be a CA (basicConstraints CA:TRUE) and valid at `now`. Returns each
+// one's subject and notAfter ("CN=x, until 2036-01-01 00:00:00 UTC"), or InvalidArgument /
+// FailedPrecondition naming the certificate that is not.
+absl::StatusOr<std::vector<std::string>> CheckCaBundle(const std::string& bundle_path,
+                                                       std::chrono::system_clock::time_point now);
+// Whether the certificate in `cert_path` (intermediates after it) chains, at `now`, to a
+// certificate in `bundle_path`, for any TLS use (as a trust file accepts it). OK with the
+// subject of the anchor it chains to; InvalidArgument saying why not.
+absl::StatusOr<std::string> ChainsTo(const std::string& cert_path, const std::string& bundle_path,
+                                     std::chrono::system_clock::time_point now);
+
 // True once two thirds of [not_before, not_after] have passed (so also when expired), or when the
 // window is empty. False before not_before: such a certificate is not valid, but renewing it
 // would not help.

@@ -19,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "common/files.h"
 #include "etcd/client.h"
 #include "harness.h"
 #include "nlohmann/json.hpp"
@@ -297,6 +298,27 @@ TEST(TlsTest, CheckExpirationListsEveryCertificateAndRenewRenewsThemNow) {
   // 3 nodes x (server, peer, agent, client, ca).
   EXPECT_EQ(j["certificates"].size(), 15u) << json.output;
   for (const auto& cert : j["certificates"]) EXPECT_TRUE(cert["under_threshold"].get<bool>());
+
+  // pki check --bundle: the cluster's own CA accepts every certificate n1 uses; a new CA alone
+  // would refuse them all, and drop the CA trusted now; both together accept them.
+  RunResult same = c.Ctl({"pki", "check", "--bundle", c.CaCert()});
+  EXPECT_EQ(same.exit_code, 0) << same.output;
+  EXPECT_NE(same.output.find("accepts every certificate this node uses now"), std::string::npos)
+      << same.output;
+  RunResult init = c.Ctl({"pki", "init", "--dir", c.Root() + "/newpki"}, false);
+  ASSERT_EQ(init.exit_code, 0) << init.output;
+  RunResult other = c.Ctl({"pki", "check", "--bundle", c.Root() + "/newpki/ca.crt"});
+  EXPECT_EQ(other.exit_code, 1) << other.output;
+  EXPECT_NE(other.output.find("4 certificate(s) this node uses now would be refused"),
+            std::string::npos) << other.output;
+  EXPECT_NE(other.output.find("NOT in the bundle"), std::string::npos) << other.output;
+  {
+    std::ofstream both(c.Root() + "/both.pem");
+    both << *ReadFile(c.CaCert()) << *ReadFile(c.Root() + "/newpki/ca.crt");
+  }
+  RunResult planned = c.Ctl({"pki", "check", "--bundle", c.Root() + "/both.pem"});
+  EXPECT_EQ(planned.exit_code, 0) << planned.output;
+  EXPECT_EQ(planned.output.find("NOT in the bundle"), std::string::npos) << planned.output;
 
   // pki renew: one node's certificates now, then every node's, while the cluster serves.
   auto n1_before = ReadCert(c.DataDir(0) + "/tls/server.crt");

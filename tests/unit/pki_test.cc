@@ -16,6 +16,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/files.h"
 #include "common/status.h"
 #include "ctl/pki_cmd.h"
 
@@ -359,6 +360,42 @@ TEST_F(PkiTest, CheckCertFilesRejectsACertFromAnotherCa) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_THAT(Msg(s),
               HasSubstr("certificate " + P("n1.crt") + " is not signed by the CA in " + ca_cert_));
+}
+
+// Issue 36: `pki check --bundle`, before a trust file is replaced. A bundle of the old and the
+// new CA accepts a certificate of either; the new CA alone refuses the old one's, saying so;
+// a bundle holding a certificate that is not a CA is refused as a bundle.
+TEST_F(PkiTest, APlannedBundleAcceptsWhatChainsToItsCasAndRefusesTheRest) {
+  fs::create_directories(dir_ / "new");
+  ASSERT_TRUE(CreateCa((dir_ / "new").string(), "New CA").ok());
+  const std::string new_ca = (dir_ / "new" / "ca.crt").string();
+  Issue(ServerRequest(), "old-issued");
+  ASSERT_TRUE(IssueCert(new_ca, (dir_ / "new" / "ca.key").string(), ServerRequest(),
+                        P("new-issued.crt"), P("new-issued.key"))
+                  .ok());
+  std::ofstream(P("both.pem")) << *ReadFile(ca_cert_) << *ReadFile(new_ca);
+  const auto now = system_clock::now();
+  auto cas = CheckCaBundle(P("both.pem"), now);
+  ASSERT_TRUE(cas.ok()) << cas.status();
+  ASSERT_EQ(cas->size(), 2u);
+  EXPECT_THAT((*cas)[0], HasSubstr("CN=Test CA, until "));
+  auto old_in_both = ChainsTo(P("old-issued.crt"), P("both.pem"), now);
+  ASSERT_TRUE(old_in_both.ok()) << old_in_both.status();
+  EXPECT_EQ(*old_in_both, "CN=Test CA");
+  auto new_in_both = ChainsTo(P("new-issued.crt"), P("both.pem"), now);
+  ASSERT_TRUE(new_in_both.ok()) << new_in_both.status();
+  EXPECT_EQ(*new_in_both, "CN=New CA");
+  auto old_in_new = ChainsTo(P("old-issued.crt"), new_ca, now);
+  EXPECT_EQ(old_in_new.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Msg(old_in_new.status()), HasSubstr("not signed by a CA in the bundle"));
+  EXPECT_THAT(Msg(old_in_new.status()), HasSubstr("issuer CN=Test CA"));
+  // A leaf in the bundle, an unreadable bundle.
+  std::ofstream(P("leaf.pem")) << *ReadFile(new_ca) << *ReadFile(P("new-issued.crt"));
+  auto leaf = CheckCaBundle(P("leaf.pem"), now);
+  EXPECT_EQ(leaf.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Msg(leaf.status()), HasSubstr("certificate 2 of " + P("leaf.pem")));
+  EXPECT_THAT(Msg(leaf.status()), HasSubstr("is not a CA"));
+  EXPECT_FALSE(CheckCaBundle(P("missing.pem"), now).ok());
 }
 
 TEST_F(PkiTest, CheckCertFilesRejectsAClientOnlyCertForAServer) {
