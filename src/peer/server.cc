@@ -158,8 +158,18 @@ class PeerServer::Service final : public peer::Peer::Service {
   grpc::Status RenewCertificates(grpc::ServerContext* ctx,
                                  const peer::RenewCertificatesRequest* req,
                                  peer::OrderReply* reply) override {
-    // Any caller the TLS handshake let in: a renewal changes nothing in the cluster (the node
-    // reissues its own certificates from the CA it holds), and is carried out once.
+    // The operator (pki init's certificate) or an agent of this cluster: an application's
+    // certificate from the same CA must not make every node reissue and restart its agent.
+    if (cluster_) {
+      std::string pem;
+      for (const auto& p : ctx->auth_context()->FindPropertyValues("x509_pem_cert")) {
+        pem.assign(p.data(), p.size());
+      }
+      if (absl::Status s = OperatorOrAgentOf(pem, *cluster_); !s.ok()) {
+        spdlog::warn("refusing to renew certificates for {}: {}", ctx->peer(), s.message());
+        return ToGrpc(s);
+      }
+    }
     spdlog::info("{} ({}) asks to renew this node's certificates", req->by(), ctx->peer());
     if (!on_renew_) return ToGrpc(absl::UnimplementedError("this agent renews nothing"));
     absl::Status s = on_renew_();

@@ -722,6 +722,24 @@ absl::StatusOr<std::string> AgentOfCluster(const std::string& pem, const std::st
       "<node>: only agents of this cluster give orders"));
 }
 
+absl::Status OperatorOrAgentOf(const std::string& pem, const std::string& cluster) {
+  BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+  X509Ptr x(bio ? PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr) : nullptr);
+  if (!x) return absl::PermissionDeniedError("the caller presented no readable certificate");
+  std::vector<std::string> dns, ips, uris;
+  ReadSubjectAltNames(x.get(), &dns, &ips, &uris);
+  const std::string agent = AgentRoleUri(cluster, "");
+  for (const auto& u : uris) {
+    if (u == kOperatorRoleUri || (u.size() > agent.size() && u.rfind(agent, 0) == 0)) {
+      return absl::OkStatus();
+    }
+  }
+  return absl::PermissionDeniedError(absl::StrCat(
+      "the caller's certificate (", Subject(X509_get_subject_name(x.get())), ", URIs: ",
+      uris.empty() ? "none" : absl::StrJoin(uris, " "), ") is neither the operator's (",
+      kOperatorRoleUri, ") nor an agent's of this cluster"));
+}
+
 absl::StatusOr<std::vector<std::string>> CheckCaBundle(const std::string& bundle_path,
                                                        system_clock::time_point now) {
   auto cas = LoadCertChain(bundle_path, "CA bundle");

@@ -162,6 +162,9 @@ std::string AgentRoleUri(const std::string& cluster, const std::string& node);
 // The agent of `cluster` named in the PEM certificate `pem`, or an error that says what the
 // certificate holds instead (PermissionDenied).
 absl::StatusOr<std::string> AgentOfCluster(const std::string& pem, const std::string& cluster);
+// OK if the PEM certificate `pem` holds kOperatorRoleUri or an agent role of `cluster`; else
+// PermissionDenied saying what it holds.
+absl::Status OperatorOrAgentOf(const std::string& pem, const std::string& cluster);
 
 // Loaders for the PEM files above, for callers (and tests) that hand them to OpenSSL.
 // NotFound if the file does not exist; InvalidArgument if it holds no PEM certificate / key.

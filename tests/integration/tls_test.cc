@@ -320,6 +320,15 @@ TEST(TlsTest, CheckExpirationListsEveryCertificateAndRenewRenewsThemNow) {
   EXPECT_EQ(planned.exit_code, 0) << planned.output;
   EXPECT_EQ(planned.output.find("NOT in the bundle"), std::string::npos) << planned.output;
 
+  // pki renew is the operator's or an agent's: an application's certificate from the same CA
+  // is refused.
+  RunResult app = c.Ctl({"pki", "issue", "--dir", c.Root() + "/pki", "--client", "app"}, false);
+  ASSERT_EQ(app.exit_code, 0) << app.output;
+  RunResult by_app = c.Ctl({"pki", "renew", "--node", "n1", "--cacert", c.CaCert(), "--cert",
+                            c.Root() + "/pki/app.crt", "--key", c.Root() + "/pki/app.key"});
+  EXPECT_NE(by_app.exit_code, 0) << by_app.output;
+  EXPECT_NE(by_app.output.find("neither the operator"), std::string::npos) << by_app.output;
+
   // pki renew: one node's certificates now, then every node's, while the cluster serves.
   auto n1_before = ReadCert(c.DataDir(0) + "/tls/server.crt");
   auto n2_before = ReadCert(c.DataDir(1) + "/tls/server.crt");
