@@ -401,21 +401,18 @@ absl::Status EtcdClient::Put(const std::string& key, const std::string& value, i
 }
 
 absl::StatusOr<std::optional<std::string>> EtcdClient::Get(const std::string& key) {
-  etcdserverpb::RangeRequest req;
-  req.set_key(key);
-  etcdserverpb::RangeResponse resp;
-  absl::Status s = CallAny("Range", true, [&](Stubs& st, grpc::ClientContext& ctx) {
-    return st.kv->Range(&ctx, req, &resp);
-  });
-  if (!s.ok()) return s;
-  if (resp.kvs_size() == 0) return std::optional<std::string>();
-  return std::optional<std::string>(resp.kvs(0).value());
+  return GetOne(key, /*serializable=*/false);
 }
 
 absl::StatusOr<std::optional<std::string>> EtcdClient::GetLocal(const std::string& key) {
+  return GetOne(key, /*serializable=*/true);
+}
+
+absl::StatusOr<std::optional<std::string>> EtcdClient::GetOne(const std::string& key,
+                                                              bool serializable) {
   etcdserverpb::RangeRequest req;
   req.set_key(key);
-  req.set_serializable(true);
+  req.set_serializable(serializable);
   etcdserverpb::RangeResponse resp;
   absl::Status s = CallAny("Range", true, [&](Stubs& st, grpc::ClientContext& ctx) {
     return st.kv->Range(&ctx, req, &resp);

@@ -155,6 +155,7 @@ class EtcdClient : public EtcdApi {
                                     std::chrono::milliseconds timeout) override;
 
  private:
+  absl::StatusOr<std::optional<std::string>> GetOne(const std::string& key, bool serializable);
   struct Stubs {
     std::shared_ptr<grpc::Channel> channel;
     std::unique_ptr<etcdserverpb::KV::Stub> kv;

@@ -706,38 +706,51 @@ std::string AgentRoleUri(const std::string& cluster, const std::string& node) {
   return absl::StrCat("steward://", cluster, "/agent/", node);
 }
 
-absl::StatusOr<std::string> AgentOfCluster(const std::string& pem, const std::string& cluster) {
+namespace {
+
+// A caller's certificate (PEM, as gRPC hands it over): its subject and URI SANs.
+struct Caller {
+  std::string subject;
+  std::vector<std::string> uris;
+};
+absl::StatusOr<Caller> ReadCaller(const std::string& pem) {
   BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
   X509Ptr x(bio ? PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr) : nullptr);
   if (!x) return absl::PermissionDeniedError("the caller presented no readable certificate");
-  std::vector<std::string> dns, ips, uris;
-  ReadSubjectAltNames(x.get(), &dns, &ips, &uris);
+  Caller c;
+  std::vector<std::string> dns, ips;
+  ReadSubjectAltNames(x.get(), &dns, &ips, &c.uris);
+  c.subject = Subject(X509_get_subject_name(x.get()));
+  return c;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> AgentOfCluster(const std::string& pem, const std::string& cluster) {
+  auto caller = ReadCaller(pem);
+  if (!caller.ok()) return caller.status();
+  const std::vector<std::string>& uris = caller->uris;
   const std::string prefix = AgentRoleUri(cluster, "");
   for (const auto& u : uris) {
     if (u.size() > prefix.size() && u.rfind(prefix, 0) == 0) return u.substr(prefix.size());
   }
   return absl::PermissionDeniedError(absl::StrCat(
-      "the caller's certificate (", Subject(X509_get_subject_name(x.get())), ", URIs: ",
+      "the caller's certificate (", caller->subject, ", URIs: ",
       uris.empty() ? "none" : absl::StrJoin(uris, " "), ") lacks the agent role ", prefix,
       "<node>: only agents of this cluster give orders"));
 }
 
 absl::Status OperatorOrAgentOf(const std::string& pem, const std::string& cluster) {
-  BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
-  X509Ptr x(bio ? PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr) : nullptr);
-  if (!x) return absl::PermissionDeniedError("the caller presented no readable certificate");
-  std::vector<std::string> dns, ips, uris;
-  ReadSubjectAltNames(x.get(), &dns, &ips, &uris);
-  const std::string agent = AgentRoleUri(cluster, "");
-  for (const auto& u : uris) {
-    if (u == kOperatorRoleUri || (u.size() > agent.size() && u.rfind(agent, 0) == 0)) {
-      return absl::OkStatus();
-    }
+  auto caller = ReadCaller(pem);
+  if (!caller.ok()) return caller.status();
+  for (const auto& u : caller->uris) {
+    if (u == kOperatorRoleUri) return absl::OkStatus();
   }
+  if (AgentOfCluster(pem, cluster).ok()) return absl::OkStatus();
   return absl::PermissionDeniedError(absl::StrCat(
-      "the caller's certificate (", Subject(X509_get_subject_name(x.get())), ", URIs: ",
-      uris.empty() ? "none" : absl::StrJoin(uris, " "), ") is neither the operator's (",
-      kOperatorRoleUri, ") nor an agent's of this cluster"));
+      "the caller's certificate (", caller->subject, ", URIs: ",
+      caller->uris.empty() ? "none" : absl::StrJoin(caller->uris, " "),
+      ") is neither the operator's (", kOperatorRoleUri, ") nor an agent's of this cluster"));
 }
 
 absl::StatusOr<std::vector<std::string>> CheckCaBundle(const std::string& bundle_path,
