@@ -227,6 +227,19 @@ absl::StatusOr<ClusterObservation> Reconciler::Observe() {
   return obs;
 }
 
+void Reconciler::RecordEpoch(uint64_t leader_term) {
+  // The epoch goes to the store before this leader's first step, so that a restore after a
+  // total loss can start the restored cluster's epochs past it (RestoreCoordinator).
+  if (store_ == nullptr || leader_term <= epoch_recorded_) return;
+  if (absl::Status s = RaiseHighestEpoch(*store_, config_.cluster.name, leader_term,
+                                         env_.clock->UnixSeconds());
+      !s.ok()) {
+    spdlog::warn("recording the leader epoch {} in the backup store: {}", leader_term, s.message());
+    return;  // again at the next pass
+  }
+  epoch_recorded_ = leader_term;
+}
+
 bool Reconciler::Pass(uint64_t leader_term) {
   settled_ = false;
   if (leader_term != last_leader_term_) {
@@ -234,18 +247,7 @@ bool Reconciler::Pass(uint64_t leader_term) {
     recorded_voters_.clear();  // another leader may have written the record meanwhile
     if (backups_ != nullptr) backups_->OnNewLeadership();
   }
-  // The epoch goes to the store before this leader's first step, so that a restore after a
-  // total loss can start the restored cluster's epochs past it (RestoreCoordinator).
-  if (store_ != nullptr && leader_term > epoch_recorded_) {
-    if (absl::Status s = RaiseHighestEpoch(*store_, config_.cluster.name, leader_term,
-                                           env_.clock->UnixSeconds());
-        s.ok()) {
-      epoch_recorded_ = leader_term;
-    } else {
-      spdlog::warn("recording the leader epoch {} in the backup store: {}", leader_term,
-                   s.message());
-    }
-  }
+  RecordEpoch(leader_term);
   if (restore_pending_ && restore_pending_()) {
     Step wait;
     wait.kind = StepKind::kWait;
