@@ -247,7 +247,6 @@ bool Reconciler::Pass(uint64_t leader_term) {
     recorded_voters_.clear();  // another leader may have written the record meanwhile
     if (backups_ != nullptr) backups_->OnNewLeadership();
   }
-  RecordEpoch(leader_term);
   if (restore_pending_ && restore_pending_()) {
     Step wait;
     wait.kind = StepKind::kWait;
@@ -256,6 +255,7 @@ bool Reconciler::Pass(uint64_t leader_term) {
     return false;
   }
   if (store_ != nullptr && !created_marked_) CheckStoreIdentity();
+  if (created_marked_) RecordEpoch(leader_term);  // only into a store known to be this cluster's
   auto obs = Observe();
   // Orders carry this leader's epoch and nothing else (a leader that borrowed the agents'
   // newest term could not be fenced). If an agent has admitted a term at or above it (a

@@ -85,7 +85,8 @@ class Reconciler {
   static void ExportMembers(const ClusterObservation& obs);
 
  private:
-  // Raises the store's epoch record (control/epoch.json) to this leader's term, once per term.
+  // Raises the store's epoch record (control/epoch.json) to this leader's term, once per term;
+  // only once the store is known to be this cluster's (CheckStoreIdentity).
   void RecordEpoch(uint64_t leader_term);
   absl::Status Act(const Step& step, uint64_t term);
   void Publish(const Step& step, uint64_t term, const std::string& error);
