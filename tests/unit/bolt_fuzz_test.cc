@@ -29,6 +29,7 @@
 #include "common/files.h"
 #include "etcd/bolt.h"
 #include "etcd/restore_in_place.h"
+#include "bolt_builder.h"
 
 namespace steward {
 namespace {
@@ -47,16 +48,12 @@ void PutAt(std::string& b, size_t at, T v) {
   if (at + sizeof(T) <= b.size()) std::memcpy(b.data() + at, &v, sizeof(T));
 }
 
-// bbolt's meta checksum: FNV-1a 64 over the meta's first 56 bytes.
-void FixMetaChecksum(std::string& file, size_t meta_page) {
+// Rewrites meta page `meta_page`'s checksum (bbolt's FNV-1a over its first 56 bytes) after a
+// field was changed, so the mutated meta is read as valid rather than passed over.
+void ResealMeta(std::string& file, size_t meta_page) {
   const size_t m = meta_page * kPage + 16;
   if (m + 64 > file.size()) return;
-  uint64_t h = 14695981039346656037ull;
-  for (size_t i = 0; i < 56; ++i) {
-    h ^= static_cast<unsigned char>(file[m + i]);
-    h *= 1099511628211ull;
-  }
-  PutAt<uint64_t>(file, m + 56, h);
+  PutAt<uint64_t>(file, m + 56, bolt_builder::Fnv(file.data() + m, 56));
 }
 
 // One mutation of `file`, described in `what` for the failure message.
@@ -133,7 +130,7 @@ void Mutate(std::string& file, std::mt19937_64& rng, std::string& what) {
         case 2: PutAt<uint64_t>(file, m + 48, v); break;                          // txid
         default: PutAt<uint32_t>(file, m + 8, static_cast<uint32_t>(v * 512)); break;  // page size
       }
-      FixMetaChecksum(file, meta);
+      ResealMeta(file, meta);
       what += " meta" + std::to_string(meta);
       break;
     }
