@@ -15,6 +15,7 @@
 #include "common/rules.h"
 #include "common/sha256.h"
 #include "common/status.h"
+#include "etcd/keys.h"
 
 namespace steward {
 namespace {
@@ -524,6 +525,34 @@ absl::Status ForEachDeltaRevision(
     applied = std::max(applied, std::min(m.to_revision, to_revision));
   }
   return absl::OkStatus();
+}
+
+bool KeptInDeltas(const std::string& cluster, const std::string& key) {
+  if (!absl::StartsWith(key, ReservedPrefix(cluster))) return true;
+  return key == SpecKey(cluster) || key == MaintenanceKey(cluster);
+}
+
+std::vector<etcdserverpb::TxnRequest> RevisionTxns(const backup::DeltaRevision& r,
+                                                   const ReplayShape& shape) {
+  std::vector<etcdserverpb::TxnRequest> out;
+  size_t bytes = 0;
+  for (const auto& e : r.events()) {
+    const size_t size = e.kv().key().size() + e.kv().value().size();
+    if (out.empty() || out.back().success_size() >= shape.max_ops ||
+        (out.back().success_size() > 0 && bytes + size > shape.max_bytes)) {
+      out.emplace_back();
+      bytes = 0;
+    }
+    if (e.type() == etcdserverpb::Event::PUT && (e.kv().lease() == 0 || shape.keep_leased_puts)) {
+      auto* put = out.back().add_success()->mutable_request_put();
+      put->set_key(e.kv().key());
+      put->set_value(e.kv().value());
+    } else {
+      out.back().add_success()->mutable_request_delete_range()->set_key(e.kv().key());
+    }
+    bytes += size;
+  }
+  return out;
 }
 
 absl::Status DeleteDeltas(BackupStore& store, const std::string& cluster, const std::string& base) {

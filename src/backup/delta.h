@@ -109,6 +109,27 @@ absl::Status ForEachDeltaRevision(BackupStore& store, const BackupMeta& base, in
                                   const std::function<absl::Status(const backup::DeltaRevision&)>& apply,
                                   bool* chain_broken = nullptr);
 
+// Whether deltas keep the writes to `key`: everything but the agents' own keys under the
+// cluster's reserved prefix, of which only the spec and maintenance are kept (the rest is the
+// agents' status, which a restored cluster writes anew).
+bool KeptInDeltas(const std::string& cluster, const std::string& key);
+
+// How the events of one delta revision become transactions for an etcd to replay.
+struct ReplayShape {
+  // A put under a lease: false makes it a delete (a restore revokes every lease, and its keys
+  // go with it); true puts it without its lease (a drill compares with the live cluster, where
+  // the key still stands at that revision).
+  bool keep_leased_puts = false;
+  // etcd's default --max-txn-ops is 128 and --max-request-bytes 1.5 MiB: a revision with more
+  // goes in several transactions.
+  int max_ops = 100;
+  size_t max_bytes = size_t{1} << 20;
+};
+// The transactions that replay revision `r`, its events in order (at least one transaction
+// when it has events). Pure.
+std::vector<etcdserverpb::TxnRequest> RevisionTxns(const backup::DeltaRevision& r,
+                                                   const ReplayShape& shape);
+
 // Deletes every delta of `base` (retention, when the base goes).
 absl::Status DeleteDeltas(BackupStore& store, const std::string& cluster, const std::string& base);
 

@@ -81,9 +81,7 @@ void DeltaWriter::Sleep(std::chrono::milliseconds d) {
 }
 
 bool DeltaWriter::Keep(const std::string& key) const {
-  const std::string reserved = ReservedPrefix(config_);
-  if (!absl::StartsWith(key, reserved)) return true;
-  return key == SpecKey(config_) || key == MaintenanceKey(config_.cluster.name);
+  return KeptInDeltas(config_.cluster.name, key);
 }
 
 void DeltaWriter::Run() {

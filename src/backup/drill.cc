@@ -11,20 +11,25 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "backup/delta.h"
 #include "backup/pipeline.h"
 #include "common/files.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "common/subprocess.h"
 #include "etcd/bolt.h"
 #include "etcd/client.h"
+#include "etcd/keys.h"
 #include "etcd_rpc.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "etcd/restore_in_place.h"
@@ -89,6 +94,20 @@ void RemoveStaleScratch(const std::string& root) {
     if (pid > 0 && (::kill(pid, 0) == 0 || errno != ESRCH)) continue;  // still running
     fs::remove_all(e.path(), ec);
   }
+}
+
+void ReplayedRevisions::Add(int64_t scratch, int64_t live) {
+  const int64_t offset = live - scratch;
+  if (scratch <= last_) return;  // not a revision of its own
+  last_ = scratch;
+  if (!runs_.empty() && runs_.back().second == offset) return;
+  runs_.emplace_back(scratch, offset);
+}
+
+int64_t ReplayedRevisions::Live(int64_t scratch) const {
+  auto after = std::upper_bound(runs_.begin(), runs_.end(),
+                                std::make_pair(scratch, std::numeric_limits<int64_t>::max()));
+  return after == runs_.begin() ? scratch : scratch + std::prev(after)->second;
 }
 
 namespace {
@@ -173,11 +192,12 @@ using TxnFn =
 
 absl::StatusOr<etcdserverpb::RangeResponse> RangePage(const TxnFn& etcd, const std::string& from,
                                                       int64_t revision, int64_t limit,
-                                                      bool count_only = false) {
+                                                      bool count_only = false,
+                                                      const std::string& end = std::string(1, '\0')) {
   etcdserverpb::TxnRequest txn;
   auto* r = txn.add_success()->mutable_request_range();
   r->set_key(from);
-  r->set_range_end(std::string(1, '\0'));
+  r->set_range_end(end);
   r->set_limit(limit);
   r->set_revision(revision);
   r->set_count_only(count_only);
@@ -193,16 +213,59 @@ std::string Printable(const std::string& key) {
   return out;
 }
 
-// Every key of `drill` (at its head) against `live` at `revision`, page by page. A mismatch is
-// put in `*failure`; an error is the live cluster's or the drill's answer (compacted: OutOfRange
-// or a message saying so).
-absl::Status CompareAll(const TxnFn& drill, const TxnFn& live, int64_t revision, int64_t* keys,
-                        std::string* failure) {
-  std::string from(1, '\0');
+// What the drill compares: the scratch etcd at `drill_revision` (its head once the deltas are
+// in: a lease of the backup's expiring later changes nothing read) against the live cluster
+// at `revision`, the scratch's revisions translated by `map`.
+struct Sides {
+  const TxnFn& drill;
+  int64_t drill_revision;
+  const TxnFn& live;
+  int64_t revision;
+  const ReplayedRevisions& map;
+  // The key ranges [first, second) compared ("\0" as the end: every key after the first).
+  std::vector<std::pair<std::string, std::string>> ranges;
+  // Whether a key is compared at all (the sample's filter; the ranges say the same).
+  std::function<bool(const std::string&)> compared;
+};
+
+// The ranges a drill compares: every key without deltas; with them, what deltas keep (not the
+// agents' own status under the reserved prefix, which they do not store).
+std::vector<std::pair<std::string, std::string>> ComparedRanges(const std::string& cluster,
+                                                                bool deltas) {
+  const std::string all(1, '\0');
+  if (!deltas) return {{all, all}};
+  std::string reserved = ReservedPrefix(cluster);
+  std::string past = reserved;
+  past.back() = static_cast<char>(past.back() + 1);  // '/' + 1: just past the prefix
+  std::vector<std::pair<std::string, std::string>> out = {{all, reserved}, {past, all}};
+  for (const std::string& key : {SpecKey(cluster), MaintenanceKey(cluster)}) {
+    out.emplace_back(key, key + all);
+  }
+  return out;
+}
+
+// Every key of both sides, page by page. A mismatch is put in `*failure`; an error is the live
+// cluster's or the drill's answer (compacted: OutOfRange or a message saying so).
+absl::Status CompareRange(const Sides& at, const std::string& begin, const std::string& end,
+                          int64_t* keys, std::string* failure);
+
+absl::Status CompareAll(const Sides& at, int64_t* keys, std::string* failure) {
+  for (const auto& [begin, end] : at.ranges) {
+    if (absl::Status s = CompareRange(at, begin, end, keys, failure); !s.ok() || !failure->empty()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CompareRange(const Sides& at, const std::string& begin, const std::string& end,
+                          int64_t* keys, std::string* failure) {
+  const int64_t revision = at.revision;
+  std::string from = begin;
   while (true) {
-    auto want = RangePage(live, from, revision, kPage);
+    auto want = RangePage(at.live, from, revision, kPage, false, end);
     if (!want.ok()) return want.status();
-    auto got = RangePage(drill, from, 0, kPage);
+    auto got = RangePage(at.drill, from, at.drill_revision, kPage, false, end);
     if (!got.ok()) return Annotate(got.status(), "reading the scratch etcd");
     const int n = std::min(want->kvs_size(), got->kvs_size());
     for (int i = 0; i < n; ++i) {
@@ -216,9 +279,9 @@ absl::Status CompareAll(const TxnFn& drill, const TxnFn& live, int64_t revision,
             " at revision ", revision);
         return absl::OkStatus();
       }
-      if (w.mod_revision() != g.mod_revision() || w.value() != g.value()) {
+      if (w.mod_revision() != at.map.Live(g.mod_revision()) || w.value() != g.value()) {
         *failure = absl::StrCat("key ", Printable(w.key()), " differs at revision ", revision,
-                                ": the backup has it from revision ", g.mod_revision(),
+                                ": the backup has it from revision ", at.map.Live(g.mod_revision()),
                                 ", the live cluster from revision ", w.mod_revision());
         return absl::OkStatus();
       }
@@ -238,26 +301,27 @@ absl::Status CompareAll(const TxnFn& drill, const TxnFn& live, int64_t revision,
 
 // The live cluster no longer holds `revision`: keys it has not changed since must be as the
 // backup has them (a sample spread over the keyspace).
-absl::Status CompareSample(const TxnFn& drill, const TxnFn& live, size_t sample, int64_t total,
-                           int64_t* compared, std::string* failure) {
+absl::Status CompareSample(const Sides& at, size_t sample, int64_t total, int64_t* compared,
+                           std::string* failure) {
   const int64_t per = static_cast<int64_t>(std::max<size_t>(1, sample));
   const int64_t step = std::max<int64_t>(1, total / per);
   std::string from(1, '\0');
   int64_t index = 0;
   while (true) {
-    auto got = RangePage(drill, from, 0, kPage);
+    auto got = RangePage(at.drill, from, at.drill_revision, kPage);
     if (!got.ok()) return Annotate(got.status(), "reading the scratch etcd");
     for (const auto& g : got->kvs()) {
-      if (index++ % step != 0) continue;
+      if (!at.compared(g.key()) || index++ % step != 0) continue;
       etcdserverpb::TxnRequest txn;
       txn.add_success()->mutable_request_range()->set_key(g.key());
-      auto now = live(txn);
+      auto now = at.live(txn);
       if (!now.ok()) return now.status();
       const auto& r = now->responses(0).response_range();
-      if (r.kvs_size() == 0 || r.kvs(0).mod_revision() != g.mod_revision()) continue;  // changed
+      const int64_t changed = at.map.Live(g.mod_revision());
+      if (r.kvs_size() == 0 || r.kvs(0).mod_revision() != changed) continue;  // changed since
       if (r.kvs(0).value() != g.value()) {
         *failure = absl::StrCat("key ", Printable(g.key()), " (last changed at revision ",
-                                g.mod_revision(), ") has another value in the live cluster");
+                                changed, ") has another value in the live cluster");
         return absl::OkStatus();
       }
       ++*compared;
@@ -269,6 +333,104 @@ absl::Status CompareSample(const TxnFn& drill, const TxnFn& live, size_t sample,
 
 bool Compacted(const absl::Status& s) {
   return absl::IsOutOfRange(s) || absl::StrContains(s.message(), "compacted");
+}
+
+// The scratch etcd takes a delta's revision in one transaction, so its revisions keep
+// counting as the live cluster's did.
+constexpr int kScratchMaxOps = 10000;
+constexpr size_t kScratchMaxBytes = size_t{32} << 20;
+constexpr char kScratchRequestBytes[] = "41943040";  // the above, with room for the request
+
+// Keeps the leases the backup brought alive in the scratch etcd while deltas are replayed.
+// They were given their full TTL when it started, and a replay can outlast a short one; one
+// that expired would delete keys the live cluster still held at the revision compared (the
+// live cluster's own expiries come in the deltas, as deletes).
+class LeaseKeeper {
+ public:
+  explicit LeaseKeeper(const std::shared_ptr<grpc::Channel>& channel)
+      : stub_(etcdserverpb::Lease::NewStub(channel)), thread_([this] { Run(); }) {}
+  ~LeaseKeeper() {
+    {
+      MutexLock lock(&mu_);
+      stop_ = true;
+    }
+    cv_.NotifyAll();
+    thread_.join();
+  }
+
+ private:
+  void Run() {
+    while (true) {
+      {
+        MutexLock lock(&mu_);
+        if (cv_.WaitFor(&mu_, std::chrono::seconds(1), [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+              return stop_;
+            })) {
+          return;
+        }
+      }
+      KeepAll();
+    }
+  }
+  void KeepAll() {
+    auto deadline = [] { return std::chrono::system_clock::now() + std::chrono::seconds(5); };
+    grpc::ClientContext list;
+    list.set_deadline(deadline());
+    etcdserverpb::LeaseLeasesResponse leases;
+    if (!stub_->LeaseLeases(&list, {}, &leases).ok() || leases.leases_size() == 0) return;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(deadline());
+    auto stream = stub_->LeaseKeepAlive(&ctx);
+    for (const auto& l : leases.leases()) {
+      etcdserverpb::LeaseKeepAliveRequest req;
+      req.set_id(l.id());
+      etcdserverpb::LeaseKeepAliveResponse resp;
+      if (!stream->Write(req) || !stream->Read(&resp)) break;
+    }
+    stream->WritesDone();
+    (void)stream->Finish();  // a lost round is retried in a second
+  }
+
+  std::unique_ptr<etcdserverpb::Lease::Stub> stub_;
+  Mutex mu_;
+  CondVar cv_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+// Replays the deltas of `meta` up to `to_revision` into the scratch etcd, keys put under a
+// lease kept (without it), and records in `map` which live revision each of its revisions
+// holds; `*head` is its revision. A delta that does not check out is the drill's `*failure`.
+absl::Status ReplayInto(BackupStore& store, const BackupMeta& meta, int64_t to_revision,
+                        const TxnFn& drill, ReplayedRevisions* map, int64_t* head,
+                        std::string* failure) {
+  ReplayShape shape;
+  shape.keep_leased_puts = true;
+  shape.max_ops = kScratchMaxOps;
+  shape.max_bytes = kScratchMaxBytes;
+  bool broken = false;
+  absl::Status s = ForEachDeltaRevision(
+      store, meta, to_revision,
+      [&](const backup::DeltaRevision& r) -> absl::Status {
+        for (const etcdserverpb::TxnRequest& txn : RevisionTxns(r, shape)) {
+          auto done = drill(txn);
+          if (!done.ok()) {
+            return Annotate(done.status(),
+                            absl::StrCat("replaying revision ", r.revision(), " into the scratch etcd"));
+          }
+          if (const int64_t h = done->header().revision(); h > *head) {
+            map->Add(h, r.revision());
+            *head = h;
+          }
+        }
+        return absl::OkStatus();
+      },
+      &broken);
+  if (!s.ok() && broken) {
+    *failure = absl::StrCat("the backup's deltas do not check out: ", s.message());
+    return absl::OkStatus();
+  }
+  return s;
 }
 
 }  // namespace
@@ -344,7 +506,8 @@ absl::StatusOr<DrillResult> RunDrill(BackupStore& store, const std::string& clus
           {"--name", "drill", "--data-dir", data, "--listen-client-urls", client,
            "--advertise-client-urls", client, "--listen-peer-urls", peer,
            "--initial-advertise-peer-urls", peer, "--initial-cluster", "drill=" + peer,
-           "--initial-cluster-token", "steward-drill"},
+           "--initial-cluster-token", "steward-drill", "--max-txn-ops",
+           std::to_string(kScratchMaxOps), "--max-request-bytes", kScratchRequestBytes},
           log);
       !s.ok()) {
     return s;
@@ -388,27 +551,60 @@ absl::StatusOr<DrillResult> RunDrill(BackupStore& store, const std::string& clus
     return r;
   }
   r.start_ms = MsSince(t);
-  const int64_t total = count->count();
+
+  // The deltas, as far as they reach now.
+  t = Clock::now();
+  int64_t head = count->header().revision();
+  ReplayedRevisions map;
+  r.to_revision = meta.revision;
+  auto chain = ListDeltaChain(store, meta);
+  if (!chain.ok()) return Annotate(chain.status(), "listing the backup's deltas");
+  if (!chain->deltas.empty()) {
+    LeaseKeeper keeper(channel);
+    if (absl::Status s = ReplayInto(store, meta, chain->end_revision, drill, &map, &head,
+                                    &r.failure);
+        !s.ok()) {
+      return s;
+    }
+    if (!r.failure.empty()) return r;
+    r.deltas = static_cast<int64_t>(chain->deltas.size());
+    r.to_revision = chain->end_revision;
+  }
+  r.replay_ms = MsSince(t);
+  const std::string reached =
+      r.deltas == 0 ? absl::StrCat("revision ", r.to_revision)
+                    : absl::StrCat("revision ", r.to_revision, " (the backup's ", meta.revision,
+                                   " + ", r.deltas, " delta(s))");
+  auto total = RangePage(drill, std::string(1, '\0'), head, 0, /*count_only=*/true);
+  if (!total.ok()) return Annotate(total.status(), "counting the scratch etcd's keys");
 
   // What it serves against the live cluster.
   t = Clock::now();
   int64_t keys = 0;
-  absl::Status cmp = CompareAll(drill, live_txn, meta.revision, &keys, &r.failure);
+  const bool with_deltas = r.deltas > 0;
+  const Sides sides{drill, head, live_txn, r.to_revision, map,
+                    ComparedRanges(cluster, with_deltas), [&](const std::string& key) {
+                      return !with_deltas || KeptInDeltas(cluster, key);
+                    }};
+  absl::Status cmp = CompareAll(sides, &keys, &r.failure);
   if (cmp.ok() && r.failure.empty()) {
     r.compared = absl::StrCat("every key (", keys, ") with its value and revision matches the "
-                              "live cluster at revision ", meta.revision);
+                              "live cluster at ", reached,
+                              with_deltas ? " (the agents' own status keys, which deltas do not "
+                                            "keep, left out)"
+                                          : "");
   } else if (!cmp.ok() && Compacted(cmp)) {
     int64_t compared = 0;
     r.failure.clear();
-    cmp = CompareSample(drill, live_txn, options.sample, total, &compared, &r.failure);
+    cmp = CompareSample(sides, options.sample, total->count(), &compared, &r.failure);
     if (cmp.ok() && r.failure.empty()) {
-      r.compared = absl::StrCat("the live cluster is compacted past revision ", meta.revision,
-                                ": ", compared, " sampled key(s) it has not changed since match");
+      r.compared = absl::StrCat("the live cluster is compacted past ", reached, ": ", compared,
+                                " sampled key(s) it has not changed since match");
     }
   }
   if (!cmp.ok()) return Annotate(cmp, "comparing with the live cluster");
   r.compare_ms = MsSince(t);
-  r.keys = total;
+  r.keys = total->count();
   r.passed = r.failure.empty();
   return r;
 }
@@ -424,9 +620,11 @@ std::string DrillEtcdFor(const Config& config, const std::string& version) {
 absl::Status RecordDrill(BackupStore& store, const std::string& cluster, const DrillResult& r,
                          int64_t now_unix) {
   nlohmann::json j = {{"at", now_unix},       {"passed", r.passed},   {"skipped", r.skipped},
-                      {"revision", r.revision}, {"keys", r.keys},     {"compared", r.compared},
-                      {"failure", r.failure},   {"restore_ms", r.restore_ms},
-                      {"start_ms", r.start_ms}, {"compare_ms", r.compare_ms}};
+                      {"revision", r.revision}, {"deltas", r.deltas},
+                      {"to_revision", r.to_revision}, {"keys", r.keys},
+                      {"compared", r.compared}, {"failure", r.failure},
+                      {"restore_ms", r.restore_ms}, {"start_ms", r.start_ms},
+                      {"replay_ms", r.replay_ms}, {"compare_ms", r.compare_ms}};
   return store.Put(absl::StrCat(BackupsPrefix(cluster), r.backup, "/verified.json"), j.dump());
 }
 
@@ -440,7 +638,12 @@ std::string DescribeDrill(const std::string& verified_json) {
   if (gmtime_r(&tt, &tm) != nullptr) strftime(when, sizeof when, "%Y-%m-%d %H:%MZ", &tm);
   if (j.value("skipped", false)) return absl::StrCat("skipped ", when);
   if (!j.value("passed", false)) return absl::StrCat("FAILED ", when, ": ", j.value("failure", ""));
-  return absl::StrCat("ok ", when, " (", j.value("keys", int64_t{0}), " keys)");
+  const int64_t deltas = j.value("deltas", int64_t{0});
+  return absl::StrCat("ok ", when, " (", j.value("keys", int64_t{0}), " keys",
+                      deltas > 0 ? absl::StrCat(", +", deltas, " deltas to rev ",
+                                                j.value("to_revision", int64_t{0}))
+                                 : "",
+                      ")");
 }
 
 }  // namespace steward

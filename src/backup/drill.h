@@ -1,8 +1,9 @@
 // A restore drill: proves a backup restores by restoring it, not by its checksums alone. The
 // backup is fetched and checked (every hash), its DB walked page by page and restored in place
 // into a scratch data dir, a scratch etcd started on it (its own process on loopback ports
-// picked at random, lower CPU and I/O priority, killed with its parent), and what it serves is
-// compared with the live cluster at the backup's revision: every key, its value and the
+// picked at random, lower CPU and I/O priority, killed with its parent), the backup's deltas
+// replayed into it (each checked), and what it serves is compared with the live cluster at the
+// revision the deltas reach (the backup's own without deltas): every key, its value and the
 // revision that last changed it, page by page. If the live cluster is compacted past that
 // revision, keys the live cluster has not changed since are compared instead (a sample).
 // Nothing of the drill touches a member; the scratch dir is removed afterwards, and one left by
@@ -14,6 +15,8 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "backup/layout.h"
@@ -33,12 +36,32 @@ struct DrillOptions {
 struct DrillResult {
   std::string backup;
   int64_t revision = 0;  // the backup's
+  int64_t deltas = 0;    // deltas replayed after it
+  int64_t to_revision = 0;  // the revision compared: the deltas' last, else the backup's
   bool passed = false;
   bool skipped = false;   // not run (too little disk): `failure` says why
   std::string failure;    // why it failed or was skipped ("" when it passed)
   std::string compared;   // what was compared, for people
   int64_t keys = 0;       // keys the scratch etcd serves
-  int64_t restore_ms = 0, start_ms = 0, compare_ms = 0;
+  int64_t restore_ms = 0, start_ms = 0, replay_ms = 0, compare_ms = 0;
+};
+
+// Which live revision each revision of the scratch etcd stands for. The scratch etcd starts at
+// the backup's revision, and replaying a delta revision makes one revision of its own, or
+// several when a revision is split (etcd's request limits), or none when nothing changed: so
+// the two count alike until they do not. Kept as runs of a constant offset.
+class ReplayedRevisions {
+ public:
+  // The scratch etcd's revision `scratch` (after a transaction) holds live revision `live`.
+  void Add(int64_t scratch, int64_t live);
+  // The live revision of the scratch revision `scratch`; revisions from before the replay are
+  // the backup's own, the same in both.
+  int64_t Live(int64_t scratch) const;
+  size_t runs() const { return runs_.size(); }
+
+ private:
+  std::vector<std::pair<int64_t, int64_t>> runs_;  // (first scratch revision, live - scratch)
+  int64_t last_ = 0;  // the last scratch revision added
 };
 
 // Runs the drill of `meta` (a complete backup of `cluster` in `store`) against `live`, the

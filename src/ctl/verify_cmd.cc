@@ -16,6 +16,7 @@ namespace {
 
 struct VerifyArgs {
   std::string name;
+  bool latest = false;
   std::string scratch = "/var/tmp";
   std::string etcd;
 };
@@ -74,14 +75,20 @@ int RunVerifyBackup(const Common& c, const VerifyArgs& a) {
     nlohmann::json j = {{"backup", r->backup},         {"revision", r->revision},
                         {"passed", r->passed},         {"skipped", r->skipped},
                         {"failure", r->failure},       {"compared", r->compared},
+                        {"deltas", r->deltas},         {"to_revision", r->to_revision},
                         {"keys", r->keys},             {"restore_ms", r->restore_ms},
-                        {"start_ms", r->start_ms},     {"compare_ms", r->compare_ms}};
+                        {"start_ms", r->start_ms},     {"replay_ms", r->replay_ms},
+                        {"compare_ms", r->compare_ms}};
     std::cout << j.dump(2) << "\n";
   } else if (r->skipped) {
     std::cout << "backup " << r->backup << ": drill " << r->failure << "\n";
   } else {
     std::cout << "backup " << r->backup << ": restored in " << r->restore_ms
               << " ms, etcd served it after " << r->start_ms << " ms";
+    if (r->deltas > 0) {
+      std::cout << ", " << r->deltas << " delta(s) replayed to revision " << r->to_revision
+                << " in " << r->replay_ms << " ms";
+    }
     if (r->passed) std::cout << ", compared in " << r->compare_ms << " ms";
     std::cout << "\n"
               << (r->passed ? "PASSED: " + r->compared : "FAILED: " + r->failure) << "\n";
@@ -96,10 +103,14 @@ void AddVerifyCommands(CLI::App& app, Common* common, Commands* commands) {
   auto args = std::make_shared<VerifyArgs>();
   CLI::App* verify = app.add_subcommand(
       "verify-backup",
-      "restore drill: restore a backup (the newest by default) into a scratch etcd on loopback "
-      "and compare every key with the live cluster at the backup's revision");
+      "restore drill: restore a backup (the newest by default) and its deltas into a scratch "
+      "etcd on loopback and compare every key with the live cluster at the revision they reach");
   AddCommonFlags(verify, common, true);
-  verify->add_option("name", args->name, "the backup (see list-backups); default: the newest");
+  auto* name = verify->add_option("name", args->name,
+                                  "the backup (see list-backups); default: the newest");
+  verify->add_flag("--latest", args->latest,
+                   "the newest backup an automatic restore would take (the default)")
+      ->excludes(name);
   verify->add_option("--scratch", args->scratch,
                      "where the scratch data dir is made (needs the DB's size + 128 MiB free)");
   verify->add_option("--etcd", args->etcd,

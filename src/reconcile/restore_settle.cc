@@ -49,44 +49,19 @@ absl::Status ReplayDeltas(BackupStore& store, const std::string& cluster, const 
   if (!text.ok()) return Annotate(text.status(), "reading the backup's meta.json");
   auto meta = MetaFromJson(*text);
   if (!meta.ok()) return meta.status();
-  // etcd takes at most 128 operations (--max-txn-ops) and 1.5 MiB per request: a revision
-  // with more goes in several transactions; nobody sees the cluster before it is settled.
-  constexpr int kMaxOps = 100;
-  constexpr size_t kMaxBytes = 1u << 20;
+  // Nobody sees the cluster before it is settled, so a revision split in several
+  // transactions (etcd's request limits) is never seen half applied.
   return ForEachDeltaRevision(store, *meta, to_revision, [&](const backup::DeltaRevision& r) {
-    etcdserverpb::TxnRequest txn;
-    size_t bytes = 0;
-    // Only while the guard still names this replay: a coordinator that took over wrote its own,
-    // and a late transaction of this one must not put an older value over its replay.
-    auto guarded = [&] { RequireValue(txn, ReplayGuardKey(cluster), guard); };
-    guarded();
-    auto send = [&]() -> absl::Status {
-      if (txn.success_size() == 0) return absl::OkStatus();
+    for (etcdserverpb::TxnRequest& txn : RevisionTxns(r, ReplayShape{})) {
+      // Only while the guard still names this replay: a coordinator that took over wrote its
+      // own, and a late transaction of this one must not put an older value over its replay.
+      RequireValue(txn, ReplayGuardKey(cluster), guard);
       auto done = etcd.Txn(txn);
       if (!done.ok()) return Annotate(done.status(), absl::StrCat("replaying revision ", r.revision()));
       if (!done->succeeded()) {
         return absl::AbortedError("another coordinator took over replaying the deltas");
       }
-      txn.Clear();
-      guarded();
-      bytes = 0;
-      return absl::OkStatus();
-    };
-    for (const auto& e : r.events()) {
-      if (txn.success_size() >= kMaxOps || bytes + e.kv().key().size() + e.kv().value().size() > kMaxBytes) {
-        if (absl::Status s = send(); !s.ok()) return s;
-      }
-      // A key under a lease goes with it: the restore revokes every lease, as for the backup.
-      if (e.type() == etcdserverpb::Event::PUT && e.kv().lease() == 0) {
-        auto* put = txn.add_success()->mutable_request_put();
-        put->set_key(e.kv().key());
-        put->set_value(e.kv().value());
-      } else {
-        txn.add_success()->mutable_request_delete_range()->set_key(e.kv().key());
-      }
-      bytes += e.kv().key().size() + e.kv().value().size();
     }
-    if (absl::Status s = send(); !s.ok()) return s;
     ++*replayed;
     return absl::OkStatus();
   }, chain_broken);

@@ -30,7 +30,13 @@ namespace {
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
-enum Subnet { kTotalLoss = 38, kPointInTime = 39, kTamperedAndTime = 40, kBurst = 58 };
+enum Subnet {
+  kTotalLoss = 38,
+  kPointInTime = 39,
+  kTamperedAndTime = 40,
+  kBurst = 58,
+  kDrillWithDeltas = 253,
+};
 
 constexpr char kDeltas[] =
     "backup:\n  store: file://ROOT/backups\n  interval: 1h\n  delta_interval: 500ms\n";
@@ -427,6 +433,78 @@ TEST(DeltaTest, ABurstOfLargeWritesKeepsTheLeadersMemoryBoundedAndEveryWriteInTh
     }
   }
   EXPECT_EQ(wrong, 0u);
+}
+
+// Issue 34, part 1: a drill replays the backup's deltas and compares at the revision they reach,
+// not at the full backup's: the writes after it (a put under a lease, a revision of 120 puts, a
+// delete) are proven too, across the revisions the deltas skip (the agents' own writes). A
+// delta damaged in the store fails the drill and says so.
+TEST(DeltaTest, ADrillReplaysTheDeltasAndComparesAtTheRevisionTheyReach) {
+  TestCluster c(kDrillWithDeltas, 3, 3, kFastLeader, kDeltas);
+  const std::string base = StartWithABackup(c);
+  ASSERT_FALSE(base.empty()) << c.Logs();
+  EtcdClient w = c.Client(c.ClientUrls());
+  auto lease = w.LeaseGrant(600s);
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  etcdserverpb::TxnRequest leased;
+  auto* put = leased.add_success()->mutable_request_put();
+  put->set_key("/it/leased");
+  put->set_value("under a lease");
+  put->set_lease(*lease);
+  ASSERT_TRUE(w.Txn(leased).ok());
+  etcdserverpb::TxnRequest many;
+  for (int i = 0; i < 120; ++i) {
+    auto* p = many.add_success()->mutable_request_put();
+    p->set_key(absl::StrCat("/it/many/", i));
+    p->set_value(std::string(100, 'a' + i % 26));
+  }
+  ASSERT_TRUE(w.Txn(many).ok());
+  Write(c, "/it/gone", std::nullopt);
+  const int64_t first = Write(c, "/it/over", "new");
+  ASSERT_TRUE(WaitChainReaches(c, base, first)) << Chain(c, base).dump() << c.Logs();
+  std::this_thread::sleep_for(1500ms);  // the agents write their own status meanwhile
+  const int64_t last = Write(c, "/it/last", "the last write");
+  ASSERT_TRUE(WaitChainReaches(c, base, last)) << Chain(c, base).dump() << c.Logs();
+
+  const std::string scratch = c.Root() + "/scratch";
+  RunResult ok = c.Ctl({"verify-backup", "--latest", "--scratch", scratch, "-o", "json"}, true,
+                       120s);
+  ASSERT_EQ(ok.exit_code, 0) << ok.output << c.Logs();
+  // The JSON after the line the drill starts with (on stderr).
+  auto j = nlohmann::json::parse(ok.output.substr(std::min(ok.output.find("\n{"), ok.output.size())),
+                                 nullptr, false);
+  ASSERT_TRUE(j.is_object()) << ok.output;
+  EXPECT_EQ(j.value("backup", ""), base);
+  EXPECT_GE(j.value("deltas", 0), 1) << ok.output;
+  EXPECT_GE(j.value("to_revision", int64_t{0}), last) << "compared at the deltas' end\n"
+                                                       << ok.output;
+  EXPECT_GT(j.value("to_revision", int64_t{0}), j.value("revision", int64_t{0})) << ok.output;
+  EXPECT_NE(j.value("compared", "").find("every key"), std::string::npos) << ok.output;
+  EXPECT_NE(j.value("compared", "").find("delta(s))"), std::string::npos) << ok.output;
+  RunResult list = c.Ctl({"list-backups"});
+  EXPECT_NE(list.output.find("deltas to rev"), std::string::npos) << list.output;
+
+  // One delta damaged in the store: the drill fails and names it.
+  const std::string damaged = DeltaHolding(c, kDrillWithDeltas, base, last);
+  ASSERT_FALSE(damaged.empty()) << "no delta of " << base << " holds revision " << last;
+  {
+    std::fstream f(damaged, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(0, std::ios::end);
+    const std::streamoff size = f.tellg();
+    ASSERT_GT(size, 8);
+    f.seekp(size / 2);
+    f.write("\x5a\x5a", 2);
+  }
+  RunResult failed = c.Ctl({"verify-backup", base, "--scratch", scratch}, true, 120s);
+  EXPECT_EQ(failed.exit_code, 1) << failed.output;
+  EXPECT_NE(failed.output.find("FAILED: the backup's deltas do not check out"), std::string::npos)
+      << failed.output;
+  EXPECT_NE(failed.output.find("sha256 mismatch"), std::string::npos) << failed.output;
+  size_t left = 0;
+  for (const auto& e : fs::directory_iterator(scratch)) {
+    left += e.path().filename().string().rfind("steward-drill-", 0) == 0;
+  }
+  EXPECT_EQ(left, 0u) << "the scratch dir is removed";
 }
 
 }  // namespace

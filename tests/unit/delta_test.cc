@@ -673,5 +673,57 @@ TEST(PointTimeTest, TakesUtcOrUnixSecondsAndRefusesMillisecondsAndTheFuture) {
   EXPECT_FALSE(ParsePointTime("2999-01-01T00:00:00Z").ok()) << "the future";
 }
 
+// A revision's events become transactions: in order, split at etcd's limits; a put under a
+// lease is a delete for a restore (which revokes every lease) and a plain put for a drill.
+TEST(RevisionTxnsTest, SplitsAtTheLimitsAndTreatsLeasedPutsAsAsked) {
+  backup::DeltaRevision r;
+  r.set_revision(7);
+  for (int i = 0; i < 5; ++i) {
+    auto* e = r.add_events();
+    e->set_type(etcdserverpb::Event::PUT);
+    e->mutable_kv()->set_key("k" + std::to_string(i));
+    e->mutable_kv()->set_value(std::string(10, 'v'));
+    if (i == 1) e->mutable_kv()->set_lease(42);
+  }
+  auto* del = r.add_events();
+  del->set_type(etcdserverpb::Event::DELETE);
+  del->mutable_kv()->set_key("gone");
+
+  auto restore = RevisionTxns(r, ReplayShape{});
+  ASSERT_EQ(restore.size(), 1u);
+  ASSERT_EQ(restore[0].success_size(), 6);
+  EXPECT_TRUE(restore[0].success(1).has_request_delete_range()) << "the leased key goes";
+  EXPECT_EQ(restore[0].success(1).request_delete_range().key(), "k1");
+  EXPECT_TRUE(restore[0].success(5).has_request_delete_range());
+
+  ReplayShape drill;
+  drill.keep_leased_puts = true;
+  drill.max_ops = 4;
+  auto kept = RevisionTxns(r, drill);
+  ASSERT_EQ(kept.size(), 2u) << "6 operations at 4 a transaction";
+  EXPECT_EQ(kept[0].success_size(), 4);
+  EXPECT_EQ(kept[1].success_size(), 2);
+  ASSERT_TRUE(kept[0].success(1).has_request_put()) << "the leased key stays, without its lease";
+  EXPECT_EQ(kept[0].success(1).request_put().lease(), 0);
+  EXPECT_EQ(kept[1].success(1).request_delete_range().key(), "gone") << "order kept";
+
+  ReplayShape small;
+  small.max_bytes = 25;  // two of the 12-byte puts a transaction
+  auto by_size = RevisionTxns(r, small);
+  ASSERT_EQ(by_size.size(), 3u);
+  EXPECT_EQ(by_size[0].success_size(), 2);
+  EXPECT_EQ(by_size[2].success_size(), 2);
+  EXPECT_TRUE(RevisionTxns(backup::DeltaRevision{}, ReplayShape{}).empty());
+}
+
+TEST(RevisionTxnsTest, DeltasKeepEverythingButTheAgentsOwnStatus) {
+  EXPECT_TRUE(KeptInDeltas("demo", "/registry/pods/a"));
+  EXPECT_TRUE(KeptInDeltas("demo", "/steward/other/status")) << "another cluster's prefix";
+  EXPECT_TRUE(KeptInDeltas("demo", "/steward/demo/spec"));
+  EXPECT_TRUE(KeptInDeltas("demo", "/steward/demo/maintenance"));
+  EXPECT_FALSE(KeptInDeltas("demo", "/steward/demo/status"));
+  EXPECT_FALSE(KeptInDeltas("demo", "/steward/demo/events/00000001"));
+}
+
 }  // namespace
 }  // namespace steward

@@ -134,5 +134,28 @@ TEST_F(DrillScheduleTest, AKilledDrillsScratchDirIsRemovedAtStart) {
   EXPECT_TRUE(std::filesystem::exists(mine)) << "a live process's drill is left alone";
 }
 
+// The scratch etcd's revisions, translated to the live cluster's: equal until the replay
+// starts, then offset by the revisions the deltas skip (the agents' own writes) and by the
+// extra ones a split revision makes.
+TEST(ReplayedRevisionsTest, TranslatesTheScratchRevisionsToTheLiveOnes) {
+  ReplayedRevisions map;
+  EXPECT_EQ(map.Live(90), 90) << "before any replay: the backup's own revisions";
+  map.Add(101, 101);  // live 101 -> scratch 101
+  map.Add(102, 104);  // live 102..103 were the agents' own: skipped
+  map.Add(103, 105);  // same offset: no new run
+  map.Add(104, 106);  // live 106 split in two transactions...
+  map.Add(105, 106);
+  map.Add(106, 107);  // ...so later ones are one behind again
+  map.Add(106, 900);  // a scratch revision not past the last: ignored
+  EXPECT_EQ(map.runs(), 3u);
+  EXPECT_EQ(map.Live(100), 100);
+  EXPECT_EQ(map.Live(101), 101);
+  EXPECT_EQ(map.Live(102), 104);
+  EXPECT_EQ(map.Live(103), 105);
+  EXPECT_EQ(map.Live(104), 106);
+  EXPECT_EQ(map.Live(105), 106);
+  EXPECT_EQ(map.Live(106), 107);
+}
+
 }  // namespace
 }  // namespace steward
