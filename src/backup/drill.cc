@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <functional>
+#include <future>
 #include <fstream>
 #include <limits>
 #include <random>
@@ -193,11 +194,13 @@ using TxnFn =
 absl::StatusOr<etcdserverpb::RangeResponse> RangePage(const TxnFn& etcd, const std::string& from,
                                                       int64_t revision, int64_t limit,
                                                       bool count_only = false,
-                                                      const std::string& end = std::string(1, '\0')) {
+                                                      const std::string& end = std::string(1, '\0'),
+                                                      bool keys_only = false) {
   etcdserverpb::TxnRequest txn;
   auto* r = txn.add_success()->mutable_request_range();
   r->set_key(from);
   r->set_range_end(end);
+  r->set_keys_only(keys_only);
   r->set_limit(limit);
   r->set_revision(revision);
   r->set_count_only(count_only);
@@ -226,6 +229,9 @@ struct Sides {
   std::vector<std::pair<std::string, std::string>> ranges;
   // Whether a key is compared at all (the sample's filter; the ranges say the same).
   std::function<bool(const std::string&)> compared;
+  // -1: every value is compared. Else etcd's hash has proven both sides equal up to this
+  // revision: keys and revisions are compared, and values only of keys changed after it.
+  int64_t values_after = -1;
 };
 
 // The ranges a drill compares: every key without deltas; with them, what deltas keep (not the
@@ -249,6 +255,54 @@ std::vector<std::pair<std::string, std::string>> ComparedRanges(const std::strin
 absl::Status CompareRange(const Sides& at, const std::string& begin, const std::string& end,
                           int64_t* keys, std::string* failure);
 
+// The number of keys on both sides (from etcd's index: no value is read).
+absl::Status CompareCounts(const Sides& at, int64_t drill_count, int64_t* keys,
+                           std::string* failure) {
+  auto want = RangePage(at.live, std::string(1, '\0'), at.revision, 0, /*count_only=*/true);
+  if (!want.ok()) return want.status();
+  *keys = drill_count;
+  if (want->count() != drill_count) {
+    *failure = absl::StrCat("the backup holds ", drill_count, " keys, the live cluster ",
+                            want->count(), " at revision ", at.revision);
+  }
+  return absl::OkStatus();
+}
+
+// The values of `keys` on both sides, a hundred keys a transaction.
+absl::Status CompareValues(const Sides& at, const std::vector<std::string>& keys,
+                           std::string* failure) {
+  constexpr size_t kBatch = 100;
+  for (size_t first = 0; first < keys.size(); first += kBatch) {
+    etcdserverpb::TxnRequest live_txn, drill_txn;
+    const size_t last = std::min(keys.size(), first + kBatch);
+    for (size_t i = first; i < last; ++i) {
+      auto* l = live_txn.add_success()->mutable_request_range();
+      l->set_key(keys[i]);
+      l->set_revision(at.revision);
+      auto* d = drill_txn.add_success()->mutable_request_range();
+      d->set_key(keys[i]);
+      d->set_revision(at.drill_revision);
+    }
+    auto want = at.live(live_txn);
+    if (!want.ok()) return want.status();
+    auto got = at.drill(drill_txn);
+    if (!got.ok()) return Annotate(got.status(), "reading the scratch etcd");
+    if (want->responses_size() != got->responses_size()) {
+      return absl::InternalError("a transaction of ranges answered short");
+    }
+    for (int i = 0; i < want->responses_size(); ++i) {
+      const auto& w = want->responses(i).response_range();
+      const auto& g = got->responses(i).response_range();
+      if (w.kvs_size() != 1 || g.kvs_size() != 1 || w.kvs(0).value() != g.kvs(0).value()) {
+        *failure = absl::StrCat("key ", Printable(keys[first + i]), " has another value in the ",
+                                "backup than in the live cluster at revision ", at.revision);
+        return absl::OkStatus();
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CompareAll(const Sides& at, int64_t* keys, std::string* failure) {
   for (const auto& [begin, end] : at.ranges) {
     if (absl::Status s = CompareRange(at, begin, end, keys, failure); !s.ok() || !failure->empty()) {
@@ -261,13 +315,15 @@ absl::Status CompareAll(const Sides& at, int64_t* keys, std::string* failure) {
 absl::Status CompareRange(const Sides& at, const std::string& begin, const std::string& end,
                           int64_t* keys, std::string* failure) {
   const int64_t revision = at.revision;
+  const bool keys_only = at.values_after >= 0;
   std::string from = begin;
   while (true) {
-    auto want = RangePage(at.live, from, revision, kPage, false, end);
+    auto want = RangePage(at.live, from, revision, kPage, false, end, keys_only);
     if (!want.ok()) return want.status();
-    auto got = RangePage(at.drill, from, at.drill_revision, kPage, false, end);
+    auto got = RangePage(at.drill, from, at.drill_revision, kPage, false, end, keys_only);
     if (!got.ok()) return Annotate(got.status(), "reading the scratch etcd");
     const int n = std::min(want->kvs_size(), got->kvs_size());
+    std::vector<std::string> changed;  // since values_after: their values are read next
     for (int i = 0; i < n; ++i) {
       const auto& w = want->kvs(i);
       const auto& g = got->kvs(i);
@@ -279,12 +335,21 @@ absl::Status CompareRange(const Sides& at, const std::string& begin, const std::
             " at revision ", revision);
         return absl::OkStatus();
       }
-      if (w.mod_revision() != at.map.Live(g.mod_revision()) || w.value() != g.value()) {
+      if (w.mod_revision() != at.map.Live(g.mod_revision())) {
         *failure = absl::StrCat("key ", Printable(w.key()), " differs at revision ", revision,
                                 ": the backup has it from revision ", at.map.Live(g.mod_revision()),
                                 ", the live cluster from revision ", w.mod_revision());
         return absl::OkStatus();
       }
+      if (w.value() != g.value()) {
+        *failure = absl::StrCat("key ", Printable(w.key()), " has another value in the backup ",
+                                "than in the live cluster at revision ", revision);
+        return absl::OkStatus();
+      }
+      if (keys_only && w.mod_revision() > at.values_after) changed.push_back(w.key());
+    }
+    if (absl::Status s = CompareValues(at, changed, failure); !s.ok() || !failure->empty()) {
+      return s;
     }
     *keys += n;
     if (want->kvs_size() != got->kvs_size() || want->more() != got->more()) {
@@ -398,6 +463,62 @@ class LeaseKeeper {
   std::thread thread_;
 };
 
+// What etcd's own hash says of the base: HashKV of the scratch etcd and of the live cluster at
+// the backup's revision. HashKV hashes what compaction keeps, so the scratch etcd is first
+// compacted as far as the live cluster is. `equal` only when both hashes were had, over the
+// same compaction, and match; `note` says why not otherwise.
+struct BaseHash {
+  bool equal = false;
+  std::string note;
+};
+BaseHash HashBase(const std::shared_ptr<grpc::Channel>& channel,
+                  const absl::StatusOr<EtcdApi::KvHash>& theirs, int64_t revision) {
+  BaseHash out;
+  if (!theirs.ok()) {
+    out.note = absl::StrCat("the live cluster gave no KV hash at revision ", revision, " (",
+                            theirs.status().message(), ")");
+    return out;
+  }
+  auto maintenance = etcdserverpb::Maintenance::NewStub(channel);
+  auto hash = [&]() -> absl::StatusOr<etcdserverpb::HashKVResponse> {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+    etcdserverpb::HashKVRequest req;
+    req.set_revision(revision);
+    etcdserverpb::HashKVResponse resp;
+    grpc::Status gs = maintenance->HashKV(&ctx, req, &resp);
+    if (!gs.ok()) return absl::UnavailableError(absl::StrCat("HashKV: ", gs.error_message()));
+    return resp;
+  };
+  auto ours = hash();
+  if (ours.ok() && ours->compact_revision() < theirs->compact_revision) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+    etcdserverpb::CompactionRequest req;
+    req.set_revision(theirs->compact_revision);
+    req.set_physical(true);
+    etcdserverpb::CompactionResponse resp;
+    if (grpc::Status gs = etcdserverpb::KV::NewStub(channel)->Compact(&ctx, req, &resp); !gs.ok()) {
+      out.note = absl::StrCat("the scratch etcd could not be compacted to the live cluster's ",
+                              theirs->compact_revision, " (", gs.error_message(), ")");
+      return out;
+    }
+    ours = hash();
+  }
+  if (!ours.ok()) {
+    out.note = absl::StrCat("the scratch etcd gave no KV hash (", ours.status().message(), ")");
+  } else if (ours->compact_revision() != theirs->compact_revision) {
+    out.note = absl::StrCat("the backup is compacted at revision ", ours->compact_revision(),
+                            ", the live cluster at ", theirs->compact_revision);
+  } else if (ours->hash() != theirs->hash) {
+    out.note = absl::StrCat("etcd's KV hash at revision ", revision, " differs (the backup's ",
+                            ours->hash(), ", the live cluster's ", theirs->hash, ")");
+  } else {
+    out.equal = true;
+  }
+  return out;
+}
+
 // Replays the deltas of `meta` up to `to_revision` into the scratch etcd, keys put under a
 // lease kept (without it), and records in `map` which live revision each of its revisions
 // holds; `*head` is its revision. A delta that does not check out is the drill's `*failure`.
@@ -468,6 +589,13 @@ absl::StatusOr<DrillResult> RunDrill(BackupStore& store, const std::string& clus
   const std::string data = dir + "/data";
   fs::create_directories(data + "/member/snap", ec);
   if (ec) return absl::InternalError(absl::StrCat("making ", data, ": ", ec.message()));
+
+  // The live cluster's hash at the backup's revision, asked for now: a member scans its DB
+  // for it (as etcd's own corruption check does) while this one restores the backup.
+  std::future<absl::StatusOr<EtcdApi::KvHash>> live_hash =
+      std::async(std::launch::async, [&live, revision = meta.revision] {
+        return live.HashKV(revision, std::chrono::seconds(120));
+      });
 
   // Fetched and checked as a restore fetches it, then walked and restored in place.
   auto t = Clock::now();
@@ -552,6 +680,11 @@ absl::StatusOr<DrillResult> RunDrill(BackupStore& store, const std::string& clus
   }
   r.start_ms = MsSince(t);
 
+  // The base, by etcd's own hash where both sides give one.
+  t = Clock::now();
+  const BaseHash base = HashBase(channel, live_hash.get(), meta.revision);
+  r.hash_ms = MsSince(t);
+
   // The deltas, as far as they reach now.
   t = Clock::now();
   int64_t head = count->header().revision();
@@ -585,14 +718,25 @@ absl::StatusOr<DrillResult> RunDrill(BackupStore& store, const std::string& clus
   const Sides sides{drill, head, live_txn, r.to_revision, map,
                     ComparedRanges(cluster, with_deltas), [&](const std::string& key) {
                       return !with_deltas || KeptInDeltas(cluster, key);
-                    }};
-  absl::Status cmp = CompareAll(sides, &keys, &r.failure);
+                    },
+                    base.equal ? meta.revision : -1};
+  // Without deltas an equal hash proves every revision up to the one compared, keys and
+  // deletions included: the pages would read the whole DB again on both sides (etcd reads a
+  // value even for a keys-only range) to prove nothing more. The counts are still compared.
+  absl::Status cmp = base.equal && !with_deltas
+                         ? CompareCounts(sides, total->count(), &keys, &r.failure)
+                         : CompareAll(sides, &keys, &r.failure);
   if (cmp.ok() && r.failure.empty()) {
-    r.compared = absl::StrCat("every key (", keys, ") with its value and revision matches the "
-                              "live cluster at ", reached,
-                              with_deltas ? " (the agents' own status keys, which deltas do not "
-                                            "keep, left out)"
-                                          : "");
+    r.compared = absl::StrCat(
+        "every key (", keys, ") with its value and revision matches the live cluster at ",
+        reached,
+        base.equal ? absl::StrCat(": etcd's KV hash at revision ", meta.revision,
+                                  " is the live cluster's",
+                                  with_deltas ? ", then every key and revision and the values "
+                                                "changed since"
+                                              : " and so is the count")
+                   : absl::StrCat(" (", base.note, ")"),
+        with_deltas ? "; the agents' own status keys, which deltas do not keep, left out" : "");
   } else if (!cmp.ok() && Compacted(cmp)) {
     int64_t compared = 0;
     r.failure.clear();
@@ -624,7 +768,8 @@ absl::Status RecordDrill(BackupStore& store, const std::string& cluster, const D
                       {"to_revision", r.to_revision}, {"keys", r.keys},
                       {"compared", r.compared}, {"failure", r.failure},
                       {"restore_ms", r.restore_ms}, {"start_ms", r.start_ms},
-                      {"replay_ms", r.replay_ms}, {"compare_ms", r.compare_ms}};
+                      {"hash_ms", r.hash_ms},   {"replay_ms", r.replay_ms},
+                      {"compare_ms", r.compare_ms}};
   return store.Put(absl::StrCat(BackupsPrefix(cluster), r.backup, "/verified.json"), j.dump());
 }
 

@@ -4,7 +4,9 @@
 // picked at random, lower CPU and I/O priority, killed with its parent), the backup's deltas
 // replayed into it (each checked), and what it serves is compared with the live cluster at the
 // revision the deltas reach (the backup's own without deltas): every key, its value and the
-// revision that last changed it, page by page. If the live cluster is compacted past that
+// revision that last changed it, page by page. Where etcd's KV hash of the scratch etcd at the
+// backup's revision is the live cluster's, that proves every value up to it, and the pages
+// carry keys and revisions only, with the values of keys changed since read one by one. If the live cluster is compacted past that
 // revision, keys the live cluster has not changed since are compared instead (a sample).
 // Nothing of the drill touches a member; the scratch dir is removed afterwards, and one left by
 // a drill that was killed is removed by the next.
@@ -43,7 +45,7 @@ struct DrillResult {
   std::string failure;    // why it failed or was skipped ("" when it passed)
   std::string compared;   // what was compared, for people
   int64_t keys = 0;       // keys the scratch etcd serves
-  int64_t restore_ms = 0, start_ms = 0, replay_ms = 0, compare_ms = 0;
+  int64_t restore_ms = 0, start_ms = 0, hash_ms = 0, replay_ms = 0, compare_ms = 0;
 };
 
 // Which live revision each revision of the scratch etcd stands for. The scratch etcd starts at

@@ -77,7 +77,8 @@ int RunVerifyBackup(const Common& c, const VerifyArgs& a) {
                         {"failure", r->failure},       {"compared", r->compared},
                         {"deltas", r->deltas},         {"to_revision", r->to_revision},
                         {"keys", r->keys},             {"restore_ms", r->restore_ms},
-                        {"start_ms", r->start_ms},     {"replay_ms", r->replay_ms},
+                        {"start_ms", r->start_ms},     {"hash_ms", r->hash_ms},
+                        {"replay_ms", r->replay_ms},
                         {"compare_ms", r->compare_ms}};
     std::cout << j.dump(2) << "\n";
   } else if (r->skipped) {

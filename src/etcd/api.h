@@ -142,6 +142,17 @@ class EtcdApi {
   }
 
   // --- one endpoint ---
+  // Maintenance.HashKV of whichever member answers: etcd's hash of its MVCC keys and values
+  // from after its compaction revision up to `revision`, and that compaction revision.
+  // Unimplemented by default (the simulation's etcd and the test fakes have none).
+  struct KvHash {
+    uint32_t hash = 0;
+    int64_t compact_revision = 0;
+  };
+  virtual absl::StatusOr<KvHash> HashKV(int64_t /*revision*/,
+                                        std::chrono::milliseconds /*timeout*/) {
+    return absl::UnimplementedError("no HashKV");
+  }
   virtual absl::StatusOr<MemberStatus> Status(const std::string& endpoint,
                                               std::chrono::milliseconds timeout) = 0;
   // Streams a snapshot of `endpoint`'s backend to `sink` (the last 32 bytes of the stream are

@@ -820,6 +820,19 @@ absl::Status EtcdClient::Compact(int64_t revision, bool physical,
   });
 }
 
+absl::StatusOr<EtcdApi::KvHash> EtcdClient::HashKV(int64_t revision,
+                                                  std::chrono::milliseconds timeout) {
+  etcdserverpb::HashKVRequest req;
+  req.set_revision(revision);
+  etcdserverpb::HashKVResponse resp;
+  absl::Status s = CallAny("HashKV", true, [&](Stubs& st, grpc::ClientContext& ctx) {
+    ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+    return st.maintenance->HashKV(&ctx, req, &resp);
+  });
+  if (!s.ok()) return s;
+  return KvHash{resp.hash(), resp.compact_revision()};
+}
+
 absl::Status EtcdClient::Defragment(const std::string& endpoint,
                                     std::chrono::milliseconds timeout) {
   grpc::ClientContext ctx;

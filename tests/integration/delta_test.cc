@@ -481,6 +481,8 @@ TEST(DeltaTest, ADrillReplaysTheDeltasAndComparesAtTheRevisionTheyReach) {
   EXPECT_GT(j.value("to_revision", int64_t{0}), j.value("revision", int64_t{0})) << ok.output;
   EXPECT_NE(j.value("compared", "").find("every key"), std::string::npos) << ok.output;
   EXPECT_NE(j.value("compared", "").find("delta(s))"), std::string::npos) << ok.output;
+  EXPECT_NE(j.value("compared", "").find("and the values changed since"), std::string::npos)
+      << "the base by etcd's hash, the deltas' changes value by value\n" << ok.output;
   RunResult list = c.Ctl({"list-backups"});
   EXPECT_NE(list.output.find("deltas to rev"), std::string::npos) << list.output;
 
