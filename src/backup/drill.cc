@@ -749,6 +749,11 @@ absl::StatusOr<DrillResult> RunDrill(BackupStore& store, const std::string& clus
   if (!cmp.ok()) return Annotate(cmp, "comparing with the live cluster");
   r.compare_ms = MsSince(t);
   r.keys = total->count();
+  if (r.failure.empty() && !chain->stopped.empty()) {
+    // What is there matches, but a restore now would stop where the chain does.
+    r.failure = absl::StrCat(r.compared, "; but the backup's deltas stop at revision ",
+                             chain->end_revision, ": ", chain->stopped);
+  }
   r.passed = r.failure.empty();
   return r;
 }

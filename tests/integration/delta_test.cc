@@ -502,6 +502,19 @@ TEST(DeltaTest, ADrillReplaysTheDeltasAndComparesAtTheRevisionTheyReach) {
   EXPECT_NE(failed.output.find("FAILED: the backup's deltas do not check out"), std::string::npos)
       << failed.output;
   EXPECT_NE(failed.output.find("sha256 mismatch"), std::string::npos) << failed.output;
+
+  // The delta before it gone from the store (its meta): the chain has a gap, and a restore now
+  // would stop before it, so the drill fails even though what is there matches.
+  const std::string earlier = DeltaHolding(c, kDrillWithDeltas, base, first);
+  ASSERT_FALSE(earlier.empty());
+  ASSERT_NE(earlier, damaged) << "the first and the last write must be in different deltas";
+  const std::string earlier_meta =
+      earlier.substr(0, earlier.size() - std::string(".delta.zst").size()) + ".json";
+  ASSERT_TRUE(fs::remove(earlier_meta)) << earlier_meta;
+  RunResult gap = c.Ctl({"verify-backup", base, "--scratch", scratch}, true, 120s);
+  EXPECT_EQ(gap.exit_code, 1) << gap.output;
+  EXPECT_NE(gap.output.find("but the backup's deltas stop at revision"), std::string::npos)
+      << gap.output;
   size_t left = 0;
   for (const auto& e : fs::directory_iterator(scratch)) {
     left += e.path().filename().string().rfind("steward-drill-", 0) == 0;
