@@ -139,19 +139,10 @@ Agent::Agent(Config config) : config_(std::move(config)) {
       [disk](const std::string& text) { return disk->Write(Marker::kLeaderTerm, text); });
 }
 
-absl::Status Agent::Wire() {
-  // Credentials first: every client and server below uses them.
-  std::shared_ptr<grpc::ChannelCredentials> client_creds;
-  std::shared_ptr<grpc::ServerCredentials> server_creds = grpc::InsecureServerCredentials();
-  if (config_.tls.enabled()) {
-    const TlsPaths t = config_.Tls();
-    auto cc = TlsChannelCredentials(t.ca, t.client_cert, t.client_key);
-    if (!cc.ok()) return Annotate(cc.status(), "tls");
-    auto sc = TlsServerCredentials(t.ca, t.agent_cert, t.agent_key);
-    if (!sc.ok()) return Annotate(sc.status(), "tls");
-    client_creds = *cc;
-    server_creds = *sc;
-  }
+// Wire's parts, in the order they run: each one uses what the ones before it built.
+
+// The etcd clients, the other agents' clients, the leadership and the backup store.
+absl::Status Agent::WireClients(const std::shared_ptr<grpc::ChannelCredentials>& client_creds) {
   // The other members: the other nodes' etcd, and while adopting the adopted cluster's.
   std::vector<std::string> others;
   for (const auto& url : config_.ClusterClientUrls()) {
@@ -190,6 +181,11 @@ absl::Status Agent::Wire() {
   } else {
     return Annotate(store.status(), "backup.store");
   }
+  return absl::OkStatus();
+}
+
+// This node: its disk, runner and clients, as LocalNode sees them.
+void Agent::WireNode() {
   LocalNodeEnv node_env;
   node_env.disk = disk_.get();
   node_env.runner = runner_.get();
@@ -228,6 +224,10 @@ absl::Status Agent::Wire() {
     if (history_) history_->Append(0, action, reason, result);
   };
   node_ = std::make_unique<LocalNode>(config_, std::move(node_env));
+}
+
+// The peer API and the history it records orders in.
+void Agent::WireServer(const std::shared_ptr<grpc::ServerCredentials>& server_creds) {
   server_ = std::make_unique<PeerServer>(
       config_.AgentAddress(config_.self()), node_.get(), terms_.get(), server_creds,
       config_.tls.enabled() ? std::optional<std::string>(config_.cluster.name) : std::nullopt);
@@ -245,19 +245,25 @@ absl::Status Agent::Wire() {
     e.result = result.ok() ? "ok" : absl::StrCat("failed: ", result.message());
     history_->Append(std::move(e));
   });
-  if (store_) {
-    backups_ = std::make_unique<BackupScheduler>(config_, store_.get(), cluster_client_.get());
-    if (config_.backup.drill_interval.count() > 0) WireDrills();
-    ControlEnv env = RealControlEnv(config_, client_creds, canceller_);
-    env.stopping = [this] { return Stopping(); };
-    restorer_ = std::make_unique<RestoreCoordinator>(config_, store_.get(), cluster_client_.get(),
-                                                     std::move(env));
-    restorer_->SetHistory(history_.get());
-    if (config_.backup.delta_interval.count() > 0) {
-      deltas_ = std::make_unique<DeltaWriter>(config_, store_.get(), cluster_client_.get(),
-                                              [this] { return leading_.load(); });
-    }
+}
+
+// Backups, drills, the restore coordinator and delta backups (with a backup store).
+void Agent::WireBackups(const std::shared_ptr<grpc::ChannelCredentials>& client_creds) {
+  backups_ = std::make_unique<BackupScheduler>(config_, store_.get(), cluster_client_.get());
+  if (config_.backup.drill_interval.count() > 0) WireDrills();
+  ControlEnv env = RealControlEnv(config_, client_creds, canceller_);
+  env.stopping = [this] { return Stopping(); };
+  restorer_ = std::make_unique<RestoreCoordinator>(config_, store_.get(), cluster_client_.get(),
+                                                   std::move(env));
+  restorer_->SetHistory(history_.get());
+  if (config_.backup.delta_interval.count() > 0) {
+    deltas_ = std::make_unique<DeltaWriter>(config_, store_.get(), cluster_client_.get(),
+                                            [this] { return leading_.load(); });
   }
+}
+
+// The admin port: health, readiness, metrics and the status page.
+void Agent::WireAdmin() {
   AdminHandlers admin;
   admin.not_alive = [this] { return NotAlive(); };
   admin.not_ready = [this] { return NotReady(); };
@@ -288,6 +294,10 @@ absl::Status Agent::Wire() {
   admin_ = std::make_unique<AdminServer>(
       config_.self().host, config_.cluster.ports.admin, std::move(admin),
       config_.tls.enabled() ? std::optional<TlsPaths>(config_.Tls()) : std::nullopt);
+}
+
+// The leader's loops: the reconciler, the space keeper and (auth.mode) the auth keeper.
+void Agent::WireReconcile(const std::shared_ptr<grpc::ChannelCredentials>& client_creds) {
   ControlEnv reconcile_env = RealControlEnv(config_, client_creds, canceller_);
   reconcile_env.dial_agent = [this, dial = reconcile_env.dial_agent](
                                  const NodeSpec& n) -> std::unique_ptr<PeerApi> {
@@ -325,6 +335,27 @@ absl::Status Agent::Wire() {
         },
         [this] { return leadership_->Confirm(); }, AuthKeeper::Options());
   }
+}
+
+absl::Status Agent::Wire() {
+  // Credentials first: every client and server below uses them.
+  std::shared_ptr<grpc::ChannelCredentials> client_creds;
+  std::shared_ptr<grpc::ServerCredentials> server_creds = grpc::InsecureServerCredentials();
+  if (config_.tls.enabled()) {
+    const TlsPaths t = config_.Tls();
+    auto cc = TlsChannelCredentials(t.ca, t.client_cert, t.client_key);
+    if (!cc.ok()) return Annotate(cc.status(), "tls");
+    auto sc = TlsServerCredentials(t.ca, t.agent_cert, t.agent_key);
+    if (!sc.ok()) return Annotate(sc.status(), "tls");
+    client_creds = *cc;
+    server_creds = *sc;
+  }
+  if (absl::Status s = WireClients(client_creds); !s.ok()) return s;
+  WireNode();
+  WireServer(server_creds);
+  if (store_) WireBackups(client_creds);
+  WireAdmin();
+  WireReconcile(client_creds);
   return absl::OkStatus();
 }
 
@@ -502,107 +533,133 @@ bool Agent::NudgeLeader() {
   return true;
 }
 
-void Agent::ControlLoop() {
-  const auto started = std::chrono::steady_clock::now();
-  auto next_restore_pass = started;
+// The control loop's clocks and what it carries from one round to the next.
+struct Agent::ControlTimes {
+  explicit ControlTimes(const Config& config)
+      : started(std::chrono::steady_clock::now()),
+        next_restore_pass(started),
+        // Check often enough that even short test lifetimes are renewed in time.
+        tls_check_every(std::min<milliseconds>(std::chrono::minutes(1),
+                                               config.tls.cert_lifetime / 20)),
+        next_tls_check(started + tls_check_every),
+        next_off_warning(started + std::chrono::hours(1)),
+        // Settled and idle, the agent gives back the pages it touched only while starting or
+        // while working (common/memory_trim.h): first a minute after start, then hourly.
+        next_memory_release(started + std::chrono::minutes(1)),
+        tls_renewer(config) {}
+  const std::chrono::steady_clock::time_point started;
+  std::chrono::steady_clock::time_point next_restore_pass;
+  const milliseconds tls_check_every;
+  std::chrono::steady_clock::time_point next_tls_check, next_off_warning, next_memory_release;
+  NodeTlsRenewer tls_renewer;
   std::string fingerprint;
   bool was_quorum_up = false;
-  const std::string etcd_dir = disk_->DataDir();
-  // Check often enough that even short test lifetimes are renewed in time.
-  const milliseconds tls_check_every =
-      std::min<milliseconds>(std::chrono::minutes(1), config_.tls.cert_lifetime / 20);
-  auto next_tls_check = std::chrono::steady_clock::now() + tls_check_every;
-  NodeTlsRenewer tls_renewer(config_);
-  auto next_off_warning = std::chrono::steady_clock::now() + std::chrono::hours(1);
-  // Settled and idle, the agent gives back the pages it touched only while starting or while
-  // working (common/memory_trim.h): first a minute after start, then hourly.
-  auto next_memory_release = started + std::chrono::minutes(1);
   bool released_once = false;
+};
+
+void Agent::MaybeRenewTls(ControlTimes& t) {
+  // stewardctl pki renew: as if two-thirds of every lifetime had passed.
+  const bool forced = renew_requested_.exchange(false);
+  if (config_.tls.mode != "issued" ||
+      (!forced && std::chrono::steady_clock::now() < t.next_tls_check)) {
+    return;
+  }
+  // etcd reads its certificate files on every handshake: renewed files apply at once.
+  const auto now = std::chrono::system_clock::now();
+  auto renewed = forced ? RenewNodeTls(config_, now + config_.tls.cert_lifetime)
+                        : t.tls_renewer.Check(now);
+  if (!renewed.ok()) {
+    spdlog::error("renewing certificates: {}", renewed.status().message());
+  } else if (*renewed) {
+    // etcd picks the new files up on its next handshakes; the agent's own channels hold
+    // the old ones, so the agent restarts itself (etcd keeps running and is adopted).
+    spdlog::info("renewed this node's certificates ({}); restarting the agent to load them",
+                 forced ? "stewardctl pki renew asked"
+                        : "two-thirds of their lifetime had passed");
+    ::kill(::getpid(), SIGHUP);
+  }
+  t.next_tls_check = std::chrono::steady_clock::now() + t.tls_check_every;
+}
+
+void Agent::MaybeRestorePass(ControlTimes& t, bool quorum_up) {
+  // The quorum just stopped answering: a restore may be due now, not at the next idle pass.
+  if (t.was_quorum_up && !quorum_up) t.next_restore_pass = std::chrono::steady_clock::now();
+  t.was_quorum_up = quorum_up;
+  // Restores (after total loss, or on command) are coordinated without etcd.
+  if (!restorer_ || std::chrono::steady_clock::now() < t.next_restore_pass) return;
+  // With a quorum up and no restore intent in the store, the pass could only decide
+  // "nothing" (an etcd member answers): skip asking every agent for its state.
+  if (!quorum_up || restorer_->RestorePending()) restorer_->Pass();
+  // Agents restarted after a total loss come up within moments of each other: ask again
+  // soon while this node is fresh and holds nothing, so the restore starts as soon as a
+  // majority answers, without polling the store this often for good.
+  const bool fresh = std::chrono::steady_clock::now() - t.started < std::chrono::seconds(30);
+  t.next_restore_pass =
+      std::chrono::steady_clock::now() +
+      (quorum_up && !restorer_->RestorePending()
+           ? config_.cluster.idle_interval
+           : milliseconds(fresh && !node_->HasMemberData() ? 250 : 1000));
+}
+
+void Agent::MaybeReleaseMemory(ControlTimes& t, bool quorum_up) {
+  if (!quorum_up || !node_->Settled() ||
+      std::chrono::steady_clock::now() < t.next_memory_release) {
+    return;
+  }
+  const std::string what = Describe(ReleaseIdleMemory());
+  if (t.released_once) {
+    spdlog::debug("idle: {}", what);
+  } else {
+    spdlog::info("idle: {}", what);
+  }
+  t.released_once = true;
+  t.next_memory_release = std::chrono::steady_clock::now() + std::chrono::hours(1);
+}
+
+milliseconds Agent::ControlPause(const ControlTimes& t, bool quorum_up) {
+  // Settled, the loop sleeps until the data dir changes (a wipe is noticed at once) or the
+  // idle interval passes; otherwise it looks four times a second.
+  milliseconds pause(250);
+  if (!quorum_up || !node_->Settled()) return pause;
+  pause = config_.cluster.idle_interval;
+  if (restorer_) {
+    pause = std::min(pause, std::chrono::duration_cast<milliseconds>(
+                                t.next_restore_pass - std::chrono::steady_clock::now()));
+  }
+  if (config_.tls.mode == "issued") {
+    pause = std::min(pause, std::chrono::duration_cast<milliseconds>(
+                                t.next_tls_check - std::chrono::steady_clock::now()));
+  }
+  return std::max(pause, milliseconds(250));
+}
+
+void Agent::ControlLoop() {
+  ControlTimes t(config_);
+  const std::string etcd_dir = disk_->DataDir();
   do {
     Beat(control_beat_);
-    if (std::chrono::steady_clock::now() >= next_off_warning) {
+    if (std::chrono::steady_clock::now() >= t.next_off_warning) {
       if (!config_.tls.enabled()) spdlog::warn("TLS is OFF (tls.mode: off)");
-      next_off_warning += std::chrono::hours(1);
+      t.next_off_warning += std::chrono::hours(1);
     }
-    // stewardctl pki renew: as if two-thirds of every lifetime had passed.
-    const bool forced = renew_requested_.exchange(false);
-    if (config_.tls.mode == "issued" &&
-        (forced || std::chrono::steady_clock::now() >= next_tls_check)) {
-      // etcd reads its certificate files on every handshake: renewed files apply at once.
-      const auto now = std::chrono::system_clock::now();
-      auto renewed = forced ? RenewNodeTls(config_, now + config_.tls.cert_lifetime)
-                            : tls_renewer.Check(now);
-      if (!renewed.ok()) {
-        spdlog::error("renewing certificates: {}", renewed.status().message());
-      } else if (*renewed) {
-        // etcd picks the new files up on its next handshakes; the agent's own channels hold
-        // the old ones, so the agent restarts itself (etcd keeps running and is adopted).
-        spdlog::info("renewed this node's certificates ({}); restarting the agent to load them",
-                     forced ? "stewardctl pki renew asked"
-                            : "two-thirds of their lifetime had passed");
-        ::kill(::getpid(), SIGHUP);
-      }
-      next_tls_check = std::chrono::steady_clock::now() + tls_check_every;
-    }
+    MaybeRenewTls(t);
     node_->ControlPass();
     // What the leader would read from this node changed: tell it, rather than have it poll.
     // Until this agent knows a leader the news waits (the leadership loop wakes this loop when
     // it learns one): dropped, it would wait for the leader's idle pass, up to
     // cluster.idle_interval (bench/replace saw heals of 2.8-4.2 s instead of ~0.45 s).
-    if (std::string now = node_->Fingerprint(); now != fingerprint && NudgeLeader()) {
-      fingerprint = std::move(now);
+    if (std::string now = node_->Fingerprint(); now != t.fingerprint && NudgeLeader()) {
+      t.fingerprint = std::move(now);
     }
     // etcd answered the leadership loop lately: a quorum is up, and no automatic restore can
     // be due. Only a restore ordered from stewardctl can, and that may wait a few seconds.
     const bool quorum_up = leadership_->Answering();
-    // The quorum just stopped answering: a restore may be due now, not at the next idle pass.
-    if (was_quorum_up && !quorum_up) next_restore_pass = std::chrono::steady_clock::now();
-    was_quorum_up = quorum_up;
-    // Restores (after total loss, or on command) are coordinated without etcd.
-    if (restorer_ && std::chrono::steady_clock::now() >= next_restore_pass) {
-      // With a quorum up and no restore intent in the store, the pass could only decide
-      // "nothing" (an etcd member answers): skip asking every agent for its state.
-      if (!quorum_up || restorer_->RestorePending()) restorer_->Pass();
-      // Agents restarted after a total loss come up within moments of each other: ask again
-      // soon while this node is fresh and holds nothing, so the restore starts as soon as a
-      // majority answers, without polling the store this often for good.
-      const bool fresh = std::chrono::steady_clock::now() - started < std::chrono::seconds(30);
-      next_restore_pass =
-          std::chrono::steady_clock::now() +
-          (quorum_up && !restorer_->RestorePending()
-               ? config_.cluster.idle_interval
-               : milliseconds(fresh && !node_->HasMemberData() ? 250 : 1000));
-    }
-    if (quorum_up && node_->Settled() &&
-        std::chrono::steady_clock::now() >= next_memory_release) {
-      const std::string what = Describe(ReleaseIdleMemory());
-      if (released_once) {
-        spdlog::debug("idle: {}", what);
-      } else {
-        spdlog::info("idle: {}", what);
-      }
-      released_once = true;
-      next_memory_release = std::chrono::steady_clock::now() + std::chrono::hours(1);
-    }
-    // Settled, the loop sleeps until the data dir changes (a wipe is noticed at once) or the
-    // idle interval passes; otherwise it looks four times a second.
-    milliseconds pause(250);
-    if (quorum_up && node_->Settled()) {
-      pause = config_.cluster.idle_interval;
-      if (restorer_) {
-        pause = std::min(pause, std::chrono::duration_cast<milliseconds>(
-                                    next_restore_pass - std::chrono::steady_clock::now()));
-      }
-      if (config_.tls.mode == "issued") {
-        pause = std::min(pause, std::chrono::duration_cast<milliseconds>(
-                                    next_tls_check - std::chrono::steady_clock::now()));
-      }
-      pause = std::max(pause, milliseconds(250));
-    }
+    MaybeRestorePass(t, quorum_up);
+    MaybeReleaseMemory(t, quorum_up);
     // The member-data check reads member/wal: a wipe of any of these wakes the loop.
     control_wake_.Watch({config_.node.data_dir, etcd_dir, etcd_dir + "/member",
                          etcd_dir + "/member/wal", etcd_dir + "/member/snap"});
-    control_wake_.Wait(pause);
+    control_wake_.Wait(ControlPause(t, quorum_up));
   } while (!Stopping());
 }
 

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <string>
@@ -67,6 +68,12 @@ class Agent {
  private:
   // Builds the clients and servers (after the TLS files exist).
   absl::Status Wire();
+  absl::Status WireClients(const std::shared_ptr<grpc::ChannelCredentials>& client_creds);
+  void WireNode();
+  void WireServer(const std::shared_ptr<grpc::ServerCredentials>& server_creds);
+  void WireBackups(const std::shared_ptr<grpc::ChannelCredentials>& client_creds);
+  void WireAdmin();
+  void WireReconcile(const std::shared_ptr<grpc::ChannelCredentials>& client_creds);
   // stewardctl pki renew (tls.mode issued): the control loop renews this node's certificates.
   absl::Status RequestRenewal();
   // The leader's restore drills (backup.drill_interval), recorded in the history.
@@ -76,6 +83,12 @@ class Agent {
   // marker names, else etcd.binary's, as the probe found them.
   std::string RunningEtcdVersion();
   void ControlLoop();
+  // ControlLoop's steps, with its clocks (defined in agent.cc).
+  struct ControlTimes;
+  void MaybeRenewTls(ControlTimes& t);
+  void MaybeRestorePass(ControlTimes& t, bool quorum_up);
+  void MaybeReleaseMemory(ControlTimes& t, bool quorum_up);
+  std::chrono::milliseconds ControlPause(const ControlTimes& t, bool quorum_up);
   void LeadershipLoop();
   void ReconcileLoop();
   // S6 (reconcile/space.h): no steward leader is seen, and no lower-named agent answers — this

@@ -4,8 +4,10 @@
 
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <map>
+#include <optional>
 
 extern char** environ;
 
@@ -102,19 +104,17 @@ absl::StatusOr<Config> ConfigFor(const std::string& config_path,
   return file;
 }
 
-int AgentMain(int argc, char** argv) {
-  // Debian's abseil is built with Mutex deadlock detection on, which gRPC's every lock then
-  // pays for (a lock-order graph kept on each acquisition): most of an idle agent's CPU.
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  // gRPC's backup poller wakes every 5 s per channel to poll idle connections; every call the
-  // agent makes has a deadline, so a dead connection is found by the next call anyway. Once a
-  // minute is plenty (an operator's own setting wins).
-  ::setenv("GRPC_CLIENT_CHANNEL_BACKUP_POLL_INTERVAL_MS", "60000", 0);
-  // --config, --log-format, --version and --help are steward's; any other flag is one of
-  // etcd-wrapper's (config/dropin.h), parsed there.
+namespace {
+
+// steward's command line. --config, --log-format, --version and --help are steward's; any
+// other flag is one of etcd-wrapper's (config/dropin.h), parsed there.
+struct MainArgs {
   std::string config_path;
-  std::string log_format_name = "text";
+  std::string log_format = "text";
   std::vector<std::string> wrapper_flags;
+};
+// An exit status when the command line is answered here (--version, --help).
+std::optional<int> ParseMainArgs(int argc, char** argv, MainArgs* args) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--version") {
@@ -131,18 +131,59 @@ int AgentMain(int argc, char** argv) {
       return 0;
     }
     if (a == "--config" && i + 1 < argc) {
-      config_path = argv[++i];
+      args->config_path = argv[++i];
     } else if (a.rfind("--config=", 0) == 0) {
-      config_path = a.substr(9);
+      args->config_path = a.substr(9);
     } else if (a == "--log-format") {
-      log_format_name = i + 1 < argc ? argv[++i] : "";
+      args->log_format = i + 1 < argc ? argv[++i] : "";
     } else if (a.rfind("--log-format=", 0) == 0) {
-      log_format_name = a.substr(13);
+      args->log_format = a.substr(13);
     } else {
-      wrapper_flags.push_back(a);
+      args->wrapper_flags.push_back(a);
     }
   }
-  auto log_format = ParseLogFormat(log_format_name);
+  return std::nullopt;
+}
+
+// Waits for a signal: SIGHUP restarts the agent in place (etcd keeps running), any other
+// stops it and etcd. Returns the exit status (unless the re-exec succeeds).
+int RunUntilSignal(Agent& agent, sigset_t& set, char** argv,
+                   const std::function<void(const std::string&)>& fatal) {
+  int sig = 0;
+  sigwait(&set, &sig);
+  if (sig == SIGHUP) {
+    // Reload (`systemctl reload steward`, and certificate renewal): restart the agent in place
+    // from the binary now installed at its path — the upgrade path; etcd keeps serving and the
+    // new agent adopts it, so an upgrade of the agent never restarts etcd.
+    spdlog::info("SIGHUP: restarting the agent (etcd keeps running)");
+    NotifySystemd("RELOADING=1\nSTATUS=restarting the agent; etcd keeps running");
+    agent.Shutdown(false);
+    spdlog::default_logger()->flush();
+    const std::string self = InstalledBinary();
+    ::execv(self.c_str(), argv);
+    ::execv("/proc/self/exe", argv);  // the file is gone: run this same binary again
+    fatal(absl::StrCat("re-exec of ", self, " failed: ", std::strerror(errno)));
+    return 1;
+  }
+  spdlog::info("signal {} received; stopping", sig);
+  NotifySystemd("STOPPING=1\nSTATUS=stopping the agent and etcd");
+  agent.Shutdown(true);
+  return 0;
+}
+
+}  // namespace
+
+int AgentMain(int argc, char** argv) {
+  // Debian's abseil is built with Mutex deadlock detection on, which gRPC's every lock then
+  // pays for (a lock-order graph kept on each acquisition): most of an idle agent's CPU.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  // gRPC's backup poller wakes every 5 s per channel to poll idle connections; every call the
+  // agent makes has a deadline, so a dead connection is found by the next call anyway. Once a
+  // minute is plenty (an operator's own setting wins).
+  ::setenv("GRPC_CLIENT_CHANNEL_BACKUP_POLL_INTERVAL_MS", "60000", 0);
+  MainArgs args;
+  if (std::optional<int> answered = ParseMainArgs(argc, argv, &args)) return *answered;
+  auto log_format = ParseLogFormat(args.log_format);
   if (!log_format.ok()) {
     std::cerr << "steward: --log-format: " << log_format.status().message() << "\n";
     return 2;
@@ -157,7 +198,7 @@ int AgentMain(int argc, char** argv) {
   gpr_set_log_function(LogFromGrpc);
   // Errors that end the agent: in text, the plain "steward: ..." line on stderr as before; in
   // JSON, a critical record like any other line.
-  auto fatal = [&](const std::string& message) {
+  std::function<void(const std::string&)> fatal = [&](const std::string& message) {
     if (*log_format == LogFormat::kJson) {
       spdlog::critical("{}", message);
       spdlog::default_logger()->flush();
@@ -166,7 +207,7 @@ int AgentMain(int argc, char** argv) {
     }
   };
   std::vector<std::string> warnings;
-  auto config = ConfigFor(config_path, wrapper_flags, &warnings);
+  auto config = ConfigFor(args.config_path, args.wrapper_flags, &warnings);
   if (!config.ok()) {
     fatal(absl::StrCat("config error: ", config.status().message()));
     return 2;
@@ -193,26 +234,7 @@ int AgentMain(int argc, char** argv) {
   // Under systemd (Type=notify): the peer API serves and the loops run. A no-op elsewhere.
   NotifySystemd(absl::StrCat("READY=1\nMAINPID=", ::getpid(), "\nSTATUS=agent ", STEWARD_VERSION,
                              " running; etcd supervised"));
-  int sig = 0;
-  sigwait(&set, &sig);
-  if (sig == SIGHUP) {
-    // Reload (`systemctl reload steward`, and certificate renewal): restart the agent in place
-    // from the binary now installed at its path — the upgrade path; etcd keeps serving and the
-    // new agent adopts it, so an upgrade of the agent never restarts etcd.
-    spdlog::info("SIGHUP: restarting the agent (etcd keeps running)");
-    NotifySystemd("RELOADING=1\nSTATUS=restarting the agent; etcd keeps running");
-    agent.Shutdown(false);
-    spdlog::default_logger()->flush();
-    const std::string self = InstalledBinary();
-    ::execv(self.c_str(), argv);
-    ::execv("/proc/self/exe", argv);  // the file is gone: run this same binary again
-    fatal(absl::StrCat("re-exec of ", self, " failed: ", std::strerror(errno)));
-    return 1;
-  }
-  spdlog::info("signal {} received; stopping", sig);
-  NotifySystemd("STOPPING=1\nSTATUS=stopping the agent and etcd");
-  agent.Shutdown(true);
-  return 0;
+  return RunUntilSignal(agent, set, argv, fatal);
 }
 
 }  // namespace steward

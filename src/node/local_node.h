@@ -151,10 +151,18 @@ class LocalNode : public NodeHandler {
   void Record(const std::string& action, const std::string& reason, const std::string& result);
   // A restore order's steps (node_restore.cc). RestoreFailed records and logs `s`.
   absl::Status RestoreFailed(absl::Status s) ABSL_LOCKS_EXCLUDED(restore_mu_);
+  absl::Status BeginRestore(const peer::RestoreRequest& req, bool* repeat, bool* applied)
+      ABSL_LOCKS_EXCLUDED(mu_, restore_mu_);
   // REQUIRES: mu_ held. Sets the old data aside and puts the staged restore in place, then
   // starts etcd (fenced when ordered).
   absl::Status ApplyRestoreLocked(const peer::RestoreRequest& req, bool repeat,
                                   const NodeRestorePlan& plan) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // ApplyRestoreLocked's first steps: walk the staged DB (refusing it untouched), then stop
+  // etcd and set its data aside (`*aside`: where, "" when a partial dir was removed instead).
+  absl::Status CheckStagedLocked(const peer::RestoreRequest& req, const NodeRestorePlan& plan,
+                                 const SnapshotRestore& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status SetAsideForRestoreLocked(const peer::RestoreRequest& req, bool repeat,
+                                        std::string* aside) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Config& config_;
   const LocalNodeEnv env_;

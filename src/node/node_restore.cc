@@ -25,30 +25,39 @@ absl::Status LocalNode::RestoreFailed(absl::Status s) {
   return s;
 }
 
-absl::Status LocalNode::Restore(const peer::RestoreRequest& req) {
-  bool repeat = false;
-  {  // Phase 1.
-    MutexLock lock(&mu_);
-    if (absl::Status s = RefuseWhileDestroyed("restore"); !s.ok()) return s;
-    // Applied already — unless this member lost its data since (the marker outlives a wiped
-    // data dir): then it restores again, from the same backup, like the others did.
-    repeat = disk_.Read(Marker::kRestoreId) == req.restore_id();
-    if (repeat && (!req.member() || HasMemberData())) return absl::OkStatus();
-    if (env_.store == nullptr) {
-      return RestoreFailed(absl::FailedPreconditionError("no backup store is configured"));
-    }
-    MutexLock state(&restore_mu_);
-    const bool only_in_place = req.bump_revision() > 0 && config_.etcd.etcdutl.empty();
-    if (req.member() && only_in_place && req.restore_id() == bump_refused_id_) {
-      restore_error_ = Msg(bump_refused_);
-      return bump_refused_;  // the same backup: refused again, without fetching it again
-    }
-    if (!restoring_.empty()) {
-      return absl::UnavailableError(
-          absl::StrCat("restore ", restoring_, " is fetching its backup on this node"));
-    }
-    restoring_ = req.restore_id();
+// Phase 1 of a restore order: refused while destroyed or while another restore fetches; its
+// staging claimed (restoring_). `*applied`: this order was carried out here already.
+absl::Status LocalNode::BeginRestore(const peer::RestoreRequest& req, bool* repeat,
+                                     bool* applied) {
+  MutexLock lock(&mu_);
+  if (absl::Status s = RefuseWhileDestroyed("restore"); !s.ok()) return s;
+  // Applied already — unless this member lost its data since (the marker outlives a wiped
+  // data dir): then it restores again, from the same backup, like the others did.
+  *repeat = disk_.Read(Marker::kRestoreId) == req.restore_id();
+  if (*repeat && (!req.member() || HasMemberData())) {
+    *applied = true;
+    return absl::OkStatus();
   }
+  if (env_.store == nullptr) {
+    return RestoreFailed(absl::FailedPreconditionError("no backup store is configured"));
+  }
+  MutexLock state(&restore_mu_);
+  const bool only_in_place = req.bump_revision() > 0 && config_.etcd.etcdutl.empty();
+  if (req.member() && only_in_place && req.restore_id() == bump_refused_id_) {
+    restore_error_ = Msg(bump_refused_);
+    return bump_refused_;  // the same backup: refused again, without fetching it again
+  }
+  if (!restoring_.empty()) {
+    return absl::UnavailableError(
+        absl::StrCat("restore ", restoring_, " is fetching its backup on this node"));
+  }
+  restoring_ = req.restore_id();
+  return absl::OkStatus();
+}
+
+absl::Status LocalNode::Restore(const peer::RestoreRequest& req) {
+  bool repeat = false, applied = false;
+  if (absl::Status s = BeginRestore(req, &repeat, &applied); !s.ok() || applied) return s;
   struct Release {  // the staging area, whichever way this returns
     LocalNode* n;
     ~Release() {
@@ -123,6 +132,66 @@ absl::Status LocalNode::Restore(const peer::RestoreRequest& req) {
   return ApplyRestoreLocked(req, repeat, plan);
 }
 
+absl::Status LocalNode::CheckStagedLocked(const peer::RestoreRequest& req,
+                                          const NodeRestorePlan& plan, const SnapshotRestore& r) {
+  if (!req.member()) return absl::OkStatus();
+  // Every page of the staged DB is walked before the node is touched: a backup whose DB was
+  // damaged before it was taken (its checksums valid) is refused here, naming the damage,
+  // instead of an etcd that panics on every start after the old data was set aside. With
+  // only the in-place edit (NR4) any refusal counts; else only damage (the tool takes a DB
+  // the edit merely does not know).
+  absl::Status s = disk_.CheckStagedInPlace(r);
+  if (!s.ok() && IsDamagedDb(s)) {
+    disk_.ClearStaging();
+    return RestoreFailed(Annotate(s, absl::StrCat("backup ", req.backup(),
+                                                  " cannot be restored; the node is untouched")));
+  }
+  if (!s.ok() && plan.check_in_place_first) {
+    disk_.ClearStaging();
+    // A DB (or input) the edit does not take is refused for good, whatever the code says
+    // (DataLoss, FailedPrecondition, NotFound, ...); the file system's own failures
+    // (ErrnoStatus: a read error, a full or read-only disk) fail this order, to be retried.
+    if (absl::IsUnavailable(s) || absl::IsResourceExhausted(s) || absl::IsPermissionDenied(s)) {
+      return RestoreFailed(Annotate(s, "checking that the staged backup can be restored in place"));
+    }
+    absl::Status refused = Annotate(
+        s, "this restore raises the revision, which without etcd.etcdutl (etcd >= 3.5's) only "
+           "the in-place restore can do, and it refuses the staged backup (the coordinator "
+           "restores without raising the revision instead)");
+    {
+      MutexLock state(&restore_mu_);
+      bump_refused_id_ = req.restore_id();
+      bump_refused_ = refused;
+    }
+    return RestoreFailed(refused);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LocalNode::SetAsideForRestoreLocked(const peer::RestoreRequest& req, bool repeat,
+                                                 std::string* aside_out) {
+  std::string& aside = *aside_out;
+  held_ = true;
+  if (absl::Status s = runner_.Stop(); !s.ok()) {
+    held_ = false;
+    return RestoreFailed(s);
+  }
+  if (repeat) {
+    // What is left is a partial dir of this same restore: removed/ keeps the data from before
+    // it, which must never be put back (it is the lost cluster's).
+    if (absl::Status s = disk_.RemoveData(); !s.ok()) {
+      held_ = false;
+      return RestoreFailed(s);
+    }
+  } else if (absl::Status s = disk_.SetAside("etcd-before-restore-" + req.restore_id(), &aside);
+             !s.ok()) {
+    held_ = false;
+    return RestoreFailed(s);
+  }
+  if (!aside.empty()) spdlog::warn("restore {}: previous data moved to {}", req.restore_id(), aside);
+  return absl::OkStatus();
+}
+
 absl::Status LocalNode::ApplyRestoreLocked(const peer::RestoreRequest& req, bool repeat,
                                            const NodeRestorePlan& plan) {
   SnapshotRestore r;
@@ -139,57 +208,9 @@ absl::Status LocalNode::ApplyRestoreLocked(const peer::RestoreRequest& req, bool
   r.initial_cluster = l.initial_cluster;
   r.bump_revision = req.bump_revision();
   r.in_place = config_.etcd.restore_in_place;
-  if (req.member()) {
-    // Every page of the staged DB is walked before the node is touched: a backup whose DB was
-    // damaged before it was taken (its checksums valid) is refused here, naming the damage,
-    // instead of an etcd that panics on every start after the old data was set aside. With
-    // only the in-place edit (NR4) any refusal counts; else only damage (the tool takes a DB
-    // the edit merely does not know).
-    absl::Status s = disk_.CheckStagedInPlace(r);
-    if (!s.ok() && IsDamagedDb(s)) {
-      disk_.ClearStaging();
-      return RestoreFailed(Annotate(s, absl::StrCat("backup ", req.backup(),
-                                                    " cannot be restored; the node is untouched")));
-    }
-    if (!s.ok() && plan.check_in_place_first) {
-      disk_.ClearStaging();
-      // A DB (or input) the edit does not take is refused for good, whatever the code says
-      // (DataLoss, FailedPrecondition, NotFound, ...); the file system's own failures
-      // (ErrnoStatus: a read error, a full or read-only disk) fail this order, to be retried.
-      if (absl::IsUnavailable(s) || absl::IsResourceExhausted(s) || absl::IsPermissionDenied(s)) {
-        return RestoreFailed(Annotate(s, "checking that the staged backup can be restored in place"));
-      }
-      absl::Status refused = Annotate(
-          s, "this restore raises the revision, which without etcd.etcdutl (etcd >= 3.5's) only "
-             "the in-place restore can do, and it refuses the staged backup (the coordinator "
-             "restores without raising the revision instead)");
-      {
-        MutexLock state(&restore_mu_);
-        bump_refused_id_ = req.restore_id();
-        bump_refused_ = refused;
-      }
-      return RestoreFailed(refused);
-    }
-  }
-  held_ = true;
-  if (absl::Status s = runner_.Stop(); !s.ok()) {
-    held_ = false;
-    return RestoreFailed(s);
-  }
+  if (absl::Status s = CheckStagedLocked(req, plan, r); !s.ok()) return s;
   std::string aside;
-  if (repeat) {
-    // What is left is a partial dir of this same restore: removed/ keeps the data from before
-    // it, which must never be put back (it is the lost cluster's).
-    if (absl::Status s = disk_.RemoveData(); !s.ok()) {
-      held_ = false;
-      return RestoreFailed(s);
-    }
-  } else if (absl::Status s = disk_.SetAside("etcd-before-restore-" + req.restore_id(), &aside);
-             !s.ok()) {
-    held_ = false;
-    return RestoreFailed(s);
-  }
-  if (!aside.empty()) spdlog::warn("restore {}: previous data moved to {}", req.restore_id(), aside);
+  if (absl::Status s = SetAsideForRestoreLocked(req, repeat, &aside); !s.ok()) return s;
   // A failed step puts the old data back: the node is left as it was.
   auto put_back = [&] {
     if (!aside.empty()) {

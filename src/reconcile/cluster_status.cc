@@ -10,63 +10,50 @@
 
 namespace steward {
 
-ClusterView CollectStatus(EtcdClient& client, std::chrono::milliseconds timeout,
-                          const std::vector<NodeRow>& nodes, bool linearizable) {
-  ClusterView view;
-  uint64_t list_cluster = 0;
-  auto members = linearizable ? client.LinearizableMemberList(&list_cluster)
-                              : client.MemberList(&list_cluster);
-  if (!members.ok()) {
-    view.error = std::string(members.status().message());
-    return view;
+namespace {
+
+// One member's row: its status from the first client URL that answers, and its role.
+MemberRow ProbeMember(EtcdClient& client, const MemberInfo& m, std::chrono::milliseconds timeout) {
+  MemberRow row;
+  row.member = m;
+  if (m.client_urls.empty()) {
+    row.role = "not started";
+    row.error = "member has not started yet";
+    return row;
   }
-  view.reachable = true;
-  view.list_cluster_id = list_cluster;
-  std::vector<std::future<MemberRow>> futures;
-  for (const auto& m : *members) {
-    futures.push_back(std::async(std::launch::async, [&client, m, timeout] {
-      MemberRow row;
-      row.member = m;
-      if (m.client_urls.empty()) {
-        row.role = "not started";
-        row.error = "member has not started yet";
-        return row;
-      }
-      std::string errors;
-      for (const auto& url : m.client_urls) {
-        auto st = client.Status(url, timeout);
-        if (st.ok()) {
-          row.status = *st;
-          break;
-        }
-        errors = std::string(st.status().message());
-      }
-      if (!row.status) {
-        row.role = "unreachable";
-        row.error = errors;
-        return row;
-      }
-      const MemberStatus& s = *row.status;
-      if (s.is_learner || m.is_learner) {
-        row.role = "learner";
-      } else if (s.leader != 0 && s.leader == s.member_id) {
-        row.role = "leader";
-      } else {
-        row.role = "follower";
-      }
-      // An alarm (NOSPACE, CORRUPT) is reported by every member; it is not a dead member.
-      const std::vector<std::string> failures = FailureErrors(s);
-      row.alarms = AlarmErrors(s);
-      row.healthy = failures.empty() && s.leader != 0;
-      if (!failures.empty()) row.error = absl::StrJoin(failures, "; ");
-      if (s.leader == 0) row.error = "no leader";
-      return row;
-    }));
+  std::string errors;
+  for (const auto& url : m.client_urls) {
+    auto st = client.Status(url, timeout);
+    if (st.ok()) {
+      row.status = *st;
+      break;
+    }
+    errors = std::string(st.status().message());
   }
-  for (auto& f : futures) view.members.push_back(f.get());
-  std::sort(view.members.begin(), view.members.end(), [](const MemberRow& a, const MemberRow& b) {
-    return a.member.name < b.member.name;
-  });
+  if (!row.status) {
+    row.role = "unreachable";
+    row.error = errors;
+    return row;
+  }
+  const MemberStatus& s = *row.status;
+  if (s.is_learner || m.is_learner) {
+    row.role = "learner";
+  } else if (s.leader != 0 && s.leader == s.member_id) {
+    row.role = "leader";
+  } else {
+    row.role = "follower";
+  }
+  // An alarm (NOSPACE, CORRUPT) is reported by every member; it is not a dead member.
+  const std::vector<std::string> failures = FailureErrors(s);
+  row.alarms = AlarmErrors(s);
+  row.healthy = failures.empty() && s.leader != 0;
+  if (!failures.empty()) row.error = absl::StrJoin(failures, "; ");
+  if (s.leader == 0) row.error = "no leader";
+  return row;
+}
+
+// The view's totals from its member rows, and the configured nodes that are not members.
+void Summarize(ClusterView& view, const std::vector<NodeRow>& nodes) {
   bool all_healthy = !view.members.empty();
   for (const auto& r : view.members) {
     if (r.status) {
@@ -95,6 +82,33 @@ ClusterView CollectStatus(EtcdClient& client, std::chrono::milliseconds timeout,
     }
     if (!found) view.non_members.push_back(n);
   }
+}
+
+}  // namespace
+
+ClusterView CollectStatus(EtcdClient& client, std::chrono::milliseconds timeout,
+                          const std::vector<NodeRow>& nodes, bool linearizable) {
+  ClusterView view;
+  uint64_t list_cluster = 0;
+  auto members = linearizable ? client.LinearizableMemberList(&list_cluster)
+                              : client.MemberList(&list_cluster);
+  if (!members.ok()) {
+    view.error = std::string(members.status().message());
+    return view;
+  }
+  view.reachable = true;
+  view.list_cluster_id = list_cluster;
+  std::vector<std::future<MemberRow>> futures;
+  for (const auto& m : *members) {
+    futures.push_back(std::async(std::launch::async, [&client, m, timeout] {
+      return ProbeMember(client, m, timeout);
+    }));
+  }
+  for (auto& f : futures) view.members.push_back(f.get());
+  std::sort(view.members.begin(), view.members.end(), [](const MemberRow& a, const MemberRow& b) {
+    return a.member.name < b.member.name;
+  });
+  Summarize(view, nodes);
   return view;
 }
 

@@ -607,21 +607,10 @@ static std::optional<Step> BinaryNotReady(const ClusterObservation& o,
   return std::nullopt;
 }
 
-Step PlanUpgrade(const ClusterObservation& o) {
-  const std::string& desired = o.desired_version;
-  if (desired.empty()) return Make(StepKind::kNone, "no desired etcd version");
-  auto want = ParseVersion(desired);
-  if (!want) return Make(StepKind::kWait, absl::StrCat("desired etcd version \"", desired, "\" is not a version"));
-  // U1: everyone is there.
-  bool all = true;
-  for (const auto& m : o.members) all = all && m.version == desired;
-  if (all) return Make(StepKind::kNone, absl::StrCat("every member runs etcd ", desired));
-  auto available = [&](const std::string& v) {
-    return std::find(o.available_versions.begin(), o.available_versions.end(), v) !=
-           o.available_versions.end();
-  };
-  // A member no agent manages (an adopted cluster's) cannot be switched: a roll that left the
-  // cluster half upgraded for good helps nobody. Retire those first.
+// A member no agent manages (an adopted cluster's) cannot be switched: a roll that left the
+// cluster half upgraded for good helps nobody. Retire those first.
+static std::optional<Step> UnmanagedMemberBlocks(const ClusterObservation& o,
+                                                 const std::string& desired) {
   for (const auto& m : o.adopting ? o.members : std::vector<MemberView>{}) {
     bool managed = false;
     for (const auto& n : o.nodes) managed = managed || n.peer_url == m.peer_url;
@@ -633,57 +622,63 @@ Step PlanUpgrade(const ClusterObservation& o) {
                                "retire-unmanaged)"));
     }
   }
-  // U2
-  if (!available(desired)) {
-    return Make(StepKind::kWait, absl::StrCat("etcd ", desired, " is desired, but etcd.versions "
-                                              "has no binary for it"));
-  }
-  // U3, and the cluster's version: the lowest minor any member runs.
-  std::vector<int> lowest;
+  return std::nullopt;
+}
+
+// U3: the cluster's version, the lowest minor any member runs, into `*lowest`.
+static std::optional<Step> ClusterVersion(const ClusterObservation& o, std::vector<int>* lowest) {
   for (const auto& m : o.members) {
     auto v = ParseVersion(m.version);
     if (!v) {
       return Make(StepKind::kWait, absl::StrCat("the etcd version of member ", Label(m),
                                                 " is not known yet"));
     }
-    if (lowest.empty() || (*v)[0] < lowest[0] || ((*v)[0] == lowest[0] && (*v)[1] < lowest[1])) {
-      lowest = *v;
+    if (lowest->empty() || (*v)[0] < (*lowest)[0] ||
+        ((*v)[0] == (*lowest)[0] && (*v)[1] < (*lowest)[1])) {
+      *lowest = *v;
     }
   }
-  // U4
-  if ((*want)[0] < lowest[0] || ((*want)[0] == lowest[0] && (*want)[1] < lowest[1])) {
+  return std::nullopt;
+}
+
+// U4 and U5: this round's target, the next minor above the cluster's `lowest` up to the
+// desired `want`, into `*target` (the desired version itself when it is that minor).
+static std::optional<Step> RoundTarget(const ClusterObservation& o, const std::vector<int>& want,
+                                       const std::vector<int>& lowest, std::string* target) {
+  const std::string& desired = o.desired_version;
+  if (want[0] < lowest[0] || (want[0] == lowest[0] && want[1] < lowest[1])) {
     return Make(StepKind::kWait,
                 absl::StrCat("etcd ", desired, " is older than the cluster's version ", lowest[0],
                              ".", lowest[1], ": etcd does not support downgrades (restore a "
                              "backup taken on that version instead)"));
   }
-  if ((*want)[0] != lowest[0]) {
+  if (want[0] != lowest[0]) {
     return Make(StepKind::kWait, absl::StrCat("etcd ", desired, ": a change of major version "
                                               "is not a rolling upgrade"));
   }
-  // U5: the next minor above the cluster's, up to the desired one.
-  std::string target = desired;
-  if ((*want)[1] > lowest[1] + 1) {
-    const int minor = lowest[1] + 1;
-    target.clear();
-    std::vector<int> best;
-    for (const auto& v : o.available_versions) {
-      auto p = ParseVersion(v);
-      if (p && (*p)[0] == lowest[0] && (*p)[1] == minor && (best.empty() || *p > best)) {
-        best = *p;
-        target = v;
-      }
-    }
-    if (target.empty()) {
-      return Make(StepKind::kWait,
-                  absl::StrCat("etcd ", desired, " is ", (*want)[1] - lowest[1],
-                               " minor versions above the cluster's ", lowest[0], ".", lowest[1],
-                               "; upgrades go one minor version at a time, and etcd.versions has "
-                               "no ", lowest[0], ".", minor, " binary"));
+  *target = desired;
+  if (want[1] <= lowest[1] + 1) return std::nullopt;
+  const int minor = lowest[1] + 1;
+  target->clear();
+  std::vector<int> best;
+  for (const auto& v : o.available_versions) {
+    auto p = ParseVersion(v);
+    if (p && (*p)[0] == lowest[0] && (*p)[1] == minor && (best.empty() || *p > best)) {
+      best = *p;
+      *target = v;
     }
   }
-  if (auto wait = BinaryNotReady(o, target)) return *wait;  // U2, on every node
-  // U6: a follower not yet at the target; the etcd leader last.
+  if (!target->empty()) return std::nullopt;
+  return Make(StepKind::kWait,
+              absl::StrCat("etcd ", desired, " is ", want[1] - lowest[1],
+                           " minor versions above the cluster's ", lowest[0], ".", lowest[1],
+                           "; upgrades go one minor version at a time, and etcd.versions has "
+                           "no ", lowest[0], ".", minor, " binary"));
+}
+
+// U6: a follower not yet at `target` switches; the etcd leader last.
+static Step SwitchNextMember(const ClusterObservation& o, const std::string& target) {
+  const std::string& desired = o.desired_version;
   const MemberView* pick = nullptr;
   for (const auto& m : o.members) {
     if (m.version == target) continue;
@@ -707,6 +702,30 @@ Step PlanUpgrade(const ClusterObservation& o) {
   s.member_id = pick->id;
   s.version = target;
   return s;
+}
+
+Step PlanUpgrade(const ClusterObservation& o) {
+  const std::string& desired = o.desired_version;
+  if (desired.empty()) return Make(StepKind::kNone, "no desired etcd version");
+  auto want = ParseVersion(desired);
+  if (!want) return Make(StepKind::kWait, absl::StrCat("desired etcd version \"", desired, "\" is not a version"));
+  // U1: everyone is there.
+  bool all = true;
+  for (const auto& m : o.members) all = all && m.version == desired;
+  if (all) return Make(StepKind::kNone, absl::StrCat("every member runs etcd ", desired));
+  if (auto wait = UnmanagedMemberBlocks(o, desired)) return *wait;
+  // U2
+  if (std::find(o.available_versions.begin(), o.available_versions.end(), desired) ==
+      o.available_versions.end()) {
+    return Make(StepKind::kWait, absl::StrCat("etcd ", desired, " is desired, but etcd.versions "
+                                              "has no binary for it"));
+  }
+  std::vector<int> lowest;
+  if (auto wait = ClusterVersion(o, &lowest)) return *wait;
+  std::string target;
+  if (auto wait = RoundTarget(o, *want, lowest, &target)) return *wait;
+  if (auto wait = BinaryNotReady(o, target)) return *wait;  // U2, on every node
+  return SwitchNextMember(o, target);
 }
 
 }  // namespace steward

@@ -68,14 +68,10 @@ std::string Reconciler::status() const {
   return status_;
 }
 
-absl::StatusOr<ClusterObservation> Reconciler::Observe() {
-  ClusterObservation obs;
-  obs.replace_after = config_.cluster.replace_after;
-  obs.learner_timeout = config_.cluster.learner_timeout;
-  obs.desired_size = config_.cluster.size;
-  obs.adopting = config_.cluster.adopt.enabled();
-  for (const auto& [version, binary] : config_.etcd.versions) obs.available_versions.push_back(version);
-  // The spec and the maintenance state in one linearizable read.
+// The desired spec and the maintenance state (pauses, removed nodes), in one linearizable read.
+absl::Status Reconciler::ObserveSpec(ClusterObservation* out, Maintenance* maintenance_out) {
+  ClusterObservation& obs = *out;
+  Maintenance& maintenance = *maintenance_out;
   auto both = GetKeys(*etcd_, {SpecKey(config_), MaintenanceKey(config_.cluster.name)});
   if (!both.ok()) return Annotate(both.status(), "reading the cluster spec");
   const std::optional<std::string>* spec = &(*both)[0];
@@ -93,7 +89,6 @@ absl::StatusOr<ClusterObservation> Reconciler::Observe() {
   // Pauses and removed nodes (stewardctl pause, drain, remove-node). Not knowing them, the
   // planner could replace a node under maintenance: an unreadable or malformed document
   // makes the pass wait.
-  Maintenance maintenance;
   const std::optional<std::string>* maintenance_text = &(*both)[1];
   if (maintenance_text->has_value()) {
     auto parsed = MaintenanceFromJson(**maintenance_text);
@@ -104,79 +99,61 @@ absl::StatusOr<ClusterObservation> Reconciler::Observe() {
     }
     maintenance = *std::move(parsed);
   }
+  return absl::OkStatus();
+}
 
-  // Every agent, in parallel.
-  std::vector<std::function<absl::StatusOr<peer::NodeState>()>> state_calls;
-  for (const auto& n : config_.cluster.nodes) {
-    PeerApi* pc = agents_.at(n.name).get();
-    state_calls.push_back([pc] { return pc->GetState(kObserveTimeout); });
-  }
-  auto states = FanOut(env_.parallel, state_calls);
-  uint64_t cluster_id = 0;
-  std::vector<std::string> notes;
-  // Linearizable: a stale list (from a member cut off or removed) would show a live member as
-  // gone, and the planner would wipe it.
-  auto members = etcd_->LinearizableMemberList(&cluster_id);
-  cluster_id_ = members.ok() ? cluster_id : 0;
-  agents_max_term_ = 0;
-  agents_max_term_leader_.clear();
-  for (size_t i = 0; i < config_.cluster.nodes.size(); ++i) {
-    const NodeSpec& n = config_.cluster.nodes[i];
-    NodeView v;
-    v.name = n.name;
-    v.peer_url = config_.PeerUrl(n);
-    v.initial_member_id = InitialIdOf(v.peer_url);
-    auto& st = states[i];
-    if (st.ok()) {
-      v.agent_up = true;
-      node_users_[n.name] = st->client_user();
-      v.etcd_running = st->etcd_running();
-      v.has_data = st->has_data();
-      v.local_member_id = st->member_id();
-      v.switched_version = st->switched_version();
-      for (const auto& b : st->binaries()) {
-        v.binaries.push_back(EtcdBinary{b.key(), b.path(), b.reported(), b.error()});
-      }
-      v.etcd_exit = st->etcd_exit();
-      v.join_error = st->join_error();
-      v.join_retry_in = milliseconds(st->join_retry_ms());
-      for (const auto& b : st->binaries()) {
-        const std::string what = b.key().empty() ? "etcd.binary"
-                                                 : absl::StrCat("etcd.versions[", b.key(), "]");
-        if (b.reported().empty()) {
-          notes.push_back(absl::StrCat(n.name, ": ", what, " (", b.path(), ") reports no "
-                                       "version: ", b.error()));
-        } else if (!b.key().empty() && b.reported() != b.key()) {
-          notes.push_back(absl::StrCat(n.name, ": ", what, " (", b.path(), ") is etcd ",
-                                       b.reported()));
-        }
-      }
-      if (!st->join_error().empty()) {
-        notes.push_back(absl::StrCat(n.name, ": etcd refused its join ", st->join_failures(),
-                                     " time(s) in a row: ", st->join_error()));
-      }
-      // Stopped for a destroy: nothing is replaced, wiped or added there (P1-P3).
-      if (!st->destroyed().empty()) v.paused = absl::StrCat("(destroy ", st->destroyed(), ")");
-      if (st->highest_term() > agents_max_term_) {
-        agents_max_term_ = st->highest_term();
-        agents_max_term_leader_ = st->highest_term_leader();
-      } else if (st->highest_term() == agents_max_term_ &&
-                 st->highest_term_leader() != config_.node.name) {
-        agents_max_term_leader_ = st->highest_term_leader();
+// Node `n` as its agent reports it (`st`); what the operator should know goes to `notes`.
+NodeView Reconciler::ObserveNode(const NodeSpec& n, const absl::StatusOr<peer::NodeState>& st,
+                                 std::vector<std::string>& notes) {
+  NodeView v;
+  v.name = n.name;
+  v.peer_url = config_.PeerUrl(n);
+  v.initial_member_id = InitialIdOf(v.peer_url);
+  if (st.ok()) {
+    v.agent_up = true;
+    node_users_[n.name] = st->client_user();
+    v.etcd_running = st->etcd_running();
+    v.has_data = st->has_data();
+    v.local_member_id = st->member_id();
+    v.switched_version = st->switched_version();
+    for (const auto& b : st->binaries()) {
+      v.binaries.push_back(EtcdBinary{b.key(), b.path(), b.reported(), b.error()});
+    }
+    v.etcd_exit = st->etcd_exit();
+    v.join_error = st->join_error();
+    v.join_retry_in = milliseconds(st->join_retry_ms());
+    for (const auto& b : st->binaries()) {
+      const std::string what = b.key().empty() ? "etcd.binary"
+                                               : absl::StrCat("etcd.versions[", b.key(), "]");
+      if (b.reported().empty()) {
+        notes.push_back(absl::StrCat(n.name, ": ", what, " (", b.path(), ") reports no "
+                                     "version: ", b.error()));
+      } else if (!b.key().empty() && b.reported() != b.key()) {
+        notes.push_back(absl::StrCat(n.name, ": ", what, " (", b.path(), ") is etcd ",
+                                     b.reported()));
       }
     }
-    obs.nodes.push_back(v);
+    if (!st->join_error().empty()) {
+      notes.push_back(absl::StrCat(n.name, ": etcd refused its join ", st->join_failures(),
+                                   " time(s) in a row: ", st->join_error()));
+    }
+    // Stopped for a destroy: nothing is replaced, wiped or added there (P1-P3).
+    if (!st->destroyed().empty()) v.paused = absl::StrCat("(destroy ", st->destroyed(), ")");
+    if (st->highest_term() > agents_max_term_) {
+      agents_max_term_ = st->highest_term();
+      agents_max_term_leader_ = st->highest_term_leader();
+    } else if (st->highest_term() == agents_max_term_ &&
+               st->highest_term_leader() != config_.node.name) {
+      agents_max_term_leader_ = st->highest_term_leader();
+    }
   }
-  ApplyMaintenance(maintenance, env_.clock->UnixSeconds(), &obs);
-  {
-    MutexLock lock(&mu_);
-    node_notes_ = std::move(notes);
-  }
-  if (!members.ok()) return obs;  // member_list_ok stays false: the planner waits
-  obs.member_list_ok = true;
+  return v;
+}
 
+// Each of `members` with its etcd's status; the unhealthy and learner clocks move on.
+void Reconciler::ObserveMembers(const std::vector<MemberInfo>& members, ClusterObservation& obs) {
   std::vector<std::function<absl::StatusOr<MemberStatus>()>> status_calls;
-  for (const auto& m : *members) {
+  for (const auto& m : members) {
     std::string url = m.client_urls.empty() ? "" : m.client_urls.front();
     EtcdApi* c = etcd_;
     status_calls.push_back([c, url]() -> absl::StatusOr<MemberStatus> {
@@ -189,8 +166,8 @@ absl::StatusOr<ClusterObservation> Reconciler::Observe() {
   std::map<uint64_t, uint64_t> index_by_id;
   const auto now = env_.clock->Now();
   std::map<uint64_t, SteadyTime> still_unhealthy;
-  for (size_t i = 0; i < members->size(); ++i) {
-    const MemberInfo& m = (*members)[i];
+  for (size_t i = 0; i < members.size(); ++i) {
+    const MemberInfo& m = members[i];
     MemberView v;
     v.id = m.id;
     v.name = m.name;
@@ -224,6 +201,44 @@ absl::StatusOr<ClusterObservation> Reconciler::Observe() {
   if (auto it = index_by_id.find(etcd_leader); it != index_by_id.end()) {
     obs.leader_raft_index = it->second;
   }
+}
+
+absl::StatusOr<ClusterObservation> Reconciler::Observe() {
+  ClusterObservation obs;
+  obs.replace_after = config_.cluster.replace_after;
+  obs.learner_timeout = config_.cluster.learner_timeout;
+  obs.desired_size = config_.cluster.size;
+  obs.adopting = config_.cluster.adopt.enabled();
+  for (const auto& [version, binary] : config_.etcd.versions) obs.available_versions.push_back(version);
+  Maintenance maintenance;
+  if (absl::Status s = ObserveSpec(&obs, &maintenance); !s.ok()) return s;
+
+  // Every agent, in parallel.
+  std::vector<std::function<absl::StatusOr<peer::NodeState>()>> state_calls;
+  for (const auto& n : config_.cluster.nodes) {
+    PeerApi* pc = agents_.at(n.name).get();
+    state_calls.push_back([pc] { return pc->GetState(kObserveTimeout); });
+  }
+  auto states = FanOut(env_.parallel, state_calls);
+  uint64_t cluster_id = 0;
+  std::vector<std::string> notes;
+  // Linearizable: a stale list (from a member cut off or removed) would show a live member as
+  // gone, and the planner would wipe it.
+  auto members = etcd_->LinearizableMemberList(&cluster_id);
+  cluster_id_ = members.ok() ? cluster_id : 0;
+  agents_max_term_ = 0;
+  agents_max_term_leader_.clear();
+  for (size_t i = 0; i < config_.cluster.nodes.size(); ++i) {
+    obs.nodes.push_back(ObserveNode(config_.cluster.nodes[i], states[i], notes));
+  }
+  ApplyMaintenance(maintenance, env_.clock->UnixSeconds(), &obs);
+  {
+    MutexLock lock(&mu_);
+    node_notes_ = std::move(notes);
+  }
+  if (!members.ok()) return obs;  // member_list_ok stays false: the planner waits
+  obs.member_list_ok = true;
+  ObserveMembers(*members, obs);
   return obs;
 }
 
@@ -313,6 +328,11 @@ bool Reconciler::Pass(uint64_t leader_term) {
     Publish(wait, term, "");
     return false;
   }
+  return Carry(step, term);
+}
+
+// Carries out `step` (decided and checked by Pass) and records how it went.
+bool Reconciler::Carry(const Step& step, uint64_t term) {
   if (step.reason != last_decision_) {
     spdlog::info("reconcile (term {}): {}", term, step.reason);
     last_decision_ = step.reason;

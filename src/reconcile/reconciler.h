@@ -28,6 +28,7 @@
 #include "peer/api.h"
 #include "reconcile/env.h"
 #include "reconcile/history.h"
+#include "reconcile/maintenance.h"
 #include "reconcile/plan.h"
 
 namespace steward {
@@ -88,6 +89,13 @@ class Reconciler {
   // Raises the store's epoch record (control/epoch.json) to this leader's term, once per term;
   // only once the store is known to be this cluster's (CheckStoreIdentity).
   void RecordEpoch(uint64_t leader_term);
+  // Observe's parts: the spec and maintenance, one node from its agent, the members.
+  absl::Status ObserveSpec(ClusterObservation* obs, Maintenance* maintenance);
+  NodeView ObserveNode(const NodeSpec& n, const absl::StatusOr<peer::NodeState>& st,
+                       std::vector<std::string>& notes);
+  void ObserveMembers(const std::vector<MemberInfo>& members, ClusterObservation& obs);
+  // Carries out a step Pass decided and checked, and records the outcome.
+  bool Carry(const Step& step, uint64_t term);
   absl::Status Act(const Step& step, uint64_t term);
   void Publish(const Step& step, uint64_t term, const std::string& error);
   PeerApi& Agent(const std::string& node);

@@ -1,6 +1,7 @@
 #include "reconcile/recover_decision.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -19,8 +20,12 @@ RecoverDecision Refuse(RecoverDecision d, const char* rule, std::string why) {
 
 }  // namespace
 
-RecoverDecision DecideRecover(const RecoverView& v) {
-  RecoverDecision d;
+namespace {
+
+// Each step below returns a refusal, or fills in its part of `d` and returns nothing.
+
+// Q1-Q5: no quorum answers, provably, and the members that answer are of one cluster.
+std::optional<RecoverDecision> RefuseWhileAQuorumMayAnswer(const RecoverView& v, RecoverDecision& d) {
   if (v.linearizable_ok) {
     return Refuse(d, "Q1", absl::StrCat("a quorum of cluster ", v.cluster,
                                         " answers (a linearizable member list succeeded). The "
@@ -53,6 +58,11 @@ RecoverDecision DecideRecover(const RecoverView& v) {
   if (!v.list_ok) {
     return Refuse(d, "Q5", absl::StrCat("no member answers a member list: ", v.list_error));
   }
+  return std::nullopt;
+}
+
+// Q6: the voting members that answer are fewer than a majority.
+std::optional<RecoverDecision> FindTheSurvivors(const RecoverView& v, RecoverDecision& d) {
   const std::set<uint64_t> voters(v.voter_ids.begin(), v.voter_ids.end());
   d.voters = voters.size();
   for (size_t i = 0; i < v.nodes.size(); ++i) {
@@ -69,6 +79,11 @@ RecoverDecision DecideRecover(const RecoverView& v) {
                                         " voting members answer, a majority: they elect a "
                                         "leader by themselves"));
   }
+  return std::nullopt;
+}
+
+// Q7: every member that does not answer is gone, not merely out of sight.
+std::optional<RecoverDecision> RefuseWhileAMemberMayLive(const RecoverView& v, RecoverDecision& d) {
   for (const auto& n : v.nodes) {
     if (n.etcd_answered) continue;
     if (n.agent_answered && n.agent_has_data) {
@@ -82,6 +97,11 @@ RecoverDecision DecideRecover(const RecoverView& v) {
     d.gone.push_back(n.agent_answered ? n.name + " (its agent answers, with no data)"
                                       : n.name + " (neither its etcd nor its agent answers)");
   }
+  return std::nullopt;
+}
+
+// The survivor with the most of the log, or the one --from names (Q8).
+std::optional<RecoverDecision> ChooseTheSurvivor(const RecoverView& v, RecoverDecision& d) {
   std::sort(d.survivors.begin(), d.survivors.end(), [&](size_t x, size_t y) {
     if (v.nodes[x].raft_index != v.nodes[y].raft_index) {
       return v.nodes[x].raft_index > v.nodes[y].raft_index;
@@ -99,6 +119,11 @@ RecoverDecision DecideRecover(const RecoverView& v) {
                                           ": that node's etcd does not answer as a voting member"));
     }
   }
+  return std::nullopt;
+}
+
+// Q9: no backup in the store got further than the chosen survivor (unless --force).
+std::optional<RecoverDecision> RefuseIfABackupGotFurther(const RecoverView& v, RecoverDecision& d) {
   if (!v.backups_ok) {
     return Refuse(d, "Q9", absl::StrCat("cannot list the backups: ", v.backups_error));
   }
@@ -113,6 +138,17 @@ RecoverDecision DecideRecover(const RecoverView& v) {
           "backup instead (stewardctl restore-backup NAME), or pass --force if you know they "
           "are gone and the survivor is what you want"));
     }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+RecoverDecision DecideRecover(const RecoverView& v) {
+  RecoverDecision d;
+  for (auto step : {RefuseWhileAQuorumMayAnswer, FindTheSurvivors, RefuseWhileAMemberMayLive,
+                    ChooseTheSurvivor, RefuseIfABackupGotFurther}) {
+    if (std::optional<RecoverDecision> refused = step(v, d)) return *refused;
   }
   return d;
 }
