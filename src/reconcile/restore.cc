@@ -549,30 +549,65 @@ absl::Status RestoreCoordinator::Finish(RestoreIntent& intent, const Observed& o
   return absl::OkStatus();
 }
 
-// The restore as steps, each of which checks again what it rests on and records its progress
-// in the intent before the next: a coordinator that dies between two steps is followed by one
-// that starts at the first step not recorded (ordered, settled, done).
+// The restore as steps (NextRestoreStep, restore_decision.h): each one checks again what it
+// rests on and records its progress in the intent before the next is chosen, so a coordinator
+// that dies between two steps is followed by one that starts at the first step not recorded
+// (ordered, settled, done).
 absl::Status RestoreCoordinator::Execute(RestoreIntent intent) {
   Observed o = Observe();
   peer::OrderHeader header;
-  if (absl::Status s = PromiseTerm(o, &header); !s.ok()) return s;
-  if (absl::Status s = StillJustified(intent, &o); !s.ok()) return s;
+  RestoreStepView view;
+  view.settled = intent.settled;
   // Once settled, the restored cluster is the live cluster: nobody is ordered to restore it
-  // again (a node that lost its data since is a lost member, the leader's to heal), and if it
-  // was lost as a whole, the next restore starts afresh from the newest backup.
+  // again (RC3), and if it was lost as a whole, the next restore starts afresh (R11).
   const bool was_settled = intent.settled;
   std::vector<std::string> missing;
-  if (!was_settled) {
-    if (absl::Status s = OrderRound(intent, o, header, &missing); !s.ok()) return s;
-    if (absl::Status s = SettleRound(intent, header.term()); !s.ok()) return s;
-  } else {
-    for (const auto& [name, url] : intent.initial_cluster) {
-      auto it = o.states.find(name);
-      if (it == o.states.end() || it->second.restore_id() != intent.id) missing.push_back(name);
+  // Each step at most once a pass: the bound is the number of steps.
+  for (int i = 0; i < 8; ++i) {
+    const RestoreStep step = NextRestoreStep(view);
+    absl::Status s;
+    switch (step) {
+      case RestoreStep::kPromise:
+        s = PromiseTerm(o, &header);
+        view.promised = true;
+        break;
+      case RestoreStep::kRecheck:
+        s = StillJustified(intent, &o);
+        view.rechecked = true;
+        break;
+      case RestoreStep::kOrder:
+        missing.clear();
+        s = OrderRound(intent, o, header, &missing);
+        view.round_done = true;
+        view.round_settles = s.ok();
+        break;
+      case RestoreStep::kSettle:
+        s = SettleRound(intent, header.term());
+        view.settled = intent.settled;
+        break;
+      case RestoreStep::kUnfence:
+        if (was_settled) missing = MembersWithout(intent, o);
+        UnfenceMembers(intent, header);
+        view.unfenced = true;
+        break;
+      case RestoreStep::kFinish:
+        return Finish(intent, o, was_settled, missing);
+      case RestoreStep::kStop:
+        return absl::UnavailableError("the round did not settle the restore");
     }
+    if (!s.ok()) return s;
   }
-  UnfenceMembers(intent, header);
-  return Finish(intent, o, was_settled, missing);
+  return absl::InternalError("the restore's steps did not finish in one pass");
+}
+
+std::vector<std::string> RestoreCoordinator::MembersWithout(const RestoreIntent& intent,
+                                                            const Observed& o) {
+  std::vector<std::string> missing;
+  for (const auto& [name, url] : intent.initial_cluster) {
+    auto it = o.states.find(name);
+    if (it == o.states.end() || it->second.restore_id() != intent.id) missing.push_back(name);
+  }
+  return missing;
 }
 
 }  // namespace steward

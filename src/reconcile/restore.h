@@ -67,9 +67,11 @@ class RestoreCoordinator {
   // Total loss is proven (`why`): chooses the backup and its deltas, decides again on a fresh
   // observation, records a new intent and carries it out.
   void Start(const std::string& why);
-  // Carries `intent` on by the steps below, each of which re-checks what it rests on and
-  // records its progress before the next.
+  // Carries `intent` on, one step at a time as NextRestoreStep chooses (restore_decision.h):
+  // each re-checks what it rests on and records its progress before the next is chosen.
   absl::Status Execute(RestoreIntent intent);
+  // The intent's members that `o` does not show restored (silent, or another restore's).
+  static std::vector<std::string> MembersWithout(const RestoreIntent& intent, const Observed& o);
   // A term a majority of the agents acknowledged, in the header every order carries.
   absl::Status PromiseTerm(const Observed& o, peer::OrderHeader* header);
   // DecideRestore once more right before the orders (o is observed again): cancels the

@@ -182,4 +182,29 @@ bool CloseLostRestore(bool settled, size_t members, size_t empty) {
   return settled && members > 0 && empty >= members / 2 + 1;
 }
 
+const char* RestoreStepName(RestoreStep s) {
+  switch (s) {
+    case RestoreStep::kPromise: return "promise";
+    case RestoreStep::kRecheck: return "recheck";
+    case RestoreStep::kOrder: return "order";
+    case RestoreStep::kSettle: return "settle";
+    case RestoreStep::kUnfence: return "unfence";
+    case RestoreStep::kFinish: return "finish";
+    case RestoreStep::kStop: return "stop";
+  }
+  return "?";
+}
+
+RestoreStep NextRestoreStep(const RestoreStepView& v) {
+  if (!v.promised && !RuleOff("RC1")) return RestoreStep::kPromise;
+  if (!v.rechecked && !RuleOff("RC2")) return RestoreStep::kRecheck;
+  if (!v.settled || RuleOff("RC3")) {
+    if (!v.round_done) return RestoreStep::kOrder;
+    if (!v.round_settles && !RuleOff("RC4")) return RestoreStep::kStop;
+    if (!v.settled) return RestoreStep::kSettle;
+  }
+  if (!v.unfenced && !RuleOff("RC5")) return RestoreStep::kUnfence;
+  return RestoreStep::kFinish;
+}
+
 }  // namespace steward

@@ -140,4 +140,38 @@ RoundVerdict JudgeRound(const RoundView& v);
 // of its `members` answer without data.
 bool CloseLostRestore(bool settled, size_t members, size_t empty);
 
+// The coordinator's steps through a pending restore, one at a time: NextRestoreStep chooses
+// the next from the intent as recorded and what this pass has done so far; the coordinator
+// (restore.cc, Execute) carries it out, records what it changed in the intent, and asks again.
+// A coordinator that stops between two steps leaves an intent the next one continues: its
+// passes start over at the promise, and the recorded flags (ordered, settled, done) say where.
+//   RC1 every order (restore or unfence) carries a term a majority acknowledged in this pass.
+//   RC2 restore orders go out only after DecideRestore, asked again on an observation made after
+//       the promises, still says continue (R5-R7 re-proved right before the orders).
+//   RC3 a settled restore is never ordered to restore again: its cluster is the live one, and a
+//       member that lost its data since is the leader's to heal.
+//   RC4 a restore settles only after a round of orders in this pass whose verdict is settle
+//       (JudgeRound: R8-R10), on what the members said after that round.
+//   RC5 the members are unfenced only once the restore is settled, and it is finished (its
+//       voters recorded and done, or closed by R11) only after the unfence orders.
+struct RestoreStepView {
+  bool settled = false;        // the intent records the restore settled
+  bool promised = false;       // this pass: a majority acknowledged its term
+  bool rechecked = false;      // this pass: DecideRestore said continue after the promises
+  bool round_done = false;     // this pass: restore orders went out and the round was judged
+  bool round_settles = false;  // ... and its verdict was settle
+  bool unfenced = false;       // this pass: the fenced members were ordered back
+};
+enum class RestoreStep {
+  kPromise,  // collect a majority's acknowledgement of a new term (RC1)
+  kRecheck,  // DecideRestore once more on a fresh observation (RC2)
+  kOrder,    // record "ordered", order every node that has not applied it, judge the round
+  kSettle,   // behind the fence: revoke the backup's leases, replay deltas, record settled
+  kUnfence,  // every fenced member back to its client URL
+  kFinish,   // record the voters and the restore done, or close it (R11)
+  kStop,     // nothing more this pass: the round did not settle it (R10)
+};
+const char* RestoreStepName(RestoreStep s);
+RestoreStep NextRestoreStep(const RestoreStepView& v);
+
 }  // namespace steward

@@ -379,4 +379,63 @@ TEST(RestoreDecisionTest, R11_ASettledRestoreLostAsAWholeIsClosedNotRestoredAgai
   SetRulesOffForTesting({});
 }
 
+// RC1-RC5: the coordinator's next step, from the intent as recorded and what this pass did.
+TEST(RestoreDecisionTest, RC1_RC5_TheCoordinatorTakesOneStepAtATimeInTheSafeOrder) {
+  struct Row {
+    bool settled, promised, rechecked, round_done, round_settles, unfenced;
+    RestoreStep want;
+    const char* why;
+  };
+  using S = RestoreStep;
+  const Row rows[] = {
+      {false, false, false, false, false, false, S::kPromise, "RC1: a term first"},
+      {true, false, false, false, false, false, S::kPromise, "RC1: the unfence orders need one too"},
+      {false, true, false, false, false, false, S::kRecheck, "RC2: re-proved after the promises"},
+      {true, true, false, false, false, false, S::kRecheck, "RC2: settled, re-proved all the same"},
+      {false, true, true, false, false, false, S::kOrder, "the orders"},
+      {false, true, true, true, false, false, S::kStop, "RC4: the round did not settle it"},
+      {false, true, true, true, true, false, S::kSettle, "RC4: a majority applied it this pass"},
+      {true, true, true, false, false, false, S::kUnfence, "RC3: settled, never ordered again"},
+      {true, true, true, true, true, false, S::kUnfence, "RC5: settled this pass: unfence"},
+      {true, true, true, false, false, true, S::kFinish, "RC5: unfenced: finish"},
+  };
+  for (const Row& r : rows) {
+    RestoreStepView v;
+    v.settled = r.settled;
+    v.promised = r.promised;
+    v.rechecked = r.rechecked;
+    v.round_done = r.round_done;
+    v.round_settles = r.round_settles;
+    v.unfenced = r.unfenced;
+    EXPECT_STREQ(RestoreStepName(NextRestoreStep(v)), RestoreStepName(r.want)) << r.why;
+  }
+  // Mutation checks: each rule off lets through the step it holds back.
+  struct Off {
+    const char* rule;
+    RestoreStepView v;
+    RestoreStep then;
+  };
+  RestoreStepView fresh;
+  RestoreStepView promised;
+  promised.promised = true;
+  RestoreStepView settled;
+  settled.settled = settled.promised = settled.rechecked = true;
+  RestoreStepView not_settling;
+  not_settling.promised = not_settling.rechecked = not_settling.round_done = true;
+  const Off offs[] = {
+      {"RC1", fresh, S::kRecheck},
+      {"RC2", promised, S::kOrder},
+      {"RC3", settled, S::kOrder},
+      {"RC4", not_settling, S::kSettle},
+      {"RC5", settled, S::kFinish},
+  };
+  for (const Off& o : offs) {
+    const RestoreStep on = NextRestoreStep(o.v);
+    SetRulesOffForTesting({o.rule});
+    EXPECT_STREQ(RestoreStepName(NextRestoreStep(o.v)), RestoreStepName(o.then)) << o.rule;
+    EXPECT_NE(NextRestoreStep(o.v), on) << o.rule;
+    SetRulesOffForTesting({});
+  }
+}
+
 }  // namespace steward
