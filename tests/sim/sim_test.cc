@@ -211,6 +211,27 @@ TEST(SimulationMutations, WithoutR11ARestoredClusterLostAgainIsNeverRestored) {
   EXPECT_TRUE(FindsLoss(o, 1, 330));
 }
 
+TEST(SimulationMutations, WithoutRC3ASettledRestoreIsOrderedAgainAndTheClusterStaysDown) {
+  // RC3 off (restore_decision.h): the coordinator orders the members of a settled restore to
+  // restore again; the cluster never has a leader again. The first failing seed of 300 at
+  // 4 nodes is 51.
+  Options o;
+  o.steps = 2500;
+  o.nodes = 4;
+  o.disabled_rules = {"RC3"};
+  EXPECT_TRUE(FindsLoss(o, 1, 51));
+}
+
+TEST(SimulationMutations, WithoutRC1OrdersCarryNoTermAndARestoreStalls) {
+  // RC1 off: the coordinator orders without a promised term; agents that promised a newer one
+  // refuse its orders as stale, and the restore never finishes. The first failing seed of 150
+  // is 130.
+  Options o;
+  o.steps = 3000;
+  o.disabled_rules = {"RC1"};
+  EXPECT_TRUE(FindsLoss(o, 1, 130));
+}
+
 TEST(Simulation, ASettledRestoreIsNeverRunAgainOverNewerWrites) {
   // Found by this simulation (4 nodes, seed 5, fault rate 0.1, crash rate 0.02): a restore was
   // settled and its cluster served writes and was backed up (generation 2), but its intent was
