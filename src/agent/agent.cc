@@ -1,5 +1,7 @@
 #include "agent/agent.h"
 
+#include "agent/control_wiring.h"
+
 #include <signal.h>
 #include <pthread.h>
 #include <unistd.h>
@@ -141,7 +143,7 @@ Agent::Agent(Config config) : config_(std::move(config)) {
 
 // Wire's parts, in the order they run: each one uses what the ones before it built.
 
-// The etcd clients, the other agents' clients, the leadership and the backup store.
+// The etcd clients, the other agents' clients and the backup store.
 absl::Status Agent::WireClients(const std::shared_ptr<grpc::ChannelCredentials>& client_creds) {
   // The other members: the other nodes' etcd, and while adopting the adopted cluster's.
   std::vector<std::string> others;
@@ -173,9 +175,6 @@ absl::Status Agent::WireClients(const std::shared_ptr<grpc::ChannelCredentials>&
     if (n.name == config_.node.name) continue;
     agents_[n.name] = std::make_unique<PeerClient>(config_.AgentAddress(n), client_creds);
   }
-  leadership_ = std::make_unique<Leadership>(
-      cluster_client_.get(), LeaderKey(config_), EpochKey(config_), config_.node.name,
-      std::chrono::duration_cast<std::chrono::seconds>(config_.cluster.leader_lease_ttl));
   if (auto store = OpenStore(config_.backup); store.ok()) {
     store_ = std::move(*store);
   } else {
@@ -185,7 +184,7 @@ absl::Status Agent::WireClients(const std::shared_ptr<grpc::ChannelCredentials>&
 }
 
 // This node: its disk, runner and clients, as LocalNode sees them.
-void Agent::WireNode() {
+LocalNodeEnv Agent::NodeEnv() {
   LocalNodeEnv node_env;
   node_env.disk = disk_.get();
   node_env.runner = runner_.get();
@@ -223,7 +222,36 @@ void Agent::WireNode() {
                            const std::string& result) {
     if (history_) history_->Append(0, action, reason, result);
   };
-  node_ = std::make_unique<LocalNode>(config_, std::move(node_env));
+  return node_env;
+}
+
+// The node side, the leadership, the restore coordinator and the reconciler, linked as the
+// simulation links them (control_wiring.h).
+void Agent::WireControlParts(const std::shared_ptr<grpc::ChannelCredentials>& client_creds) {
+  if (store_) {
+    backups_ = std::make_unique<BackupScheduler>(config_, store_.get(), cluster_client_.get());
+  }
+  ControlSeams seams;
+  seams.config = &config_;
+  seams.cluster = cluster_client_.get();
+  seams.store = store_.get();
+  seams.backups = backups_.get();
+  seams.node = NodeEnv();
+  seams.restore_env = RealControlEnv(config_, client_creds, canceller_);
+  seams.restore_env.stopping = [this] { return Stopping(); };
+  seams.reconcile_env = RealControlEnv(config_, client_creds, canceller_);
+  // The leader's own node is asked in-process, with its term guard's view.
+  seams.reconcile_env.dial_agent = [this, dial = seams.reconcile_env.dial_agent](
+                                       const NodeSpec& n) -> std::unique_ptr<PeerApi> {
+    if (n.name != config_.node.name) return dial(n);
+    return std::make_unique<SelfPeer>(dial(n),
+                                      [this] { return StateWithTerms(*node_, *terms_); });
+  };
+  ControlParts parts = WireControl(std::move(seams));
+  node_ = std::move(parts.node);
+  leadership_ = std::move(parts.leadership);
+  restorer_ = std::move(parts.restorer);
+  reconciler_ = std::move(parts.reconciler);
 }
 
 // The peer API and the history it records orders in.
@@ -247,15 +275,9 @@ void Agent::WireServer(const std::shared_ptr<grpc::ServerCredentials>& server_cr
   });
 }
 
-// Backups, drills, the restore coordinator and delta backups (with a backup store).
-void Agent::WireBackups(const std::shared_ptr<grpc::ChannelCredentials>& client_creds) {
-  backups_ = std::make_unique<BackupScheduler>(config_, store_.get(), cluster_client_.get());
+// Drills and delta backups (with a backup store).
+void Agent::WireBackups() {
   if (config_.backup.drill_interval.count() > 0) WireDrills();
-  ControlEnv env = RealControlEnv(config_, client_creds, canceller_);
-  env.stopping = [this] { return Stopping(); };
-  restorer_ = std::make_unique<RestoreCoordinator>(config_, store_.get(), cluster_client_.get(),
-                                                   std::move(env));
-  restorer_->SetHistory(history_.get());
   if (config_.backup.delta_interval.count() > 0) {
     deltas_ = std::make_unique<DeltaWriter>(config_, store_.get(), cluster_client_.get(),
                                             [this] { return leading_.load(); });
@@ -296,21 +318,8 @@ void Agent::WireAdmin() {
       config_.tls.enabled() ? std::optional<TlsPaths>(config_.Tls()) : std::nullopt);
 }
 
-// The leader's loops: the reconciler, the space keeper and (auth.mode) the auth keeper.
-void Agent::WireReconcile(const std::shared_ptr<grpc::ChannelCredentials>& client_creds) {
-  ControlEnv reconcile_env = RealControlEnv(config_, client_creds, canceller_);
-  reconcile_env.dial_agent = [this, dial = reconcile_env.dial_agent](
-                                 const NodeSpec& n) -> std::unique_ptr<PeerApi> {
-    if (n.name != config_.node.name) return dial(n);
-    return std::make_unique<SelfPeer>(dial(n),
-                                      [this] { return StateWithTerms(*node_, *terms_); });
-  };
-  reconciler_ = std::make_unique<Reconciler>(
-      config_, cluster_client_.get(), store_.get(), backups_.get(),
-      [this] { return restorer_ != nullptr && restorer_->RestorePending(); },
-      [this] { return leadership_->Confirm(); }, std::move(reconcile_env),
-      [this](uint64_t floor) { return leadership_->Raise(floor); });
-  reconciler_->SetHistory(history_.get());
+// The leader's keepers: space and (auth.mode) auth.
+void Agent::WireKeepers() {
   // Re-checked right before it acts: still the leader, or (S6) still no leader and no
   // lower-named agent answering.
   space_ = std::make_unique<SpaceKeeper>(
@@ -351,11 +360,13 @@ absl::Status Agent::Wire() {
     server_creds = *sc;
   }
   if (absl::Status s = WireClients(client_creds); !s.ok()) return s;
-  WireNode();
+  WireControlParts(client_creds);
   WireServer(server_creds);
-  if (store_) WireBackups(client_creds);
+  if (restorer_) restorer_->SetHistory(history_.get());
+  reconciler_->SetHistory(history_.get());
+  if (store_) WireBackups();
   WireAdmin();
-  WireReconcile(client_creds);
+  WireKeepers();
   return absl::OkStatus();
 }
 

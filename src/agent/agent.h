@@ -69,11 +69,13 @@ class Agent {
   // Builds the clients and servers (after the TLS files exist).
   absl::Status Wire();
   absl::Status WireClients(const std::shared_ptr<grpc::ChannelCredentials>& client_creds);
-  void WireNode();
+  // The control objects (control_wiring.h), over this node's real seams.
+  void WireControlParts(const std::shared_ptr<grpc::ChannelCredentials>& client_creds);
+  LocalNodeEnv NodeEnv();
   void WireServer(const std::shared_ptr<grpc::ServerCredentials>& server_creds);
-  void WireBackups(const std::shared_ptr<grpc::ChannelCredentials>& client_creds);
+  void WireBackups();
   void WireAdmin();
-  void WireReconcile(const std::shared_ptr<grpc::ChannelCredentials>& client_creds);
+  void WireKeepers();
   // stewardctl pki renew (tls.mode issued): the control loop renews this node's certificates.
   absl::Status RequestRenewal();
   // The leader's restore drills (backup.drill_interval), recorded in the history.

@@ -1,17 +1,18 @@
-// An agent's life: Boot wires a node's agent as Agent::Wire does (src/agent/agent.cc), over the
-// simulated seams: the etcd clients, the initial agents, the node's disk and runner, TermGuard,
-// LocalNode, Leadership, the RestoreCoordinator and the Reconciler, with sequential fan-out and
-// the world's random stream for nonces. Kill destroys those objects as a dead process's memory
-// (a crash point unwinds the agent's code first). The disk, etcd (unless killed too) and the
-// store stay as they were.
+// An agent's life: Boot wires a node's agent over the simulated seams: the etcd clients, the
+// initial agents, the node's disk and runner, TermGuard, and then the control objects
+// (LocalNode, Leadership, the RestoreCoordinator and the Reconciler) through the agent's own
+// WireControl (src/agent/control_wiring.h), with sequential fan-out and the world's random
+// stream for nonces. Kill destroys those objects as a dead process's memory (a crash point
+// unwinds the agent's code first). The disk, etcd (unless killed too) and the store stay as
+// they were.
 //
-// This is a copy of the agent's wiring (Agent's constructor and Agent::Wire), not a call to it,
-// and it leaves out what the simulation does not model: the history, the backup scheduler, the
+// Left out, as the simulation does not model them: the history, the backup scheduler, the
 // delta writer, SpaceKeeper, AuthKeeper, the peer and admin servers, SelfPeer for the agent's
 // own node, the etcd log readers and the join watch. Its local client also asks the fence URL,
 // and the cluster client uses AllClientUrls (the agent: ClusterClientUrls, with adopt.endpoints).
 #include <chrono>
 
+#include "agent/control_wiring.h"
 #include "etcd/keys.h"
 #include "etcd/version.h"
 #include "sim/clock_model.h"
@@ -73,9 +74,6 @@ void World::Boot(int i) {
     }
     le.binaries = [binaries] { return binaries; };
   }
-  n.local = std::make_unique<LocalNode>(n.config, std::move(le));
-  // A restarted agent adopts an etcd that still runs; otherwise it decides afresh.
-  if (n.runner->Adopt()) n.local->AdoptRunning();
   ControlEnv env;
   env.clock = n.clock.get();
   env.parallel = false;
@@ -90,15 +88,21 @@ void World::Boot(int i) {
     return std::make_unique<SimEtcd>(this, i, urls);
   };
   env.nonce = [this] { return static_cast<uint32_t>(rng_() & 0xffff); };
-  n.leadership = std::make_unique<Leadership>(
-      n.cluster_client.get(), LeaderKey(n.config), EpochKey(n.config), n.spec.name,
-      std::chrono::duration_cast<std::chrono::seconds>(n.config.cluster.leader_lease_ttl));
-  n.restorer = std::make_unique<RestoreCoordinator>(n.config, &store_, n.cluster_client.get(), env);
-  Node* np = &n;
-  n.reconciler = std::make_unique<Reconciler>(
-      n.config, n.cluster_client.get(), &store_, nullptr,
-      [np] { return np->restorer->RestorePending(); }, [np] { return np->leadership->Confirm(); },
-      env, [np](uint64_t floor) { return np->leadership->Raise(floor); });
+  // The agent's own wiring of the control objects (src/agent/control_wiring.h).
+  ControlSeams seams;
+  seams.config = &n.config;
+  seams.cluster = n.cluster_client.get();
+  seams.store = &store_;
+  seams.node = std::move(le);
+  seams.restore_env = env;
+  seams.reconcile_env = env;
+  ControlParts parts = WireControl(std::move(seams));
+  n.local = std::move(parts.node);
+  n.leadership = std::move(parts.leadership);
+  n.restorer = std::move(parts.restorer);
+  n.reconciler = std::move(parts.reconciler);
+  // A restarted agent adopts an etcd that still runs; otherwise it decides afresh.
+  if (n.runner->Adopt()) n.local->AdoptRunning();
   n.next_restore_pass = now_;
   dirty_ = true;
 }
