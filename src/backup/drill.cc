@@ -1,14 +1,7 @@
 #include "backup/drill.h"
 
-#include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/statvfs.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "backup/delta.h"
+#include "backup/drill_scratch.h"
 #include "backup/pipeline.h"
 #include "common/files.h"
 #include "common/mutex.h"
@@ -53,37 +47,6 @@ int64_t MsSince(Clock::time_point t) {
   return std::chrono::duration_cast<milliseconds>(Clock::now() - t).count();
 }
 
-// A port free on 127.0.0.1 right now (the kernel's pick).
-absl::StatusOr<int> FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return ErrnoStatus(errno, "socket");
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return ErrnoStatus(err, "picking a port");
-  }
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
-// Whether something accepts connections on 127.0.0.1:`port`.
-bool Listening(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  ::close(fd);
-  return ok;
-}
-
 }  // namespace
 
 void RemoveStaleScratch(const std::string& root) {
@@ -112,80 +75,6 @@ int64_t ReplayedRevisions::Live(int64_t scratch) const {
 }
 
 namespace {
-
-// The scratch etcd: its own process, lower CPU and I/O priority, killed if its parent dies.
-class ScratchEtcd {
- public:
-  ~ScratchEtcd() { Stop(); }
-  absl::Status Start(const std::string& binary, const std::vector<std::string>& args,
-                     const std::string& log) {
-    std::vector<std::string> argv = {binary};
-    argv.insert(argv.end(), args.begin(), args.end());
-    std::vector<std::string> env = ChildEnvironment();
-    std::vector<char*> cargv, cenv;
-    for (auto& a : argv) cargv.push_back(a.data());
-    cargv.push_back(nullptr);
-    for (auto& e : env) cenv.push_back(e.data());
-    cenv.push_back(nullptr);
-    const pid_t parent = ::getpid();
-    pid_ = ::fork();
-    if (pid_ < 0) return ErrnoStatus(errno, "starting the scratch etcd");
-    if (pid_ == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) ::_exit(1);
-      ::setpriority(PRIO_PROCESS, 0, 10);
-      // I/O best effort at its lowest level (class 2 << 13, level 7): below the members'.
-      // Not the idle class: etcd's fsyncs would wait as long as the members write, and a
-      // member writes all the time.
-      ::syscall(SYS_ioprio_set, 1 /*IOPRIO_WHO_PROCESS*/, 0, (2 << 13) | 7);
-      int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-      if (fd >= 0) {
-        ::dup2(fd, 1);
-        ::dup2(fd, 2);
-      }
-      ::execve(cargv[0], cargv.data(), cenv.data());
-      ::_exit(127);
-    }
-    return absl::OkStatus();
-  }
-  // Whether it has exited (and reaped).
-  bool Exited() {
-    if (pid_ <= 0) return true;
-    int status = 0;
-    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-      pid_ = -1;
-      return true;
-    }
-    return false;
-  }
-  void Stop() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
-    const auto deadline = Clock::now() + std::chrono::seconds(10);
-    while (!Exited() && Clock::now() < deadline) {
-      std::this_thread::sleep_for(milliseconds(20));
-    }
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-      pid_ = -1;
-    }
-  }
-
- private:
-  pid_t pid_ = -1;
-};
-
-std::string LastLines(const std::string& path, size_t n) {
-  std::ifstream f(path);
-  std::vector<std::string> lines;
-  for (std::string l; std::getline(f, l);) lines.push_back(l);
-  std::string out;
-  for (size_t i = lines.size() > n ? lines.size() - n : 0; i < lines.size(); ++i) {
-    absl::StrAppend(&out, out.empty() ? "" : " | ", lines[i]);
-  }
-  return out;
-}
 
 // One page of keys from `from` on (all keys: range_end "\0"), at `revision` (0: the head).
 using TxnFn =
@@ -405,63 +294,6 @@ bool Compacted(const absl::Status& s) {
 constexpr int kScratchMaxOps = 10000;
 constexpr size_t kScratchMaxBytes = size_t{32} << 20;
 constexpr char kScratchRequestBytes[] = "41943040";  // the above, with room for the request
-
-// Keeps the leases the backup brought alive in the scratch etcd while deltas are replayed.
-// They were given their full TTL when it started, and a replay can outlast a short one; one
-// that expired would delete keys the live cluster still held at the revision compared (the
-// live cluster's own expiries come in the deltas, as deletes).
-class LeaseKeeper {
- public:
-  explicit LeaseKeeper(const std::shared_ptr<grpc::Channel>& channel)
-      : stub_(etcdserverpb::Lease::NewStub(channel)), thread_([this] { Run(); }) {}
-  ~LeaseKeeper() {
-    {
-      MutexLock lock(&mu_);
-      stop_ = true;
-    }
-    cv_.NotifyAll();
-    thread_.join();
-  }
-
- private:
-  void Run() {
-    while (true) {
-      {
-        MutexLock lock(&mu_);
-        if (cv_.WaitFor(&mu_, std::chrono::seconds(1), [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-              return stop_;
-            })) {
-          return;
-        }
-      }
-      KeepAll();
-    }
-  }
-  void KeepAll() {
-    auto deadline = [] { return std::chrono::system_clock::now() + std::chrono::seconds(5); };
-    grpc::ClientContext list;
-    list.set_deadline(deadline());
-    etcdserverpb::LeaseLeasesResponse leases;
-    if (!stub_->LeaseLeases(&list, {}, &leases).ok() || leases.leases_size() == 0) return;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(deadline());
-    auto stream = stub_->LeaseKeepAlive(&ctx);
-    for (const auto& l : leases.leases()) {
-      etcdserverpb::LeaseKeepAliveRequest req;
-      req.set_id(l.id());
-      etcdserverpb::LeaseKeepAliveResponse resp;
-      if (!stream->Write(req) || !stream->Read(&resp)) break;
-    }
-    stream->WritesDone();
-    (void)stream->Finish();  // a lost round is retried in a second
-  }
-
-  std::unique_ptr<etcdserverpb::Lease::Stub> stub_;
-  Mutex mu_;
-  CondVar cv_;
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;
-};
 
 // What etcd's own hash says of the base: HashKV of the scratch etcd and of the live cluster at
 // the backup's revision. HashKV hashes what compaction keeps, so the scratch etcd is first
