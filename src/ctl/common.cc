@@ -288,4 +288,12 @@ void AddCommonFlags(CLI::App* sub, Common* common, bool output) {
   }
 }
 
+// The stored spec's size (configure-cluster), else `fallback`; a malformed spec counts as none.
+int StoredDesiredSize(const nlohmann::json& steward, int fallback) {
+  if (!steward.contains("spec") || !steward["spec"].is_object()) return fallback;
+  const auto& spec = steward["spec"];
+  if (!spec.contains("size") || !spec["size"].is_number_integer()) return fallback;
+  return spec["size"].get<int>();
+}
+
 }  // namespace steward

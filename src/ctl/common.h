@@ -98,4 +98,7 @@ struct WithStore {
 // config: *config then holds only the cluster's name and the store.
 WithStore OpenFromConfig(const Common& c, const char* what, bool store_only = false);
 
+// The stored spec's size (configure-cluster) in ReadStewardState's document, else `fallback`.
+int StoredDesiredSize(const nlohmann::json& steward, int fallback);
+
 }  // namespace steward
