@@ -167,6 +167,9 @@ class EtcdClient : public EtcdApi {
     std::unique_ptr<etcdserverpb::Watch::Stub> watch;
   };
   Stubs& StubsFor(const std::string& endpoint);
+  // The watch stub on `endpoint`'s connection for WatchRange, whose read-ahead is bounded
+  // (ChannelPool::bulk_watch).
+  etcdserverpb::Watch::Stub* BulkWatchStub(const std::string& endpoint);
   std::string PreferredEndpoint();
   // The etcd leader's client URL as the members answer ("" if none is known).
   std::string LeaderClientUrl();
