@@ -116,7 +116,7 @@ absl::StatusOr<AuthView> AuthKeeper::Observe() {
 }
 
 bool AuthKeeper::Pass(uint64_t term) {
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = options_.clock->Now();
   const auto every = settled_ ? options_.settled_every : options_.check_every;
   if (last_check_ && now - *last_check_ < every) return false;
   last_check_ = now;

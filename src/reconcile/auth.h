@@ -22,6 +22,8 @@
 // reconcile loop).
 #pragma once
 
+#include "common/clock.h"
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -74,6 +76,7 @@ class AuthKeeper {
     // raft proposals and a failed-login log line), every `settled_every`.
     std::chrono::milliseconds check_every{10000};
     std::chrono::milliseconds settled_every{60000};
+    Clock* clock = Clock::Real();  // when the last look was
   };
   // `client` and `history` (may be null) must outlive this object. `node_users` gives, per
   // configured node, the user its agent connects as ("" unknown; called on the keeper's

@@ -147,7 +147,7 @@ SpaceKeeper::SpaceKeeper(EtcdClient* client, History* history,
 
 milliseconds SpaceKeeper::Now() const {
   return std::chrono::duration_cast<milliseconds>(
-      std::chrono::steady_clock::now().time_since_epoch());
+      options_.clock->Now().time_since_epoch());
 }
 
 void SpaceKeeper::Record(uint64_t term, const std::string& action, const std::string& reason,

@@ -31,6 +31,8 @@
 // agent's reconcile loop).
 #pragma once
 
+#include "common/clock.h"
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -104,6 +106,7 @@ class SpaceKeeper {
     std::chrono::milliseconds call_timeout{5000};
     // How often the alarms are looked at (a pass may come more often than this).
     std::chrono::milliseconds check_every{2000};
+    Clock* clock = Clock::Real();  // when the alarms were last looked at
   };
   // `client` (every member's client URL) and `history` (may be null) must outlive this object.
   // `confirm_leader` re-checks the steward leadership right before each step.
