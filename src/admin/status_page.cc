@@ -36,6 +36,32 @@ nlohmann::json Warning(const char* kind, std::string text) {
   return {{"kind", kind}, {"text", std::move(text)}};
 }
 
+// The newest complete backup known: the leader's report (steward.backups) or the store's
+// listing, whichever is newer. The report alone lags: a full backup the delta writer takes, or
+// one taken before a new leader's first, is in the store before any report names it.
+struct Newest {
+  std::string name;
+  int64_t at = 0;
+  const char* source = "";
+};
+std::optional<Newest> NewestBackup(const StatusInputs& in) {
+  std::optional<Newest> out;
+  if (in.steward.contains("backups")) {
+    const nlohmann::json& b = in.steward["backups"];
+    if (std::string name = StringField(b, "last_success"); !name.empty()) {
+      out = Newest{name, IntField(b, "last_success_at", 0), "leader"};
+    }
+  }
+  if (in.backups) {
+    for (const auto& e : in.backups->newest) {
+      if (!e.complete) continue;
+      if (!out || e.unix_time > out->at) out = Newest{e.name, e.unix_time, "store"};
+      break;  // newest first
+    }
+  }
+  return out;
+}
+
 nlohmann::json Warnings(const StatusInputs& in, int desired) {
   const ClusterView& v = in.view;
   nlohmann::json w = nlohmann::json::array();
@@ -93,7 +119,8 @@ nlohmann::json Warnings(const StatusInputs& in, int desired) {
     const nlohmann::json& b = in.steward["backups"];
     const std::string error = StringField(b, "last_error");
     const int64_t failed_at = IntField(b, "last_error_at", 0);
-    if (!error.empty() && failed_at >= IntField(b, "last_success_at", 0)) {
+    const std::optional<Newest> newest = NewestBackup(in);
+    if (!error.empty() && failed_at >= (newest ? newest->at : 0)) {
       w.push_back(Warning("backup", absl::StrCat("the last backup failed ", Age(in.now - failed_at),
                                                  " ago: ", error)));
     }
@@ -353,11 +380,13 @@ function renderBackups(d) {
   const dl = $("backup-facts");
   dl.replaceChildren();
   fact(dl, "Store", d.backup_store ? d.backup_store : el("span", {class: "bad", text: "none configured"}));
-  fact(dl, "Leader's last", b.last_success
-      ? b.last_success + " (" + age(d.at - b.last_success_at) + " ago)"
+  // The leader's report or the store's listing, whichever is newer (backup_newest).
+  const n = d.backup_newest;
+  fact(dl, "Newest", n
+      ? n.name + " (" + age(d.at - n.at) + " ago" + (n.source === "store" ? ", in the store" : "") + ")"
       : el("span", {class: "muted", text: "none reported"}), {id: "backup-last"});
   if (b.last_error) {
-    const failing = (b.last_error_at || 0) >= (b.last_success_at || 0);
+    const failing = (b.last_error_at || 0) >= (n ? n.at : 0);
     fact(dl, "Last failure", el("span", {class: failing ? "bad" : "muted",
         text: age(d.at - b.last_error_at) + " ago: " + b.last_error}), {id: "backup-failure"});
   }
@@ -507,6 +536,9 @@ nlohmann::json BuildStatusDocument(const StatusInputs& in) {
     j["backup_total"] = in.backups->total;
   }
   if (!in.backups_error.empty()) j["backup_list_error"] = in.backups_error;
+  if (std::optional<Newest> n = NewestBackup(in)) {
+    j["backup_newest"] = {{"name", n->name}, {"at", n->at}, {"source", n->source}};
+  }
   j["warnings"] = Warnings(in, desired);
   if (in.events) j["events"] = *in.events;
   return j;

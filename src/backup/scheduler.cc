@@ -118,6 +118,8 @@ void BackupScheduler::LoadFromStore() {
       // on its age does not wait for the next one.
       Metrics::Global().Set("steward_backup_last_success_timestamp_seconds",
                             static_cast<double>(b.meta->unix_time));
+      // And in the cluster's status: the last report may be an earlier leader's, older.
+      Publish();
     }
     break;  // only the newest complete backup matters
   }

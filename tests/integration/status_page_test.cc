@@ -350,7 +350,7 @@ TEST(StatusPageDocumentTest, WarnsOfQuorumAtRiskExpiringCertificatesAndFailingBa
                   {"last_error_at", in.now - 60}}}};
   in.certs = {{"agent", in.now + 5 * 86400}, {"ca", in.now + 3650 * 86400}};
   in.backups =
-      BackupListing{{{"20260101T000000Z-00000000000000000042", 1767225600, 42, 1234, true}}, 7};
+      BackupListing{{{"20260101T000000Z-00000000000000000042", in.now - 3600, 42, 1234, true}}, 7};
   nlohmann::json doc = BuildStatusDocument(in);
   EXPECT_EQ(Kinds(doc), (std::vector<std::string>{"quorum", "member", "certificate", "backup"}))
       << doc["warnings"].dump(2);
@@ -377,6 +377,47 @@ TEST(StatusPageDocumentTest, WarnsOfQuorumAtRiskExpiringCertificatesAndFailingBa
             "at a time");
   EXPECT_EQ(Kinds(doc), (std::vector<std::string>{"quorum", "member", "size", "certificate"}));
   EXPECT_EQ(doc["events"].size(), 1u);
+}
+
+// Issue 38: the page showed the leader's last backup, 2 minutes old, beside a newer one in the
+// store (a full backup the delta writer took, or one a new leader had not reported yet).
+TEST(StatusPageDocumentTest, TheNewestBackupIsTheStoresWhenTheLeadersReportLags) {
+  StatusInputs in;
+  in.cluster = "c";
+  in.served_by = "n1";
+  in.configured_size = 1;
+  in.backup_store = "file:///b";
+  in.now = 2'000'000;
+  in.steward = {{"leader", "n1"},
+                {"backups",
+                 {{"last_success", "old"},
+                  {"last_success_at", in.now - 120},
+                  {"last_error", "store unreachable"},
+                  {"last_error_at", in.now - 60}}}};
+  in.backups = BackupListing{{{"incomplete", in.now - 5, 9, 1, false},
+                              {"new", in.now - 10, 8, 1, true},
+                              {"old", in.now - 120, 7, 1, true}},
+                             3};
+  nlohmann::json doc = BuildStatusDocument(in);
+  ASSERT_TRUE(doc.contains("backup_newest")) << doc.dump(2);
+  EXPECT_EQ(doc["backup_newest"]["name"], "new") << "an incomplete backup is not one";
+  EXPECT_EQ(doc["backup_newest"]["at"], in.now - 10);
+  EXPECT_EQ(doc["backup_newest"]["source"], "store");
+  const std::vector<std::string> kinds = Kinds(doc);
+  EXPECT_EQ(std::count(kinds.begin(), kinds.end(), "backup"), 0)
+      << "a backup newer than the failure: " << doc["warnings"].dump();
+
+  // The leader's report is newer than the listing (listed a while ago): it wins.
+  in.steward["backups"]["last_success"] = "newer";
+  in.steward["backups"]["last_success_at"] = in.now - 1;
+  doc = BuildStatusDocument(in);
+  EXPECT_EQ(doc["backup_newest"]["name"], "newer");
+  EXPECT_EQ(doc["backup_newest"]["source"], "leader");
+  // Neither: no field, and the page says none.
+  in.steward.erase("backups");
+  in.backups.reset();
+  doc = BuildStatusDocument(in);
+  EXPECT_FALSE(doc.contains("backup_newest"));
 }
 
 TEST(StatusPageDocumentTest, WarnsOfQuorumLossNoLeaderNoStoreAndTlsOff) {
