@@ -20,6 +20,7 @@ extern char** environ;
 #include "common/sd_notify.h"
 #include "common/status.h"
 #include "config/dropin.h"
+#include "config/schema.h"
 #include "grpc/support/log.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/sinks/stdout_sinks.h"
@@ -121,13 +122,19 @@ std::optional<int> ParseMainArgs(int argc, char** argv, MainArgs* args) {
       std::cout << "steward " << STEWARD_VERSION << "\n";
       return 0;
     }
+    if (a == "--print-config-reference") {
+      // docs/configuration.md's reference block (scripts/gen_config_doc.py).
+      std::cout << RenderConfigReference();
+      return 0;
+    }
     if (a == "--help" || a == "-h") {
       std::cout << "usage: steward --config FILE\n"
                    "       steward --name N --initial-cluster ... (etcd-wrapper's flags)\n"
                    "       steward            (with etcd's ETCD_NAME, ETCD_INITIAL_CLUSTER, ...)\n"
                    "runs and supervises this node's etcd; see docs/running.md and docs/drop-in.md\n"
                    "  --log-format text|json  the agent's log on stderr: text (default) or one\n"
-                   "                          JSON object per line; times in UTC either way\n";
+                   "                          JSON object per line; times in UTC either way\n"
+                   "  --print-config-reference  every config key with its default, as YAML\n";
       return 0;
     }
     if (a == "--config" && i + 1 < argc) {

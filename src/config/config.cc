@@ -3,6 +3,7 @@
 #include "config/aws_credentials.h"
 #include "config/encryption_key.h"
 #include "config/parse_util.h"
+#include "config/schema.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -138,7 +139,7 @@ std::string UnsafeFlag(const std::string& flag, const std::string& arg) {
 void ParseRunner(const YAML::Node& r, Config* c) {
   if (!r || r.IsNull()) return;
   if (!r.IsMap()) Fail("runner", "must be a mapping");
-  CheckKeys(r, "runner", {"kind", "manifest_dir", "image", "pod_spec_file"});
+  CheckKeys(r, "runner", ConfigKeysUnder("runner"));
   RunnerConfig& rc = c->runner;
   rc.kind = GetString(r, "runner", "kind", false, rc.kind);
   if (rc.kind != "process" && rc.kind != "static-pod") {
@@ -205,14 +206,12 @@ std::set<std::string> HostAddresses(const std::string& host) {
 Config Parse(const YAML::Node& root) {
   Config c;
   if (!root || root.IsNull()) Fail("cluster", "is required (the file is empty)");
-  CheckKeys(root, "", {"cluster", "node", "etcd", "runner", "backup", "tls", "auth"});
+  CheckKeys(root, "", ConfigKeysUnder(""));
 
   // cluster
   const YAML::Node cl = root["cluster"];
   if (!cl) Fail("cluster", "is required");
-  CheckKeys(cl, "cluster", {"name", "size", "nodes", "ports", "replace_after", "learner_timeout",
-                            "leader_lease_ttl", "reconcile_interval", "idle_interval",
-                            "adopt", "recover_nospace"});
+  CheckKeys(cl, "cluster", ConfigKeysUnder("cluster"));
   c.cluster.name = GetString(cl, "cluster", "name", true);
   if (!ValidName(c.cluster.name)) {
     Fail("cluster.name", "must be 1-63 characters of letters, digits, '-', '_' or '.'");
@@ -224,7 +223,7 @@ Config Parse(const YAML::Node& root) {
   std::map<std::string, size_t> seen_names, seen_hosts;
   for (size_t i = 0; i < nodes.size(); ++i) {
     std::string p = absl::StrCat("cluster.nodes[", i, "]");
-    CheckKeys(nodes[i], p, {"name", "host"});
+    CheckKeys(nodes[i], p, ConfigKeysUnder("cluster.nodes[]"));
     NodeSpec n;
     n.name = GetString(nodes[i], p, "name", true);
     n.host = GetString(nodes[i], p, "host", true);
@@ -266,7 +265,7 @@ Config Parse(const YAML::Node& root) {
                                       "), got ", c.cluster.size));
   }
   if (const YAML::Node ports = cl["ports"]; ports && !ports.IsNull()) {
-    CheckKeys(ports, "cluster.ports", {"client", "peer", "agent", "admin", "fence", "metrics"});
+    CheckKeys(ports, "cluster.ports", ConfigKeysUnder("cluster.ports"));
     c.cluster.ports.client = GetInt(ports, "cluster.ports", "client", c.cluster.ports.client);
     c.cluster.ports.peer = GetInt(ports, "cluster.ports", "peer", c.cluster.ports.peer);
     c.cluster.ports.agent = GetInt(ports, "cluster.ports", "agent", c.cluster.ports.agent);
@@ -325,7 +324,7 @@ Config Parse(const YAML::Node& root) {
   // node
   const YAML::Node nd = root["node"];
   if (!nd) Fail("node", "is required");
-  CheckKeys(nd, "node", {"name", "data_dir", "log_level"});
+  CheckKeys(nd, "node", ConfigKeysUnder("node"));
   c.node.name = GetString(nd, "node", "name", true);
   if (!seen_names.count(c.node.name)) {
     std::vector<std::string> names;
@@ -345,10 +344,7 @@ Config Parse(const YAML::Node& root) {
 
   // etcd
   if (const YAML::Node ec = root["etcd"]; ec && !ec.IsNull()) {
-    CheckKeys(ec, "etcd",
-              {"binary", "etcdctl", "etcdutl", "restore_in_place", "extra_args", "stop_timeout",
-               "restart_backoff_min", "restart_backoff_max", "versions", "log_max_size",
-               "log_keep", "auto_compaction_mode", "auto_compaction_retention"});
+    CheckKeys(ec, "etcd", ConfigKeysUnder("etcd"));
     if (const YAML::Node vs = ec["versions"]; vs && !vs.IsNull()) {
       if (!vs.IsMap()) Fail("etcd.versions", "must map versions to binaries, e.g. 3.5.16: /opt/etcd-3.5.16/etcd");
       for (const auto& kv : vs) {

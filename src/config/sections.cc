@@ -17,15 +17,14 @@
 #include "config/aws_credentials.h"
 #include "config/encryption_key.h"
 #include "config/parse_util.h"
+#include "config/schema.h"
 
 namespace steward::config_internal {
 
 void ParseBackup(const YAML::Node& b, Config* c) {
   BackupConfig& bc = c->backup;
   if (b && !b.IsNull()) {
-    CheckKeys(b, "backup", {"store", "interval", "before_change_min_interval", "auto_restore",
-                            "delta_interval", "drill_interval", "drill_scratch", "retention", "s3",
-                            "encryption"});
+    CheckKeys(b, "backup", ConfigKeysUnder("backup"));
     bc.store = GetString(b, "backup", "store", false, "");
     bc.interval = GetDuration(b, "backup", "interval", bc.interval);
     bc.before_change_min_interval =
@@ -35,7 +34,7 @@ void ParseBackup(const YAML::Node& b, Config* c) {
     bc.drill_interval = GetDuration(b, "backup", "drill_interval", bc.drill_interval);
     bc.drill_scratch = GetString(b, "backup", "drill_scratch", false, "");
     if (const YAML::Node r = b["retention"]; r && !r.IsNull()) {
-      CheckKeys(r, "backup.retention", {"keep_all_for", "hourly_for", "daily_for"});
+      CheckKeys(r, "backup.retention", ConfigKeysUnder("backup.retention"));
       bc.retention.keep_all_for =
           GetDuration(r, "backup.retention", "keep_all_for", bc.retention.keep_all_for);
       bc.retention.hourly_for =
@@ -43,8 +42,7 @@ void ParseBackup(const YAML::Node& b, Config* c) {
       bc.retention.daily_for = GetDuration(r, "backup.retention", "daily_for", bc.retention.daily_for);
     }
     if (const YAML::Node s = b["s3"]; s && !s.IsNull()) {
-      CheckKeys(s, "backup.s3", {"endpoint", "region", "path_style", "access_key_id",
-                                 "secret_access_key", "session_token", "profile", "ca_file"});
+      CheckKeys(s, "backup.s3", ConfigKeysUnder("backup.s3"));
       bc.s3.endpoint = GetString(s, "backup.s3", "endpoint", false, "");
       bc.s3.region = GetString(s, "backup.s3", "region", false, "");
       bc.s3.path_style = GetBool(s, "backup.s3", "path_style", false);
@@ -56,7 +54,7 @@ void ParseBackup(const YAML::Node& b, Config* c) {
     }
     if (const YAML::Node e = b["encryption"]; e && !e.IsNull()) {
       const std::string p = "backup.encryption";
-      CheckKeys(e, p, {"key_file", "old_key_files"});
+      CheckKeys(e, p, ConfigKeysUnder(p));
       bc.encryption.key_file = GetString(e, p, "key_file", true, "");
       if (const YAML::Node old = e["old_key_files"]; old && !old.IsNull()) {
         if (!old.IsSequence()) Fail(p + ".old_key_files", "must be a list of key files");
@@ -154,7 +152,7 @@ void ParseBackup(const YAML::Node& b, Config* c) {
 void ParseAuth(const YAML::Node& a, Config* c) {
   AuthConfig& ac = c->auth;
   if (!a || a.IsNull()) return;
-  CheckKeys(a, "auth", {"mode", "admin_users"});
+  CheckKeys(a, "auth", ConfigKeysUnder("auth"));
   ac.mode = GetString(a, "auth", "mode", false, ac.mode);
   if (ac.mode != "unmanaged" && ac.mode != "on" && ac.mode != "off") {
     Fail("auth.mode", absl::StrCat("\"", ac.mode, "\" is not one of unmanaged, on, off"));
@@ -187,9 +185,7 @@ void ParseTls(const YAML::Node& t, Config* c) {
                 "or write tls.mode: off to run without TLS");
   }
   const std::string p = "tls";
-  CheckKeys(t, p, {"mode", "ca_cert", "ca_key", "cert_lifetime", "extra_sans", "cert_file",
-                   "key_file", "peer_cert_file", "peer_key_file", "trusted_ca_file",
-                   "client_cert_file", "client_key_file"});
+  CheckKeys(t, p, ConfigKeysUnder(p));
   tc.mode = GetString(t, p, "mode", false, tc.mode);
   if (tc.mode != "issued" && tc.mode != "files" && tc.mode != "off") {
     Fail("tls.mode", absl::StrCat("\"", tc.mode, "\" is not one of issued, files, off"));
@@ -236,7 +232,7 @@ void ParseTls(const YAML::Node& t, Config* c) {
 void ParseAdopt(const YAML::Node& a, Config* c) {
   if (!a || a.IsNull()) return;
   const std::string p = "cluster.adopt";
-  CheckKeys(a, p, {"endpoints", "ca_file", "cert_file", "key_file"});
+  CheckKeys(a, p, ConfigKeysUnder(p));
   AdoptConfig& ac = c->cluster.adopt;
   const YAML::Node eps = a["endpoints"];
   if (!eps || eps.IsNull() || !eps.IsSequence() || eps.size() == 0) {
