@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "common/files.h"
 #include "common/status.h"
+#include "pki/ca_rotation.h"
 #include "pki/pki.h"
 
 namespace steward {
@@ -64,39 +65,43 @@ CertRequest RequestFor(const Config& c, const Role& r) {
   return req;
 }
 
-// Is the issued certificate for `r` usable as it is (present, ours, from this CA, not due)?
-bool Current(const Config& c, const TlsPaths& p, const Role& r,
+// Is the issued certificate for `r` usable as it is (present, ours, from the CA at
+// `issuer_cert`, not due)?
+bool Current(const Config& c, const std::string& issuer_cert, const Role& r,
              std::chrono::system_clock::time_point now) {
   auto info = ReadCert(r.cert);
   if (!info.ok() || NeedsRenewal(*info, now)) return false;
   // Issued before certificates carried roles: issue again.
   const std::string role = AgentRoleUri(c.cluster.name, c.self().name);
   if (std::find(info->uris.begin(), info->uris.end(), role) == info->uris.end()) return false;
+  // From another CA (tls.ca_cert changed, or a CA rotation's phase 2): issue again.
+  if (!ChainsTo(r.cert, issuer_cert, now).ok()) return false;
   if (!r.server) return fs::exists(r.key);
   // tls.extra_sans changed: issue again with them.
   for (const std::string& san : c.tls.extra_sans) {
     const auto& have = IsIp(san) ? info->ip_addresses : info->dns_names;
     if (std::find(have.begin(), have.end(), san) == have.end()) return false;
   }
-  return CheckCertFiles(r.cert, r.key, p.ca, c.self().host, now).ok();
+  return CheckCertFiles(r.cert, r.key, issuer_cert, c.self().host, now).ok();
 }
 
 absl::StatusOr<bool> Issue(const Config& c, std::chrono::system_clock::time_point now) {
   const TlsPaths p = c.Tls();
   if (absl::Status s = MakeDirs(fs::path(p.ca).parent_path().string(), 0700); !s.ok()) return s;
-  // The CA certificate the node trusts is a copy: the operator's file may live elsewhere.
-  auto ca = ReadFile(c.tls.ca_cert);
-  if (!ca.ok()) return Annotate(ca.status(), "tls.ca_cert");
+  // What the node trusts is its own file (the operator's may live elsewhere): tls.ca_cert's
+  // CA, or during a CA rotation the old and the new one (ca_rotation.h).
+  auto trust = TrustFor(c);
+  if (!trust.ok()) return trust.status();
   auto have = ReadFile(p.ca);
-  const bool ca_changed = !have.ok() || *have != *ca;
-  if (ca_changed) {
-    if (absl::Status s = WriteFileAtomic(p.ca, *ca, 0644); !s.ok()) return s;
+  if (!have.ok() || *have != trust->trusted_pem) {
+    if (absl::Status s = WriteFileAtomic(p.ca, trust->trusted_pem, 0644); !s.ok()) return s;
   }
   bool issued = false;
   for (const Role& r : Roles(p)) {
     // Reissue only what is missing, from another CA, or due (two-thirds of its lifetime gone).
-    if (!ca_changed && Current(c, p, r, now)) continue;
-    if (absl::Status s = IssueCert(c.tls.ca_cert, c.tls.ca_key, RequestFor(c, r), r.cert, r.key);
+    if (Current(c, trust->issuer_cert, r, now)) continue;
+    if (absl::Status s =
+            IssueCert(trust->issuer_cert, trust->issuer_key, RequestFor(c, r), r.cert, r.key);
         !s.ok()) {
       return Annotate(s, absl::StrCat("issuing the ", r.name, " certificate"));
     }
