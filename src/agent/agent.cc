@@ -25,6 +25,7 @@
 #include "backup/open.h"
 #include "etcd/flags.h"
 #include "etcd/version.h"
+#include "pki/ca_rotation.h"
 #include "pki/node_certs.h"
 #include "pki/pki.h"
 #include "runner/process_runner.h"
@@ -258,6 +259,7 @@ void Agent::WireServer(const std::shared_ptr<grpc::ServerCredentials>& server_cr
       config_.tls.enabled() ? std::optional<std::string>(config_.cluster.name) : std::nullopt);
   server_->OnNudge([this](const std::string&) { WakeReconciler(); });
   server_->OnRenewCertificates([this] { return RequestRenewal(); });
+  server_->OnSetTrust([this](const peer::SetTrustRequest& req) { return SetTrust(req); });
   history_ = std::make_unique<History>(cluster_client_.get(), EventsPrefix(config_),
                                        config_.node.name);
   server_->OnOrder([this](const std::string& what, const peer::OrderHeader& h,
@@ -434,6 +436,45 @@ absl::Status Agent::Start() {
       pthread_setname_np(pthread_self(), "st-deltas");
       deltas_->Run();
     });
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Agent::SetTrust(const peer::SetTrustRequest& req) {
+  MutexLock lock(&trust_mu_);  // one step at a time
+  const std::string trust_file = config_.Tls().ca;
+  const std::string before = ReadFile(trust_file).value_or("");
+  if (absl::Status s = StageCaRotation(config_, req.rotation_id(), req.phase(), req.ca_cert_pem(),
+                                       req.ca_key_pem());
+      !s.ok()) {
+    return s;
+  }
+  auto issued = RenewNodeTls(config_, std::chrono::system_clock::now());
+  if (!issued.ok()) return Annotate(issued.status(), "issuing this node's certificates");
+  const bool trust_changed = ReadFile(trust_file).value_or("") != before;
+  const std::string what = absl::StrCat("phase ", req.phase(), " of CA rotation ",
+                                        req.rotation_id(), " (asked by ", req.by(), ")");
+  if (trust_changed) {
+    // etcd reads its trusted CA only when it starts (docs/tls.md).
+    if (absl::Status s = node_->RestartEtcd(absl::StrCat("its trusted CAs changed: ", what));
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (history_) {
+    history_->Append(0, "ca-rotation", what,
+                     trust_changed ? (*issued ? "etcd restarted, certificates reissued"
+                                              : "etcd restarted")
+                                   : (*issued ? "certificates reissued" : "nothing to change"));
+  }
+  if (trust_changed || *issued) {
+    // The agent's own channels hold what it trusted and presented: it restarts itself in
+    // place (etcd keeps running), once the reply is on its way.
+    spdlog::info("{}: restarting the agent to load its new trust and certificates", what);
+    std::thread([] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      ::kill(::getpid(), SIGHUP);
+    }).detach();
   }
   return absl::OkStatus();
 }

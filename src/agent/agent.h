@@ -78,6 +78,9 @@ class Agent {
   void WireKeepers();
   // stewardctl pki renew (tls.mode issued): the control loop renews this node's certificates.
   absl::Status RequestRenewal();
+  // stewardctl pki rotate-ca's step on this node (pki/ca_rotation.h): stages the phase, issues
+  // what it calls for, restarts etcd when what it trusts changed, then the agent itself.
+  absl::Status SetTrust(const peer::SetTrustRequest& req);
   // The leader's restore drills (backup.drill_interval), recorded in the history.
   void WireDrills();
   bool Stopping();
@@ -147,6 +150,7 @@ class Agent {
   std::atomic<bool> leading_{false};
   Mutex seen_leader_mu_;
   std::string seen_leader_ ABSL_GUARDED_BY(seen_leader_mu_);
+  Mutex trust_mu_;  // one CA rotation step (SetTrust) at a time
 
   std::atomic<bool> stopping_flag_{false};  // read by cancellable calls without mu_
   // stewardctl pki renew asked: the control loop renews this node's certificates now.

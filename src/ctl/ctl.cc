@@ -29,6 +29,7 @@
 #include "ctl/pki_check_cmd.h"
 #include "ctl/retire.h"
 #include "ctl/retire_cmd.h"
+#include "ctl/rotate_ca_cmd.h"
 #include "ctl/maintenance_cmd.h"
 #include "ctl/progress.h"
 #include "ctl/destroy_cmd.h"
@@ -555,6 +556,7 @@ int CtlMain(int argc, char** argv) {
                       "password");
   pki_issue->add_flag("--renew", issue_options.renew, "replace the existing NAME.crt and NAME.key");
   AddPkiCheckCommands(pki, &common, &commands);
+  AddRotateCaCommand(pki, &common, &commands);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

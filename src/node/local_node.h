@@ -88,6 +88,10 @@ class LocalNode : public NodeHandler {
   // Restarts etcd on its data with the binary etcd.versions names for the version, and
   // records the version (the etcd-version marker) so the node keeps running it.
   absl::Status SwitchVersion(const peer::SwitchVersionRequest& req) override;
+  // Stops etcd gracefully and starts it again on its data with the same flags (`why` for the
+  // log): a CA rotation's change of the trusted CA, which etcd reads only when it starts. Does
+  // nothing when etcd is not meant to run here.
+  absl::Status RestartEtcd(const std::string& why);
   // stewardctl destroy / undestroy, checked against the store's destroy mark (reconcile/destroy.h).
   absl::Status Destroy(const peer::DestroyRequest& req) override;
 

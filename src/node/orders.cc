@@ -7,6 +7,7 @@
 #include "pki/pki.h"
 #include "peer/admission.h"
 #include "reconcile/destroy.h"
+#include "pki/ca_rotation.h"
 #include "spdlog/spdlog.h"
 
 namespace steward {
@@ -63,6 +64,9 @@ peer::NodeState LocalNode::State() {
     }
     s.set_client_user(client_user_);
     AddCertificatesLocked(&s);
+    if (auto r = ReadCaRotation(config_); r.ok() && r->has_value()) {
+      s.set_ca_rotation(absl::StrCat((*r)->id, " phase ", (*r)->phase));
+    }
   }
   {
     MutexLock lock(&restore_mu_);
@@ -327,6 +331,22 @@ absl::Status LocalNode::SwitchVersion(const peer::SwitchVersionRequest& req) {
   held_ = false;
   spdlog::info("switching etcd to version {} ({}) on the order of {} (term {})", req.version(),
                it->second, req.header().leader(), req.header().term());
+  if (!RunEtcd(LaunchForData(), /*on_data=*/true)) {
+    return absl::FailedPreconditionError("the member's data vanished; etcd stays stopped");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LocalNode::RestartEtcd(const std::string& why) {
+  MutexLock lock(&mu_);
+  if (absl::Status s = RefuseWhileDestroyed("restart etcd"); !s.ok()) return s;
+  // Not running, or nothing to run on: it reads its files at its next start anyway.
+  if (!runner_.wanted() || !HasMemberData()) return absl::OkStatus();
+  spdlog::info("restarting etcd: {}", why);
+  held_ = true;
+  absl::Status stopped = runner_.Stop();
+  held_ = false;
+  if (!stopped.ok()) return stopped;
   if (!RunEtcd(LaunchForData(), /*on_data=*/true)) {
     return absl::FailedPreconditionError("the member's data vanished; etcd stays stopped");
   }

@@ -56,6 +56,8 @@ class PeerClient : public PeerApi {
   absl::Status Destroy(const peer::DestroyRequest& req, std::chrono::milliseconds timeout);
   // stewardctl pki renew: the agent reissues its node's certificates now (not an order).
   absl::Status RenewCertificates(const std::string& by, std::chrono::milliseconds timeout);
+  // One phase of a CA rotation on this node (stewardctl pki rotate-ca).
+  absl::Status SetTrust(const peer::SetTrustRequest& req, std::chrono::milliseconds timeout);
 
   const std::string& address() const { return address_; }
 

@@ -155,6 +155,27 @@ class PeerServer::Service final : public peer::Peer::Service {
     return ToGrpc(s);
   }
 
+  grpc::Status SetTrust(grpc::ServerContext* ctx, const peer::SetTrustRequest* req,
+                        peer::OrderReply*) override {
+    // The operator or an agent of this cluster, as for RenewCertificates.
+    if (cluster_) {
+      std::string pem;
+      for (const auto& p : ctx->auth_context()->FindPropertyValues("x509_pem_cert")) {
+        pem.assign(p.data(), p.size());
+      }
+      if (absl::Status s = OperatorOrAgentOf(pem, *cluster_); !s.ok()) {
+        spdlog::warn("refusing a CA rotation step from {}: {}", ctx->peer(), s.message());
+        return ToGrpc(s);
+      }
+    }
+    spdlog::info("{} ({}) asks for phase {} of CA rotation {}", req->by(), ctx->peer(),
+                 req->phase(), req->rotation_id());
+    if (!on_set_trust_) return ToGrpc(absl::UnimplementedError("this agent rotates no CA"));
+    absl::Status s = on_set_trust_(*req);
+    if (!s.ok()) spdlog::warn("CA rotation step failed: {}", s.message());
+    return ToGrpc(s);
+  }
+
   grpc::Status RenewCertificates(grpc::ServerContext* ctx,
                                  const peer::RenewCertificatesRequest* req,
                                  peer::OrderReply* reply) override {
@@ -179,6 +200,7 @@ class PeerServer::Service final : public peer::Peer::Service {
 
   std::function<void(const std::string&)> on_nudge_;
   std::function<absl::Status()> on_renew_;
+  std::function<absl::Status(const peer::SetTrustRequest&)> on_set_trust_;
   std::function<void(const std::string&, const peer::OrderHeader&, const absl::Status&)>
       on_order_;
 
@@ -232,6 +254,10 @@ PeerServer::PeerServer(std::string address, NodeHandler* handler, TermGuard* ter
       credentials_(std::move(credentials)) {}
 
 PeerServer::~PeerServer() { Shutdown(); }
+
+void PeerServer::OnSetTrust(std::function<absl::Status(const peer::SetTrustRequest&)> fn) {
+  service_->on_set_trust_ = std::move(fn);
+}
 
 void PeerServer::OnNudge(std::function<void(const std::string& from)> fn) {
   service_->on_nudge_ = std::move(fn);

@@ -88,6 +88,9 @@ class PeerServer {
   // Called (on a gRPC thread) when stewardctl asks to renew this node's certificates now; it
   // requests the renewal and returns at once. Set before Start().
   void OnRenewCertificates(std::function<absl::Status()> fn);
+  // Called (on a gRPC thread) for stewardctl pki rotate-ca's step on this node (SetTrust);
+  // set before Start().
+  void OnSetTrust(std::function<absl::Status(const peer::SetTrustRequest&)> fn);
   // Called after each admitted order ran, with its result (the event history); before Start().
   void OnOrder(std::function<void(const std::string& what, const peer::OrderHeader& header,
                                   const absl::Status& result)>

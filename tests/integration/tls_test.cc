@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <mutex>
+#include <atomic>
 #include <cerrno>
 #include <cctype>
 #include <filesystem>
@@ -22,6 +24,7 @@
 #include "common/files.h"
 #include "etcd/client.h"
 #include "harness.h"
+#include "etcd/keys.h"
 #include "nlohmann/json.hpp"
 #include "peer/client.h"
 #include "pki/node_certs.h"
@@ -33,7 +36,7 @@ namespace {
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
-enum Subnet { kRefusals = 61, kFiles = 62, kRenewal = 63, kExpiration = 250 };
+enum Subnet { kRefusals = 61, kFiles = 62, kRenewal = 63, kExpiration = 250, kRotation = 98 };
 
 std::string Lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
@@ -162,6 +165,148 @@ TEST(TlsTest, ClientsWithoutOrWithForeignCertificatesAreRefusedEverywhere) {
   ASSERT_TRUE(admin.ok());
   PeerClient good(agent, *admin);
   EXPECT_TRUE(good.GetState(3000ms).ok());
+}
+
+// stewardctl pki rotate-ca on a running three-node cluster (issue 36): a writer that trusts both
+// CAs writes with the old admin certificate through phases 1 and 2, switches to the new one, and
+// writes through phase 3. No write fails; the steward leader's agent is killed at each phase
+// boundary and the rotation still finishes; afterwards the old CA's certificates are refused on
+// etcd's client and peer URLs and the agent API.
+TEST(TlsTest, RotateCaReplacesTheCaWithoutAFailedWriteAndTheOldCaIsRefusedAfter) {
+  TestCluster c(kRotation, 3, 3, kFastLeader);
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  ASSERT_TRUE(c.WaitHealthy(3, 60s)) << c.Logs();
+  const std::string fresh = c.Root() + "/newpki";
+  RunResult init = c.Ctl({"pki", "init", "--dir", fresh}, false);
+  ASSERT_EQ(init.exit_code, 0) << init.output;
+
+  // Bad input changes nothing: a key that is not the certificate's.
+  const std::string bad = c.Root() + "/badpki";
+  fs::create_directories(bad);
+  fs::copy_file(fresh + "/ca.crt", bad + "/ca.crt");
+  fs::copy_file(c.Root() + "/pki/ca.key", bad + "/ca.key");
+  RunResult refused = c.Ctl({"pki", "rotate-ca", "--new-ca-dir", bad, "--yes"});
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("does not match"), std::string::npos) << refused.output;
+  RunResult plan = c.Ctl({"pki", "rotate-ca", "--new-ca-dir", fresh, "--dry-run"});
+  EXPECT_EQ(plan.exit_code, 0) << plan.output;
+  EXPECT_NE(plan.output.find("phase 3: trust only the new CA"), std::string::npos) << plan.output;
+  for (int i = 0; i < 3; ++i) {
+    auto st = PeerClient(absl::StrCat(c.Host(i), ":2390"),
+                         *TlsChannelCredentials(c.CaCert(), c.AdminCert(), c.AdminKey()))
+                  .GetState(3000ms);
+    ASSERT_TRUE(st.ok()) << st.status();
+    EXPECT_EQ(st->ca_rotation(), "") << "a refused or dry run changed node " << i;
+  }
+
+  // The application's trust: both CAs, as the runbook says, before phase 1.
+  const std::string both = c.Root() + "/both.crt";
+  std::ofstream(both) << *ReadFile(c.CaCert()) << *ReadFile(fresh + "/ca.crt");
+  std::atomic<bool> use_new{false}, stop{false};
+  std::atomic<int> written{0}, failed{0};
+  std::string last_failure;
+  std::mutex failure_mu;
+  std::thread writer([&] {
+    for (int i = 0; !stop; ++i) {
+      const bool fresh_cert = use_new;
+      auto creds = TlsChannelCredentials(
+          both, fresh_cert ? fresh + "/admin.crt" : c.AdminCert(),
+          fresh_cert ? fresh + "/admin.key" : c.AdminKey());
+      EtcdClient::Options o;
+      o.timeout = 2000ms;
+      o.credentials = *creds;
+      EtcdClient client(c.ClientUrls(), o);
+      // An application's client retries a write a member refused while it restarted.
+      absl::Status s;
+      for (int attempt = 0; attempt < 5; ++attempt) {
+        s = client.Put(absl::StrCat("/app/k", i), "v");
+        if (s.ok()) break;
+        std::this_thread::sleep_for(200ms);
+      }
+      if (s.ok()) {
+        ++written;
+      } else {
+        ++failed;
+        std::lock_guard<std::mutex> l(failure_mu);
+        last_failure = std::string(s.message());
+      }
+      std::this_thread::sleep_for(50ms);
+    }
+  });
+  struct JoinWriter {
+    std::atomic<bool>& stop;
+    std::thread& t;
+    ~JoinWriter() {
+      stop = true;
+      if (t.joinable()) t.join();
+    }
+  } join_writer{stop, writer};
+  // The test's own client: after phase 2 the members serve certificates of the new CA, which
+  // the harness's client (the old CA only) refuses.
+  auto trusting_both = [&] {
+    EtcdClient::Options o;
+    o.timeout = 2000ms;
+    o.credentials = *TlsChannelCredentials(both, c.AdminCert(), c.AdminKey());
+    return EtcdClient(c.ClientUrls(), o);
+  };
+  auto healthy = [&] {
+    return WaitFor(
+        [&] {
+          EtcdClient client = trusting_both();
+          ClusterView v = CollectStatus(client, 2000ms);
+          return v.healthy && v.members.size() == 3;
+        },
+        60s);
+  };
+  auto kill_steward_leader = [&] {
+    auto leader = trusting_both().Get(LeaderKey(absl::StrCat("it", kRotation)));
+    for (int i = 0; i < 3; ++i) {
+      if (leader.ok() && leader->has_value() && (*leader)->find(absl::StrCat("n", i + 1)) == 0) {
+        c.SignalAgent(i, SIGKILL);
+        WaitFor([&] { return !c.AgentRunning(i); }, 10s);
+        c.StartAgent(i);
+        // Its agent answers again (a rotation needs every node's).
+        return WaitFor(
+            [&] {
+              auto creds = TlsChannelCredentials(both, c.AdminCert(), c.AdminKey());
+              return creds.ok() &&
+                     PeerClient(absl::StrCat(c.Host(i), ":2390"), *creds).GetState(2000ms).ok();
+            },
+            30s);
+      }
+    }
+    return false;
+  };
+  for (const char* through : {"1", "2"}) {
+    RunResult r = c.Ctl({"pki", "rotate-ca", "--new-ca-dir", fresh, "--yes", "--through-phase",
+                         through},
+                        true, 600s);
+    ASSERT_EQ(r.exit_code, 0) << r.output << c.Logs();
+    ASSERT_TRUE(kill_steward_leader()) << "no steward leader found to kill, or it did not come back";
+    ASSERT_TRUE(healthy()) << c.Logs();
+  }
+  use_new = true;  // the application switches to a certificate from the new CA
+  std::this_thread::sleep_for(1s);
+  RunResult done = c.Ctl({"pki", "rotate-ca", "--new-ca-dir", fresh, "--yes"}, true, 600s);
+  ASSERT_EQ(done.exit_code, 0) << done.output << c.Logs();
+  EXPECT_NE(done.output.find("done: every node trusts only the new CA"), std::string::npos)
+      << done.output;
+  std::this_thread::sleep_for(2s);
+  stop = true;
+  writer.join();
+  EXPECT_EQ(failed.load(), 0) << "last failure: " << last_failure;
+  EXPECT_GT(written.load(), 20);
+
+  // The old CA's certificates are refused everywhere; the new CA's are accepted.
+  for (int i = 0; i < 3; ++i) {
+    for (const auto& [name, port] : std::vector<std::pair<std::string, int>>{
+             {"etcd client URL", 2379}, {"etcd peer URL", 2380}, {"agent API", 2390}}) {
+      ExpectTlsRejection(TlsError(c.Host(i), port, both, c.AdminCert(), c.AdminKey()),
+                         absl::StrCat(name, " of n", i + 1, " with the old CA's certificate"));
+      EXPECT_EQ(TlsError(c.Host(i), port, both, fresh + "/admin.crt", fresh + "/admin.key"), "")
+          << name << " of n" << i + 1;
+    }
+  }
 }
 
 // A single-node config in files mode; `override` replaces one of the files.
