@@ -10,6 +10,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "common/duration.h"
 #include "reconcile/history.h"
@@ -90,9 +91,20 @@ int RunStatus(const Common& c) {
   if (view.reachable && view.quorum) {  // (Authenticate is a proposal: it needs the quorum)
     if (auto on = client.AuthEnabled(); on.ok()) auth = *on;
   }
+  // A CA rotation under way (stewardctl pki rotate-ca): each node's phase, as its agent says.
+  std::map<std::string, std::string> rotation;
+  if (!c.config_path.empty()) {
+    if (auto config = LoadClientConfig(c.config_path); config.ok() && config->tls.mode == "issued") {
+      for (const auto& [node, st] :
+           AgentStates(*config, o.credentials, std::chrono::milliseconds(1000))) {
+        if (!st.ca_rotation().empty()) rotation[node] = st.ca_rotation();
+      }
+    }
+  }
   if (c.output == "json") {
     nlohmann::json j = StatusToJson(view);
     j["steward"] = steward;
+    if (!rotation.empty()) j["ca_rotation"] = rotation;
     if (auth) j["auth_enabled"] = *auth;
     if (!destroyed.empty()) j["destroyed"] = destroyed;
     std::cout << j.dump(2) << "\n";
@@ -106,6 +118,12 @@ int RunStatus(const Common& c) {
                             "key (auth.mode: on, docs/clients.md)\n");
     }
     if (!destroyed.empty()) std::cout << destroyed << "\n";
+    if (!rotation.empty()) {
+      std::vector<std::string> parts;
+      for (const auto& [node, phase] : rotation) parts.push_back(absl::StrCat(node, ": ", phase));
+      std::cout << "CA rotation:    " << absl::StrJoin(parts, ", ")
+                << " (stewardctl pki rotate-ca goes on; phase 3 = only the new CA trusted)\n";
+    }
   }
   return view.healthy ? 0 : 1;
 }

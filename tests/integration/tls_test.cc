@@ -282,6 +282,16 @@ TEST(TlsTest, RotateCaReplacesTheCaWithoutAFailedWriteAndTheOldCaIsRefusedAfter)
                          through},
                         true, 600s);
     ASSERT_EQ(r.exit_code, 0) << r.output << c.Logs();
+    // status and history say where it stands.
+    RunResult st = c.Ctl({"status"});
+    EXPECT_NE(st.output.find(absl::StrCat("n3: ", r.output.substr(r.output.find("CA rotation ") + 12, 16),
+                                          " phase ", through)),
+              std::string::npos)
+        << st.output;
+    RunResult history = c.Ctl({"history"});
+    EXPECT_NE(history.output.find(absl::StrCat("phase ", through, " of CA rotation")),
+              std::string::npos)
+        << history.output;
     ASSERT_TRUE(kill_steward_leader()) << "no steward leader found to kill, or it did not come back";
     ASSERT_TRUE(healthy()) << c.Logs();
   }
