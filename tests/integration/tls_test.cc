@@ -278,10 +278,20 @@ TEST(TlsTest, RotateCaReplacesTheCaWithoutAFailedWriteAndTheOldCaIsRefusedAfter)
     return false;
   };
   for (const char* through : {"1", "2"}) {
+    std::vector<std::optional<pid_t>> etcd_before;
+    for (int i = 0; i < 3; ++i) etcd_before.push_back(c.EtcdPid(i));
     RunResult r = c.Ctl({"pki", "rotate-ca", "--new-ca-dir", fresh, "--yes", "--through-phase",
                          through},
                         true, 600s);
     ASSERT_EQ(r.exit_code, 0) << r.output << c.Logs();
+    // Phase 2 restarts no etcd: the members read their new certificates at the next handshake.
+    for (int i = 0; i < 3; ++i) {
+      if (std::string(through) == "2") {
+        EXPECT_EQ(c.EtcdPid(i), etcd_before[static_cast<size_t>(i)]) << "n" << i + 1;
+      } else {
+        EXPECT_NE(c.EtcdPid(i), etcd_before[static_cast<size_t>(i)]) << "n" << i + 1;
+      }
+    }
     // status and history say where it stands.
     RunResult st = c.Ctl({"status"});
     EXPECT_NE(st.output.find(absl::StrCat("n3: ", r.output.substr(r.output.find("CA rotation ") + 12, 16),
