@@ -155,19 +155,23 @@ class PeerServer::Service final : public peer::Peer::Service {
     return ToGrpc(s);
   }
 
+  // OK if the caller's certificate is the operator's or an agent's of this cluster (with TLS
+  // on); else the refusal, logged with `what` was asked.
+  absl::Status OperatorOrAgent(grpc::ServerContext* ctx, const char* what) {
+    if (!cluster_) return absl::OkStatus();
+    std::string pem;
+    for (const auto& p : ctx->auth_context()->FindPropertyValues("x509_pem_cert")) {
+      pem.assign(p.data(), p.size());
+    }
+    absl::Status s = OperatorOrAgentOf(pem, *cluster_);
+    if (!s.ok()) spdlog::warn("refusing {} from {}: {}", what, ctx->peer(), s.message());
+    return s;
+  }
+
   grpc::Status SetTrust(grpc::ServerContext* ctx, const peer::SetTrustRequest* req,
                         peer::OrderReply*) override {
     // The operator or an agent of this cluster, as for RenewCertificates.
-    if (cluster_) {
-      std::string pem;
-      for (const auto& p : ctx->auth_context()->FindPropertyValues("x509_pem_cert")) {
-        pem.assign(p.data(), p.size());
-      }
-      if (absl::Status s = OperatorOrAgentOf(pem, *cluster_); !s.ok()) {
-        spdlog::warn("refusing a CA rotation step from {}: {}", ctx->peer(), s.message());
-        return ToGrpc(s);
-      }
-    }
+    if (absl::Status s = OperatorOrAgent(ctx, "a CA rotation step"); !s.ok()) return ToGrpc(s);
     spdlog::info("{} ({}) asks for phase {} of CA rotation {}", req->by(), ctx->peer(),
                  req->phase(), req->rotation_id());
     if (!on_set_trust_) return ToGrpc(absl::UnimplementedError("this agent rotates no CA"));
@@ -181,15 +185,8 @@ class PeerServer::Service final : public peer::Peer::Service {
                                  peer::OrderReply* reply) override {
     // The operator (pki init's certificate) or an agent of this cluster: an application's
     // certificate from the same CA must not make every node reissue and restart its agent.
-    if (cluster_) {
-      std::string pem;
-      for (const auto& p : ctx->auth_context()->FindPropertyValues("x509_pem_cert")) {
-        pem.assign(p.data(), p.size());
-      }
-      if (absl::Status s = OperatorOrAgentOf(pem, *cluster_); !s.ok()) {
-        spdlog::warn("refusing to renew certificates for {}: {}", ctx->peer(), s.message());
-        return ToGrpc(s);
-      }
+    if (absl::Status s = OperatorOrAgent(ctx, "a renewal of certificates"); !s.ok()) {
+      return ToGrpc(s);
     }
     spdlog::info("{} ({}) asks to renew this node's certificates", req->by(), ctx->peer());
     if (!on_renew_) return ToGrpc(absl::UnimplementedError("this agent renews nothing"));
