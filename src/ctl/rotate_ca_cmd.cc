@@ -228,15 +228,18 @@ int RunRotateCa(const Common& c, const RotateArgs& a) {
                   << s.message() << "; run the command again to go on\n";
         return 1;
       }
-      // The agent restarts itself in place after the step: wait (bounded) until it answers in
-      // this phase and every member is healthy again.
+      // The agent restarts itself in place a moment after the step: wait (bounded) until that
+      // is over, it answers in this phase, every other agent answers and every member is
+      // healthy again, so the next node's step is not refused for a restart in passing.
       bool back = false;
       const auto deadline = started + std::chrono::seconds(a.wait_seconds);
+      std::this_thread::sleep_for(std::chrono::seconds(1));
       while (std::chrono::steady_clock::now() < deadline) {
         std::this_thread::sleep_for(std::chrono::milliseconds(500));
         observe(&states, &view);
         auto it = states.find(name);
-        if (it != states.end() && PhaseOf(it->second, id) >= phase && view.healthy) {
+        if (it != states.end() && PhaseOf(it->second, id) >= phase && view.healthy &&
+            states.size() == config->cluster.nodes.size()) {
           back = true;
           break;
         }
