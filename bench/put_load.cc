@@ -2,15 +2,23 @@
 // PREFIX/<thread>/<n> with a VALUE_BYTES value, one put at a time (each acknowledged before the
 // next), for SECONDS; every put's latency is recorded. Prints one line:
 //   puts N errors E seconds S throughput T/s p50_ms X p99_ms Y
-// (throughput and percentiles over the acknowledged puts only; E counts the failed ones).
+// (throughput and percentiles over the acknowledged puts only; E counts the failed ones),
+// then the bytes of values acknowledged and the longest put.
 // With --cacert/--cert/--key (etcdctl's names) it dials https endpoints with that client
-// certificate, as bench/snapshot_probe does.
+// certificate, as bench/snapshot_probe does. For bench/scale:
+//   --values k8s      Kubernetes-like values of 1-10 KiB under /registry/configmaps/...
+//                     (bench/k8s_values.h); PREFIX is then ignored and VALUE_BYTES must be 0
+//   --until-bytes N   stop once N bytes of values are acknowledged (SECONDS stays the bound)
+//   --batch N         N puts per transaction (default 1; a fill, not a client's pattern)
+//   --ack-log FILE    one line per acknowledged put: "<unix ms> <thread> <n>"
+//   --stop-file FILE  stop once FILE exists (SECONDS stays the bound)
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <mutex>
 #include <random>
 #include <string>
@@ -20,6 +28,7 @@
 #include "absl/strings/str_split.h"
 #include "client_args.h"
 #include "etcd/client.h"
+#include "k8s_values.h"
 
 namespace {
 
@@ -41,16 +50,40 @@ double Percentile(const std::vector<double>& sorted, double p) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bench::ClientArgs cli = bench::ParseClientArgs(argc, argv);
-  const std::vector<std::string>& args = cli.positional;
+  bench::ClientArgs cli = bench::ParseClientArgs(argc, argv);
+  bool k8s = false;
+  long until_bytes = 0, batch = 1;
+  std::string ack_log, stop_file;
+  std::vector<std::string> args;
+  for (size_t i = 0; i < cli.positional.size(); ++i) {
+    const std::string& a = cli.positional[i];
+    const bool has_value = i + 1 < cli.positional.size();
+    if (a == "--values" && has_value) {
+      k8s = cli.positional[++i] == "k8s";
+      if (!k8s) until_bytes = -1;  // the only kind there is: refused below
+    } else if (a == "--until-bytes" && has_value) {
+      until_bytes = ParseCount(cli.positional[++i], false);
+    } else if (a == "--batch" && has_value) {
+      batch = ParseCount(cli.positional[++i], false);
+    } else if (a == "--ack-log" && has_value) {
+      ack_log = cli.positional[++i];
+    } else if (a == "--stop-file" && has_value) {
+      stop_file = cli.positional[++i];
+    } else {
+      args.push_back(a);
+    }
+  }
   const long clients = args.size() == 5 ? ParseCount(args[1], false) : -1;
   const long seconds = args.size() == 5 ? ParseCount(args[2], false) : -1;
   const long value_bytes = args.size() == 5 ? ParseCount(args[3], true) : -1;
-  if (args.size() != 5 || clients < 0 || seconds < 0 || value_bytes < 0 || args[4].empty()) {
+  if (args.size() != 5 || clients < 0 || seconds < 0 || value_bytes < 0 || args[4].empty() ||
+      until_bytes < 0 || batch < 1 || (k8s && value_bytes != 0)) {
     std::fprintf(stderr,
-                 "usage: put_load [--cacert CA --cert CERT --key KEY] ENDPOINTS CLIENTS SECONDS "
+                 "usage: put_load [--cacert CA --cert CERT --key KEY] [--values k8s] "
+                 "[--until-bytes N] [--batch N] [--ack-log FILE] [--stop-file FILE] ENDPOINTS CLIENTS SECONDS "
                  "VALUE_BYTES PREFIX\n"
-                 "  ENDPOINTS comma-separated; CLIENTS, SECONDS >= 1; VALUE_BYTES >= 0\n");
+                 "  ENDPOINTS comma-separated; CLIENTS, SECONDS >= 1; VALUE_BYTES >= 0 "
+                 "(0 with --values k8s)\n");
     return 2;
   }
   const std::vector<std::string> endpoints = absl::StrSplit(args[0], ',', absl::SkipEmpty());
@@ -69,6 +102,8 @@ int main(int argc, char** argv) {
   options.channels = steward::EtcdClient::NewChannelPool();
 
   std::vector<std::vector<double>> latencies(clients);
+  std::vector<std::vector<std::pair<int64_t, uint64_t>>> acks(clients);  // (unix ms, n)
+  std::atomic<long> bytes_acked{0};
   std::vector<long> errors(clients, 0);
   std::mutex first_error_mu;
   std::string first_error;
@@ -90,13 +125,43 @@ int main(int argc, char** argv) {
       // real data would.
       std::mt19937_64 rng(static_cast<uint64_t>(t) + 1);
       std::string value(static_cast<size_t>(value_bytes), '\0');
-      for (uint64_t n = 0; std::chrono::steady_clock::now() < deadline; ++n) {
-        for (auto& c : value) c = static_cast<char>(rng());
+      auto done = [&] {
+        return std::chrono::steady_clock::now() >= deadline ||
+               (until_bytes > 0 && bytes_acked.load() >= until_bytes) ||
+               (!stop_file.empty() && std::filesystem::exists(stop_file));
+      };
+      for (uint64_t n = 0; !done(); n += static_cast<uint64_t>(batch)) {
+        etcdserverpb::TxnRequest txn;
+        long bytes = 0;
+        for (long b = 0; b < batch; ++b) {
+          auto* put = txn.add_success()->mutable_request_put();
+          if (k8s) {
+            put->set_key(bench::K8sKey(t, n + b));
+            put->set_value(bench::K8sValue(rng, t, n + b));
+          } else {
+            for (auto& c : value) c = static_cast<char>(rng());
+            put->set_key(key_prefix + std::to_string(n + b));
+            put->set_value(value);
+          }
+          bytes += static_cast<long>(put->value().size());
+        }
         const auto t0 = std::chrono::steady_clock::now();
-        absl::Status s = etcd.Put(key_prefix + std::to_string(n), value);
+        absl::Status s;
+        if (batch == 1) {
+          s = etcd.Put(txn.success(0).request_put().key(), txn.success(0).request_put().value());
+        } else {
+          s = etcd.Txn(txn).status();
+        }
         const auto t1 = std::chrono::steady_clock::now();
         if (s.ok()) {
           lat.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+          bytes_acked += bytes;
+          if (!ack_log.empty()) {
+            const int64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count();
+            for (long b = 0; b < batch; ++b) acks[t].emplace_back(ms, n + b);
+          }
         } else {
           ++errors[t];
           std::lock_guard<std::mutex> lock(first_error_mu);
@@ -117,12 +182,29 @@ int main(int argc, char** argv) {
     failed += errors[t];
   }
   std::sort(all.begin(), all.end());
+  if (!ack_log.empty()) {
+    std::FILE* f = std::fopen(ack_log.c_str(), "w");
+    if (f == nullptr) {
+      std::fprintf(stderr, "put_load: cannot write %s\n", ack_log.c_str());
+      return 1;
+    }
+    for (long t = 0; t < clients; ++t) {
+      for (const auto& [ms, n] : acks[t]) {
+        std::fprintf(f, "%lld %ld %llu\n", static_cast<long long>(ms), t,
+                     static_cast<unsigned long long>(n));
+      }
+    }
+    std::fclose(f);
+  }
   if (!first_error.empty()) {
     std::fprintf(stderr, "put_load: %ld put(s) failed; the first: %s\n", failed,
                  first_error.c_str());
   }
-  std::printf("puts %zu errors %ld seconds %.2f throughput %.1f/s p50_ms %.2f p99_ms %.2f\n",
-              all.size(), failed, elapsed, all.size() / elapsed, Percentile(all, 50),
-              Percentile(all, 99));
+  // A "put" is one request: with --batch N, one transaction of N puts.
+  std::printf(
+      "puts %zu errors %ld seconds %.2f throughput %.1f/s p50_ms %.2f p99_ms %.2f bytes %ld "
+      "max_ms %.2f\n",
+      all.size(), failed, elapsed, all.size() / elapsed, Percentile(all, 50), Percentile(all, 99),
+      bytes_acked.load(), all.empty() ? 0.0 : all.back());
   return all.empty() ? 1 : 0;
 }
