@@ -165,6 +165,13 @@ if [ "${1:-}" = "--test" ]; then
     $SUDO apt-get update -qq
     $SUDO apt-get install -y -qq --no-install-recommends systemd
   fi
+  # nftables: the quick start test (tests/quickstart_test.sh) firewalls each namespace machine
+  # with the README's port table.
+  if ! command -v nft >/dev/null 2>&1; then
+    echo "install-deps: installing nftables (for the quick start test)" >&2
+    $SUDO apt-get update -qq
+    $SUDO apt-get install -y -qq --no-install-recommends nftables
+  fi
   # lintian: the package test (tests/deb_test.sh) lints the .deb that `make deb` builds.
   if ! command -v lintian >/dev/null 2>&1; then
     echo "install-deps: installing lintian (for the package test)" >&2
