@@ -555,6 +555,42 @@ std::vector<etcdserverpb::TxnRequest> RevisionTxns(const backup::DeltaRevision& 
   return out;
 }
 
+namespace {
+
+const std::string& OpKey(const etcdserverpb::RequestOp& op) {
+  return op.has_request_put() ? op.request_put().key() : op.request_delete_range().key();
+}
+size_t OpBytes(const etcdserverpb::RequestOp& op) {
+  return OpKey(op).size() + (op.has_request_put() ? op.request_put().value().size() : 0);
+}
+
+}  // namespace
+
+std::vector<etcdserverpb::TxnRequest> TxnPacker::Add(const etcdserverpb::TxnRequest& txn) {
+  std::vector<etcdserverpb::TxnRequest> done;
+  for (const etcdserverpb::RequestOp& op : txn.success()) {
+    const size_t size = OpBytes(op);
+    if (open_.success_size() > 0 &&
+        (open_.success_size() >= shape_.max_ops || bytes_ + size > shape_.max_bytes ||
+         keys_.count(OpKey(op)) > 0)) {
+      for (auto& t : Flush()) done.push_back(std::move(t));
+    }
+    *open_.add_success() = op;
+    keys_.insert(OpKey(op));
+    bytes_ += size;
+  }
+  return done;
+}
+
+std::vector<etcdserverpb::TxnRequest> TxnPacker::Flush() {
+  std::vector<etcdserverpb::TxnRequest> out;
+  if (open_.success_size() > 0) out.push_back(std::move(open_));
+  open_ = etcdserverpb::TxnRequest();
+  keys_.clear();
+  bytes_ = 0;
+  return out;
+}
+
 absl::Status DeleteDeltas(BackupStore& store, const std::string& cluster, const std::string& base) {
   auto objects = store.List(DeltasPrefix(cluster, base));
   if (!objects.ok()) return objects.status();

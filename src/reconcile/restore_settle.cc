@@ -50,21 +50,39 @@ absl::Status ReplayDeltas(BackupStore& store, const std::string& cluster, const 
   auto meta = MetaFromJson(*text);
   if (!meta.ok()) return meta.status();
   // Nobody sees the cluster before it is settled, so a revision split in several
-  // transactions (etcd's request limits) is never seen half applied.
-  return ForEachDeltaRevision(store, *meta, to_revision, [&](const backup::DeltaRevision& r) {
-    for (etcdserverpb::TxnRequest& txn : RevisionTxns(r, ReplayShape{})) {
+  // transactions (etcd's request limits), or packed with others, is never seen half applied.
+  TxnPacker packer{ReplayShape{}};
+  int64_t last = 0;  // the newest revision handed to the packer, for errors
+  auto send = [&](std::vector<etcdserverpb::TxnRequest> txns) -> absl::Status {
+    for (etcdserverpb::TxnRequest& txn : txns) {
       // Only while the guard still names this replay: a coordinator that took over wrote its
       // own, and a late transaction of this one must not put an older value over its replay.
       RequireValue(txn, ReplayGuardKey(cluster), guard);
       auto done = etcd.Txn(txn);
-      if (!done.ok()) return Annotate(done.status(), absl::StrCat("replaying revision ", r.revision()));
+      if (!done.ok()) {
+        return Annotate(done.status(), absl::StrCat("replaying the revisions up to ", last));
+      }
       if (!done->succeeded()) {
         return absl::AbortedError("another coordinator took over replaying the deltas");
       }
     }
+    return absl::OkStatus();
+  };
+  absl::Status sent;
+  absl::Status read = ForEachDeltaRevision(store, *meta, to_revision, [&](const backup::DeltaRevision& r) {
+    last = r.revision();
+    for (const etcdserverpb::TxnRequest& txn : RevisionTxns(r, ReplayShape{})) {
+      sent = send(packer.Add(txn));
+      if (!sent.ok()) return sent;
+    }
     ++*replayed;
     return absl::OkStatus();
   }, chain_broken);
+  if (!sent.ok()) return sent;
+  // What was read before a damaged delta is applied too, as it was before packing: a broken
+  // chain's restore is replaced or waits, from the same state either way.
+  if (absl::Status s = send(packer.Flush()); !s.ok()) return s;
+  return read;
 }
 
 namespace {

@@ -18,9 +18,9 @@
 
 namespace steward {
 
-// Replays the deltas of `backup` (backup/delta.h) up to `to_revision` onto `etcd`, one
-// transaction per revision (split when etcd's request limits need it); keys put under a lease
-// are deleted instead. Every transaction applies only while ReplayGuardKey holds `guard`
+// Replays the deltas of `backup` (backup/delta.h) up to `to_revision` onto `etcd`, the
+// revisions' writes packed into as few transactions as etcd's limits allow (TxnPacker); keys
+// put under a lease are deleted instead. Every transaction applies only while ReplayGuardKey holds `guard`
 // (Aborted once another coordinator has marked its own replay). `replayed` counts the revisions.
 // `chain_broken` as ForEachDeltaRevision's (etcd's errors never set it).
 absl::Status ReplayDeltas(BackupStore& store, const std::string& cluster, const std::string& backup,

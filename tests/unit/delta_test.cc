@@ -716,6 +716,63 @@ TEST(RevisionTxnsTest, SplitsAtTheLimitsAndTreatsLeasedPutsAsAsked) {
   EXPECT_TRUE(RevisionTxns(backup::DeltaRevision{}, ReplayShape{}).empty());
 }
 
+// A restore packs revisions into few transactions: operations in order, a repeated key (which
+// etcd refuses twice in one transaction) or a limit starts the next one.
+TEST(TxnPackerTest, PacksDistinctKeysAndStartsAnewAtARepeatedKeyOrALimit) {
+  auto put = [](const std::string& k, size_t bytes = 8) {
+    etcdserverpb::TxnRequest t;
+    auto* p = t.add_success()->mutable_request_put();
+    p->set_key(k);
+    p->set_value(std::string(bytes, 'v'));
+    return t;
+  };
+  auto del = [](const std::string& k) {
+    etcdserverpb::TxnRequest t;
+    t.add_success()->mutable_request_delete_range()->set_key(k);
+    return t;
+  };
+  auto keys = [](const etcdserverpb::TxnRequest& t) {
+    std::vector<std::string> out;
+    for (const auto& op : t.success()) {
+      out.push_back((op.has_request_put() ? "put " + op.request_put().key()
+                                          : "del " + op.request_delete_range().key()));
+    }
+    return out;
+  };
+  TxnPacker packer{ReplayShape{}};
+  EXPECT_TRUE(packer.Add(put("a")).empty());
+  EXPECT_TRUE(packer.Add(put("b")).empty());
+  EXPECT_TRUE(packer.Add(del("c")).empty());
+  auto done = packer.Add(put("a"));  // a again: the first three go out
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(keys(done[0]), (std::vector<std::string>{"put a", "put b", "del c"}));
+  EXPECT_TRUE(packer.Add(del("b")).empty());
+  done = packer.Add(put("b"));  // deleted, then put again: not in one transaction
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(keys(done[0]), (std::vector<std::string>{"put a", "del b"}));
+  done = packer.Flush();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(keys(done[0]), (std::vector<std::string>{"put b"}));
+  EXPECT_TRUE(packer.Flush().empty()) << "nothing open";
+
+  ReplayShape small;
+  small.max_ops = 3;
+  small.max_bytes = 40;  // keys of 1 byte + values of 8: four ops fit by size
+  TxnPacker limited{small};
+  std::vector<etcdserverpb::TxnRequest> all;
+  for (const std::string k : {"1", "2", "3", "4", "5", "6", "7"}) {
+    for (auto& t : limited.Add(put(k))) all.push_back(std::move(t));
+  }
+  for (auto& t : limited.Flush()) all.push_back(std::move(t));
+  ASSERT_EQ(all.size(), 3u) << "7 puts at 3 a transaction";
+  EXPECT_EQ(keys(all[2]), (std::vector<std::string>{"put 7"}));
+  TxnPacker by_size{small};
+  EXPECT_TRUE(by_size.Add(put("x", 30)).empty());
+  done = by_size.Add(put("y", 30));  // 31 + 31 bytes > 40
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(keys(done[0]), (std::vector<std::string>{"put x"}));
+}
+
 TEST(RevisionTxnsTest, DeltasKeepEverythingButTheAgentsOwnStatus) {
   EXPECT_TRUE(KeptInDeltas("demo", "/registry/pods/a"));
   EXPECT_TRUE(KeptInDeltas("demo", "/steward/other/status")) << "another cluster's prefix";
