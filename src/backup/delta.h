@@ -137,9 +137,10 @@ std::vector<etcdserverpb::TxnRequest> RevisionTxns(const backup::DeltaRevision& 
 // as long as no key repeats in it (etcd refuses a transaction that names a key twice) and it
 // stays within the shape's limits. Operations keep their order; a key written again starts a
 // new transaction, so every key's writes still apply in order. The packed history is not the
-// original's revision by revision, which a restore does not need (nobody watches a fenced
-// cluster, and the revision is raised past everything clients saw) but a drill, which compares
-// revisions, does: it replays unpacked. Pure.
+// original's revision by revision. A restore that raised the revision past everything clients
+// saw does not need that (nobody watches a fenced cluster); one that could not raise it
+// replays unpacked, so as not to fall further below, and so does a drill, which compares
+// revisions. Pure.
 class TxnPacker {
  public:
   explicit TxnPacker(const ReplayShape& shape) : shape_(shape) {}

@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -42,9 +43,48 @@ void RequireValue(etcdserverpb::TxnRequest& txn, const std::string& key, const s
 
 }  // namespace
 
+namespace {
+
+// etcd refuses a transaction over its --max-txn-ops or --max-request-bytes (gRPC may refuse
+// the message first).
+bool RefusedAsTooLarge(const absl::Status& s) {
+  const std::string m(s.message());
+  return absl::StrContains(m, "too many operations") || absl::StrContains(m, "request is too large") ||
+         absl::StrContains(m, "larger than max");
+}
+
+// Sends `txn` (with the guard's compare); one that etcd refuses as too large goes again in two
+// halves, in order (a packed transaction's operations name distinct keys, so any split holds).
+absl::Status SendReplayTxn(EtcdApi& etcd, etcdserverpb::TxnRequest txn, const std::string& guard_key,
+                           const std::string& guard, int64_t last) {
+  etcdserverpb::TxnRequest sent = txn;
+  RequireValue(sent, guard_key, guard);
+  auto done = etcd.Txn(sent);
+  if (!done.ok() && RefusedAsTooLarge(done.status()) && txn.success_size() > 1) {
+    const int half = txn.success_size() / 2;
+    etcdserverpb::TxnRequest first, second;
+    for (int i = 0; i < txn.success_size(); ++i) {
+      *(i < half ? first : second).add_success() = txn.success(i);
+    }
+    if (absl::Status s = SendReplayTxn(etcd, std::move(first), guard_key, guard, last); !s.ok()) {
+      return s;
+    }
+    return SendReplayTxn(etcd, std::move(second), guard_key, guard, last);
+  }
+  if (!done.ok()) {
+    return Annotate(done.status(), absl::StrCat("replaying the revisions up to ", last));
+  }
+  // Only while the guard still names this replay: a coordinator that took over wrote its own,
+  // and a late transaction of this one must not put an older value over its replay.
+  if (!done->succeeded()) return absl::AbortedError("another coordinator took over replaying the deltas");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ReplayDeltas(BackupStore& store, const std::string& cluster, const std::string& backup,
                           int64_t to_revision, EtcdApi& etcd, const std::string& guard,
-                          int64_t* replayed, bool* chain_broken) {
+                          int64_t* replayed, bool* chain_broken, bool pack) {
   auto text = store.Get(MetaKey(cluster, backup));
   if (!text.ok()) return Annotate(text.status(), "reading the backup's meta.json");
   auto meta = MetaFromJson(*text);
@@ -55,15 +95,9 @@ absl::Status ReplayDeltas(BackupStore& store, const std::string& cluster, const 
   int64_t last = 0;  // the newest revision handed to the packer, for errors
   auto send = [&](std::vector<etcdserverpb::TxnRequest> txns) -> absl::Status {
     for (etcdserverpb::TxnRequest& txn : txns) {
-      // Only while the guard still names this replay: a coordinator that took over wrote its
-      // own, and a late transaction of this one must not put an older value over its replay.
-      RequireValue(txn, ReplayGuardKey(cluster), guard);
-      auto done = etcd.Txn(txn);
-      if (!done.ok()) {
-        return Annotate(done.status(), absl::StrCat("replaying the revisions up to ", last));
-      }
-      if (!done->succeeded()) {
-        return absl::AbortedError("another coordinator took over replaying the deltas");
+      if (absl::Status s = SendReplayTxn(etcd, std::move(txn), ReplayGuardKey(cluster), guard, last);
+          !s.ok()) {
+        return s;
       }
     }
     return absl::OkStatus();
@@ -72,7 +106,7 @@ absl::Status ReplayDeltas(BackupStore& store, const std::string& cluster, const 
   absl::Status read = ForEachDeltaRevision(store, *meta, to_revision, [&](const backup::DeltaRevision& r) {
     last = r.revision();
     for (const etcdserverpb::TxnRequest& txn : RevisionTxns(r, ReplayShape{})) {
-      sent = send(packer.Add(txn));
+      sent = send(pack ? packer.Add(txn) : std::vector<etcdserverpb::TxnRequest>{txn});
       if (!sent.ok()) return sent;
     }
     ++*replayed;
@@ -179,8 +213,11 @@ absl::Status ReplayUnderGuard(const SettleContext& ctx, const RestoreIntent& int
   *guard = mine;
   int64_t replayed = 0;
   bool broken = false;
+  // Packed only past a raised revision: one that could not be raised must not fall further
+  // below what clients saw.
   if (absl::Status s = ReplayDeltas(ctx.store, ctx.config.cluster.name, intent.backup,
-                                    intent.delta_to, fenced, mine, &replayed, &broken);
+                                    intent.delta_to, fenced, mine, &replayed, &broken,
+                                    /*pack=*/intent.bump_revision > 0);
       !s.ok()) {
     s = Annotate(s, "replaying the deltas");
     // Every delta was read and checked when the restore was chosen: one lost or damaged since

@@ -7,11 +7,14 @@
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "backup/delta.h"
 #include "backup/delta_writer.h"
+#include "reconcile/restore_settle.h"
 #include "backup/encryption.h"
 #include "backup/store.h"
 #include "ctl/snapshot_cmd.h"
@@ -771,6 +774,96 @@ TEST(TxnPackerTest, PacksDistinctKeysAndStartsAnewAtARepeatedKeyOrALimit) {
   done = by_size.Add(put("y", 30));  // 31 + 31 bytes > 40
   ASSERT_EQ(done.size(), 1u);
   EXPECT_EQ(keys(done[0]), (std::vector<std::string>{"put x"}));
+}
+
+// An etcd for ReplayDeltas: applies each transaction's puts and deletes in order (every guard
+// compare holds), and refuses, as etcd does past --max-txn-ops, one of more than `max_ops`.
+class ReplayEtcd : public EndlessEtcd {
+ public:
+  ReplayEtcd(BackupStore* store, BackupMeta base, int max_ops)
+      : EndlessEtcd(store, std::move(base)), max_ops_(max_ops) {}
+  absl::StatusOr<etcdserverpb::TxnResponse> Txn(const etcdserverpb::TxnRequest& req) override {
+    if (req.success_size() > max_ops_) {
+      ++refused;
+      return absl::InvalidArgumentError("etcdserver: too many operations in txn request");
+    }
+    std::set<std::string> seen;
+    for (const auto& op : req.success()) {
+      const std::string& key =
+          op.has_request_put() ? op.request_put().key() : op.request_delete_range().key();
+      EXPECT_TRUE(seen.insert(key).second) << "etcd refuses a key twice in a transaction: " << key;
+      if (op.has_request_put()) {
+        kv[key] = op.request_put().value();
+      } else {
+        kv.erase(key);
+      }
+    }
+    ++txns;
+    etcdserverpb::TxnResponse r;
+    r.set_succeeded(true);
+    return r;
+  }
+  std::map<std::string, std::string> kv;
+  int txns = 0, refused = 0;
+
+ private:
+  int max_ops_;
+};
+
+// A restore packs the deltas' revisions into few transactions and ends with the same keys as
+// one transaction per revision; a transaction etcd refuses as too large goes again in halves.
+TEST_F(DeltaStoreTest, ReplayPacksRevisionsAndEndsWhereOneTransactionPerRevisionEnds) {
+  BackupMeta b = Full(100, 100);
+  b.sha256 = std::string(64, '0');
+  ASSERT_TRUE(store_->Put(MetaKey(b.cluster, b.name), MetaToJson(b).dump()).ok());
+  // Revisions 101..160: a put of k<r % 7> (keys repeat), every fifth also deleting d<r % 3>
+  // after putting it in an earlier revision.
+  backup::DeltaChunk c;
+  c.set_cluster(b.cluster);
+  c.set_cluster_id(b.cluster_id);
+  c.set_base(b.name);
+  c.set_from_revision(100);
+  c.set_to_revision(160);
+  std::map<std::string, std::string> want;
+  for (int64_t r = 101; r <= 160; ++r) {
+    auto* rev = c.add_revisions();
+    rev->set_revision(r);
+    rev->set_unix_ms(1764230400000 + r * 1000);
+    auto* e = rev->add_events();
+    e->mutable_kv()->set_key("k" + std::to_string(r % 7));
+    e->mutable_kv()->set_value("v" + std::to_string(r));
+    want[e->kv().key()] = e->kv().value();
+    const std::string d = "d" + std::to_string(r % 3);
+    auto* e2 = rev->add_events();
+    e2->mutable_kv()->set_key(d);
+    if (r % 5 == 0) {
+      e2->set_type(etcdserverpb::Event::DELETE);
+      want.erase(d);
+    } else {
+      e2->mutable_kv()->set_value("w" + std::to_string(r));
+      want[d] = e2->kv().value();
+    }
+  }
+  ASSERT_TRUE(WriteDelta(*store_, c, "n1").ok());
+
+  struct Case {
+    bool pack;
+    int max_ops;  // etcd's limit
+    int txns;     // the transactions etcd took
+  };
+  // Packed: the d keys repeat every 3 revisions, so 3 revisions (6 writes) a transaction; under
+  // a limit of 4 each is refused once and goes again as 3 + 3.
+  for (const Case& t : {Case{false, 128, 60}, Case{true, 128, 20}, Case{true, 4, 40}}) {
+    ReplayEtcd etcd(store_.get(), b, t.max_ops);
+    int64_t replayed = 0;
+    absl::Status s = ReplayDeltas(*store_, b.cluster, b.name, 160, etcd, "guard", &replayed,
+                                  nullptr, t.pack);
+    ASSERT_TRUE(s.ok()) << s;
+    EXPECT_EQ(replayed, 60) << t.pack;
+    EXPECT_EQ(etcd.kv, want) << "pack " << t.pack << ", limit " << t.max_ops;
+    EXPECT_EQ(etcd.txns, t.txns) << "pack " << t.pack << ", limit " << t.max_ops;
+    EXPECT_EQ(etcd.refused, t.max_ops == 4 ? 20 : 0) << "pack " << t.pack;
+  }
 }
 
 TEST(RevisionTxnsTest, DeltasKeepEverythingButTheAgentsOwnStatus) {
