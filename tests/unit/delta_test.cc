@@ -45,6 +45,17 @@ BackupMeta Full(int64_t revision, int64_t revision_max, bool later = false) {
   return b;
 }
 
+// An empty delta chunk of base `b` covering (from, to].
+backup::DeltaChunk Chunk(const BackupMeta& b, int64_t from, int64_t to) {
+  backup::DeltaChunk c;
+  c.set_cluster(b.cluster);
+  c.set_cluster_id(b.cluster_id);
+  c.set_base(b.name);
+  c.set_from_revision(from);
+  c.set_to_revision(to);
+  return c;
+}
+
 DeltaMeta Meta(const BackupMeta& b, int64_t from, int64_t to) {
   DeltaMeta m;
   m.name = DeltaName(from, to, "n1");
@@ -392,12 +403,7 @@ class DeltaStoreTest : public ::testing::Test {
   // A delta of (from, to] with one put of key k<rev> = v<rev> per revision in `revs`.
   DeltaMeta Write(const BackupMeta& b, int64_t from, int64_t to, std::vector<int64_t> revs,
                   const std::string& node = "n1", int64_t t0_ms = 1764230400000) {
-    backup::DeltaChunk c;
-    c.set_cluster(b.cluster);
-    c.set_cluster_id(b.cluster_id);
-    c.set_base(b.name);
-    c.set_from_revision(from);
-    c.set_to_revision(to);
+    backup::DeltaChunk c = Chunk(b, from, to);
     for (int64_t r : revs) {
       auto* rev = c.add_revisions();
       rev->set_revision(r);
@@ -643,12 +649,7 @@ TEST_F(DeltaStoreTest, DeltasAreEncryptedLikeSnapshots) {
   auto encrypted = NewEncryptedStore(NewFileStore(root_.string()),
                                      MakeEncryptionKey(std::string(32, 'k')), {});
   const BackupMeta b = Base(10);
-  backup::DeltaChunk c;
-  c.set_cluster(b.cluster);
-  c.set_cluster_id(b.cluster_id);
-  c.set_base(b.name);
-  c.set_from_revision(10);
-  c.set_to_revision(11);
+  backup::DeltaChunk c = Chunk(b, 10, 11);
   auto* r = c.add_revisions();
   r->set_revision(11);
   r->add_events()->mutable_kv()->set_value("secret-canary-value");
@@ -818,12 +819,7 @@ TEST_F(DeltaStoreTest, ReplayPacksRevisionsAndEndsWhereOneTransactionPerRevision
   ASSERT_TRUE(store_->Put(MetaKey(b.cluster, b.name), MetaToJson(b).dump()).ok());
   // Revisions 101..160: a put of k<r % 7> (keys repeat), every fifth also deleting d<r % 3>
   // after putting it in an earlier revision.
-  backup::DeltaChunk c;
-  c.set_cluster(b.cluster);
-  c.set_cluster_id(b.cluster_id);
-  c.set_base(b.name);
-  c.set_from_revision(100);
-  c.set_to_revision(160);
+  backup::DeltaChunk c = Chunk(b, 100, 160);
   std::map<std::string, std::string> want;
   for (int64_t r = 101; r <= 160; ++r) {
     auto* rev = c.add_revisions();
