@@ -43,8 +43,10 @@ absl::StatusOr<std::pair<int64_t, int64_t>> ParseDeltaName(const std::string& na
 // storing it holds zstd's window and one piece besides the chunk, not two copies of it.
 constexpr int kDeltaPiece = 256 << 10;
 
-// zstd (level 3, with its frame checksum) from protobuf's serialization to an object of the
-// store, hashing and counting what it stores.
+// zstd (level 1, as full backups, with its frame checksum) from protobuf's serialization to an
+// object of the store, hashing and counting what it stores. The delta writer compresses every
+// value etcd writes, on the cores etcd uses: on Kubernetes-like values level 1 took 236 MB/s
+// here against level 3's 152 MB/s, for 3.70:1 against 3.85:1 (2026-11-29, under load).
 class ZstdToStore : public google::protobuf::io::CopyingOutputStream {
  public:
   explicit ZstdToStore(ObjectWriter* writer) : writer_(writer), cctx_(ZSTD_createCCtx()) {}
@@ -52,7 +54,7 @@ class ZstdToStore : public google::protobuf::io::CopyingOutputStream {
 
   absl::Status Start(size_t content_size) {
     if (cctx_ == nullptr) return absl::ResourceExhaustedError("delta: zstd: no context");
-    ZSTD_CCtx_setParameter(cctx_, ZSTD_c_compressionLevel, 3);
+    ZSTD_CCtx_setParameter(cctx_, ZSTD_c_compressionLevel, 1);
     ZSTD_CCtx_setParameter(cctx_, ZSTD_c_checksumFlag, 1);
     const size_t r = ZSTD_CCtx_setPledgedSrcSize(cctx_, content_size);
     if (ZSTD_isError(r)) return Zstd(r);
