@@ -83,6 +83,13 @@ std::string StartWithABackup(TestCluster& c) {
   EXPECT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
   Write(c, "/it/gone", "here before the backup");
   Write(c, "/it/over", "old");
+  // The steward leader backs up a cluster with no backup at once ("no backup of this cluster
+  // yet"). Taken after ours, that one would be the newest, and the deltas would follow it, not
+  // ours (seen in CI): wait for it first, so ours is the newest.
+  EXPECT_TRUE(WaitFor([&] {
+    auto j = nlohmann::json::parse(c.Ctl({"list-backups", "-o", "json"}).output, nullptr, false);
+    return j.is_array() && !j.empty();
+  }, 30s)) << c.Logs();
   return TakeBackup(c);
 }
 
