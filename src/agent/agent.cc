@@ -151,6 +151,7 @@ absl::Status Agent::WireClients(const std::shared_ptr<grpc::ChannelCredentials>&
   EtcdClient::Options co;
   co.credentials = client_creds;
   co.timeout = milliseconds(1000);
+  co.low_memory_snapshots = config_.backup.low_memory_stream;
   if (config_.cluster.adopt.enabled()) {
     auto per_endpoint = ClusterCredentials(config_, client_creds);
     if (!per_endpoint.ok()) return per_endpoint.status();

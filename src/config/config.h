@@ -163,6 +163,9 @@ struct BackupConfig {
   // Where the drill's scratch data dir is made; "": <node.data_dir>/drill. Needs the DB's size
   // + 128 MiB free, else the drill is skipped and says why.
   std::string drill_scratch;
+  // Full backups read etcd's snapshot stream with a fixed 64 KiB window: flat memory however
+  // large the DB and however busy the machine, for a stream about a fifth slower.
+  bool low_memory_stream = false;
   RetentionConfig retention;
   S3Config s3;
   EncryptionConfig encryption;

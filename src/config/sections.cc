@@ -33,6 +33,7 @@ void ParseBackup(const YAML::Node& b, Config* c) {
     bc.delta_interval = GetDuration(b, "backup", "delta_interval", bc.delta_interval);
     bc.drill_interval = GetDuration(b, "backup", "drill_interval", bc.drill_interval);
     bc.drill_scratch = GetString(b, "backup", "drill_scratch", false, "");
+    bc.low_memory_stream = GetBool(b, "backup", "low_memory_stream", bc.low_memory_stream);
     if (const YAML::Node r = b["retention"]; r && !r.IsNull()) {
       CheckKeys(r, "backup.retention", ConfigKeysUnder("backup.retention"));
       bc.retention.keep_all_for =

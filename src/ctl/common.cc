@@ -43,6 +43,7 @@ EtcdClient::Options ClientOptions(const Common& c) {
                 << " (give --cacert/--cert/--key)\n";
     }
   }
+  if (config) o.low_memory_snapshots = config->backup.low_memory_stream;
   // An adopted cluster's members are dialled as cluster.adopt says.
   if (config && config->cluster.adopt.enabled()) {
     if (auto f = ClusterCredentials(*config, o.credentials); f.ok()) {

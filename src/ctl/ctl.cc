@@ -235,7 +235,8 @@ int RunBackup(const Common& c) {
   std::cerr << "backup of member " << meta->member << " at revision " << meta->revision << ": "
             << HumanBytes(static_cast<int64_t>(meta->db_size)) << " -> "
             << HumanBytes(static_cast<int64_t>(meta->compressed_size)) << " in "
-            << w.store->Describe() << "\n";
+            << w.store->Describe()
+            << (o.low_memory_snapshots ? " (read with a low-memory stream)" : "") << "\n";
   // `status` shows it as the last backup at once (the leader's scheduler publishes only its own).
   nlohmann::json published = {{"store", w.store->Describe()},
                               {"last_success", meta->name},

@@ -52,17 +52,23 @@ struct EtcdClient::ChannelPool {
   // what it read had tens of MiB more waiting in the transport (issue 35). Snapshots and the
   // other calls keep the shared channel and its large window.
   std::map<std::string, std::unique_ptr<Stubs>> bulk_watch ABSL_GUARDED_BY(mu);
+  // Snapshot streams with Options::low_memory_snapshots: connections without BDP probing, on
+  // which gRPC 1.51 keeps the connection's window at HTTP/2's initial 64 KiB, so etcd sends
+  // only as fast as the reader takes (flat memory, a slower stream: docs/benchmarks.md).
+  std::map<std::string, std::unique_ptr<Stubs>> low_memory_snapshot ABSL_GUARDED_BY(mu);
 
+  enum class Kind { kShared, kBulkWatch, kLowMemorySnapshot };
   // The slot of `endpoint` in `pool` (`mu` held), its channel made on first use.
   static Stubs& Slot(const EtcdClient& client, std::map<std::string, std::unique_ptr<Stubs>>& pool,
-                     const std::string& endpoint, bool bulk) {
+                     const std::string& endpoint, Kind kind) {
     auto& slot = pool[endpoint];
     if (slot) return *slot;
     grpc::ChannelArguments args;
-    if (bulk) {
+    if (kind == Kind::kBulkWatch) {
       args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
       args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, kBulkWatchLookahead);
     }
+    if (kind == Kind::kLowMemorySnapshot) args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
     // Reconnect quickly after an etcd restart; the defaults back off for up to two minutes.
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 2000);
@@ -100,7 +106,7 @@ EtcdClient::EtcdClient(std::vector<std::string> endpoints, Options options)
 
 EtcdClient::Stubs& EtcdClient::StubsFor(const std::string& endpoint) {
   MutexLock lock(&channels_->mu);
-  return ChannelPool::Slot(*this, channels_->stubs, endpoint, /*bulk=*/false);
+  return ChannelPool::Slot(*this, channels_->stubs, endpoint, ChannelPool::Kind::kShared);
 }
 
 void EtcdClient::SetDeadline(grpc::ClientContext& ctx, std::chrono::milliseconds timeout) const {
@@ -407,7 +413,8 @@ absl::Status EtcdClient::LeaseKeepAliveOnce(int64_t lease) {
 
 etcdserverpb::Watch::Stub* EtcdClient::BulkWatchStub(const std::string& endpoint) {
   MutexLock lock(&channels_->mu);
-  return ChannelPool::Slot(*this, channels_->bulk_watch, endpoint, /*bulk=*/true).watch.get();
+  return ChannelPool::Slot(*this, channels_->bulk_watch, endpoint, ChannelPool::Kind::kBulkWatch)
+      .watch.get();
 }
 
 std::string EtcdClient::PreferredEndpoint() {
@@ -507,7 +514,14 @@ absl::StatusOr<uint64_t> EtcdClient::Snapshot(
     std::chrono::milliseconds timeout) {
   grpc::ClientContext ctx;
   SetDeadline(ctx, timeout);
-  auto reader = StubsFor(endpoint).maintenance->Snapshot(&ctx, etcdserverpb::SnapshotRequest());
+  etcdserverpb::Maintenance::Stub* stub = StubsFor(endpoint).maintenance.get();
+  if (options_.low_memory_snapshots) {
+    MutexLock lock(&channels_->mu);
+    stub = ChannelPool::Slot(*this, channels_->low_memory_snapshot, endpoint,
+                             ChannelPool::Kind::kLowMemorySnapshot)
+               .maintenance.get();
+  }
+  auto reader = stub->Snapshot(&ctx, etcdserverpb::SnapshotRequest());
   etcdserverpb::SnapshotResponse chunk;
   uint64_t total = 0;
   absl::Status sink_error;

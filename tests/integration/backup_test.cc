@@ -394,12 +394,20 @@ TEST(BackupTest, ABackupDamagedBeforeItWasTakenIsSkippedForTheOneBeforeIt) {
 // revision; it passes on a good backup, fails on one whose checksums are valid but whose
 // content is not the cluster's at its revision, is skipped without the disk it needs, and
 // leaves no scratch dir behind.
+// The backups here are read with backup.low_memory_stream (a snapshot connection of its own,
+// without BDP probing), so the drill also proves that stream's backups whole.
 TEST(BackupTest, ARestoreDrillProvesABackupAndFailsOneThatIsNotTheClusters) {
-  TestCluster c(kDrill, 3, 3, kFastLeader, kFileBackupNoDeltas);
+  TestCluster c(kDrill, 3, 3, kFastLeader,
+                absl::StrCat(kFileBackupNoDeltas, "  low_memory_stream: true\n"));
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
   for (int i = 0; i < 50; ++i) Put(c, absl::StrCat("/it/k", i), absl::StrCat("v", i));
-  const std::string good = TakeBackup(c);
+  RunResult taken = c.Ctl({"backup"});
+  ASSERT_EQ(taken.exit_code, 0) << taken.output;
+  EXPECT_NE(taken.output.find("read with a low-memory stream"), std::string::npos)
+      << taken.output;
+  const std::string printed(absl::StripTrailingAsciiWhitespace(taken.output));
+  const std::string good = printed.substr(printed.rfind('\n') + 1);
   ASSERT_FALSE(good.empty());
   const std::string scratch = c.Root() + "/scratch";
   RunResult ok = c.Ctl({"verify-backup", good, "--scratch", scratch}, true, 120s);

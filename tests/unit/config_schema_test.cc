@@ -87,6 +87,7 @@ tls: {mode: issued, ca_cert: /etc/steward/pki/ca.crt, ca_key: /etc/steward/pki/c
   EXPECT_EQ(a.backup.delta_interval, b.backup.delta_interval);
   EXPECT_EQ(a.backup.drill_interval, b.backup.drill_interval);
   EXPECT_EQ(a.backup.drill_scratch, b.backup.drill_scratch);
+  EXPECT_EQ(a.backup.low_memory_stream, b.backup.low_memory_stream);
   EXPECT_EQ(a.backup.retention.keep_all_for, b.backup.retention.keep_all_for);
   EXPECT_EQ(a.backup.retention.hourly_for, b.backup.retention.hourly_for);
   EXPECT_EQ(a.backup.retention.daily_for, b.backup.retention.daily_for);

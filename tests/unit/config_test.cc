@@ -100,6 +100,20 @@ TEST_F(ConfigTest, RestoreDrillsAreDailyByDefaultAndCanBeTurnedOff) {
       << bad.status();
 }
 
+// backup.low_memory_stream: off by default; a value that is not a boolean names the key.
+TEST_F(ConfigTest, LowMemoryStreamIsOffByDefaultAndTakesABoolean) {
+  auto c = ParseConfig(Yaml(), "node.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->backup.low_memory_stream);
+  auto on = ParseConfig(Yaml() + "backup:\n  low_memory_stream: true\n", "node.yaml");
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_TRUE(on->backup.low_memory_stream);
+  auto bad = ParseConfig(Yaml() + "backup:\n  low_memory_stream: sometimes\n", "node.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("backup.low_memory_stream"), std::string::npos)
+      << bad.status();
+}
+
 TEST_F(ConfigTest, SizeDefaultsToThreeOrNodeCount) {
   std::string text = Yaml();
   text.replace(text.find("  size: 3\n"), 10, "");
@@ -558,3 +572,4 @@ TEST_F(ConfigTest, EncryptionKeyFilesAreCheckedAndNamed) {
 
 }  // namespace
 }  // namespace steward
+
