@@ -63,7 +63,7 @@ class EtcdClient : public EtcdApi {
     std::shared_ptr<ChannelPool> channels;
     // Snapshot() on a connection of its own whose receive window stays at 64 KiB (backup.
     // low_memory_stream): the process's memory stays flat whatever the DB's size and however
-    // far the reader falls behind, for a stream about a fifth slower. Off: gRPC grows the
+    // far the reader falls behind, for a stream about half as fast over TLS. Off: gRPC grows the
     // window with the measured bandwidth, and what the reader has not taken yet waits in
     // memory (tens of MiB under contention).
     bool low_memory_snapshots = false;
