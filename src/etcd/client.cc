@@ -49,8 +49,8 @@ struct EtcdClient::ChannelPool {
   // their own on which gRPC reads at most kBulkWatchLookahead ahead of what the caller asked
   // for (and the message it waits for). With gRPC's default, the window grows with the
   // measured bandwidth-delay product, to many MiB on a fast link, and a reader busy storing
-  // what it read had tens of MiB more waiting in the transport (issue 35). Snapshots and the
-  // other calls keep the shared channel and its large window.
+  // what it read had tens of MiB more waiting in the transport (issue 35). Snapshots (unless
+  // Options::low_memory_snapshots) and the other calls keep the shared channel and its window.
   std::map<std::string, std::unique_ptr<Stubs>> bulk_watch ABSL_GUARDED_BY(mu);
   // Snapshot streams with Options::low_memory_snapshots: connections without BDP probing, on
   // which gRPC 1.51 keeps the connection's window at HTTP/2's initial 64 KiB, so etcd sends
