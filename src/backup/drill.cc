@@ -512,16 +512,26 @@ absl::StatusOr<DrillResult> RunDrill(BackupStore& store, const std::string& clus
   }
   r.start_ms = MsSince(t);
 
+  // The snapshot's own revision. meta.revision is the source's revision just before the stream
+  // started, so the snapshot holds at least that one and also what was written in between
+  // (meta.revision_max bounds it): compare at the revision it holds, or every write in that gap
+  // would count as a difference.
+  int64_t head = count->header().revision();
+  const int64_t base_revision = std::max(head, meta.revision);
+
   // The base, by etcd's own hash where both sides give one.
   t = Clock::now();
-  const BaseHash base = HashBase(channel, live_hash.get(), meta.revision);
+  absl::StatusOr<EtcdApi::KvHash> live_base = live_hash.get();
+  if (base_revision != meta.revision) {
+    live_base = live.HashKV(base_revision, std::chrono::seconds(120));
+  }
+  const BaseHash base = HashBase(channel, live_base, base_revision);
   r.hash_ms = MsSince(t);
 
   // The deltas, as far as they reach now.
   t = Clock::now();
-  int64_t head = count->header().revision();
   ReplayedRevisions map;
-  r.to_revision = meta.revision;
+  r.to_revision = base_revision;
   auto chain = ListDeltaChain(store, meta);
   if (!chain.ok()) return Annotate(chain.status(), "listing the backup's deltas");
   if (!chain->deltas.empty()) {
@@ -538,7 +548,7 @@ absl::StatusOr<DrillResult> RunDrill(BackupStore& store, const std::string& clus
   r.replay_ms = MsSince(t);
   const std::string reached =
       r.deltas == 0 ? absl::StrCat("revision ", r.to_revision)
-                    : absl::StrCat("revision ", r.to_revision, " (the backup's ", meta.revision,
+                    : absl::StrCat("revision ", r.to_revision, " (the backup's ", base_revision,
                                    " + ", r.deltas, " delta(s))");
   auto total = RangePage(drill, std::string(1, '\0'), head, 0, /*count_only=*/true);
   if (!total.ok()) return Annotate(total.status(), "counting the scratch etcd's keys");
@@ -551,7 +561,7 @@ absl::StatusOr<DrillResult> RunDrill(BackupStore& store, const std::string& clus
                     ComparedRanges(cluster, with_deltas), [&](const std::string& key) {
                       return !with_deltas || KeptInDeltas(cluster, key);
                     },
-                    base.equal ? meta.revision : -1};
+                    base.equal ? base_revision : -1};
   // Without deltas an equal hash proves every revision up to the one compared, keys and
   // deletions included: the pages would read the whole DB again on both sides (etcd reads a
   // value even for a keys-only range) to prove nothing more. The counts are still compared.
@@ -562,7 +572,7 @@ absl::StatusOr<DrillResult> RunDrill(BackupStore& store, const std::string& clus
     r.compared = absl::StrCat(
         "every key (", keys, ") with its value and revision matches the live cluster at ",
         reached,
-        base.equal ? absl::StrCat(": etcd's KV hash at revision ", meta.revision,
+        base.equal ? absl::StrCat(": etcd's KV hash at revision ", base_revision,
                                   " is the live cluster's",
                                   with_deltas ? ", then every key and revision and the values "
                                                 "changed since"

@@ -3,7 +3,7 @@
 // into a scratch data dir, a scratch etcd started on it (its own process on loopback ports
 // picked at random, lower CPU and I/O priority, killed with its parent), the backup's deltas
 // replayed into it (each checked), and what it serves is compared with the live cluster at the
-// revision the deltas reach (the backup's own without deltas): every key, its value and the
+// revision the deltas reach (the snapshot's own without deltas): every key, its value and the
 // revision that last changed it, page by page. Where etcd's KV hash of the scratch etcd at the
 // backup's revision is the live cluster's, that proves every value up to it, and the pages
 // carry keys and revisions only, with the values of keys changed since read one by one. If the live cluster is compacted past that
