@@ -12,8 +12,14 @@ allowances names a file and the include it may keep for now, with the reason.
 Every `#include "dir/..."` in src/**/*.h and src/**/*.cc whose dir is a folder of src/ is read:
 a file may include its own folder and any folder on a lower floor, nothing else. A folder of
 src/ that the list does not place is an error too (a new folder must be given its floor), and
-so is an allowance that no include needs any more. Exit status 0: clean; 1: violations, each
-printed as file:line with both layers; 2: the list cannot be read.
+so is an allowance that no include needs any more.
+
+Inside one folder, files must not include each other in a circle either. A header and the .cc
+of the same name are one unit (plan.h with plan.cc), so "plan.cc includes plan_text.h, which
+includes plan.h" is a cycle: neither can be read, built or tested without the other.
+
+Exit status 0: clean; 1: violations, each printed as file:line with both layers, or as the
+units of a cycle; 2: the list cannot be read.
 """
 import pathlib
 import re
@@ -84,20 +90,73 @@ def check(root):
     return errors, len(files)
 
 
+def unit_cycles(root):
+    """Cycles between the units (a header with its .cc) of each folder of src/, as messages."""
+    src = root / "src"
+    edges = {}  # unit -> {unit: "file:line" of the first include that makes the edge}
+    for path in sorted(p for p in src.rglob("*") if p.suffix in (".h", ".cc") and p.is_file()):
+        parts = path.relative_to(src).parts
+        if len(parts) != 2:
+            continue
+        unit = f"{parts[0]}/{path.stem}"
+        out = edges.setdefault(unit, {})
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            m = INCLUDE.match(line)
+            if not m or m.group(1) != parts[0]:
+                continue
+            target = f"{m.group(1)}/{pathlib.PurePosixPath(m.group(2)).stem}"
+            if target != unit:
+                out.setdefault(target, f"{path.relative_to(root).as_posix()}:{number}")
+    # Tarjan's strongly connected components; every component of two or more units is a cycle.
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in edges.get(v, {}):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    errors = []
+    for component in sorted(found):
+        links = [f"{a} -> {b} ({edges[a][b]})" for a in component for b in component
+                 if b in edges.get(a, {})]
+        errors.append(f"include cycle between {', '.join(component)}: " + "; ".join(links))
+    return errors
+
+
 def main(argv):
     root = pathlib.Path(argv[1] if len(argv) > 1 else pathlib.Path(__file__).parent.parent)
     try:
         errors, n = check(root.resolve())
+        errors += unit_cycles(root.resolve())
     except (OSError, ValueError) as e:
         print(f"check_layers: {e}", file=sys.stderr)
         return 2
     for e in errors:
         print(e)
     if errors:
-        print(f"check_layers: {len(errors)} include(s) against the layers "
+        print(f"check_layers: {len(errors)} include(s) against the layers or cycles "
               f"(docs/architecture.md, \"Layers\")")
         return 1
-    print(f"check_layers: {n} files, no include climbs the layers")
+    print(f"check_layers: {n} files, no include climbs the layers, no cycle between files")
     return 0
 
 

@@ -12,11 +12,13 @@
 // the threads and the peer API, then stop etcd.
 //
 // Where things are:
-//   agent.cc          wiring, Start/Shutdown, the three loops
-//   local_node.h      this node's side: start.cc (how a node starts etcd on its own),
-//                     orders.cc (the leader's orders), node_restore.cc (a restore order)
-//   node_disk.h       the node's disk (data dir, markers, restore staging)
-//   agent_main.cc     main(): flags, config, logging, signals
+//   agent.cc            wiring (the Wire* steps), Start/Shutdown, trust and renewal orders
+//   agent_loops.cc      the three loops and what each pass of them does
+//   control_wiring.h    WireControl: the control objects, linked (the simulation calls it too)
+//   agent_main.cc       main(): flags, config, logging, signals
+//   node/local_node.h   this node's side: start.cc (how a node starts etcd on its own),
+//                       orders.cc (the leader's orders), node_restore.cc (a restore order)
+//   node/node_disk.h    the node's disk (data dir, markers, restore staging)
 #pragma once
 
 #include <atomic>
@@ -44,12 +46,12 @@
 #include "admin/server.h"
 #include "peer/leadership.h"
 #include "peer/server.h"
-#include "reconcile/history.h"
+#include "control/history.h"
 #include "reconcile/reconciler.h"
-#include "reconcile/restore.h"
+#include "restore/coordinator.h"
 #include "reconcile/auth.h"
 #include "reconcile/space.h"
-#include "reconcile/start_decision.h"
+#include "node/start_decision.h"
 #include "runner/runner.h"
 
 namespace steward {

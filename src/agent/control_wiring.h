@@ -14,9 +14,9 @@
 #include "etcd/api.h"
 #include "node/local_node.h"
 #include "peer/leadership.h"
-#include "reconcile/env.h"
+#include "control/env.h"
 #include "reconcile/reconciler.h"
-#include "reconcile/restore.h"
+#include "restore/coordinator.h"
 
 namespace steward {
 

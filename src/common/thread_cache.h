@@ -1,5 +1,5 @@
 // Threads kept for the next short task. The steward leader fans its observations out to every
-// agent and member each pass (reconcile/env.h FanOut); starting a thread per call each pass
+// agent and member each pass (common/fan_out.h); starting a thread per call each pass
 // cost more than the calls themselves at idle (clone, a TLS block for every library that has
 // thread-locals, the stack guard) and kept glibc's and the loader's thread code resident. The
 // admin port serves its requests on one too (admin/server.cc), with a bound on its threads.

@@ -1,5 +1,7 @@
 // The config parser's own helpers, shared by config.cc (the top level, cluster, node, etcd and
 // runner) and sections.cc (backup, tls, auth, cluster.adopt). Not for use outside src/config/.
+// They know YAML and keys, not the Config struct (that is sections.h), so nothing here
+// includes config.h.
 // A problem is thrown as ConfigError (Fail) and turned into a Status by ParseConfig, naming the
 // key and the problem.
 #pragma once
@@ -8,7 +10,6 @@
 #include <set>
 #include <string>
 
-#include "config/config.h"
 #include "yaml-cpp/yaml.h"
 
 namespace steward::config_internal {
@@ -54,11 +55,5 @@ class WithoutHostChecks {
 void CheckDataDir(const std::string& key, const std::string& dir);
 void CheckBinary(const std::string& key, const std::string& path);
 void CheckReadable(const std::string& key, const std::string& path);
-
-// The sections in sections.cc.
-void ParseBackup(const YAML::Node& b, Config* c);
-void ParseAuth(const YAML::Node& a, Config* c);
-void ParseTls(const YAML::Node& t, Config* c);
-void ParseAdopt(const YAML::Node& a, Config* c);
 
 }  // namespace steward::config_internal

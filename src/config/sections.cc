@@ -17,6 +17,7 @@
 #include "config/aws_credentials.h"
 #include "config/encryption_key.h"
 #include "config/parse_util.h"
+#include "config/sections.h"
 #include "config/schema.h"
 
 namespace steward::config_internal {

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "backup/pipeline.h"
 #include "backup/scheduler.h"
-#include "reconcile/restore.h"
+#include "control/records.h"
 
 namespace steward {
 namespace {

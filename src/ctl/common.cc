@@ -11,10 +11,11 @@
 #include "absl/strings/str_split.h"
 #include "backup/open.h"
 #include "peer/client.h"
-#include "reconcile/destroy.h"
-#include "reconcile/env.h"
-#include "reconcile/restore.h"
+#include "control/destroy.h"
+#include "control/env.h"
+#include "control/records.h"
 #include "pki/node_certs.h"
+#include "common/fan_out.h"
 
 namespace steward {
 

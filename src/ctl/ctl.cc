@@ -13,7 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "common/duration.h"
-#include "reconcile/history.h"
+#include "control/history.h"
 #include "absl/strings/str_split.h"
 #include "config/config.h"
 #include "ctl/status.h"
@@ -34,7 +34,7 @@
 #include "ctl/maintenance_cmd.h"
 #include "ctl/progress.h"
 #include "ctl/destroy_cmd.h"
-#include "reconcile/destroy.h"
+#include "control/destroy.h"
 #include "ctl/recover_cmd.h"
 #include "ctl/snapshot_cmd.h"
 #include "ctl/access_cmd.h"
@@ -47,7 +47,7 @@
 #include "peer/client.h"
 #include "pki/node_certs.h"
 #include "reconcile/reconciler.h"
-#include "reconcile/restore.h"
+#include "control/records.h"
 #include <thread>
 
 namespace steward {
@@ -371,7 +371,7 @@ int RunListBackups(const Common& c) {
 
 namespace {
 
-// `stewardctl history`: the event history (reconcile/history.h), oldest first.
+// `stewardctl history`: the event history (control/history.h), oldest first.
 int RunHistory(const Common& c, const std::string& since, int limit) {
   int rc = 0;
   auto config = ConfigFor(c, "history", &rc);

@@ -11,9 +11,10 @@
 #include "ctl/progress.h"
 #include "nlohmann/json.hpp"
 #include "peer/client.h"
-#include "reconcile/destroy.h"
-#include "reconcile/env.h"
-#include "reconcile/restore.h"
+#include "control/destroy.h"
+#include "control/env.h"
+#include "control/records.h"
+#include "common/fan_out.h"
 
 namespace steward {
 namespace {

@@ -1,6 +1,6 @@
 // stewardctl destroy / undestroy (issue 15, part 6): retire a cluster without losing its last
 // state, and bring it back.
-//   destroy: PlanDestroy (reconcile/destroy.h) on what is observed; a final backup (or, with
+//   destroy: PlanDestroy (control/destroy.h) on what is observed; a final backup (or, with
 //     --force and no quorum, the newest backup) as the last state; the plan asked again; the
 //     store's destroy mark; then every agent is asked to carry it out (each checks the mark
 //     itself, records it on its disk and stops its etcd; the data stays in place). From then

@@ -16,7 +16,7 @@
 #include "backup/pipeline.h"
 #include "ctl/snapshot_cmd.h"
 #include "peer/client.h"
-#include "reconcile/recover_decision.h"
+#include "restore/recover_decision.h"
 #include "nlohmann/json.hpp"
 
 namespace steward {

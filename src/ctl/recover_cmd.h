@@ -1,6 +1,6 @@
 // stewardctl recover-quorum (issue 15, part 4): a cluster whose majority of members is gone for
 // good, but whose survivors still hold data, is rebuilt from the survivor that has the most:
-// Steps 1-3 are DecideRecover (reconcile/recover_decision.h, rules Q1-Q9) on what was observed.
+// Steps 1-3 are DecideRecover (restore/recover_decision.h, rules Q1-Q9) on what was observed.
 //   1. refuse while a quorum answers (a linearizable member list succeeds): nothing is lost
 //      then, and the leader heals by itself;
 //   2. ask every configured member's etcd for its status (served locally, without a quorum)

@@ -15,7 +15,7 @@
 #include "ctl/common.h"
 #include "ctl/progress.h"
 #include "etcd/version.h"
-#include "reconcile/restore.h"
+#include "control/records.h"
 #include "ctl/snapshot_cmd.h"
 #include "ctl/status.h"
 

@@ -18,7 +18,7 @@
 #include "common/status.h"
 #include "ctl/progress.h"
 #include "nlohmann/json.hpp"
-#include "reconcile/restore.h"
+#include "control/records.h"
 
 namespace steward {
 namespace {

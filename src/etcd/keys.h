@@ -42,7 +42,7 @@ inline std::string MaintenanceKey(const std::string& cluster) {
   return ReservedPrefix(cluster) + "maintenance";
 }
 
-// The event history (reconcile/history.h): one key per event, the oldest trimmed past 1,000.
+// The event history (control/history.h): one key per event, the oldest trimmed past 1,000.
 inline std::string EventsPrefix(const std::string& cluster) {
   return ReservedPrefix(cluster) + "events/";
 }

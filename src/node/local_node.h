@@ -11,8 +11,13 @@
 //   start.cc          the start decision (DecideStart on GatherStartView) and the control pass
 //   orders.cc         the leader's orders (join, stop, wipe, unfence) and the reported state
 //   node_restore.cc   how a node carries out a restore order
+//   start_view.cc     what the start decision is asked on (GatherStartView)
+// There is no local_node.cc: the class is split by what a caller asks of it.
 //
-// Thread-safe: orders and the control pass are serialized by one lock.
+// Thread-safe. Orders and the control pass's start decision are serialized by mu_. Four
+// small locks guard state that State() reports while an order may hold mu_ for long (a
+// restore's progress, the client user and certificates, repeated notes, etcd's exit reason).
+// Single flags and counters are atomics.
 #pragma once
 
 #include <atomic>
@@ -37,8 +42,8 @@
 #include "peer/api.h"
 #include "peer/server.h"
 #include "pki/node_certs.h"
-#include "reconcile/destroy.h"
-#include "reconcile/start_decision.h"
+#include "control/destroy.h"
+#include "node/start_decision.h"
 #include "runner/runner.h"
 
 namespace steward {
@@ -92,7 +97,7 @@ class LocalNode : public NodeHandler {
   // log): a CA rotation's change of the trusted CA, which etcd reads only when it starts. Does
   // nothing when etcd is not meant to run here.
   absl::Status RestartEtcd(const std::string& why);
-  // stewardctl destroy / undestroy, checked against the store's destroy mark (reconcile/destroy.h).
+  // stewardctl destroy / undestroy, checked against the store's destroy mark (control/destroy.h).
   absl::Status Destroy(const peer::DestroyRequest& req) override;
 
   // One pass of the node's control loop:

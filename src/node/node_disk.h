@@ -19,9 +19,15 @@
 #include "backup/layout.h"
 #include "backup/store.h"
 #include "etcd/wal.h"
-#include "reconcile/start_decision.h"
 
 namespace steward {
+
+// What a node's data dir holds, as the start decision (start_decision.h) reads it.
+enum class DataDirState {
+  kEmpty,    // no member dir
+  kPartial,  // member dir without a WAL segment
+  kMember,   // a WAL: the data of a member
+};
 
 // Small files beside etcd's data dir (they outlive a wiped data dir, not the node).
 enum class Marker {

@@ -6,7 +6,7 @@
 #include "etcd/member_id.h"
 #include "pki/pki.h"
 #include "peer/admission.h"
-#include "reconcile/destroy.h"
+#include "control/destroy.h"
 #include "pki/ca_rotation.h"
 #include "spdlog/spdlog.h"
 

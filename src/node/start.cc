@@ -1,9 +1,9 @@
 // How a node starts its etcd on its own: the start decision (DecideStart on GatherStartView,
-// reconcile/start_decision.h), the markers it keeps, and the node's control pass.
+// node/start_decision.h), the markers it keeps, and the node's control pass.
 #include "absl/strings/str_cat.h"
 #include "node/local_node.h"
 #include "node/start_view.h"
-#include "reconcile/restore.h"
+#include "control/records.h"
 #include "spdlog/spdlog.h"
 
 namespace steward {

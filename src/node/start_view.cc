@@ -5,9 +5,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "etcd/member_id.h"
-#include "reconcile/destroy.h"
-#include "reconcile/env.h"
-#include "reconcile/restore.h"
+#include "control/destroy.h"
+#include "control/env.h"
+#include "control/records.h"
+#include "common/fan_out.h"
 
 namespace steward {
 

@@ -1,4 +1,4 @@
-// What a node observes before its start decision (DecideStart, reconcile/start_decision.h),
+// What a node observes before its start decision (DecideStart, node/start_decision.h),
 // gathered through the seams only — the other nodes' etcd (EtcdApi), the other initial agents
 // (PeerApi) and the backup store — so the agent and the deterministic simulation (tests/sim/)
 // run the same code. Read in the order of DecideStart's rules: what an earlier rule decides is
@@ -14,7 +14,7 @@
 #include "etcd/api.h"
 #include "etcd/wal.h"
 #include "peer/api.h"
-#include "reconcile/start_decision.h"
+#include "node/start_decision.h"
 
 namespace steward {
 

@@ -24,11 +24,20 @@ const char* StepKindName(StepKind k) {
   return "?";
 }
 
+std::string MemberLabel(const MemberView& m) {
+  return absl::StrCat(m.name.empty() ? "(unnamed)" : m.name, " (", plan_text::Hex(m.id), ")");
+}
+
+Step MakeStep(StepKind kind, std::string reason) {
+  Step s;
+  s.kind = kind;
+  s.reason = std::move(reason);
+  return s;
+}
+
 namespace {
 
 using plan_text::Hex;
-using plan_text::Label;
-using plan_text::Make;
 using plan_text::Secs;
 
 class Planner {
@@ -58,9 +67,9 @@ class Planner {
   }
 
   Step Plan() {
-    if (!o_.member_list_ok) return Make(StepKind::kWait, "the member list cannot be read");
+    if (!o_.member_list_ok) return MakeStep(StepKind::kWait, "the member list cannot be read");
     if (healthy_voters_ < Quorum(voters_)) {
-      return Make(StepKind::kWait,
+      return MakeStep(StepKind::kWait,
                   absl::StrCat("quorum lost: ", healthy_voters_, " of ", voters_,
                                " voting members healthy; members with data are restarted by "
                                "their agents, nothing is wiped"));
@@ -80,7 +89,7 @@ class Planner {
     }
     // The step found first may hide a promotion (a wipe comes before the learner's turn).
     if (std::optional<Step> l = DriveLearner(); l && l->kind == StepKind::kPromote) return *l;
-    return Make(StepKind::kWait, absl::StrCat("the cluster is paused ", o_.cluster_paused,
+    return MakeStep(StepKind::kWait, absl::StrCat("the cluster is paused ", o_.cluster_paused,
                                               "; held: ", s.reason));
   }
 
@@ -100,26 +109,26 @@ class Planner {
     for (const auto& m : o_.members) {
       if (!m.is_learner && !m.healthy && m.started) {
         if (Unmanaged(m)) {
-          return Make(StepKind::kWait,
-                      absl::StrCat("member ", Label(m), " is unhealthy (for ",
+          return MakeStep(StepKind::kWait,
+                      absl::StrCat("member ", MemberLabel(m), " is unhealthy (for ",
                                    Secs(m.unhealthy_for), ") and no agent manages it "
                                    "(cluster.adopt): its operator must bring it back, or "
                                    "retire it with stewardctl retire-unmanaged"));
         }
         if (const NodeView* n = NodeForMember(m); n != nullptr && !n->paused.empty()) {  // P1
-          return Make(StepKind::kWait, absl::StrCat("member ", Label(m), " is unhealthy (for ",
+          return MakeStep(StepKind::kWait, absl::StrCat("member ", MemberLabel(m), " is unhealthy (for ",
                                                     Secs(m.unhealthy_for), "); not replaced: ",
                                                     PausedNote(*n)));
         }
         if (auto back = PlanVersionRecovery(o_, m)) return *back;
         if (auto stalled = StalledRoll(m)) return *stalled;  // U8
         // Nothing to do yet, but not "all healthy": say what is awaited.
-        return Make(StepKind::kWait,
+        return MakeStep(StepKind::kWait,
                     m.unhealthy_for < o_.replace_after
-                        ? absl::StrCat("member ", Label(m), " is unhealthy (for ",
+                        ? absl::StrCat("member ", MemberLabel(m), " is unhealthy (for ",
                                        Secs(m.unhealthy_for), "); it is replaced after ",
                                        Secs(o_.replace_after))
-                        : absl::StrCat("member ", Label(m), " is unhealthy (for ",
+                        : absl::StrCat("member ", MemberLabel(m), " is unhealthy (for ",
                                        Secs(m.unhealthy_for), "); no spare node is ready to "
                                        "replace it, and its node has not come back empty",
                                        SpareNote()));
@@ -129,13 +138,13 @@ class Planner {
     if (upgrade.kind == StepKind::kSwitchVersion) {  // P3
       const NodeView* n = NodeByName(upgrade.node);
       if (n != nullptr && !n->paused.empty()) {
-        return Make(StepKind::kWait, absl::StrCat("the rolling upgrade waits: ", PausedNote(*n),
+        return MakeStep(StepKind::kWait, absl::StrCat("the rolling upgrade waits: ", PausedNote(*n),
                                                   " (next: ", upgrade.reason, ")"));
       }
     }
     if (upgrade.kind != StepKind::kNone) return upgrade;
     if (o_.adopting && managed_voters_ < voters_) {
-      return Make(StepKind::kNone,
+      return MakeStep(StepKind::kNone,
                   absl::StrCat(managed_voters_, " managed voting members of ", desired_,
                                " wanted, and ", voters_ - managed_voters_,
                                " unmanaged; all healthy (stewardctl retire-unmanaged removes "
@@ -149,7 +158,7 @@ class Planner {
       absl::StrAppend(&note, "; desired size ", desired_, " (cluster size ", o_.desired_size,
                       ", clamped to the nodes not removed)");
     }
-    return Make(StepKind::kNone,
+    return MakeStep(StepKind::kNone,
                 absl::StrCat("cluster at size ", voters_, ", all members healthy", note));
   }
 
@@ -174,8 +183,8 @@ class Planner {
       // the node's name), and the rules for a node's own entry must not touch it.
       if (const NodeView* n = NodeForMember(m); n != nullptr && !m.name.empty() &&
                                                  m.name != n->name) {
-        return Make(StepKind::kWait,
-                    absl::StrCat("member ", Label(m), " has node ", n->name, "'s peer URL ",
+        return MakeStep(StepKind::kWait,
+                    absl::StrCat("member ", MemberLabel(m), " has node ", n->name, "'s peer URL ",
                                  m.peer_url, " but another name: an adopted member on the same "
                                  "host and peer port; give the nodes other ports "
                                  "(cluster.ports)"));
@@ -185,8 +194,8 @@ class Planner {
       if (!Unmanaged(m) || m.name.empty()) continue;
       for (const auto& n : o_.nodes) {
         if (n.name != m.name) continue;
-        return Make(StepKind::kWait,
-                    absl::StrCat("unmanaged member ", Label(m), " has the name of node ", n.name,
+        return MakeStep(StepKind::kWait,
+                    absl::StrCat("unmanaged member ", MemberLabel(m), " has the name of node ", n.name,
                                  " (peer URL ", m.peer_url, ", not ", n.peer_url,
                                  "): a node joining would list that name twice; rename the "
                                  "node in cluster.nodes"));
@@ -221,13 +230,13 @@ class Planner {
     return v >= 1 && h >= Quorum(v);
   }
   Step Remove(const MemberView& m, const std::string& why) const {
-    Step s = Make(StepKind::kRemoveMember, absl::StrCat("removing member ", Label(m), ": ", why));
+    Step s = MakeStep(StepKind::kRemoveMember, absl::StrCat("removing member ", MemberLabel(m), ": ", why));
     s.member_id = m.id;
     return s;
   }
   Step RemoveOrWait(const MemberView& m, const std::string& why) const {
     if (CanRemove(m)) return Remove(m, why);
-    return Make(StepKind::kWait, absl::StrCat("member ", Label(m), " should go (", why,
+    return MakeStep(StepKind::kWait, absl::StrCat("member ", MemberLabel(m), " should go (", why,
                                               ") but removing it would lose quorum"));
   }
 
@@ -238,7 +247,7 @@ class Planner {
       if (!n.agent_up || !n.has_data || n.local_member_id == 0) continue;
       if (!n.paused.empty() || n.removed) continue;  // P1, RM1
       if (MemberById(n.local_member_id) != nullptr) continue;
-      Step s = Make(StepKind::kWipe,
+      Step s = MakeStep(StepKind::kWipe,
                     absl::StrCat("wiping node ", n.name, ": its data belongs to member ",
                                  Hex(n.local_member_id), ", which is no longer in the member list"));
       s.node = n.name;
@@ -262,9 +271,9 @@ class Planner {
       if (!n.paused.empty()) {  // P1
         if (const MemberView* m = MemberForNode(n);
             m != nullptr && m->started && !n.has_data && !n.etcd_running && !blocked) {
-          blocked = Make(StepKind::kWait,
+          blocked = MakeStep(StepKind::kWait,
                          absl::StrCat("node ", n.name, " is back with an empty data dir; its "
-                                      "member ", Label(*m), " is not replaced: ", PausedNote(n)));
+                                      "member ", MemberLabel(*m), " is not replaced: ", PausedNote(n)));
         }
         continue;
       }
@@ -306,8 +315,8 @@ class Planner {
     if (l == nullptr) return std::nullopt;
     const NodeView* n = NodeForMember(*l);
     if (n == nullptr && o_.adopting) {  // AD2
-      return Make(StepKind::kWait,
-                  absl::StrCat("learner ", Label(*l), " is on no configured node and no agent "
+      return MakeStep(StepKind::kWait,
+                  absl::StrCat("learner ", MemberLabel(*l), " is on no configured node and no agent "
                                "manages it (cluster.adopt); etcd allows one learner at a time, "
                                "so no node is added until its operator promotes or removes it"));
     }
@@ -320,19 +329,19 @@ class Planner {
       // etcd promotes only a learner within 10% of the leader's index; ask when we are there.
       if (o_.leader_raft_index > 0 && l->raft_index * 10 >= o_.leader_raft_index * 9) {
         if (healthy_voters_ + 1 >= Quorum(voters_ + 1)) {
-          Step s = Make(StepKind::kPromote,
-                        absl::StrCat("promoting learner ", Label(*l), " on node ", n->name,
+          Step s = MakeStep(StepKind::kPromote,
+                        absl::StrCat("promoting learner ", MemberLabel(*l), " on node ", n->name,
                                      ": caught up (raft index ", l->raft_index, " of ",
                                      o_.leader_raft_index, ")"));
           s.member_id = l->id;
           return s;
         }
       }
-      return Make(StepKind::kWait, absl::StrCat("learner ", Label(*l), " catching up (raft index ",
+      return MakeStep(StepKind::kWait, absl::StrCat("learner ", MemberLabel(*l), " catching up (raft index ",
                                                 l->raft_index, " of ", o_.leader_raft_index, ")"));
     }
     if (!n->paused.empty()) {  // P2
-      return Make(StepKind::kWait, absl::StrCat("learner ", Label(*l), " waits: ",
+      return MakeStep(StepKind::kWait, absl::StrCat("learner ", MemberLabel(*l), " waits: ",
                                                 PausedNote(*n)));
     }
     if (!l->started && n->agent_up && !n->etcd_running && !n->has_data) {
@@ -340,17 +349,17 @@ class Planner {
         if (o_.learner_age >= o_.learner_timeout) {
           return Remove(*l, absl::StrCat("learner cannot start: ", why));
         }
-        return Make(StepKind::kWait, absl::StrCat("learner ", Label(*l), " waits: ", why));
+        return MakeStep(StepKind::kWait, absl::StrCat("learner ", MemberLabel(*l), " waits: ", why));
       }
       if (n->join_retry_in.count() > 0) {
         // The node backs off after etcd refused its join: no order until it would launch.
         const std::string why = absl::StrCat("etcd on node ", n->name, " refused its join (",
                                              n->join_error, ")");
         if (o_.learner_age >= o_.learner_timeout) return Remove(*l, why);
-        return Make(StepKind::kWait, absl::StrCat("learner ", Label(*l), " waits: ", why,
+        return MakeStep(StepKind::kWait, absl::StrCat("learner ", MemberLabel(*l), " waits: ", why,
                                                   "; the node backs off before it tries again"));
       }
-      Step s = Make(StepKind::kJoin, absl::StrCat("ordering node ", n->name, " to join as learner ",
+      Step s = MakeStep(StepKind::kJoin, absl::StrCat("ordering node ", n->name, " to join as learner ",
                                                   Hex(l->id)));
       s.node = n->name;
       s.member_id = l->id;
@@ -366,8 +375,8 @@ class Planner {
     if (o_.learner_age >= o_.learner_timeout) {
       return Remove(*l, absl::StrCat("learner has not come up within ", Secs(o_.learner_timeout)));
     }
-    return Make(StepKind::kWait,
-                absl::StrCat("waiting for learner ", Label(*l), " on node ", n->name, " to start"));
+    return MakeStep(StepKind::kWait,
+                absl::StrCat("waiting for learner ", MemberLabel(*l), " on node ", n->name, " to start"));
   }
 
   // A spare: its agent is up, it holds no data and no member entry is its.
@@ -411,19 +420,19 @@ class Planner {
     if (counted < desired_) {
       for (const auto& m : o_.members) {
         if (!m.is_learner && !m.healthy) {
-          return Make(StepKind::kWait,
+          return MakeStep(StepKind::kWait,
                       absl::StrCat(counted, " of ", desired_, " voting members; member ",
-                                   Label(m), " is unhealthy and etcd refuses to add members "
+                                   MemberLabel(m), " is unhealthy and etcd refuses to add members "
                                              "until every voter is connected"));
         }
       }
       const NodeView* n = Spare("");
       if (n == nullptr) {
-        return Make(StepKind::kWait, absl::StrCat(counted, " of ", desired_,
+        return MakeStep(StepKind::kWait, absl::StrCat(counted, " of ", desired_,
                                                   " voting members; no spare node is ready",
                                                   SpareNote()));
       }
-      Step s = Make(StepKind::kAddLearner,
+      Step s = MakeStep(StepKind::kAddLearner,
                     absl::StrCat("adding node ", n->name, " as a learner: ", counted, " of ",
                                  desired_, o_.adopting ? " managed" : "",
                                  " voting members"));
@@ -468,7 +477,7 @@ class Planner {
                                                       : ""));
       }
       if (held != nullptr) {
-        return Make(StepKind::kWait, absl::StrCat(counted, " voting members, want ", want,
+        return MakeStep(StepKind::kWait, absl::StrCat(counted, " voting members, want ", want,
                                                   "; not shrinking: ", PausedNote(*held)));
       }
     }
@@ -489,7 +498,7 @@ class Planner {
       if (others.empty() || MinorBelow(m.version, others)) others = m.version;
     }
     if (others.empty()) return std::nullopt;
-    return Make(StepKind::kWait,
+    return MakeStep(StepKind::kWait,
                 absl::StrCat("rolling upgrade to etcd ", o_.desired_version.empty()
                                                              ? n->switched_version
                                                              : o_.desired_version,

@@ -110,6 +110,11 @@ struct Step {
   std::string version;  // for kSwitchVersion; for kJoin the version the cluster runs (EV1)
 };
 
+// How the planner's reasons name a member: "n2 (8e9e05c52164694d)".
+std::string MemberLabel(const MemberView& m);
+// A step of `kind`, with why.
+Step MakeStep(StepKind kind, std::string reason);
+
 // Quorum of `voters` voting members.
 inline int Quorum(int voters) { return voters / 2 + 1; }
 
@@ -133,7 +138,7 @@ std::string VersionBlock(const NodeView& n, const std::string& version);
 //      --initial-cluster one name twice; a member on a node's peer URL under another name is
 //      an adopted member on the same host and port, not the node's: wait, saying so, and
 //      change nothing (the rules for a node's own entry would remove it).
-// AD4 (start_decision.h) and AD5 (restore_decision.h): while adopting, no node bootstraps and no
+// AD4 (start_decision.h) and AD5 (restore/decision.h): while adopting, no node bootstraps and no
 // restore starts by itself.
 
 // Maintenance (reconcile/maintenance.h: stewardctl pause, drain, remove-node, readd-node).

@@ -9,8 +9,6 @@
 
 namespace steward {
 
-using plan_text::Label;
-using plan_text::Make;
 
 std::string ClusterVersion(const ClusterObservation& o) {
   std::string highest;
@@ -59,8 +57,8 @@ std::optional<Step> PlanVersionRecovery(const ClusterObservation& o, const Membe
     if ((*want)[0] != (*v)[0] || (*want)[1] != (*v)[1]) return std::nullopt;
   }
   if (!any) return std::nullopt;
-  Step s = Make(StepKind::kSwitchVersion,
-                absl::StrCat("member ", Label(down), " has been down since it was switched to "
+  Step s = MakeStep(StepKind::kSwitchVersion,
+                absl::StrCat("member ", MemberLabel(down), " has been down since it was switched to "
                              "etcd ", node->switched_version, "; back to ", desired,
                              " as the spec now says"));
   s.node = node->name;
@@ -80,7 +78,7 @@ static std::optional<Step> BinaryNotReady(const ClusterObservation& o,
       if (x.key == target) b = &x;
     }
     if (b != nullptr && b->reported == target) continue;
-    return Make(StepKind::kWait,
+    return MakeStep(StepKind::kWait,
                 absl::StrCat("rolling upgrade to etcd ", target, " waits: on node ", n.name, ", ",
                              b == nullptr ? "etcd.versions has no entry for it"
                              : b->reported.empty()
@@ -101,8 +99,8 @@ static std::optional<Step> UnmanagedMemberBlocks(const ClusterObservation& o,
     bool managed = false;
     for (const auto& n : o.nodes) managed = managed || n.peer_url == m.peer_url;
     if (!managed) {
-      return Make(StepKind::kWait,
-                  absl::StrCat("etcd ", desired, " is desired, but member ", Label(m),
+      return MakeStep(StepKind::kWait,
+                  absl::StrCat("etcd ", desired, " is desired, but member ", MemberLabel(m),
                                " is on no configured node and no agent can upgrade it "
                                "(retire the unmanaged members first: stewardctl "
                                "retire-unmanaged)"));
@@ -116,7 +114,7 @@ static std::optional<Step> ClusterVersion(const ClusterObservation& o, std::vect
   for (const auto& m : o.members) {
     auto v = ParseVersion(m.version);
     if (!v) {
-      return Make(StepKind::kWait, absl::StrCat("the etcd version of member ", Label(m),
+      return MakeStep(StepKind::kWait, absl::StrCat("the etcd version of member ", MemberLabel(m),
                                                 " is not known yet"));
     }
     if (lowest->empty() || (*v)[0] < (*lowest)[0] ||
@@ -133,13 +131,13 @@ static std::optional<Step> RoundTarget(const ClusterObservation& o, const std::v
                                        const std::vector<int>& lowest, std::string* target) {
   const std::string& desired = o.desired_version;
   if (want[0] < lowest[0] || (want[0] == lowest[0] && want[1] < lowest[1])) {
-    return Make(StepKind::kWait,
+    return MakeStep(StepKind::kWait,
                 absl::StrCat("etcd ", desired, " is older than the cluster's version ", lowest[0],
                              ".", lowest[1], ": etcd does not support downgrades (restore a "
                              "backup taken on that version instead)"));
   }
   if (want[0] != lowest[0]) {
-    return Make(StepKind::kWait, absl::StrCat("etcd ", desired, ": a change of major version "
+    return MakeStep(StepKind::kWait, absl::StrCat("etcd ", desired, ": a change of major version "
                                               "is not a rolling upgrade"));
   }
   *target = desired;
@@ -155,7 +153,7 @@ static std::optional<Step> RoundTarget(const ClusterObservation& o, const std::v
     }
   }
   if (!target->empty()) return std::nullopt;
-  return Make(StepKind::kWait,
+  return MakeStep(StepKind::kWait,
               absl::StrCat("etcd ", desired, " is ", want[1] - lowest[1],
                            " minor versions above the cluster's ", lowest[0], ".", lowest[1],
                            "; upgrades go one minor version at a time, and etcd.versions has "
@@ -170,19 +168,19 @@ static Step SwitchNextMember(const ClusterObservation& o, const std::string& tar
     if (m.version == target) continue;
     if (pick == nullptr || (pick->is_etcd_leader && !m.is_etcd_leader)) pick = &m;
   }
-  if (pick == nullptr) return Make(StepKind::kNone, "every member runs etcd " + target);
+  if (pick == nullptr) return MakeStep(StepKind::kNone, "every member runs etcd " + target);
   const NodeView* node = nullptr;
   for (const auto& n : o.nodes) {
     if (n.peer_url == pick->peer_url) node = &n;
   }
   if (node == nullptr || !node->agent_up) {
-    return Make(StepKind::kWait, absl::StrCat("member ", Label(*pick), " runs etcd ",
+    return MakeStep(StepKind::kWait, absl::StrCat("member ", MemberLabel(*pick), " runs etcd ",
                                               pick->version, ", and its agent does not answer"));
   }
-  Step s = Make(StepKind::kSwitchVersion,
+  Step s = MakeStep(StepKind::kSwitchVersion,
                 absl::StrCat("rolling upgrade to etcd ", desired,
                              target == desired ? "" : absl::StrCat(" (this round: ", target, ")"),
-                             ": member ", Label(*pick), " from ", pick->version,
+                             ": member ", MemberLabel(*pick), " from ", pick->version,
                              pick->is_etcd_leader ? " (the etcd leader, last)" : ""));
   s.node = node->name;
   s.member_id = pick->id;
@@ -192,18 +190,18 @@ static Step SwitchNextMember(const ClusterObservation& o, const std::string& tar
 
 Step PlanUpgrade(const ClusterObservation& o) {
   const std::string& desired = o.desired_version;
-  if (desired.empty()) return Make(StepKind::kNone, "no desired etcd version");
+  if (desired.empty()) return MakeStep(StepKind::kNone, "no desired etcd version");
   auto want = ParseVersion(desired);
-  if (!want) return Make(StepKind::kWait, absl::StrCat("desired etcd version \"", desired, "\" is not a version"));
+  if (!want) return MakeStep(StepKind::kWait, absl::StrCat("desired etcd version \"", desired, "\" is not a version"));
   // U1: everyone is there.
   bool all = true;
   for (const auto& m : o.members) all = all && m.version == desired;
-  if (all) return Make(StepKind::kNone, absl::StrCat("every member runs etcd ", desired));
+  if (all) return MakeStep(StepKind::kNone, absl::StrCat("every member runs etcd ", desired));
   if (auto wait = UnmanagedMemberBlocks(o, desired)) return *wait;
   // U2
   if (std::find(o.available_versions.begin(), o.available_versions.end(), desired) ==
       o.available_versions.end()) {
-    return Make(StepKind::kWait, absl::StrCat("etcd ", desired, " is desired, but etcd.versions "
+    return MakeStep(StepKind::kWait, absl::StrCat("etcd ", desired, " is desired, but etcd.versions "
                                               "has no binary for it"));
   }
   std::vector<int> lowest;

@@ -9,8 +9,10 @@
 #include "common/rules.h"
 #include "common/status.h"
 #include "reconcile/maintenance.h"
-#include "reconcile/restore.h"
+#include "control/records.h"
 #include "etcd/member_id.h"
+#include "common/fan_out.h"
+#include "control/report.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
 

@@ -26,23 +26,14 @@
 #include "etcd/api.h"
 #include "etcd/keys.h"
 #include "peer/api.h"
-#include "reconcile/env.h"
-#include "reconcile/history.h"
+#include "control/env.h"
+#include "control/history.h"
+#include "control/report.h"
 #include "reconcile/maintenance.h"
 #include "reconcile/plan.h"
 
 namespace steward {
 
-
-// The leader rewrites an unchanged report (StatusKey) this often: a report older than a few
-// of these means the leader has gone silent, not that it is idle. A settled leader passes
-// only every cluster.idle_interval, so never more often than that.
-inline constexpr int64_t kReportRefreshSeconds = 30;
-inline int64_t ReportRefreshSeconds(const Config& config) {
-  return std::max<int64_t>(
-      kReportRefreshSeconds,
-      std::chrono::duration_cast<std::chrono::seconds>(config.cluster.idle_interval).count() + 1);
-}
 
 class Reconciler {
  public:
@@ -67,7 +58,7 @@ class Reconciler {
   // Per node, the user its agent last reported connecting to etcd as (missing: never
   // answered). Called on the reconcile thread, like Pass.
   const std::map<std::string, std::string>& node_users() const { return node_users_; }
-  // Where decisions are recorded (reconcile/history.h); null: nowhere. Set before passes run.
+  // Where decisions are recorded (control/history.h); null: nowhere. Set before passes run.
   void SetHistory(History* history) { history_ = history; }
 
   // Exposed for tests: the observation of the cluster as this leader sees it now.

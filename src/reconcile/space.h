@@ -41,7 +41,7 @@
 #include <vector>
 
 #include "etcd/client.h"
-#include "reconcile/history.h"
+#include "control/history.h"
 
 namespace steward {
 

@@ -19,7 +19,7 @@
 #include "backup/pipeline.h"
 #include "etcd/keys.h"
 #include "pki/node_certs.h"
-#include "reconcile/restore.h"
+#include "control/records.h"
 
 namespace steward::testing {
 

@@ -9,7 +9,7 @@
 #include "etcd/flags.h"
 #include "etcd/wal.h"
 #include "gtest/gtest.h"
-#include "reconcile/start_decision.h"
+#include "node/start_decision.h"
 #include "runner/process_runner.h"
 
 namespace steward {

@@ -17,7 +17,7 @@
 #include "backup/layout.h"
 #include "backup/store.h"
 #include "node/node_disk.h"
-#include "reconcile/start_decision.h"
+#include "node/start_decision.h"
 #include "sim/etcd_cluster.h"
 
 namespace steward::sim {

@@ -4,7 +4,7 @@
 // mark stands, no agent may be asked to run etcd that is not running and no restore may be
 // applied (SD1, SD2, R7: checked in runner_model.cc and backup_model.cc).
 #include "absl/strings/str_cat.h"
-#include "reconcile/destroy.h"
+#include "control/destroy.h"
 #include "sim/world.h"
 
 namespace steward::sim {

@@ -212,7 +212,7 @@ TEST(SimulationMutations, WithoutR11ARestoredClusterLostAgainIsNeverRestored) {
 }
 
 TEST(SimulationMutations, WithoutRC3ASettledRestoreIsOrderedAgainAndTheClusterStaysDown) {
-  // RC3 off (restore_decision.h): the coordinator orders the members of a settled restore to
+  // RC3 off (restore/decision.h): the coordinator orders the members of a settled restore to
   // restore again; the cluster never has a leader again. The first failing seed of 300 at
   // 4 nodes is 51.
   Options o;

@@ -25,7 +25,7 @@
 #include "peer/leadership.h"
 #include "peer/server.h"
 #include "reconcile/reconciler.h"
-#include "reconcile/restore.h"
+#include "restore/coordinator.h"
 #include "sim/backup_model.h"
 #include "sim/disk_model.h"
 #include "sim/etcd_cluster.h"

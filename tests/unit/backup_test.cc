@@ -7,7 +7,7 @@
 #include "backup/layout.h"
 #include "backup/retention.h"
 #include "backup/store.h"
-#include "reconcile/restore.h"
+#include "control/records.h"
 
 namespace steward {
 namespace {

@@ -14,12 +14,12 @@
 
 #include "backup/delta.h"
 #include "backup/delta_writer.h"
-#include "reconcile/restore_settle.h"
+#include "restore/settle.h"
 #include "backup/encryption.h"
 #include "backup/store.h"
 #include "ctl/snapshot_cmd.h"
 #include "etcd/api.h"
-#include "reconcile/restore.h"
+#include "restore/settle.h"
 
 namespace steward {
 namespace {

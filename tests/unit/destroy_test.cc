@@ -1,6 +1,6 @@
-// Table tests of stewardctl destroy's plan (src/reconcile/destroy.h), one per rule, and the
+// Table tests of stewardctl destroy's plan (src/control/destroy.h), one per rule, and the
 // store's destroy mark.
-#include "reconcile/destroy.h"
+#include "control/destroy.h"
 
 #include <gtest/gtest.h>
 

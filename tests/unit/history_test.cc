@@ -1,7 +1,7 @@
 // ReadHistory: the events of several nodes, in time order.
 #include <gtest/gtest.h>
 
-#include "reconcile/history.h"
+#include "control/history.h"
 #include "nlohmann/json.hpp"
 
 namespace steward {

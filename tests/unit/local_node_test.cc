@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "node/local_node.h"
 #include "backup/layout.h"
-#include "reconcile/restore.h"
+#include "control/records.h"
 
 namespace steward {
 namespace {

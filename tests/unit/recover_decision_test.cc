@@ -1,6 +1,6 @@
-// Table tests of stewardctl recover-quorum's decision (src/reconcile/recover_decision.h), one
+// Table tests of stewardctl recover-quorum's decision (src/restore/recover_decision.h), one
 // per rule.
-#include "reconcile/recover_decision.h"
+#include "restore/recover_decision.h"
 
 #include <gtest/gtest.h>
 

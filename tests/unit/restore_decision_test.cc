@@ -1,7 +1,7 @@
-// Table tests of the total-loss -> restore decision (src/reconcile/restore_decision.h), one
+// Table tests of the total-loss -> restore decision (src/restore/decision.h), one
 // test per rule, named for it.
 #include "common/rules.h"
-#include "reconcile/restore_decision.h"
+#include "restore/decision.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
-// Table tests of a node's own start decision (src/reconcile/start_decision.h), one per rule.
-#include "reconcile/start_decision.h"
+// Table tests of a node's own start decision (src/node/start_decision.h), one per rule.
+#include "node/start_decision.h"
 
 #include <gtest/gtest.h>
 

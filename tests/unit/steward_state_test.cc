@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "ctl/status.h"
-#include "reconcile/history.h"
+#include "control/history.h"
 
 namespace steward {
 namespace {

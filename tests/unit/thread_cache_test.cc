@@ -10,7 +10,8 @@
 #include <future>
 #include <thread>
 
-#include "reconcile/env.h"
+#include "control/env.h"
+#include "common/fan_out.h"
 
 namespace steward {
 namespace {

@@ -7,14 +7,12 @@
 
 #include <chrono>
 #include <functional>
-#include <future>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "common/clock.h"
-#include "common/thread_cache.h"
 #include "config/config.h"
 #include "etcd/api.h"
 #include "peer/api.h"
@@ -49,40 +47,5 @@ class CallCanceller;
 ControlEnv RealControlEnv(const Config& config,
                           std::shared_ptr<grpc::ChannelCredentials> credentials,
                           std::shared_ptr<CallCanceller> canceller = nullptr);
-
-// Runs each call and returns the results in order: concurrently when `parallel`.
-template <typename T>
-std::vector<T> FanOut(bool parallel, const std::vector<std::function<T()>>& calls) {
-  std::vector<T> results;
-  results.reserve(calls.size());
-  if (!parallel) {
-    for (const auto& c : calls) results.push_back(c());
-    return results;
-  }
-  if (calls.empty()) return results;
-  // The last call runs on this thread, the others on threads kept from earlier fan-outs
-  // (common/thread_cache.h): an idle leader starts no thread per pass.
-  std::vector<std::future<T>> futures;
-  futures.reserve(calls.size() - 1);
-  for (size_t i = 0; i + 1 < calls.size(); ++i) {
-    auto task = std::make_shared<std::packaged_task<T()>>(calls[i]);
-    futures.push_back(task->get_future());
-    ThreadCache::Global().Run([task] { (*task)(); });
-  }
-  // Every call has ended before this returns, also when one failed (as std::async's futures
-  // would wait): a call left running could outlive what it refers to.
-  std::optional<T> last;
-  std::exception_ptr failed;
-  try {
-    last.emplace(calls.back()());
-  } catch (...) {
-    failed = std::current_exception();
-  }
-  for (auto& f : futures) f.wait();
-  if (failed) std::rethrow_exception(failed);
-  for (auto& f : futures) results.push_back(f.get());
-  results.push_back(std::move(*last));
-  return results;
-}
 
 }  // namespace steward

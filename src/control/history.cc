@@ -1,4 +1,4 @@
-#include "reconcile/history.h"
+#include "control/history.h"
 
 #include <pthread.h>
 

@@ -1,4 +1,4 @@
-#include "reconcile/recover_decision.h"
+#include "restore/recover_decision.h"
 
 #include <algorithm>
 #include <optional>

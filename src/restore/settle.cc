@@ -1,4 +1,4 @@
-#include "reconcile/restore_settle.h"
+#include "restore/settle.h"
 
 #include <set>
 
@@ -12,7 +12,7 @@
 #include "etcd/keys.h"
 #include "etcd/member_id.h"
 #include "nlohmann/json.hpp"
-#include "reconcile/reconciler.h"
+#include "control/report.h"
 #include "spdlog/spdlog.h"
 
 namespace steward {

@@ -1,4 +1,4 @@
-#include "reconcile/env.h"
+#include "control/env.h"
 
 #include <random>
 

@@ -1,4 +1,4 @@
-#include "reconcile/restore_records.h"
+#include "control/records.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"

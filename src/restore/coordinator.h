@@ -5,7 +5,7 @@
 // finishes the same restore from the same backup.
 //
 // No etcd is needed (it is what is being restored), so the coordinator is the lowest-named
-// reachable agent. What it does is decided by DecideRestore (restore_decision.h), a pure
+// reachable agent. What it does is decided by DecideRestore (restore/decision.h), a pure
 // function of what it observed, asked again right before each step: total loss must be shown by
 // a majority of the last known voting members (the store's membership record), and a majority
 // of all configured nodes must acknowledge the coordinator's term (Promise), so two partitions
@@ -34,11 +34,11 @@
 #include "config/config.h"
 #include "etcd/api.h"
 #include "peer/api.h"
-#include "reconcile/env.h"
-#include "reconcile/history.h"
-#include "reconcile/restore_decision.h"
-#include "reconcile/restore_records.h"
-#include "reconcile/restore_settle.h"
+#include "control/env.h"
+#include "control/history.h"
+#include "restore/decision.h"
+#include "control/records.h"
+#include "restore/settle.h"
 
 namespace steward {
 
@@ -53,7 +53,7 @@ class RestoreCoordinator {
   void Pass();
   // True while a restore intent is pending (not done): the reconciler must keep its hands off.
   bool RestorePending();
-  // Where restores are recorded (reconcile/history.h); null: nowhere. Set before passes run.
+  // Where restores are recorded (control/history.h); null: nowhere. Set before passes run.
   void SetHistory(History* history) { history_ = history; }
 
  private:
@@ -67,7 +67,7 @@ class RestoreCoordinator {
   // Total loss is proven (`why`): chooses the backup and its deltas, decides again on a fresh
   // observation, records a new intent and carries it out.
   void Start(const std::string& why);
-  // Carries `intent` on, one step at a time as NextRestoreStep chooses (restore_decision.h):
+  // Carries `intent` on, one step at a time as NextRestoreStep chooses (restore/decision.h):
   // each re-checks what it rests on and records its progress before the next is chosen.
   absl::Status Execute(RestoreIntent intent);
   // The intent's members that `o` does not show restored (silent, or another restore's).
@@ -87,7 +87,7 @@ class RestoreCoordinator {
   };
   OrderResults SendOrders(const RestoreIntent& intent, const Observed& o,
                           const peer::OrderHeader& header);
-  // JudgeRound (restore_decision.h) on what the members say after the round: OK once a
+  // JudgeRound (restore/decision.h) on what the members say after the round: OK once a
   // majority applied it (R10); else why not, replacing an automatic restore that can never
   // settle (R8, R9).
   absl::Status AfterRound(RestoreIntent& intent, const OrderResults& round,

@@ -1,4 +1,4 @@
-#include "reconcile/start_decision.h"
+#include "node/start_decision.h"
 
 #include "absl/strings/str_cat.h"
 #include "common/rules.h"

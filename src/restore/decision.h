@@ -142,7 +142,7 @@ bool CloseLostRestore(bool settled, size_t members, size_t empty);
 
 // The coordinator's steps through a pending restore, one at a time: NextRestoreStep chooses
 // the next from the intent as recorded and what this pass has done so far; the coordinator
-// (restore.cc, Execute) carries it out, records what it changed in the intent, and asks again.
+// (restore/coordinator.cc, Execute) carries it out, records what it changed in the intent, and asks again.
 // A coordinator that stops between two steps leaves an intent the next one continues: its
 // passes start over at the promise, and the recorded flags (ordered, settled, done) say where.
 //   RC1 every order (restore or unfence) carries a term a majority acknowledged in this pass.

@@ -1,4 +1,4 @@
-#include "reconcile/restore_decision.h"
+#include "restore/decision.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"

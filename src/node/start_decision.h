@@ -36,13 +36,9 @@
 #include <string>
 #include <vector>
 
-namespace steward {
+#include "node/node_disk.h"
 
-enum class DataDirState {
-  kEmpty,    // no member dir
-  kPartial,  // member dir without a WAL segment
-  kMember,   // a WAL: the data of a member
-};
+namespace steward {
 
 // What the other nodes' etcd said about this node (S5).
 enum class ClusterAnswer {

@@ -1,4 +1,4 @@
-#include "reconcile/destroy.h"
+#include "control/destroy.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"

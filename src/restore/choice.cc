@@ -1,7 +1,7 @@
 // How the restore coordinator chooses what to restore: the newest valid backup, how far its
 // deltas reach, the intent for it (PrepareRestoreIntent), and the replacement of an automatic
-// restore that can never settle. The rest of the coordinator is in restore.cc.
-#include "reconcile/restore.h"
+// restore that can never settle. The rest of the coordinator is in coordinator.cc.
+#include "restore/coordinator.h"
 
 #include "absl/strings/str_cat.h"
 #include "backup/delta.h"

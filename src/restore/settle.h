@@ -14,7 +14,7 @@
 #include "backup/store.h"
 #include "config/config.h"
 #include "etcd/api.h"
-#include "reconcile/restore_records.h"
+#include "control/records.h"
 
 namespace steward {
 

@@ -1,6 +1,5 @@
-#include "reconcile/restore.h"
+#include "restore/coordinator.h"
 
-#include "reconcile/reconciler.h"
 
 #include <algorithm>
 #include <set>
@@ -17,7 +16,8 @@
 #include "backup/pipeline.h"
 #include "common/rules.h"
 #include "common/status.h"
-#include "reconcile/destroy.h"
+#include "control/destroy.h"
+#include "common/fan_out.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
 
@@ -549,7 +549,7 @@ absl::Status RestoreCoordinator::Finish(RestoreIntent& intent, const Observed& o
   return absl::OkStatus();
 }
 
-// The restore as steps (NextRestoreStep, restore_decision.h): each one checks again what it
+// The restore as steps (NextRestoreStep, restore/decision.h): each one checks again what it
 // rests on and records its progress in the intent before the next is chosen, so a coordinator
 // that dies between two steps is followed by one that starts at the first step not recorded
 // (ordered, settled, done).
