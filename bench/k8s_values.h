@@ -23,17 +23,17 @@ inline void AppendHex(std::mt19937_64& rng, int digits, std::string* out) {
 }
 
 inline std::string K8sKey(long thread, uint64_t n) {
-  return "/registry/configmaps/team-" + std::to_string(n % 40) + "/app-" +
-         std::to_string(thread) + "-" + std::to_string(n);
+  return "/registry/configmaps/team-" + std::to_string(n % 40) + "/app-" + std::to_string(thread) +
+         "-" + std::to_string(n);
 }
 
 // A value of 1024..10240 bytes (uniform) for object n of writer `thread`.
 inline std::string K8sValue(std::mt19937_64& rng, long thread, uint64_t n) {
   static constexpr const char* kWords[] = {
-      "server",  "timeout",  "replicas", "enabled", "listen",   "port",    "upstream", "cache",
-      "backend", "retry",    "limit",    "memory",  "cpu",      "request", "image",    "tag",
-      "log",     "level",    "info",     "debug",   "metrics",  "path",    "health",   "ready",
-      "true",    "false",    "region",   "zone",    "endpoint", "secret",  "volume",   "mount"};
+      "server",  "timeout", "replicas", "enabled", "listen",   "port",    "upstream", "cache",
+      "backend", "retry",   "limit",    "memory",  "cpu",      "request", "image",    "tag",
+      "log",     "level",   "info",     "debug",   "metrics",  "path",    "health",   "ready",
+      "true",    "false",   "region",   "zone",    "endpoint", "secret",  "volume",   "mount"};
   const size_t target = 1024 + rng() % (10240 - 1024 + 1);
   std::string v;
   v.reserve(target + 64);
@@ -62,9 +62,15 @@ inline std::string K8sValue(std::mt19937_64& rng, long thread, uint64_t n) {
     v += kWords[rng() % 32];
     v += ": ";
     switch (rng() % 3) {
-      case 0: v += std::to_string(rng() % 100000); break;
-      case 1: v += kWords[rng() % 32]; break;
-      default: AppendHex(rng, 8, &v); break;
+      case 0:
+        v += std::to_string(rng() % 100000);
+        break;
+      case 1:
+        v += kWords[rng() % 32];
+        break;
+      default:
+        AppendHex(rng, 8, &v);
+        break;
     }
     v += "\\n";
   }

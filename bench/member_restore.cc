@@ -12,9 +12,9 @@
 #include <string>
 
 #include "absl/strings/numbers.h"
-#include "node/node_disk.h"
 #include "backup/pipeline.h"
 #include "backup/store.h"
+#include "node/node_disk.h"
 #include "spdlog/spdlog.h"
 
 int main(int argc, char** argv) {

@@ -80,7 +80,8 @@ int main(int argc, char** argv) {
       until_bytes < 0 || batch < 1 || (k8s && value_bytes != 0)) {
     std::fprintf(stderr,
                  "usage: put_load [--cacert CA --cert CERT --key KEY] [--values k8s] "
-                 "[--until-bytes N] [--batch N] [--ack-log FILE] [--stop-file FILE] ENDPOINTS CLIENTS SECONDS "
+                 "[--until-bytes N] [--batch N] [--ack-log FILE] [--stop-file FILE] ENDPOINTS "
+                 "CLIENTS SECONDS "
                  "VALUE_BYTES PREFIX\n"
                  "  ENDPOINTS comma-separated; CLIENTS, SECONDS >= 1; VALUE_BYTES >= 0 "
                  "(0 with --values k8s)\n");

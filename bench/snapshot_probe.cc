@@ -68,7 +68,8 @@ int main(int argc, char** argv) {
         },
         std::chrono::minutes(10));
   }
-  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (!n.ok()) {
     std::fprintf(stderr, "snapshot_probe: %s\n", std::string(n.status().message()).c_str());
     return 1;

@@ -131,6 +131,12 @@ if [ "${1:-}" = "--test" ]; then
     $SUDO apt-get update -qq
     $SUDO apt-get install -y -qq --no-install-recommends clang
   fi
+  # clang-format: Format.Clean checks every C++ file against .clang-format with it.
+  if ! command -v clang-format >/dev/null 2>&1; then
+    echo "install-deps: installing clang-format (for the format check)" >&2
+    $SUDO apt-get update -qq
+    $SUDO apt-get install -y -qq --no-install-recommends clang-format
+  fi
   # faketime: the safety tests run stewardctl with a clock hours ahead.
   if ! command -v faketime >/dev/null 2>&1; then
     echo "install-deps: installing faketime" >&2

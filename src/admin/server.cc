@@ -128,9 +128,8 @@ absl::Status AdminServer::Start() {
                  if (!problem && h.leader_detail) body += h.leader_detail();
                  Answer(res, problem, body);
                }));
-  server_->Get("/metrics", guarded([h](httplib::Response& res) {
-                 res.set_content(h.metrics(), kPrometheus);
-               }));
+  server_->Get("/metrics",
+               guarded([h](httplib::Response& res) { res.set_content(h.metrics(), kPrometheus); }));
   // The status page describes the cluster as /metrics does: the same guard.
   server_->Get("/", guarded([h](httplib::Response& res) {
                  if (!h.status_json) {
@@ -152,9 +151,8 @@ absl::Status AdminServer::Start() {
                  res.set_content(h.status_json(), "application/json");
                }));
   if (!server_->bind_to_port(host_, port_)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("admin port: cannot listen on ", host_, ":", port_,
-                     " (cluster.ports.admin in use?)"));
+    return absl::FailedPreconditionError(absl::StrCat("admin port: cannot listen on ", host_, ":",
+                                                      port_, " (cluster.ports.admin in use?)"));
   }
   thread_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "st-admin");

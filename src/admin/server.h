@@ -30,7 +30,7 @@ struct AdminHandlers {
   // Lines after "leader" in /leader's 200 answer (unset: none), such as how far the leader's
   // delta backups reach and whether they fall behind.
   std::function<std::string()> leader_detail;
-  std::function<std::string()> metrics;                    // Prometheus text
+  std::function<std::string()> metrics;  // Prometheus text
   // The status page's document (StatusSource::Json); unset: / and /status.json answer 404.
   std::function<std::string()> status_json;
 };

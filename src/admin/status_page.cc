@@ -73,9 +73,10 @@ nlohmann::json Warnings(const StatusInputs& in, int desired) {
                                                "members that have data; nothing is wiped.")));
   } else if (v.healthy_voters < v.voters && v.healthy_voters <= v.voters / 2 + 1) {
     // The StewardQuorumAtRisk alert's rule.
-    w.push_back(Warning("quorum", absl::StrCat("quorum at risk: ", v.healthy_voters, " of ",
-                                               v.voters, " voting members healthy; one more "
-                                               "failure loses quorum")));
+    w.push_back(
+        Warning("quorum", absl::StrCat("quorum at risk: ", v.healthy_voters, " of ", v.voters,
+                                       " voting members healthy; one more "
+                                       "failure loses quorum")));
   }
   for (const auto& a : v.alarms) {
     w.push_back(Warning("alarm", absl::StrCat("ALARM ", a,
@@ -88,26 +89,28 @@ nlohmann::json Warnings(const StatusInputs& in, int desired) {
   for (const auto& r : v.members) {
     if (r.healthy) continue;
     const std::string name = r.member.name.empty() ? HexId(r.member.id) : r.member.name;
-    w.push_back(Warning("member", absl::StrCat(name, " is ", r.role == "unreachable" ? "unreachable"
-                                                                                    : "not healthy",
-                                               r.error.empty() ? "" : ": ", r.error)));
+    w.push_back(
+        Warning("member",
+                absl::StrCat(name, " is ", r.role == "unreachable" ? "unreachable" : "not healthy",
+                             r.error.empty() ? "" : ": ", r.error)));
   }
   if (v.reachable && v.voters < desired) {
     w.push_back(Warning("size", absl::StrCat("the cluster has ", v.voters, " of ", desired,
                                              " desired voting members")));
   }
   if (!in.tls) {
-    w.push_back(Warning("tls", "TLS is off (tls.mode: off): etcd and the agents accept anyone who "
-                               "can reach them"));
+    w.push_back(Warning("tls",
+                        "TLS is off (tls.mode: off): etcd and the agents accept anyone who "
+                        "can reach them"));
   }
   for (const auto& c : in.certs) {
     const int64_t left = c.not_after - in.now;
     if (left >= kCertWarnSeconds) continue;
-    w.push_back(Warning("certificate",
-                        left <= 0 ? absl::StrCat(in.served_by, "'s ", c.role,
-                                                 " certificate has expired")
-                                  : absl::StrCat(in.served_by, "'s ", c.role,
-                                                 " certificate expires in ", Age(left))));
+    w.push_back(Warning(
+        "certificate",
+        left <= 0
+            ? absl::StrCat(in.served_by, "'s ", c.role, " certificate has expired")
+            : absl::StrCat(in.served_by, "'s ", c.role, " certificate expires in ", Age(left))));
   }
   if (v.reachable && !in.steward.contains("leader")) {
     w.push_back(Warning("leader", "no steward leader: nothing heals or backs up the cluster"));
@@ -516,12 +519,13 @@ nlohmann::json BuildStatusDocument(const StatusInputs& in) {
   }
   j["desired_size"] = desired;
   for (auto& n : j["non_members"]) {
-    n["why"] = in.view.voters < desired
-                   ? absl::StrCat("not a member yet: the cluster has ", in.view.voters, " of ",
-                                  desired, " voting members, and the leader adds one node at a "
-                                  "time")
-                   : absl::StrCat("spare: the cluster has its ", desired,
-                                  " voting members; a spare replaces a member that is lost");
+    n["why"] =
+        in.view.voters < desired
+            ? absl::StrCat("not a member yet: the cluster has ", in.view.voters, " of ", desired,
+                           " voting members, and the leader adds one node at a "
+                           "time")
+            : absl::StrCat("spare: the cluster has its ", desired,
+                           " voting members; a spare replaces a member that is lost");
   }
   j["backup_store"] = in.backup_store;
   j["backup_list"] = nlohmann::json::array();
@@ -564,8 +568,8 @@ std::string StatusSource::Json() {
   in.tls = config_.tls.enabled();
   in.configured_size = config_.cluster.size;
   // Side by side: the steward's keys, the store's listing (when due) and the members.
-  auto steward = std::async(std::launch::async,
-                            [this] { return ReadStewardState(*client_, config_); });
+  auto steward =
+      std::async(std::launch::async, [this] { return ReadStewardState(*client_, config_); });
   // A store that fails is asked no more often than one that answers.
   if (store_ != nullptr && !pending_listing_.valid() &&
       (listed_at_ == std::chrono::steady_clock::time_point() ||

@@ -4,10 +4,10 @@
 // GET /status.json every 2 s and redraws itself without a reload.
 //
 // /status.json is the cluster's view as the answering agent gathers it on request: every
-// member's status (CollectStatus, reconcile/cluster_status.h), the steward's state (leader, reconciler step,
-// backup results, spec), the newest backups in the store, warnings, and, when the agent has
-// them, recent events. Any agent serves the whole cluster's view, so a page works against any
-// agent's address. docs/monitoring.md describes the document and the page.
+// member's status (CollectStatus, reconcile/cluster_status.h), the steward's state (leader,
+// reconciler step, backup results, spec), the newest backups in the store, warnings, and, when the
+// agent has them, recent events. Any agent serves the whole cluster's view, so a page works against
+// any agent's address. docs/monitoring.md describes the document and the page.
 //
 // BuildStatusDocument is pure; StatusSource does the gathering and is thread-safe.
 #pragma once
@@ -26,10 +26,10 @@
 #include "common/clock.h"
 #include "common/mutex.h"
 #include "config/config.h"
-#include "pki/node_certs.h"
-#include "reconcile/cluster_status.h"
 #include "etcd/client.h"
 #include "nlohmann/json.hpp"
+#include "pki/node_certs.h"
+#include "reconcile/cluster_status.h"
 
 namespace steward {
 
@@ -48,10 +48,10 @@ inline constexpr char kStatusPageCsp[] =
 // One backup in the store, from its listing alone (no meta.json is read).
 struct BackupEntry {
   std::string name;
-  int64_t unix_time = 0;   // from the name
-  int64_t revision = 0;    // from the name
-  uint64_t size = 0;       // snapshot.db.zst's bytes (compressed)
-  bool complete = false;   // meta.json and the snapshot are both there
+  int64_t unix_time = 0;  // from the name
+  int64_t revision = 0;   // from the name
+  uint64_t size = 0;      // snapshot.db.zst's bytes (compressed)
+  bool complete = false;  // meta.json and the snapshot are both there
 };
 
 struct BackupListing {
@@ -70,10 +70,10 @@ inline constexpr int64_t kCertWarnSeconds = 30 * 24 * 3600;
 
 // What was gathered, for BuildStatusDocument.
 struct StatusInputs {
-  std::string cluster;    // cluster.name
-  std::string served_by;  // the answering agent's node name
-  bool tls = true;        // tls.mode is not off
-  int configured_size = 0;  // cluster.size (the spec's size wins when set)
+  std::string cluster;       // cluster.name
+  std::string served_by;     // the answering agent's node name
+  bool tls = true;           // tls.mode is not off
+  int configured_size = 0;   // cluster.size (the spec's size wins when set)
   std::string backup_store;  // the store's Describe(); empty: no backup.store
   ClusterView view;
   nlohmann::json steward = nlohmann::json::object();  // ReadStewardState

@@ -1,9 +1,7 @@
 #include "agent/agent.h"
 
-#include "agent/control_wiring.h"
-
-#include <signal.h>
 #include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,17 +10,17 @@
 #include <fstream>
 #include <set>
 
-
 #include "absl/strings/str_cat.h"
-#include "common/metrics.h"
+#include "absl/strings/str_join.h"
 #include "admin/readiness.h"
 #include "admin/status_page.h"
-#include "absl/strings/str_join.h"
-#include "common/subprocess.h"
+#include "agent/control_wiring.h"
+#include "backup/open.h"
 #include "common/files.h"
 #include "common/memory_trim.h"
+#include "common/metrics.h"
 #include "common/status.h"
-#include "backup/open.h"
+#include "common/subprocess.h"
 #include "etcd/flags.h"
 #include "etcd/version.h"
 #include "pki/ca_rotation.h"
@@ -50,8 +48,10 @@ StaticPodRunner::Options StaticPodOptions(const Config& c,
   o.pod.node_dir = c.node.data_dir;
   o.pod.probe_host = c.self().host;
   o.pod.probe_port = c.cluster.ports.client;
-  o.pod.termination_grace_seconds = static_cast<int>(
-      std::chrono::duration_cast<std::chrono::seconds>(c.etcd.stop_timeout).count()) + 1;
+  o.pod.termination_grace_seconds =
+      static_cast<int>(
+          std::chrono::duration_cast<std::chrono::seconds>(c.etcd.stop_timeout).count()) +
+      1;
   o.pod.base_spec = c.runner.pod_spec;
   if (c.tls.enabled()) {
     // TLS files outside the node dir (tls.mode: files) are mounted read-only.
@@ -161,8 +161,8 @@ absl::Status Agent::WireClients(const std::shared_ptr<grpc::ChannelCredentials>&
   // connections' upkeep (docs/architecture.md, "What an idle agent costs").
   co.channels = EtcdClient::NewChannelPool();
   peers_client_ = std::make_unique<EtcdClient>(others, co);
-  local_client_ = std::make_unique<EtcdClient>(
-      std::vector<std::string>{config_.ClientUrl(config_.self())}, co);
+  local_client_ =
+      std::make_unique<EtcdClient>(std::vector<std::string>{config_.ClientUrl(config_.self())}, co);
   co.timeout = milliseconds(2000);
   cluster_client_ = std::make_unique<EtcdClient>(config_.ClusterClientUrls(), co);
   for (int i = 0; i < config_.cluster.size; ++i) {
@@ -240,11 +240,10 @@ void Agent::WireControlParts(const std::shared_ptr<grpc::ChannelCredentials>& cl
   seams.restore_env.stopping = [this] { return Stopping(); };
   seams.reconcile_env = RealControlEnv(config_, client_creds, canceller_);
   // The leader's own node is asked in-process, with its term guard's view.
-  seams.reconcile_env.dial_agent = [this, dial = seams.reconcile_env.dial_agent](
-                                       const NodeSpec& n) -> std::unique_ptr<PeerApi> {
+  seams.reconcile_env.dial_agent =
+      [this, dial = seams.reconcile_env.dial_agent](const NodeSpec& n) -> std::unique_ptr<PeerApi> {
     if (n.name != config_.node.name) return dial(n);
-    return std::make_unique<SelfPeer>(dial(n),
-                                      [this] { return StateWithTerms(*node_, *terms_); });
+    return std::make_unique<SelfPeer>(dial(n), [this] { return StateWithTerms(*node_, *terms_); });
   };
   ControlParts parts = WireControl(std::move(seams));
   node_ = std::move(parts.node);
@@ -261,18 +260,18 @@ void Agent::WireServer(const std::shared_ptr<grpc::ServerCredentials>& server_cr
   server_->OnNudge([this](const std::string&) { WakeReconciler(); });
   server_->OnRenewCertificates([this] { return RequestRenewal(); });
   server_->OnSetTrust([this](const peer::SetTrustRequest& req) { return SetTrust(req); });
-  history_ = std::make_unique<History>(cluster_client_.get(), EventsPrefix(config_),
-                                       config_.node.name);
-  server_->OnOrder([this](const std::string& what, const peer::OrderHeader& h,
-                          const absl::Status& result) {
-    if (what == "join") return;  // LocalNode records its joins: started, joined, refused (once)
-    Event e;
-    e.term = h.term();
-    e.action = what;
-    e.reason = absl::StrCat("order from ", h.leader());
-    e.result = result.ok() ? "ok" : absl::StrCat("failed: ", result.message());
-    history_->Append(std::move(e));
-  });
+  history_ =
+      std::make_unique<History>(cluster_client_.get(), EventsPrefix(config_), config_.node.name);
+  server_->OnOrder(
+      [this](const std::string& what, const peer::OrderHeader& h, const absl::Status& result) {
+        if (what == "join") return;  // LocalNode records its joins: started, joined, refused (once)
+        Event e;
+        e.term = h.term();
+        e.action = what;
+        e.reason = absl::StrCat("order from ", h.leader());
+        e.result = result.ok() ? "ok" : absl::StrCat("failed: ", result.message());
+        history_->Append(std::move(e));
+      });
 }
 
 // Drills and delta backups (with a backup store).
@@ -324,7 +323,9 @@ void Agent::WireKeepers() {
   // lower-named agent answering.
   space_ = std::make_unique<SpaceKeeper>(
       cluster_client_.get(), history_.get(),
-      [this] { return leadership_->leading() ? leadership_->Confirm() : ActsForSpaceWithoutLeader(); },
+      [this] {
+        return leadership_->leading() ? leadership_->Confirm() : ActsForSpaceWithoutLeader();
+      },
       config_.node.name);
   if (config_.auth.managed()) {
     auth_ = std::make_unique<AuthKeeper>(
@@ -389,24 +390,26 @@ absl::Status Agent::Start() {
     return absl::FailedPreconditionError(absl::StrCat("tls: ", s.message()));
   }
   // (Configured by etcd's variables, the agent has read them: nothing to say.)
-  if (auto dropped = DroppedEtcdVariables();
-      !dropped.empty() && config_.source != "environment") {
-    spdlog::warn("not passed to etcd or etcdctl: {} (etcd is configured by the flags the agent "
-                 "renders from its config; etcd >= 3.4 exits when a variable and a flag both "
-                 "set a value)", absl::StrJoin(dropped, ", "));
+  if (auto dropped = DroppedEtcdVariables(); !dropped.empty() && config_.source != "environment") {
+    spdlog::warn(
+        "not passed to etcd or etcdctl: {} (etcd is configured by the flags the agent "
+        "renders from its config; etcd >= 3.4 exits when a variable and a flag both "
+        "set a value)",
+        absl::StrJoin(dropped, ", "));
   }
   if (!config_.tls.enabled()) {
-    spdlog::warn("TLS is OFF (tls.mode: off): etcd and the agent API accept anyone who can "
-                 "reach them");
+    spdlog::warn(
+        "TLS is OFF (tls.mode: off): etcd and the agent API accept anyone who can "
+        "reach them");
   } else {
     spdlog::info("TLS: mode {}, client and peer certificate authentication on", config_.tls.mode);
   }
   if (const std::string v = disk_->Read(Marker::kEtcdVersion);
       !v.empty() && !config_.etcd.versions.count(v)) {
     // Starting the default binary instead could be a downgrade etcd does not support.
-    return absl::FailedPreconditionError(absl::StrCat(
-        "this node last switched etcd to version ", v, " (", config_.node.data_dir,
-        "/etcd-version), and etcd.versions no longer lists it: add it back"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("this node last switched etcd to version ", v, " (", config_.node.data_dir,
+                     "/etcd-version), and etcd.versions no longer lists it: add it back"));
   }
   binaries_ = ProbeEtcdBinaries(config_);
   if (absl::Status s = Wire(); !s.ok()) return absl::FailedPreconditionError(Msg(s));
@@ -464,9 +467,9 @@ absl::Status Agent::SetTrust(const peer::SetTrustRequest& req) {
   }
   if (history_) {
     history_->Append(0, "ca-rotation", what,
-                     trust_changed ? (*issued ? "etcd restarted, certificates reissued"
-                                              : "etcd restarted")
-                                   : (*issued ? "certificates reissued" : "nothing to change"));
+                     trust_changed
+                         ? (*issued ? "etcd restarted, certificates reissued" : "etcd restarted")
+                         : (*issued ? "certificates reissued" : "nothing to change"));
   }
   if (trust_changed || *issued) {
     // The agent's own channels hold what it trusted and presented: it restarts itself in

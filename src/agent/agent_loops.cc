@@ -68,8 +68,8 @@ struct Agent::ControlTimes {
       : started(std::chrono::steady_clock::now()),
         next_restore_pass(started),
         // Check often enough that even short test lifetimes are renewed in time.
-        tls_check_every(std::min<milliseconds>(std::chrono::minutes(1),
-                                               config.tls.cert_lifetime / 20)),
+        tls_check_every(
+            std::min<milliseconds>(std::chrono::minutes(1), config.tls.cert_lifetime / 20)),
         next_tls_check(started + tls_check_every),
         next_off_warning(started + std::chrono::hours(1)),
         // Settled and idle, the agent gives back the pages it touched only while starting or
@@ -95,16 +95,15 @@ void Agent::MaybeRenewTls(ControlTimes& t) {
   }
   // etcd reads its certificate files on every handshake: renewed files apply at once.
   const auto now = std::chrono::system_clock::now();
-  auto renewed = forced ? RenewNodeTls(config_, now + config_.tls.cert_lifetime)
-                        : t.tls_renewer.Check(now);
+  auto renewed =
+      forced ? RenewNodeTls(config_, now + config_.tls.cert_lifetime) : t.tls_renewer.Check(now);
   if (!renewed.ok()) {
     spdlog::error("renewing certificates: {}", renewed.status().message());
   } else if (*renewed) {
     // etcd picks the new files up on its next handshakes; the agent's own channels hold
     // the old ones, so the agent restarts itself (etcd keeps running and is adopted).
     spdlog::info("renewed this node's certificates ({}); restarting the agent to load them",
-                 forced ? "stewardctl pki renew asked"
-                        : "two-thirds of their lifetime had passed");
+                 forced ? "stewardctl pki renew asked" : "two-thirds of their lifetime had passed");
     ::kill(::getpid(), SIGHUP);
   }
   t.next_tls_check = std::chrono::steady_clock::now() + t.tls_check_every;
@@ -123,16 +122,14 @@ void Agent::MaybeRestorePass(ControlTimes& t, bool quorum_up) {
   // soon while this node is fresh and holds nothing, so the restore starts as soon as a
   // majority answers, without polling the store this often for good.
   const bool fresh = std::chrono::steady_clock::now() - t.started < std::chrono::seconds(30);
-  t.next_restore_pass =
-      std::chrono::steady_clock::now() +
-      (quorum_up && !restorer_->RestorePending()
-           ? config_.cluster.idle_interval
-           : milliseconds(fresh && !node_->HasMemberData() ? 250 : 1000));
+  t.next_restore_pass = std::chrono::steady_clock::now() +
+                        (quorum_up && !restorer_->RestorePending()
+                             ? config_.cluster.idle_interval
+                             : milliseconds(fresh && !node_->HasMemberData() ? 250 : 1000));
 }
 
 void Agent::MaybeReleaseMemory(ControlTimes& t, bool quorum_up) {
-  if (!quorum_up || !node_->Settled() ||
-      std::chrono::steady_clock::now() < t.next_memory_release) {
+  if (!quorum_up || !node_->Settled() || std::chrono::steady_clock::now() < t.next_memory_release) {
     return;
   }
   const std::string what = Describe(ReleaseIdleMemory());

@@ -13,8 +13,8 @@ extern char** environ;
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "agent/agent.h"
 #include "common/log_format.h"
 #include "common/sd_notify.h"
@@ -57,8 +57,9 @@ void LogFromGrpc(gpr_log_func_args* args) {
   if (args->severity == GPR_LOG_SEVERITY_INFO) level = spdlog::level::info;
   const char* file = args->file != nullptr ? args->file : "";
   if (const char* slash = std::strrchr(file, '/'); slash != nullptr) file = slash + 1;
-  (*grpc_logger)->log(level, "grpc: {} ({}:{})", args->message != nullptr ? args->message : "",
-                      file, args->line);
+  (*grpc_logger)
+      ->log(level, "grpc: {} ({}:{})", args->message != nullptr ? args->message : "", file,
+            args->line);
 }
 }  // namespace
 

@@ -11,10 +11,10 @@
 #include "backup/scheduler.h"
 #include "backup/store.h"
 #include "config/config.h"
+#include "control/env.h"
 #include "etcd/api.h"
 #include "node/local_node.h"
 #include "peer/leadership.h"
-#include "control/env.h"
 #include "reconcile/reconciler.h"
 #include "restore/coordinator.h"
 

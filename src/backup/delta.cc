@@ -1,11 +1,10 @@
 #include "backup/delta.h"
 
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <zstd.h>
 
 #include <algorithm>
 #include <map>
-
-#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
@@ -32,8 +31,8 @@ std::string Hex(const std::string& raw) { return absl::BytesToHexString(raw); }
 absl::StatusOr<std::pair<int64_t, int64_t>> ParseDeltaName(const std::string& name) {
   int64_t from = 0, to = 0;
   if (name.size() < 43 || name[20] != '-' || name[41] != '-' ||
-      !absl::SimpleAtoi(name.substr(0, 20), &from) ||
-      !absl::SimpleAtoi(name.substr(21, 20), &to) || from < 0 || to <= from) {
+      !absl::SimpleAtoi(name.substr(0, 20), &from) || !absl::SimpleAtoi(name.substr(21, 20), &to) ||
+      from < 0 || to <= from) {
     return absl::InvalidArgumentError(absl::StrCat("not a delta name: ", name));
   }
   return std::make_pair(from, to);
@@ -216,8 +215,8 @@ absl::StatusOr<DeltaMeta> WriteDelta(BackupStore& store, const backup::DeltaChun
   m.stored_size = sink.stored();
   m.sha256 = sink.sha256();
   if (absl::Status s = (*writer)->Commit(); !s.ok()) return Annotate(s, "delta: storing");
-  if (absl::Status s = store.Put(DeltaMetaKey(m.cluster, m.base, m.name),
-                                 DeltaMetaToJson(m).dump(2));
+  if (absl::Status s =
+          store.Put(DeltaMetaKey(m.cluster, m.base, m.name), DeltaMetaToJson(m).dump(2));
       !s.ok()) {
     return Annotate(s, "delta: writing its meta");
   }
@@ -230,9 +229,9 @@ absl::StatusOr<backup::DeltaChunk> ReadDelta(BackupStore& store, const DeltaMeta
     return absl::DataLossError(absl::StrCat("delta ", meta.name, ": too large to be ours"));
   }
   if (!meta.encryption_key_id.empty() && store.EncryptionKeyId().empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "delta ", meta.name, " is encrypted (key ", meta.encryption_key_id,
-        "); set backup.encryption.key_file (and old_key_files) to the key files"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("delta ", meta.name, " is encrypted (key ", meta.encryption_key_id,
+                     "); set backup.encryption.key_file (and old_key_files) to the key files"));
   }
   std::string packed;
   auto sink = [&](std::string_view c) -> absl::Status {
@@ -271,8 +270,8 @@ absl::StatusOr<backup::DeltaChunk> ReadDelta(BackupStore& store, const DeltaMeta
   std::string raw(size, '\0');
   const size_t n = ZSTD_decompress(raw.data(), raw.size(), packed.data(), packed.size());
   if (ZSTD_isError(n) || n != size) {
-    return absl::DataLossError(absl::StrCat("delta ", meta.name, ": zstd: ",
-                                            ZSTD_isError(n) ? ZSTD_getErrorName(n) : "short"));
+    return absl::DataLossError(absl::StrCat(
+        "delta ", meta.name, ": zstd: ", ZSTD_isError(n) ? ZSTD_getErrorName(n) : "short"));
   }
   backup::DeltaChunk chunk;
   if (!chunk.ParseFromString(raw)) {
@@ -281,7 +280,8 @@ absl::StatusOr<backup::DeltaChunk> ReadDelta(BackupStore& store, const DeltaMeta
   if (chunk.cluster() != meta.cluster || chunk.cluster_id() != meta.cluster_id ||
       chunk.base() != meta.base || chunk.from_revision() != meta.from_revision ||
       chunk.to_revision() != meta.to_revision) {
-    return absl::DataLossError(absl::StrCat("delta ", meta.name, ": holds another range or cluster"));
+    return absl::DataLossError(
+        absl::StrCat("delta ", meta.name, ": holds another range or cluster"));
   }
   int64_t last = chunk.from_revision();
   for (const auto& r : chunk.revisions()) {
@@ -335,8 +335,8 @@ DeltaChain BuildDeltaChain(const BackupMeta& base, const std::vector<DeltaMeta>&
                                  ", the next one starts at ", next_start);
   }
   if (!unreadable.empty()) {
-    absl::StrAppend(&chain.stopped, chain.stopped.empty() ? "" : "; ", "unreadable: ",
-                    unreadable.front(), unreadable.size() > 1 ? " and more" : "");
+    absl::StrAppend(&chain.stopped, chain.stopped.empty() ? "" : "; ",
+                    "unreadable: ", unreadable.front(), unreadable.size() > 1 ? " and more" : "");
   }
   if (!foreign.empty()) {
     absl::StrAppend(&chain.stopped, chain.stopped.empty() ? "" : "; ",
@@ -411,8 +411,8 @@ namespace {
 // Whether `base`'s chain may hold a change after `revision` within the limits: false only when
 // its metas end there or the deltas that reach past it were read and hold none (a delta that
 // cannot be read says nothing either way: true).
-bool MayReachPast(BackupStore& store, const BackupMeta& base, int64_t revision,
-                  int64_t to_revision, int64_t to_unix_ms) {
+bool MayReachPast(BackupStore& store, const BackupMeta& base, int64_t revision, int64_t to_revision,
+                  int64_t to_unix_ms) {
   auto chain = ListDeltaChain(store, base);
   if (!chain.ok()) return true;
   if (chain->end_revision <= revision) return false;
@@ -488,8 +488,7 @@ absl::StatusOr<std::pair<size_t, RestorePoint>> ChooseRestoreBase(
     }
     auto further = FindRestorePoint(store, older, to_revision, to_unix_ms);
     if (!further.ok()) return further.status();
-    if (further->revision > point->revision &&
-        further->revision >= backups[first].revision_max) {
+    if (further->revision > point->revision && further->revision >= backups[first].revision_max) {
       return std::make_pair(j, *further);
     }
     break;
@@ -505,10 +504,10 @@ absl::Status ForEachDeltaRevision(
   if (!chain.ok()) return chain.status();
   if (chain->end_revision < to_revision) {
     if (chain_broken != nullptr) *chain_broken = true;
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the deltas of backup ", base.name, " no longer reach revision ", to_revision,
-        " (they end at ", chain->end_revision, chain->stopped.empty() ? "" : ": ", chain->stopped,
-        ")"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the deltas of backup ", base.name, " no longer reach revision ", to_revision,
+                     " (they end at ", chain->end_revision, chain->stopped.empty() ? "" : ": ",
+                     chain->stopped, ")"));
   }
   int64_t applied = base.revision;
   for (const DeltaMeta& m : chain->deltas) {

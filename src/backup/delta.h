@@ -32,17 +32,17 @@ struct DeltaMeta {
   std::string name;  // "<from>-<to>-<node>"
   std::string cluster;
   uint64_t cluster_id = 0;
-  std::string base;  // the full backup's name
+  std::string base;           // the full backup's name
   int64_t from_revision = 0;  // exclusive
   int64_t to_revision = 0;    // inclusive
   int64_t revisions = 0;      // how many revisions carry events in it
   int64_t events = 0;
   int64_t first_unix_ms = 0;  // when the leader received its first and last revision
   int64_t last_unix_ms = 0;
-  uint64_t stored_size = 0;   // bytes of the compressed object, before encryption
-  std::string sha256;         // hex sha256 of the compressed object, before encryption
+  uint64_t stored_size = 0;  // bytes of the compressed object, before encryption
+  std::string sha256;        // hex sha256 of the compressed object, before encryption
   std::string encryption_key_id;
-  std::string node;           // the agent that wrote it
+  std::string node;  // the agent that wrote it
 };
 
 std::string DeltasPrefix(const std::string& cluster, const std::string& base);
@@ -83,10 +83,10 @@ absl::StatusOr<DeltaChain> ListDeltaChain(BackupStore& store, const BackupMeta& 
 // Where a restore of `base` plus its deltas can stop: the newest revision at or before both
 // limits (0: no limit) that every delta up to it proves (each object read and checked).
 struct RestorePoint {
-  int64_t revision = 0;   // the base's revision when no delta applies
-  int64_t unix_ms = 0;    // when the leader received that revision (0: the base itself)
-  int64_t deltas = 0;     // how many deltas apply
-  std::string stopped;    // why it stops before the limits or the chain's end ("" if not)
+  int64_t revision = 0;  // the base's revision when no delta applies
+  int64_t unix_ms = 0;   // when the leader received that revision (0: the base itself)
+  int64_t deltas = 0;    // how many deltas apply
+  std::string stopped;   // why it stops before the limits or the chain's end ("" if not)
 };
 absl::StatusOr<RestorePoint> FindRestorePoint(BackupStore& store, const BackupMeta& base,
                                               int64_t to_revision = 0, int64_t to_unix_ms = 0);
@@ -106,9 +106,10 @@ absl::StatusOr<std::pair<size_t, RestorePoint>> ChooseRestoreBase(
 // inclusive, in order. Fails (without calling `apply` further) if the chain no longer reaches
 // `to_revision` or an object fails its checks: then `*chain_broken` (if given) is set, and not
 // for any other error (the store's, or `apply`'s).
-absl::Status ForEachDeltaRevision(BackupStore& store, const BackupMeta& base, int64_t to_revision,
-                                  const std::function<absl::Status(const backup::DeltaRevision&)>& apply,
-                                  bool* chain_broken = nullptr);
+absl::Status ForEachDeltaRevision(
+    BackupStore& store, const BackupMeta& base, int64_t to_revision,
+    const std::function<absl::Status(const backup::DeltaRevision&)>& apply,
+    bool* chain_broken = nullptr);
 
 // Whether deltas keep the writes to `key`: everything but the agents' own keys under the
 // cluster's reserved prefix, of which only the spec and maintenance are kept (the rest is the

@@ -3,11 +3,11 @@
 #include <algorithm>
 
 #include "absl/strings/match.h"
-#include "common/metrics.h"
 #include "absl/strings/str_cat.h"
 #include "backup/delta.h"
 #include "backup/pipeline.h"
 #include "backup/scheduler.h"
+#include "common/metrics.h"
 #include "common/status.h"
 #include "etcd/keys.h"
 #include "spdlog/spdlog.h"
@@ -105,9 +105,9 @@ void DeltaWriter::Run() {
     }
     if (!s.ok()) {
       Metrics::Global().Add("steward_delta_backup_failures_total");
-      spdlog::warn("delta backups: {}; starting again from the store in {}s", s.message(),
-                   std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::seconds>(
-                                            interval).count()));
+      spdlog::warn(
+          "delta backups: {}; starting again from the store in {}s", s.message(),
+          std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::seconds>(interval).count()));
       SetStatus(absl::StrCat("interrupted: ", s.message()));
     }
     if (s.ok() && newer_base) continue;  // its chain starts now, not an interval later
@@ -148,9 +148,10 @@ absl::Status DeltaWriter::Session(bool* newer_base) {
   // etcd no longer holds the changes after `cursor` (it answers so at once, or right after
   // accepting the watch): only a new full backup can start a chain again.
   auto compacted = [&](const absl::Status& why) -> absl::Status {
-    spdlog::warn("delta backups: etcd no longer holds the changes after revision {} ({}); "
-                 "taking a full backup to start a new chain from",
-                 cursor, why.message());
+    spdlog::warn(
+        "delta backups: etcd no longer holds the changes after revision {} ({}); "
+        "taking a full backup to start a new chain from",
+        cursor, why.message());
     auto taken = BackupAndPrune(config_, *store_, *etcd_, config_.node.name);
     if (!taken.ok()) return Annotate(taken.status(), "the full backup after a compaction");
     return absl::OkStatus();
@@ -162,8 +163,8 @@ absl::Status DeltaWriter::Session(bool* newer_base) {
       MutexLock lock(&mu_);
       if (stopping_) return absl::OkStatus();
     }
-    auto opened = etcd_->WatchRange(std::string(1, '\0'), std::string(1, '\0'), cursor,
-                                    kOpenTimeout);
+    auto opened =
+        etcd_->WatchRange(std::string(1, '\0'), std::string(1, '\0'), cursor, kOpenTimeout);
     if (!opened.ok()) return opened.status();
     MutexLock lock(&mu_);
     if (stopping_) return absl::OkStatus();
@@ -299,11 +300,12 @@ absl::Status DeltaWriter::Session(bool* newer_base) {
       falling_behind = true;
       most_behind = lag;
       behind_since = std::chrono::steady_clock::now();
-      spdlog::warn("delta backups: {} revisions behind etcd (at revision {}, etcd at {}): "
-                   "writes come faster than deltas are stored; reading no faster than storing, "
-                   "so etcd holds the backlog (a compaction past revision {} would end this "
-                   "chain and start a new one from a full backup)",
-                   lag, cursor, watch->header_revision(), cursor);
+      spdlog::warn(
+          "delta backups: {} revisions behind etcd (at revision {}, etcd at {}): "
+          "writes come faster than deltas are stored; reading no faster than storing, "
+          "so etcd holds the backlog (a compaction past revision {} would end this "
+          "chain and start a new one from a full backup)",
+          lag, cursor, watch->header_revision(), cursor);
       SetStatus(chain_status());
     } else if (falling_behind) {
       most_behind = std::max(most_behind, lag);
@@ -311,7 +313,8 @@ absl::Status DeltaWriter::Session(bool* newer_base) {
         falling_behind = false;
         spdlog::info("delta backups: caught up with etcd after {}s (at most {} revisions behind)",
                      std::chrono::duration_cast<std::chrono::seconds>(
-                         std::chrono::steady_clock::now() - behind_since).count(),
+                         std::chrono::steady_clock::now() - behind_since)
+                         .count(),
                      most_behind);
         SetStatus(chain_status());
       }

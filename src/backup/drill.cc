@@ -6,9 +6,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <future>
-#include <fstream>
 #include <limits>
 #include <random>
 #include <thread>
@@ -25,10 +25,10 @@
 #include "etcd/bolt.h"
 #include "etcd/client.h"
 #include "etcd/keys.h"
-#include "etcd_rpc.grpc.pb.h"
-#include "grpcpp/grpcpp.h"
 #include "etcd/restore_in_place.h"
 #include "etcd/version.h"
+#include "etcd_rpc.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
 #include "nlohmann/json.hpp"
 
 namespace steward {
@@ -194,7 +194,8 @@ absl::Status CompareValues(const Sides& at, const std::vector<std::string>& keys
 
 absl::Status CompareAll(const Sides& at, int64_t* keys, std::string* failure) {
   for (const auto& [begin, end] : at.ranges) {
-    if (absl::Status s = CompareRange(at, begin, end, keys, failure); !s.ok() || !failure->empty()) {
+    if (absl::Status s = CompareRange(at, begin, end, keys, failure);
+        !s.ok() || !failure->empty()) {
       return s;
     }
   }
@@ -217,11 +218,10 @@ absl::Status CompareRange(const Sides& at, const std::string& begin, const std::
       const auto& w = want->kvs(i);
       const auto& g = got->kvs(i);
       if (w.key() != g.key()) {
-        *failure = absl::StrCat(
-            "key ", Printable(std::min(w.key(), g.key())), " is ",
-            w.key() < g.key() ? "in the live cluster but not in the backup"
-                              : "in the backup but not in the live cluster",
-            " at revision ", revision);
+        *failure = absl::StrCat("key ", Printable(std::min(w.key(), g.key())), " is ",
+                                w.key() < g.key() ? "in the live cluster but not in the backup"
+                                                  : "in the backup but not in the live cluster",
+                                " at revision ", revision);
         return absl::OkStatus();
       }
       if (w.mod_revision() != at.map.Live(g.mod_revision())) {
@@ -242,10 +242,9 @@ absl::Status CompareRange(const Sides& at, const std::string& begin, const std::
     }
     *keys += n;
     if (want->kvs_size() != got->kvs_size() || want->more() != got->more()) {
-      *failure = absl::StrCat("the backup holds ",
-                              got->kvs_size() > want->kvs_size() ? "more" : "fewer",
-                              " keys than the live cluster at revision ", revision, " (after ",
-                              *keys, " that match)");
+      *failure = absl::StrCat(
+          "the backup holds ", got->kvs_size() > want->kvs_size() ? "more" : "fewer",
+          " keys than the live cluster at revision ", revision, " (after ", *keys, " that match)");
       return absl::OkStatus();
     }
     if (!want->more() || n == 0) return absl::OkStatus();
@@ -274,8 +273,8 @@ absl::Status CompareSample(const Sides& at, size_t sample, int64_t total, int64_
       const int64_t changed = at.map.Live(g.mod_revision());
       if (r.kvs_size() == 0 || r.kvs(0).mod_revision() != changed) continue;  // changed since
       if (r.kvs(0).value() != g.value()) {
-        *failure = absl::StrCat("key ", Printable(g.key()), " (last changed at revision ",
-                                changed, ") has another value in the live cluster");
+        *failure = absl::StrCat("key ", Printable(g.key()), " (last changed at revision ", changed,
+                                ") has another value in the live cluster");
         return absl::OkStatus();
       }
       ++*compared;
@@ -368,8 +367,8 @@ absl::Status ReplayInto(BackupStore& store, const BackupMeta& meta, int64_t to_r
         for (const etcdserverpb::TxnRequest& txn : RevisionTxns(r, shape)) {
           auto done = drill(txn);
           if (!done.ok()) {
-            return Annotate(done.status(),
-                            absl::StrCat("replaying revision ", r.revision(), " into the scratch etcd"));
+            return Annotate(done.status(), absl::StrCat("replaying revision ", r.revision(),
+                                                        " into the scratch etcd"));
           }
           if (const int64_t h = done->header().revision(); h > *head) {
             map->Add(h, r.revision());
@@ -461,14 +460,28 @@ absl::StatusOr<DrillResult> RunDrill(BackupStore& store, const std::string& clus
   t = Clock::now();
   const std::string log = dir + "/etcd.log";
   ScratchEtcd etcd;
-  if (absl::Status s = etcd.Start(
-          options.etcd_binary,
-          {"--name", "drill", "--data-dir", data, "--listen-client-urls", client,
-           "--advertise-client-urls", client, "--listen-peer-urls", peer,
-           "--initial-advertise-peer-urls", peer, "--initial-cluster", "drill=" + peer,
-           "--initial-cluster-token", "steward-drill", "--max-txn-ops",
-           std::to_string(kScratchMaxOps), "--max-request-bytes", kScratchRequestBytes},
-          log);
+  if (absl::Status s = etcd.Start(options.etcd_binary,
+                                  {"--name",
+                                   "drill",
+                                   "--data-dir",
+                                   data,
+                                   "--listen-client-urls",
+                                   client,
+                                   "--advertise-client-urls",
+                                   client,
+                                   "--listen-peer-urls",
+                                   peer,
+                                   "--initial-advertise-peer-urls",
+                                   peer,
+                                   "--initial-cluster",
+                                   "drill=" + peer,
+                                   "--initial-cluster-token",
+                                   "steward-drill",
+                                   "--max-txn-ops",
+                                   std::to_string(kScratchMaxOps),
+                                   "--max-request-bytes",
+                                   kScratchRequestBytes},
+                                  log);
       !s.ok()) {
     return s;
   }
@@ -487,8 +500,8 @@ absl::StatusOr<DrillResult> RunDrill(BackupStore& store, const std::string& clus
   auto channel = grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", *client_port),
                                            grpc::InsecureChannelCredentials(), args);
   auto kv = etcdserverpb::KV::NewStub(channel);
-  TxnFn drill = [&](const etcdserverpb::TxnRequest& req)
-      -> absl::StatusOr<etcdserverpb::TxnResponse> {
+  TxnFn drill =
+      [&](const etcdserverpb::TxnRequest& req) -> absl::StatusOr<etcdserverpb::TxnResponse> {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     etcdserverpb::TxnResponse resp;
@@ -504,10 +517,11 @@ absl::StatusOr<DrillResult> RunDrill(BackupStore& store, const std::string& clus
     std::this_thread::sleep_for(milliseconds(200));
   }
   if (!count.ok()) {
-    r.failure = absl::StrCat(
-        etcd.Exited() ? "etcd exited on the restored backup" : "etcd does not serve the restored "
-                                                               "backup within the bound",
-        " (", count.status().message(), "); its last words: ", LastLines(log, 3));
+    r.failure =
+        absl::StrCat(etcd.Exited() ? "etcd exited on the restored backup"
+                                   : "etcd does not serve the restored "
+                                     "backup within the bound",
+                     " (", count.status().message(), "); its last words: ", LastLines(log, 3));
     return r;
   }
   r.start_ms = MsSince(t);
@@ -536,8 +550,8 @@ absl::StatusOr<DrillResult> RunDrill(BackupStore& store, const std::string& clus
   if (!chain.ok()) return Annotate(chain.status(), "listing the backup's deltas");
   if (!chain->deltas.empty()) {
     LeaseKeeper keeper(channel);
-    if (absl::Status s = ReplayInto(store, meta, chain->end_revision, drill, &map, &head,
-                                    &r.failure);
+    if (absl::Status s =
+            ReplayInto(store, meta, chain->end_revision, drill, &map, &head, &r.failure);
         !s.ok()) {
       return s;
     }
@@ -546,10 +560,10 @@ absl::StatusOr<DrillResult> RunDrill(BackupStore& store, const std::string& clus
     r.to_revision = chain->end_revision;
   }
   r.replay_ms = MsSince(t);
-  const std::string reached =
-      r.deltas == 0 ? absl::StrCat("revision ", r.to_revision)
-                    : absl::StrCat("revision ", r.to_revision, " (the backup's ", base_revision,
-                                   " + ", r.deltas, " delta(s))");
+  const std::string reached = r.deltas == 0
+                                  ? absl::StrCat("revision ", r.to_revision)
+                                  : absl::StrCat("revision ", r.to_revision, " (the backup's ",
+                                                 base_revision, " + ", r.deltas, " delta(s))");
   auto total = RangePage(drill, std::string(1, '\0'), head, 0, /*count_only=*/true);
   if (!total.ok()) return Annotate(total.status(), "counting the scratch etcd's keys");
 
@@ -557,11 +571,15 @@ absl::StatusOr<DrillResult> RunDrill(BackupStore& store, const std::string& clus
   t = Clock::now();
   int64_t keys = 0;
   const bool with_deltas = r.deltas > 0;
-  const Sides sides{drill, head, live_txn, r.to_revision, map,
-                    ComparedRanges(cluster, with_deltas), [&](const std::string& key) {
-                      return !with_deltas || KeptInDeltas(cluster, key);
-                    },
-                    base.equal ? base_revision : -1};
+  const Sides sides{
+      drill,
+      head,
+      live_txn,
+      r.to_revision,
+      map,
+      ComparedRanges(cluster, with_deltas),
+      [&](const std::string& key) { return !with_deltas || KeptInDeltas(cluster, key); },
+      base.equal ? base_revision : -1};
   // Without deltas an equal hash proves every revision up to the one compared, keys and
   // deletions included: the pages would read the whole DB again on both sides (etcd reads a
   // value even for a keys-only range) to prove nothing more. The counts are still compared.
@@ -570,14 +588,13 @@ absl::StatusOr<DrillResult> RunDrill(BackupStore& store, const std::string& clus
                          : CompareAll(sides, &keys, &r.failure);
   if (cmp.ok() && r.failure.empty()) {
     r.compared = absl::StrCat(
-        "every key (", keys, ") with its value and revision matches the live cluster at ",
-        reached,
-        base.equal ? absl::StrCat(": etcd's KV hash at revision ", base_revision,
-                                  " is the live cluster's",
-                                  with_deltas ? ", then every key and revision and the values "
-                                                "changed since"
-                                              : " and so is the count")
-                   : absl::StrCat(" (", base.note, ")"),
+        "every key (", keys, ") with its value and revision matches the live cluster at ", reached,
+        base.equal
+            ? absl::StrCat(": etcd's KV hash at revision ", base_revision, " is the live cluster's",
+                           with_deltas ? ", then every key and revision and the values "
+                                         "changed since"
+                                       : " and so is the count")
+            : absl::StrCat(" (", base.note, ")"),
         with_deltas ? "; the agents' own status keys, which deltas do not keep, left out" : "");
   } else if (!cmp.ok() && Compacted(cmp)) {
     int64_t compared = 0;
@@ -610,13 +627,13 @@ std::string DrillEtcdFor(const Config& config, const std::string& version) {
 
 absl::Status RecordDrill(BackupStore& store, const std::string& cluster, const DrillResult& r,
                          int64_t now_unix) {
-  nlohmann::json j = {{"at", now_unix},       {"passed", r.passed},   {"skipped", r.skipped},
-                      {"revision", r.revision}, {"deltas", r.deltas},
-                      {"to_revision", r.to_revision}, {"keys", r.keys},
-                      {"compared", r.compared}, {"failure", r.failure},
-                      {"restore_ms", r.restore_ms}, {"start_ms", r.start_ms},
-                      {"hash_ms", r.hash_ms},   {"replay_ms", r.replay_ms},
-                      {"compare_ms", r.compare_ms}};
+  nlohmann::json j = {{"at", now_unix},           {"passed", r.passed},
+                      {"skipped", r.skipped},     {"revision", r.revision},
+                      {"deltas", r.deltas},       {"to_revision", r.to_revision},
+                      {"keys", r.keys},           {"compared", r.compared},
+                      {"failure", r.failure},     {"restore_ms", r.restore_ms},
+                      {"start_ms", r.start_ms},   {"hash_ms", r.hash_ms},
+                      {"replay_ms", r.replay_ms}, {"compare_ms", r.compare_ms}};
   return store.Put(absl::StrCat(BackupsPrefix(cluster), r.backup, "/verified.json"), j.dump());
 }
 

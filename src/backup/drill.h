@@ -6,10 +6,10 @@
 // revision the deltas reach (the snapshot's own without deltas): every key, its value and the
 // revision that last changed it, page by page. Where etcd's KV hash of the scratch etcd at the
 // backup's revision is the live cluster's, that proves every value up to it, and the pages
-// carry keys and revisions only, with the values of keys changed since read one by one. If the live cluster is compacted past that
-// revision, keys the live cluster has not changed since are compared instead (a sample).
-// Nothing of the drill touches a member; the scratch dir is removed afterwards, and one left by
-// a drill that was killed is removed by the next.
+// carry keys and revisions only, with the values of keys changed since read one by one. If the live
+// cluster is compacted past that revision, keys the live cluster has not changed since are compared
+// instead (a sample). Nothing of the drill touches a member; the scratch dir is removed afterwards,
+// and one left by a drill that was killed is removed by the next.
 //
 // Thread-compatible: one drill at a time per scratch root.
 #pragma once
@@ -37,14 +37,14 @@ struct DrillOptions {
 
 struct DrillResult {
   std::string backup;
-  int64_t revision = 0;  // the backup's
-  int64_t deltas = 0;    // deltas replayed after it
+  int64_t revision = 0;     // the backup's
+  int64_t deltas = 0;       // deltas replayed after it
   int64_t to_revision = 0;  // the revision compared: the deltas' last, else the backup's
   bool passed = false;
-  bool skipped = false;   // not run (too little disk): `failure` says why
-  std::string failure;    // why it failed or was skipped ("" when it passed)
-  std::string compared;   // what was compared, for people
-  int64_t keys = 0;       // keys the scratch etcd serves
+  bool skipped = false;  // not run (too little disk): `failure` says why
+  std::string failure;   // why it failed or was skipped ("" when it passed)
+  std::string compared;  // what was compared, for people
+  int64_t keys = 0;      // keys the scratch etcd serves
   int64_t restore_ms = 0, start_ms = 0, hash_ms = 0, replay_ms = 0, compare_ms = 0;
 };
 
@@ -63,7 +63,7 @@ class ReplayedRevisions {
 
  private:
   std::vector<std::pair<int64_t, int64_t>> runs_;  // (first scratch revision, live - scratch)
-  int64_t last_ = 0;  // the last scratch revision added
+  int64_t last_ = 0;                               // the last scratch revision added
 };
 
 // Runs the drill of `meta` (a complete backup of `cluster` in `store`) against `live`, the

@@ -159,8 +159,7 @@ void DrillScheduler::RunOne() {
   if (!r.passed && !r.skipped) m.Add("steward_drill_failures_total");
   if (r.passed) {
     m.Set("steward_drill_last_success_timestamp_seconds", static_cast<double>(now));
-    spdlog::info("restore drill of backup {} passed in {:.1f}s: {}", r.backup, seconds,
-                 r.compared);
+    spdlog::info("restore drill of backup {} passed in {:.1f}s: {}", r.backup, seconds, r.compared);
   } else if (r.skipped) {
     spdlog::warn("restore drill {}", r.failure);
   } else {

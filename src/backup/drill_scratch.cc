@@ -135,9 +135,8 @@ void LeaseKeeper::Run() {
   while (true) {
     {
       MutexLock lock(&mu_);
-      if (cv_.WaitFor(&mu_, std::chrono::seconds(1), [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-            return stop_;
-          })) {
+      if (cv_.WaitFor(&mu_, std::chrono::seconds(1),
+                      [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_; })) {
         return;
       }
     }

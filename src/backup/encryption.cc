@@ -31,7 +31,8 @@ struct CipherCtx {
 
 std::string Nonce(const std::string& prefix, uint32_t counter, bool last) {
   std::string n = prefix;
-  for (int shift = 24; shift >= 0; shift -= 8) n.push_back(static_cast<char>((counter >> shift) & 0xff));
+  for (int shift = 24; shift >= 0; shift -= 8)
+    n.push_back(static_cast<char>((counter >> shift) & 0xff));
   n.push_back(last ? 1 : 0);
   return n;  // 12 bytes
 }
@@ -45,8 +46,10 @@ absl::StatusOr<std::string> Seal(const std::string& key, const std::string& nonc
   auto* o = reinterpret_cast<unsigned char*>(out.data());
   if (c.ctx == nullptr ||
       EVP_EncryptInit_ex(c.ctx, EVP_aes_256_gcm(), nullptr, nullptr, nullptr) != 1 ||
-      EVP_CIPHER_CTX_ctrl(c.ctx, EVP_CTRL_GCM_SET_IVLEN, static_cast<int>(nonce.size()), nullptr) != 1 ||
-      EVP_EncryptInit_ex(c.ctx, nullptr, nullptr, reinterpret_cast<const unsigned char*>(key.data()),
+      EVP_CIPHER_CTX_ctrl(c.ctx, EVP_CTRL_GCM_SET_IVLEN, static_cast<int>(nonce.size()), nullptr) !=
+          1 ||
+      EVP_EncryptInit_ex(c.ctx, nullptr, nullptr,
+                         reinterpret_cast<const unsigned char*>(key.data()),
                          reinterpret_cast<const unsigned char*>(nonce.data())) != 1 ||
       EVP_EncryptUpdate(c.ctx, nullptr, &len, reinterpret_cast<const unsigned char*>(aad.data()),
                         static_cast<int>(aad.size())) != 1 ||
@@ -72,14 +75,16 @@ bool Open(const std::string& key, const std::string& nonce, const std::string& a
   auto* p = reinterpret_cast<unsigned char*>(plain->data());
   return c.ctx != nullptr &&
          EVP_DecryptInit_ex(c.ctx, EVP_aes_256_gcm(), nullptr, nullptr, nullptr) == 1 &&
-         EVP_CIPHER_CTX_ctrl(c.ctx, EVP_CTRL_GCM_SET_IVLEN, static_cast<int>(nonce.size()), nullptr) == 1 &&
-         EVP_DecryptInit_ex(c.ctx, nullptr, nullptr, reinterpret_cast<const unsigned char*>(key.data()),
+         EVP_CIPHER_CTX_ctrl(c.ctx, EVP_CTRL_GCM_SET_IVLEN, static_cast<int>(nonce.size()),
+                             nullptr) == 1 &&
+         EVP_DecryptInit_ex(c.ctx, nullptr, nullptr,
+                            reinterpret_cast<const unsigned char*>(key.data()),
                             reinterpret_cast<const unsigned char*>(nonce.data())) == 1 &&
          EVP_DecryptUpdate(c.ctx, nullptr, &len, reinterpret_cast<const unsigned char*>(aad.data()),
                            static_cast<int>(aad.size())) == 1 &&
-         (n == 0 || EVP_DecryptUpdate(c.ctx, p, &len,
-                                      reinterpret_cast<const unsigned char*>(sealed.data()),
-                                      static_cast<int>(n)) == 1) &&
+         (n == 0 ||
+          EVP_DecryptUpdate(c.ctx, p, &len, reinterpret_cast<const unsigned char*>(sealed.data()),
+                            static_cast<int>(n)) == 1) &&
          EVP_CIPHER_CTX_ctrl(c.ctx, EVP_CTRL_GCM_SET_TAG, kTagSize, tag.data()) == 1 &&
          EVP_DecryptFinal_ex(c.ctx, p + n, &len) == 1;
 }
@@ -92,7 +97,8 @@ class EncryptingWriter : public ObjectWriter {
     prefix_ok_ = RAND_bytes(reinterpret_cast<unsigned char*>(prefix_.data()), kPrefixSize) == 1;
     header_.append(kMagic, kMagicSize);
     header_ += absl::HexStringToBytes(key.id);
-    for (int shift = 24; shift >= 0; shift -= 8) header_.push_back(static_cast<char>((chunk >> shift) & 0xff));
+    for (int shift = 24; shift >= 0; shift -= 8)
+      header_.push_back(static_cast<char>((chunk >> shift) & 0xff));
     header_ += prefix_;
   }
 
@@ -106,7 +112,8 @@ class EncryptingWriter : public ObjectWriter {
     // Strictly more than a chunk: the last chunk is only known at Commit.
     size_t at = 0;
     while (buffer_.size() - at > chunk_) {
-      if (absl::Status s = Emit(std::string_view(buffer_).substr(at, chunk_), false); !s.ok()) return s;
+      if (absl::Status s = Emit(std::string_view(buffer_).substr(at, chunk_), false); !s.ok())
+        return s;
       at += chunk_;
     }
     buffer_.erase(0, at);
@@ -122,7 +129,8 @@ class EncryptingWriter : public ObjectWriter {
 
  private:
   absl::Status Emit(std::string_view plain, bool last) {
-    if (counter_ == UINT32_MAX) return absl::OutOfRangeError("backup too large for its nonce space");
+    if (counter_ == UINT32_MAX)
+      return absl::OutOfRangeError("backup too large for its nonce space");
     auto sealed = Seal(key_, Nonce(prefix_, counter_++, last), header_, plain);
     if (!sealed.ok()) return sealed.status();
     return inner_->Write(*sealed);
@@ -233,7 +241,8 @@ class EncryptedStore : public BackupStore {
       const size_t sealed = chunk_ + kTagSize;
       size_t at = 0;
       while (buffer_.size() - at > sealed) {
-        if (absl::Status s = OpenChunk(std::string_view(buffer_).substr(at, sealed), false); !s.ok()) {
+        if (absl::Status s = OpenChunk(std::string_view(buffer_).substr(at, sealed), false);
+            !s.ok()) {
           return s;
         }
         at += sealed;
@@ -245,7 +254,8 @@ class EncryptedStore : public BackupStore {
     absl::Status Finish() {
       if (plain_) return absl::OkStatus();
       if (header_.empty()) {
-        if (buffer_.size() < kMagicSize || buffer_.compare(0, kMagicSize, kMagic, kMagicSize) != 0) {
+        if (buffer_.size() < kMagicSize ||
+            buffer_.compare(0, kMagicSize, kMagic, kMagicSize) != 0) {
           if (!expected_id_.empty()) return NotEncrypted();
           return buffer_.empty() ? absl::OkStatus() : sink_(buffer_);  // a tiny plain object
         }
@@ -256,8 +266,10 @@ class EncryptedStore : public BackupStore {
 
    private:
     absl::Status NotEncrypted() {
-      return absl::DataLossError(absl::StrCat(object_, " is not encrypted, but meta.json says it "
-                                              "is (key ", expected_id_, "): it was replaced"));
+      return absl::DataLossError(absl::StrCat(object_,
+                                              " is not encrypted, but meta.json says it "
+                                              "is (key ",
+                                              expected_id_, "): it was replaced"));
     }
 
     absl::Status ParseHeader() {
@@ -275,7 +287,8 @@ class EncryptedStore : public BackupStore {
       chunk_ = (uint32_t{c[0]} << 24) | (uint32_t{c[1]} << 16) | (uint32_t{c[2]} << 8) | c[3];
       prefix_ = header_.substr(kMagicSize + kIdSize + 4, kPrefixSize);
       if (chunk_ == 0 || chunk_ > kMaxEncryptionChunk) {
-        return absl::DataLossError(absl::StrCat(object_, ": bad chunk size ", chunk_, " in its header"));
+        return absl::DataLossError(
+            absl::StrCat(object_, ": bad chunk size ", chunk_, " in its header"));
       }
       auto it = store_->keys_.find(id);
       if (it == store_->keys_.end()) {
@@ -283,8 +296,7 @@ class EncryptedStore : public BackupStore {
         for (const auto& [k, v] : store_->keys_) have.push_back(k);
         return absl::FailedPreconditionError(absl::StrCat(
             object_, " is encrypted with key ", id, ", which is not among the keys given (",
-            absl::StrJoin(have, ", "),
-            "): add its file to backup.encryption.old_key_files"));
+            absl::StrJoin(have, ", "), "): add its file to backup.encryption.old_key_files"));
       }
       key_ = it->second;
       buffer_.erase(0, kHeaderSize);
@@ -294,9 +306,9 @@ class EncryptedStore : public BackupStore {
     absl::Status OpenChunk(std::string_view sealed, bool last) {
       std::string plain;
       if (!Open(key_, Nonce(prefix_, counter_, last), header_, sealed, &plain)) {
-        return absl::DataLossError(absl::StrCat(
-            object_, ": encrypted chunk ", counter_, last ? " (the last)" : "",
-            " does not authenticate: the object was changed, reordered or cut short"));
+        return absl::DataLossError(
+            absl::StrCat(object_, ": encrypted chunk ", counter_, last ? " (the last)" : "",
+                         " does not authenticate: the object was changed, reordered or cut short"));
       }
       ++counter_;
       return sink_(plain);

@@ -6,11 +6,11 @@
 
 #include <algorithm>
 #include <atomic>
-#include <random>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "backup/store.h"
@@ -99,9 +99,8 @@ class FileStore : public BackupStore {
     std::error_code ec;
     if (absl::Status s = CheckRoot(); !s.ok()) return s;
     // Walk only below the deepest directory the prefix names.
-    std::string dir_part = prefix.substr(0, prefix.rfind('/') == std::string::npos
-                                                ? 0
-                                                : prefix.rfind('/') + 1);
+    std::string dir_part =
+        prefix.substr(0, prefix.rfind('/') == std::string::npos ? 0 : prefix.rfind('/') + 1);
     fs::path start = Path(dir_part);
     if (!fs::exists(start, ec)) return out;
     for (auto it = fs::recursive_directory_iterator(start, ec);
@@ -112,7 +111,8 @@ class FileStore : public BackupStore {
       if (key.rfind(prefix, 0) != 0) continue;
       out.push_back({key, static_cast<uint64_t>(it->file_size(ec))});
     }
-    if (ec) return absl::UnavailableError(absl::StrCat("listing ", start.string(), ": ", ec.message()));
+    if (ec)
+      return absl::UnavailableError(absl::StrCat("listing ", start.string(), ": ", ec.message()));
     std::sort(out.begin(), out.end(),
               [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
     return out;
@@ -121,7 +121,8 @@ class FileStore : public BackupStore {
   absl::Status Delete(const std::string& key) override {
     if (absl::Status s = CheckRoot(); !s.ok()) return s;
     fs::path p = Path(key);
-    if (::unlink(p.c_str()) != 0 && errno != ENOENT) return Errno(absl::StrCat("deleting ", p.string()));
+    if (::unlink(p.c_str()) != 0 && errno != ENOENT)
+      return Errno(absl::StrCat("deleting ", p.string()));
     // Remove directories left empty, up to the root.
     std::error_code ec;
     for (fs::path d = p.parent_path(); d.string().size() > root_.size(); d = d.parent_path()) {
@@ -138,9 +139,10 @@ class FileStore : public BackupStore {
   absl::Status CheckRoot() const {
     std::error_code ec;
     if (fs::is_directory(root_, ec)) return absl::OkStatus();
-    return absl::FailedPreconditionError(absl::StrCat(
-        "backup store ", Describe(), ": the directory does not exist (not mounted?); "
-        "agents never create it: create it once, or mount the share"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("backup store ", Describe(),
+                     ": the directory does not exist (not mounted?); "
+                     "agents never create it: create it once, or mount the share"));
   }
   fs::path Path(const std::string& key) const { return fs::path(root_) / key; }
   std::string root_;

@@ -2,10 +2,10 @@
 
 #include <ctime>
 
-#include "common/rules.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/rules.h"
 
 namespace steward {
 
@@ -68,9 +68,7 @@ std::string RestoreIntentKey(const std::string& cluster) {
 std::string RevisionRecordKey(const std::string& cluster) {
   return cluster + "/control/revision.json";
 }
-std::string EpochRecordKey(const std::string& cluster) {
-  return cluster + "/control/epoch.json";
-}
+std::string EpochRecordKey(const std::string& cluster) { return cluster + "/control/epoch.json"; }
 std::string MembersRecordKey(const std::string& cluster) {
   return cluster + "/control/members.json";
 }
@@ -95,26 +93,24 @@ bool BackupTimeInFuture(const BackupMeta& m, int64_t now, int64_t tolerance_s) {
   return m.unix_time > now + tolerance_s;
 }
 
-
-
 nlohmann::json MetaToJson(const BackupMeta& m) {
   // IDs as hex strings: uint64 values do not survive JSON tools that use doubles.
   nlohmann::json j = {{"format", 1},
-          {"name", m.name},
-          {"cluster", m.cluster},
-          {"etcd_version", m.etcd_version},
-          {"cluster_id", absl::StrFormat("%x", m.cluster_id)},
-          {"revision", m.revision},
-          {"raft_index", m.raft_index},
-          {"db_size", m.db_size},
-          {"compressed_size", m.compressed_size},
-          {"sha256", m.sha256},
-          {"db_sha256", m.db_sha256},
-          {"compression", m.compression},
-          {"member", m.member},
-          {"node", m.node},
-          {"unix_time", m.unix_time},
-          {"generation", m.generation}};
+                      {"name", m.name},
+                      {"cluster", m.cluster},
+                      {"etcd_version", m.etcd_version},
+                      {"cluster_id", absl::StrFormat("%x", m.cluster_id)},
+                      {"revision", m.revision},
+                      {"raft_index", m.raft_index},
+                      {"db_size", m.db_size},
+                      {"compressed_size", m.compressed_size},
+                      {"sha256", m.sha256},
+                      {"db_sha256", m.db_sha256},
+                      {"compression", m.compression},
+                      {"member", m.member},
+                      {"node", m.node},
+                      {"unix_time", m.unix_time},
+                      {"generation", m.generation}};
   if (!m.imported_from.empty()) j["imported_from"] = m.imported_from;
   if (m.revision_max != 0) j["revision_max"] = m.revision_max;
   if (m.finished_unix_ms != 0) j["finished_unix_ms"] = m.finished_unix_ms;

@@ -17,8 +17,8 @@
 namespace steward {
 
 struct BackupMeta {
-  std::string name;            // the backup's directory name
-  std::string cluster;         // cluster name from the config
+  std::string name;     // the backup's directory name
+  std::string cluster;  // cluster name from the config
   std::string etcd_version;
   uint64_t cluster_id = 0;
   int64_t revision = 0;  // the member's revision as the snapshot began: it holds at least this
@@ -33,9 +33,9 @@ struct BackupMeta {
   std::string sha256;            // hex sha256 of snapshot.db.zst (what is stored)
   std::string db_sha256;         // hex sha256 of the uncompressed snapshot
   std::string compression = "zstd";
-  std::string member;            // name of the member it was taken from
-  std::string node;              // the agent (or "stewardctl") that took it
-  int64_t unix_time = 0;         // when it was taken, seconds since the epoch (UTC)
+  std::string member;     // name of the member it was taken from
+  std::string node;       // the agent (or "stewardctl") that took it
+  int64_t unix_time = 0;  // when it was taken, seconds since the epoch (UTC)
   // How many restores lie behind the cluster it was taken of (0: never restored). Backups are
   // ordered by (generation, revision): a restore to an older backup starts a new generation,
   // so the abandoned history's higher revisions never win over the restored cluster's.
@@ -57,7 +57,8 @@ bool BackupTimeInFuture(const BackupMeta& m, int64_t now, int64_t tolerance_s = 
 
 std::string BackupName(std::chrono::system_clock::time_point t, int64_t revision);
 // Parses a backup name; nullopt if it is not one.
-std::optional<std::pair<int64_t, int64_t>> ParseBackupName(const std::string& name);  // unix time, revision
+std::optional<std::pair<int64_t, int64_t>> ParseBackupName(
+    const std::string& name);  // unix time, revision
 
 std::string BackupsPrefix(const std::string& cluster);  // "<cluster>/backups/"
 std::string SnapshotKey(const std::string& cluster, const std::string& name);

@@ -1,10 +1,8 @@
 #include "backup/pipeline.h"
 
-#include "etcd/keys.h"
-
 #include <fcntl.h>
-#include <sched.h>
 #include <openssl/evp.h>
+#include <sched.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -21,13 +19,13 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/mutex.h"
-#include "common/status.h"
 #include "common/sha256.h"
+#include "common/status.h"
+#include "etcd/keys.h"
 #include "nlohmann/json.hpp"
 
 namespace steward {
 namespace {
-
 
 std::string Hex(const std::string& raw) { return absl::BytesToHexString(raw); }
 
@@ -124,7 +122,8 @@ class BackgroundWriter {
   };
 
   BackgroundWriter(int fd, size_t capacity) : fd_(fd), capacity_(capacity) {
-    for (int i = 0; i < kDepth; ++i) free_.push_back({std::make_unique_for_overwrite<char[]>(capacity), 0});
+    for (int i = 0; i < kDepth; ++i)
+      free_.push_back({std::make_unique_for_overwrite<char[]>(capacity), 0});
     thread_ = std::thread([this] { Run(); });
   }
   // Finish() is where a write error is reported; the destructor only stops the thread, on a
@@ -392,9 +391,8 @@ absl::StatusOr<BackupMeta> StoreSnapshotStream(BackupStore& store, BackupMeta me
   return meta;
 }
 
-absl::StatusOr<BackupMeta> TakeBackup(EtcdApi& etcd, const BackupSource& source,
-                                      BackupStore& store, const std::string& cluster,
-                                      const std::string& taken_by,
+absl::StatusOr<BackupMeta> TakeBackup(EtcdApi& etcd, const BackupSource& source, BackupStore& store,
+                                      const std::string& cluster, const std::string& taken_by,
                                       std::chrono::milliseconds timeout,
                                       const std::function<void(uint64_t)>& progress) {
   auto st = etcd.Status(source.endpoint, std::chrono::milliseconds(2000));
@@ -414,29 +412,33 @@ absl::StatusOr<BackupMeta> TakeBackup(EtcdApi& etcd, const BackupSource& source,
   auto generation = etcd.Get(EtcdGenerationKey(cluster));
   if (!generation.ok()) return Annotate(generation.status(), "backup: reading the generation");
   if (generation->has_value() && !absl::SimpleAtoi(**generation, &meta.generation)) {
-    return absl::DataLossError(absl::StrCat("backup: ", EtcdGenerationKey(cluster),
-                                            " holds \"", **generation, "\", not a number"));
+    return absl::DataLossError(absl::StrCat("backup: ", EtcdGenerationKey(cluster), " holds \"",
+                                            **generation, "\", not a number"));
   }
   meta.name = BackupName(now, meta.revision);
-  return StoreSnapshotStream(store, std::move(meta), [&](const auto& sink) {
-    uint64_t seen = 0;
-    return etcd.Snapshot(
-        source.endpoint,
-        [&](std::string_view chunk) -> absl::Status {
-          seen += chunk.size();
-          if (progress) progress(seen);
-          return sink(chunk);
-        },
-        timeout);
-  }, [&](BackupMeta* m) {
-    // An upper bound of what the snapshot holds, for point-in-time restores (0 if unknown).
-    if (auto after = etcd.Status(source.endpoint, std::chrono::milliseconds(2000)); after.ok()) {
-      m->revision_max = after->revision;
-      m->finished_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                std::chrono::system_clock::now().time_since_epoch())
-                                .count();
-    }
-  });
+  return StoreSnapshotStream(
+      store, std::move(meta),
+      [&](const auto& sink) {
+        uint64_t seen = 0;
+        return etcd.Snapshot(
+            source.endpoint,
+            [&](std::string_view chunk) -> absl::Status {
+              seen += chunk.size();
+              if (progress) progress(seen);
+              return sink(chunk);
+            },
+            timeout);
+      },
+      [&](BackupMeta* m) {
+        // An upper bound of what the snapshot holds, for point-in-time restores (0 if unknown).
+        if (auto after = etcd.Status(source.endpoint, std::chrono::milliseconds(2000));
+            after.ok()) {
+          m->revision_max = after->revision;
+          m->finished_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                    std::chrono::system_clock::now().time_since_epoch())
+                                    .count();
+        }
+      });
 }
 
 absl::Status MarkBackupDamaged(BackupStore& store, const std::string& cluster,
@@ -509,9 +511,9 @@ absl::Status VerifyBackup(BackupStore& store, const std::string& cluster, const 
                           const VerifyOptions& opts) {
   // Said plainly, before a byte is read (a keyless read would fail as "does not decompress").
   if (!meta.encryption_key_id.empty() && store.EncryptionKeyId().empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "backup ", meta.name, " is encrypted (key ", meta.encryption_key_id,
-        "); set backup.encryption.key_file (and old_key_files) to the key files"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("backup ", meta.name, " is encrypted (key ", meta.encryption_key_id,
+                     "); set backup.encryption.key_file (and old_key_files) to the key files"));
   }
   const bool decompress = opts.hash_content || !opts.out_path.empty();
   int fd = -1;
@@ -519,7 +521,8 @@ absl::Status VerifyBackup(BackupStore& store, const std::string& cluster, const 
   if (!opts.out_path.empty()) {
     tmp = opts.out_path + ".part";
     fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) return absl::InternalError(absl::StrCat("creating ", tmp, ": ", std::strerror(errno)));
+    if (fd < 0)
+      return absl::InternalError(absl::StrCat("creating ", tmp, ": ", std::strerror(errno)));
   }
   Sha256 stored_hash;
   TrailingHashCheck etcd_hash;
@@ -556,8 +559,8 @@ absl::Status VerifyBackup(BackupStore& store, const std::string& cluster, const 
       // checks here: a decompression that goes wrong is an error, not silently wrong bytes.
       last_ret = ZSTD_decompressStream(dctx, &ob, &ib);
       if (ZSTD_isError(last_ret)) {
-        return absl::DataLossError(absl::StrCat("backup ", meta.name, ": does not decompress: ",
-                                                ZSTD_getErrorName(last_ret)));
+        return absl::DataLossError(absl::StrCat(
+            "backup ", meta.name, ": does not decompress: ", ZSTD_getErrorName(last_ret)));
       }
       // A full buffer may mean zstd holds more; 0 means the frame is done (calling again
       // would start reading a next frame and report it unfinished).
@@ -596,15 +599,17 @@ absl::Status VerifyBackup(BackupStore& store, const std::string& cluster, const 
   if (!s.ok()) return fail(Annotate(s, absl::StrCat("backup ", meta.name)));
   if (stored != meta.compressed_size) {
     return fail(absl::DataLossError(absl::StrCat("backup ", meta.name, ": stored size ", stored,
-                                                 " != ", meta.compressed_size, " in meta.json (truncated?)")));
+                                                 " != ", meta.compressed_size,
+                                                 " in meta.json (truncated?)")));
   }
   if (hash_stored && Hex(stored_hash.Raw()) != meta.sha256) {
-    return fail(absl::DataLossError(
-        absl::StrCat("backup ", meta.name, ": sha256 of snapshot.db.zst does not match meta.json")));
+    return fail(absl::DataLossError(absl::StrCat(
+        "backup ", meta.name, ": sha256 of snapshot.db.zst does not match meta.json")));
   }
   if (decompress) {
     if (last_ret != 0) {
-      return fail(absl::DataLossError(absl::StrCat("backup ", meta.name, ": zstd stream is truncated")));
+      return fail(
+          absl::DataLossError(absl::StrCat("backup ", meta.name, ": zstd stream is truncated")));
     }
     if (db != meta.db_size) {
       return fail(absl::DataLossError(absl::StrCat("backup ", meta.name, ": decompressed size ", db,
@@ -617,8 +622,8 @@ absl::Status VerifyBackup(BackupStore& store, const std::string& cluster, const 
           absl::StrCat("backup ", meta.name, ": etcd's trailing snapshot hash does not match")));
     }
     if (!meta.db_sha256.empty() && Hex(etcd_hash.Whole()) != meta.db_sha256) {
-      return fail(absl::DataLossError(
-          absl::StrCat("backup ", meta.name, ": the decompressed snapshot does not match meta.json")));
+      return fail(absl::DataLossError(absl::StrCat(
+          "backup ", meta.name, ": the decompressed snapshot does not match meta.json")));
     }
   }
   if (!opts.out_path.empty() && ::rename(tmp.c_str(), opts.out_path.c_str()) != 0) {

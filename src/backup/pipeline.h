@@ -30,9 +30,8 @@ absl::StatusOr<BackupSource> PickBackupSource(EtcdApi& etcd);
 // snapshot object is committed, so a crash leaves no listed backup. `taken_by` names the agent
 // or tool. Checks the 32-byte sha256 etcd appends to the stream.
 // `progress`, if set, gets the bytes streamed so far.
-absl::StatusOr<BackupMeta> TakeBackup(EtcdApi& etcd, const BackupSource& source,
-                                      BackupStore& store, const std::string& cluster,
-                                      const std::string& taken_by,
+absl::StatusOr<BackupMeta> TakeBackup(EtcdApi& etcd, const BackupSource& source, BackupStore& store,
+                                      const std::string& cluster, const std::string& taken_by,
                                       std::chrono::milliseconds timeout,
                                       const std::function<void(uint64_t)>& progress = {});
 

@@ -40,7 +40,8 @@ std::vector<std::string> PlanRetention(const std::vector<RetentionItem>& backups
       const RetentionItem* b = by_history[j];
       if (earliest_newer != INT64_MAX && b->unix_time > earliest_newer + kClockTolerance) {
         if (skew != nullptr) {
-          *skew = "backup " + b->name + " is dated after a backup of a later revision: a "
+          *skew = "backup " + b->name +
+                  " is dated after a backup of a later revision: a "
                   "clock was off; pruning nothing until an operator looks";
         }
         return {};

@@ -34,7 +34,6 @@ constexpr int64_t kClockTolerance = 300;
 
 // Names to delete. `skew`, if given, receives why nothing was deleted when clocks disagree.
 std::vector<std::string> PlanRetention(const std::vector<RetentionItem>& backups, int64_t now,
-                                       const RetentionConfig& policy,
-                                       std::string* skew = nullptr);
+                                       const RetentionConfig& policy, std::string* skew = nullptr);
 
 }  // namespace steward

@@ -823,8 +823,8 @@ class S3Store final : public BackupStore {
       if (!r.ok()) return Annotate(r.status(), absl::StrCat("s3 list \"", prefix, "\""));
       XmlDoc doc(r->body);
       if (!doc.ok()) {
-        return absl::InternalError(absl::StrCat("s3 list \"", prefix,
-                                                "\": the response is not XML: ", doc.error()));
+        return absl::InternalError(
+            absl::StrCat("s3 list \"", prefix, "\": the response is not XML: ", doc.error()));
       }
       for (const tinyxml2::XMLElement* contents = doc.root()->FirstChildElement("Contents");
            contents != nullptr; contents = contents->NextSiblingElement("Contents")) {

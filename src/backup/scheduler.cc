@@ -1,12 +1,10 @@
 #include "backup/scheduler.h"
 
-#include "backup/delta.h"
-
-#include "common/metrics.h"
-
 #include "absl/strings/str_cat.h"
+#include "backup/delta.h"
 #include "backup/pipeline.h"
 #include "backup/retention.h"
+#include "common/metrics.h"
 #include "common/status.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
@@ -15,10 +13,7 @@ namespace steward {
 
 using WallClock = std::chrono::system_clock;
 
-
-
-absl::Status DeleteBackup(BackupStore& store, const std::string& cluster,
-                          const std::string& name) {
+absl::Status DeleteBackup(BackupStore& store, const std::string& cluster, const std::string& name) {
   // meta.json first: a half-deleted backup is then an incomplete one, never a listed one.
   if (absl::Status s = store.Delete(MetaKey(cluster, name)); !s.ok()) {
     return Annotate(s, "deleting its meta.json (nothing else was deleted)");
@@ -52,24 +47,25 @@ absl::StatusOr<std::vector<std::string>> BackupsToPrune(const Config& config, Ba
   }
   for (const auto& b : *listed) {
     if (b.meta && BackupTimeInFuture(*b.meta, now)) {
-      spdlog::warn("backup {} is dated {}s in the future: its taker's clock was ahead; it is "
-                   "ordered by its revision and never pruned by age",
-                   b.name, b.meta->unix_time - now);
+      spdlog::warn(
+          "backup {} is dated {}s in the future: its taker's clock was ahead; it is "
+          "ordered by its revision and never pruned by age",
+          b.name, b.meta->unix_time - now);
     }
   }
   return PlanRetention(items, now, config.backup.retention, skew);
 }
 
-absl::StatusOr<BackupMeta> BackupAndPrune(const Config& config, BackupStore& store,
-                                          EtcdApi& etcd, const std::string& taken_by,
+absl::StatusOr<BackupMeta> BackupAndPrune(const Config& config, BackupStore& store, EtcdApi& etcd,
+                                          const std::string& taken_by,
                                           const std::function<void(uint64_t)>& progress) {
   auto source = PickBackupSource(etcd);
   if (!source.ok()) return source.status();
   auto meta = TakeBackup(etcd, *source, store, config.cluster.name, taken_by,
                          std::chrono::minutes(30), progress);
   if (!meta.ok()) return meta.status();
-  const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
-                          WallClock::now().time_since_epoch()).count();
+  const int64_t now =
+      std::chrono::duration_cast<std::chrono::seconds>(WallClock::now().time_since_epoch()).count();
   std::string skew;
   auto prune = BackupsToPrune(config, store, now, &skew);
   if (prune.ok()) {

@@ -23,19 +23,17 @@
 
 namespace steward {
 
-
 // Deletes backup `name` of `cluster` and everything under it: meta.json first (a failure there
 // deletes nothing), the snapshot, its deltas, its marks and anything stored onto it meanwhile.
-absl::Status DeleteBackup(BackupStore& store, const std::string& cluster,
-                          const std::string& name);
+absl::Status DeleteBackup(BackupStore& store, const std::string& cluster, const std::string& name);
 // The backups the retention policy (backup.retention, PlanRetention's rules) deletes at `now`
 // (Unix seconds); `skew` gets its warning about clocks, if any.
 absl::StatusOr<std::vector<std::string>> BackupsToPrune(const Config& config, BackupStore& store,
                                                         int64_t now, std::string* skew);
 
 // Takes one backup now from a healthy member and applies retention. For stewardctl too.
-absl::StatusOr<BackupMeta> BackupAndPrune(const Config& config, BackupStore& store,
-                                          EtcdApi& etcd, const std::string& taken_by,
+absl::StatusOr<BackupMeta> BackupAndPrune(const Config& config, BackupStore& store, EtcdApi& etcd,
+                                          const std::string& taken_by,
                                           const std::function<void(uint64_t)>& progress = {});
 
 class BackupScheduler {

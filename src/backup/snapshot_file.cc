@@ -17,8 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "backup/pipeline.h"
 #include "common/files.h"
-#include "common/status.h"
 #include "common/sha256.h"
+#include "common/status.h"
 #include "etcd/bolt.h"
 
 namespace steward {
@@ -58,7 +58,6 @@ absl::Status ReadFileChunks(const std::string& path,
   return result;
 }
 
-
 }  // namespace
 
 absl::StatusOr<SnapshotFileInfo> InspectSnapshotFile(const std::string& path) {
@@ -78,23 +77,30 @@ absl::StatusOr<SnapshotFileInfo> InspectSnapshotFile(const std::string& path) {
   info.txid = (*bolt)->txid();
   const uint64_t db_size = info.has_trailer ? info.size - kTrailer : info.size;
   if (db_size % info.page_size != 0) {
-    return Bad(path, absl::StrCat("truncated: ", db_size, " bytes of bbolt data, not a whole "
-                                  "number of ", info.page_size, "-byte pages"));
+    return Bad(path, absl::StrCat("truncated: ", db_size,
+                                  " bytes of bbolt data, not a whole "
+                                  "number of ",
+                                  info.page_size, "-byte pages"));
   }
   // Revisions are the keys: 8 bytes of main revision (big-endian), '_', 8 bytes of sub.
-  absl::Status walked = (*bolt)->ForEach("key", [&](std::string_view k, std::string_view, uint32_t) {
-    ++info.keys;
-    if (k.size() >= 8) {
-      info.revision = std::max(info.revision, static_cast<int64_t>(BigEndian64(k)));
-    }
-  });
-  if (absl::IsNotFound(walked)) return Bad(path, "a bbolt database, but not etcd's (no \"key\" bucket)");
+  absl::Status walked =
+      (*bolt)->ForEach("key", [&](std::string_view k, std::string_view, uint32_t) {
+        ++info.keys;
+        if (k.size() >= 8) {
+          info.revision = std::max(info.revision, static_cast<int64_t>(BigEndian64(k)));
+        }
+      });
+  if (absl::IsNotFound(walked))
+    return Bad(path, "a bbolt database, but not etcd's (no \"key\" bucket)");
   if (!walked.ok()) return Bad(path, absl::StrCat("corrupt: ", walked.message()));
   auto value_of = [&](const std::string& bucket, std::string_view want) {
     std::optional<std::string> out;
-    (*bolt)->ForEach(bucket, [&](std::string_view k, std::string_view v, uint32_t flags) {
-      if (!(flags & kBucketLeaf) && k == want) out = std::string(v);
-    }).IgnoreError();  // an absent or damaged bucket leaves the field empty
+    (*bolt)
+        ->ForEach(bucket,
+                  [&](std::string_view k, std::string_view v, uint32_t flags) {
+                    if (!(flags & kBucketLeaf) && k == want) out = std::string(v);
+                  })
+        .IgnoreError();  // an absent or damaged bucket leaves the field empty
     return out;
   };
   if (auto ci = value_of("meta", "consistent_index"); ci && ci->size() == 8) {
@@ -137,14 +143,14 @@ absl::Status CheckSnapshotTrailer(const std::string& path,
 }
 
 absl::StatusOr<BackupMeta> ImportSnapshotFile(BackupStore& store, const std::string& cluster,
-                                              const std::string& path,
-                                              const SnapshotFileInfo& info, int64_t generation,
-                                              const ImportOptions& opts) {
+                                              const std::string& path, const SnapshotFileInfo& info,
+                                              int64_t generation, const ImportOptions& opts) {
   if (!info.has_trailer && !opts.skip_hash_check) {
     return absl::FailedPreconditionError(absl::StrCat(
-        path, " has no sha256 trailer (it is not what a snapshot save writes, perhaps a copy of "
-              "a member's db file): it cannot be checked for corruption. Pass --skip-hash-check "
-              "to use it anyway"));
+        path,
+        " has no sha256 trailer (it is not what a snapshot save writes, perhaps a copy of "
+        "a member's db file): it cannot be checked for corruption. Pass --skip-hash-check "
+        "to use it anyway"));
   }
   const auto now = std::chrono::system_clock::now();
   BackupMeta meta;
@@ -159,27 +165,28 @@ absl::StatusOr<BackupMeta> ImportSnapshotFile(BackupStore& store, const std::str
   meta.generation = generation;
   meta.imported_from = path;
   meta.name = BackupName(now, meta.revision);
-  return StoreSnapshotStream(store, std::move(meta), [&](const auto& sink) -> absl::StatusOr<uint64_t> {
-    Sha256 body;  // for a file without a trailer: the one etcd would have appended
-    uint64_t seen = 0;
-    absl::Status s = ReadFileChunks(path, [&](std::string_view c) {
-      if (!info.has_trailer) body.Update(c);
-      seen += c.size();
-      if (opts.progress) opts.progress(seen);
-      return sink(c);
-    });
-    if (!s.ok()) return s;
-    if (seen != info.size) {
-      return absl::DataLossError(absl::StrCat(path, ": changed while it was read (", seen,
-                                              " bytes, ", info.size, " when inspected)"));
-    }
-    if (!info.has_trailer) {
-      const std::string trailer = body.Raw();
-      if (absl::Status t = sink(trailer); !t.ok()) return t;
-      seen += trailer.size();
-    }
-    return seen;
-  });
+  return StoreSnapshotStream(
+      store, std::move(meta), [&](const auto& sink) -> absl::StatusOr<uint64_t> {
+        Sha256 body;  // for a file without a trailer: the one etcd would have appended
+        uint64_t seen = 0;
+        absl::Status s = ReadFileChunks(path, [&](std::string_view c) {
+          if (!info.has_trailer) body.Update(c);
+          seen += c.size();
+          if (opts.progress) opts.progress(seen);
+          return sink(c);
+        });
+        if (!s.ok()) return s;
+        if (seen != info.size) {
+          return absl::DataLossError(absl::StrCat(path, ": changed while it was read (", seen,
+                                                  " bytes, ", info.size, " when inspected)"));
+        }
+        if (!info.has_trailer) {
+          const std::string trailer = body.Raw();
+          if (absl::Status t = sink(trailer); !t.ok()) return t;
+          seen += trailer.size();
+        }
+        return seen;
+      });
 }
 
 }  // namespace steward

@@ -18,7 +18,7 @@
 namespace steward {
 
 struct SnapshotFileInfo {
-  uint64_t size = 0;        // the file, trailer included
+  uint64_t size = 0;         // the file, trailer included
   bool has_trailer = false;  // size % 512 == 32
   uint32_t page_size = 0;
   uint64_t txid = 0;
@@ -56,8 +56,7 @@ struct ImportOptions {
 // meta.json written) only when it matches, so a bad file leaves nothing in the store.
 // `generation` is meta.json's generation (see BackupMeta).
 absl::StatusOr<BackupMeta> ImportSnapshotFile(BackupStore& store, const std::string& cluster,
-                                              const std::string& path,
-                                              const SnapshotFileInfo& info, int64_t generation,
-                                              const ImportOptions& opts);
+                                              const std::string& path, const SnapshotFileInfo& info,
+                                              int64_t generation, const ImportOptions& opts);
 
 }  // namespace steward

@@ -70,14 +70,14 @@ std::unique_ptr<BackupStore> NewFileStore(const std::string& root);
 
 struct S3Options {
   std::string bucket;
-  std::string prefix;     // without leading or trailing '/'; may be empty
-  std::string endpoint;   // e.g. "http://127.0.0.1:4568"; empty: https://s3.<region>.amazonaws.com
+  std::string prefix;    // without leading or trailing '/'; may be empty
+  std::string endpoint;  // e.g. "http://127.0.0.1:4568"; empty: https://s3.<region>.amazonaws.com
   std::string region = "us-east-1";
   bool path_style = false;  // http://endpoint/bucket/key instead of http://bucket.endpoint/key
   std::string access_key_id;
   std::string secret_access_key;
-  std::string session_token;  // optional
-  std::string ca_file;        // PEM CA bundle for the endpoint's certificate ("": system's)
+  std::string session_token;      // optional
+  std::string ca_file;            // PEM CA bundle for the endpoint's certificate ("": system's)
   uint64_t part_size = 16 << 20;  // multipart part size (S3's minimum is 5 MiB)
   int timeout_seconds = 60;       // per request (low-speed abort after this many idle seconds)
 };

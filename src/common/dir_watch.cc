@@ -20,8 +20,8 @@ DirWatch::~DirWatch() {
 
 void DirWatch::Watch(const std::vector<std::string>& dirs) {
   if (inotify_fd_ < 0) return;
-  constexpr uint32_t kMask = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO |
-                             IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR;
+  constexpr uint32_t kMask = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF |
+                             IN_MOVE_SELF | IN_ONLYDIR;
   // An existing watch on the same inode is updated in place, so calling this every pass costs
   // one syscall per directory and leaks nothing. A missing directory fails with ENOENT.
   for (const auto& d : dirs) (void)::inotify_add_watch(inotify_fd_, d.c_str(), kMask);

@@ -20,7 +20,8 @@ absl::StatusOr<std::chrono::milliseconds> ParseDuration(const std::string& text_
     int64_t n = 0;
     while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) {
       n = n * 10 + (text[i] - '0');
-      if (n > 1'000'000'000) return absl::InvalidArgumentError(absl::StrCat("\"", text, "\" is too large"));
+      if (n > 1'000'000'000)
+        return absl::InvalidArgumentError(absl::StrCat("\"", text, "\" is too large"));
       ++i;
     }
     size_t unit_start = i;
@@ -38,9 +39,10 @@ absl::StatusOr<std::chrono::milliseconds> ParseDuration(const std::string& text_
     } else if (unit == "d") {
       mult = 86'400'000;
     } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "\"", text, "\" has ", unit.empty() ? "no unit" : absl::StrCat("unknown unit \"", unit, "\""),
-          " (use ms, s, m, h or d)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"", text, "\" has ",
+                       unit.empty() ? "no unit" : absl::StrCat("unknown unit \"", unit, "\""),
+                       " (use ms, s, m, h or d)"));
     }
     total_ms += n * mult;
   }

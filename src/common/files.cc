@@ -5,12 +5,12 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <utility>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -20,14 +20,19 @@ namespace fs = std::filesystem;
 absl::Status ErrnoStatus(int err, const std::string& what) {
   std::string msg = absl::StrCat(what, ": ", std::strerror(err));
   switch (err) {
-    case ENOENT: return absl::NotFoundError(msg);
+    case ENOENT:
+      return absl::NotFoundError(msg);
     case EACCES:
     case EPERM:
-    case EROFS: return absl::PermissionDeniedError(msg);
-    case EEXIST: return absl::AlreadyExistsError(msg);
+    case EROFS:
+      return absl::PermissionDeniedError(msg);
+    case EEXIST:
+      return absl::AlreadyExistsError(msg);
     case ENOSPC:
-    case EDQUOT: return absl::ResourceExhaustedError(msg);
-    default: return absl::UnavailableError(msg);
+    case EDQUOT:
+      return absl::ResourceExhaustedError(msg);
+    default:
+      return absl::UnavailableError(msg);
   }
 }
 
@@ -71,8 +76,8 @@ absl::StatusOr<AtomicFile> AtomicFile::Create(const std::string& target, int mod
   int fd = ::mkostemp(tmpl.data(), O_CLOEXEC);
   if (fd < 0) return ErrnoStatus(errno, absl::StrCat("creating a temp file for ", target));
   AtomicFile file(target, tmpl, fd);  // from here on the temp file is removed on failure
-  const mode_t m = exact_mode ? static_cast<mode_t>(mode)
-                              : static_cast<mode_t>(mode) & ~ProcessUmask();
+  const mode_t m =
+      exact_mode ? static_cast<mode_t>(mode) : static_cast<mode_t>(mode) & ~ProcessUmask();
   if (::fchmod(fd, m) != 0) {
     return ErrnoStatus(errno, absl::StrCat("chmod ", tmpl));
   }

@@ -34,8 +34,7 @@ class Metrics {
   // The text format: # HELP and # TYPE for every declared metric with at least one series.
   std::string Render() const;
   // For tests: the value of one series, or `missing`.
-  double Value(const std::string& name, const MetricLabels& labels = {},
-               double missing = -1) const;
+  double Value(const std::string& name, const MetricLabels& labels = {}, double missing = -1) const;
 
  private:
   mutable Mutex mu_;

@@ -84,8 +84,8 @@ class CondVar {
 
   // Until `done()` (checked with `mu` held).
   template <class Predicate>
-  void Wait(Mutex* mu, Predicate done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu)
-      ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  void Wait(Mutex* mu, Predicate done)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     Adopted lock(mu);
     cv_.wait(lock.lock, std::move(done));
   }

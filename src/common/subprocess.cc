@@ -76,7 +76,8 @@ absl::StatusOr<ProcessResult> RunProcess(const std::vector<std::string>& argv,
   posix_spawnattr_destroy(&attr);
   if (rc != 0) {
     ::close(out_fd);
-    return absl::FailedPreconditionError(absl::StrCat("cannot run ", argv[0], ": ", std::strerror(rc)));
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot run ", argv[0], ": ", std::strerror(rc)));
   }
   ProcessResult r;
   bool timed_out = false, was_cancelled = false;
@@ -104,8 +105,8 @@ absl::StatusOr<ProcessResult> RunProcess(const std::vector<std::string>& argv,
   ::close(out_fd);
   if (was_cancelled) return absl::CancelledError(absl::StrCat(argv[0], " was cancelled"));
   if (timed_out) {
-    return absl::DeadlineExceededError(absl::StrCat(argv[0], " did not finish within ",
-                                                    timeout.count(), "ms: ", r.output));
+    return absl::DeadlineExceededError(
+        absl::StrCat(argv[0], " did not finish within ", timeout.count(), "ms: ", r.output));
   }
   return r;
 }

@@ -23,8 +23,7 @@ absl::StatusOr<AwsCredentials> ParseSharedCredentials(const std::string& text,
         return absl::InvalidArgumentError(
             absl::StrCat(path, ": line ", line_no, ": a section header without its ']'"));
       }
-      const absl::string_view name =
-          absl::StripAsciiWhitespace(line.substr(1, line.size() - 2));
+      const absl::string_view name = absl::StripAsciiWhitespace(line.substr(1, line.size() - 2));
       in_profile = name == profile;
       found = found || in_profile;
       continue;

@@ -48,9 +48,9 @@ struct AdoptConfig {
 };
 
 struct ClusterConfig {
-  std::string name;              // required; part of etcd's initial cluster token
-  int size = 0;                  // desired voting members; default min(3, nodes)
-  std::vector<NodeSpec> nodes;   // required, at least one
+  std::string name;             // required; part of etcd's initial cluster token
+  int size = 0;                 // desired voting members; default min(3, nodes)
+  std::vector<NodeSpec> nodes;  // required, at least one
   Ports ports;
   // A member unhealthy this long is replaced when a spare node is ready.
   std::chrono::milliseconds replace_after{60000};
@@ -72,8 +72,8 @@ struct ClusterConfig {
 };
 
 struct NodeConfig {
-  std::string name;       // required; one of cluster.nodes[].name
-  std::string data_dir;   // default /var/lib/steward/<node.name>
+  std::string name;                // required; one of cluster.nodes[].name
+  std::string data_dir;            // default /var/lib/steward/<node.name>
   std::string log_level = "info";  // trace, debug, info, warn, error
 };
 
@@ -92,8 +92,8 @@ struct EtcdConfig {
   // its image). The same on every node. `stewardctl configure-cluster --etcd-version V` asks
   // for V; a node runs the version it last switched to (its etcd-version marker).
   std::map<std::string, std::string> versions;
-  std::chrono::milliseconds stop_timeout{10000};      // SIGTERM -> SIGKILL grace
-  std::chrono::milliseconds restart_backoff_min{500};   // first restart delay
+  std::chrono::milliseconds stop_timeout{10000};         // SIGTERM -> SIGKILL grace
+  std::chrono::milliseconds restart_backoff_min{500};    // first restart delay
   std::chrono::milliseconds restart_backoff_max{30000};  // cap on restart delay
   // <data_dir>/etcd.log is rotated past this size (copy, then truncate in place:
   // common/log_rotate.h); 0: never. runner.kind process only (a kubelet keeps a static pod's).
@@ -112,7 +112,7 @@ struct EtcdConfig {
 // static pod — the agent writes a Pod manifest into manifest_dir and the kubelet runs it; the
 // agent judges etcd by its data dir and URLs, not by a child pid.
 struct RunnerConfig {
-  std::string kind = "process";  // process, static-pod
+  std::string kind = "process";                            // process, static-pod
   std::string manifest_dir = "/etc/kubernetes/manifests";  // static-pod: must exist
   std::string image;          // static-pod: required (an etcd image with `etcd` on its PATH)
   std::string pod_spec_file;  // static-pod: optional base Pod spec (YAML) merged into
@@ -121,14 +121,14 @@ struct RunnerConfig {
 };
 
 struct RetentionConfig {
-  std::chrono::milliseconds keep_all_for{3600000};          // keep every backup this young
-  std::chrono::milliseconds hourly_for{24LL * 3600000};     // then one an hour for this long
-  std::chrono::milliseconds daily_for{30LL * 86400000};     // then one a day for this long
+  std::chrono::milliseconds keep_all_for{3600000};       // keep every backup this young
+  std::chrono::milliseconds hourly_for{24LL * 3600000};  // then one an hour for this long
+  std::chrono::milliseconds daily_for{30LL * 86400000};  // then one a day for this long
 };
 
 struct S3Config {
-  std::string endpoint;    // default: AWS (https://s3.<region>.amazonaws.com)
-  std::string region;      // default: $AWS_DEFAULT_REGION, else us-east-1
+  std::string endpoint;  // default: AWS (https://s3.<region>.amazonaws.com)
+  std::string region;    // default: $AWS_DEFAULT_REGION, else us-east-1
   bool path_style = false;
   std::string access_key_id;      // default: $AWS_ACCESS_KEY_ID
   std::string secret_access_key;  // default: $AWS_SECRET_ACCESS_KEY (never logged)
@@ -177,7 +177,7 @@ struct BackupConfig {
 // name) and for each of admin_users; applications get confined users with `stewardctl access
 // grant`. "off": the leader keeps auth disabled. "on" needs TLS (users are certificate names).
 struct AuthConfig {
-  std::string mode = "unmanaged";  // unmanaged, on, off
+  std::string mode = "unmanaged";                            // unmanaged, on, off
   std::vector<std::string> admin_users = {"steward-admin"};  // the CN `stewardctl pki init` gives
   bool managed() const { return mode != "unmanaged"; }
 };
@@ -195,9 +195,9 @@ struct TlsConfig {
   // etcd for a Kubernetes API server.
   std::vector<std::string> extra_sans;
   // files mode
-  std::string cert_file, key_file;            // etcd server (client URL) and agent API
-  std::string peer_cert_file, peer_key_file;  // etcd peer URL
-  std::string trusted_ca_file;                // the CA that signed all of them
+  std::string cert_file, key_file;                // etcd server (client URL) and agent API
+  std::string peer_cert_file, peer_key_file;      // etcd peer URL
+  std::string trusted_ca_file;                    // the CA that signed all of them
   std::string client_cert_file, client_key_file;  // what the agent presents as a client
   bool enabled() const { return mode != "off"; }
 };
@@ -224,7 +224,7 @@ struct Config {
   const NodeSpec& self() const;  // REQUIRES: a validated config
   std::string ClientUrl(const NodeSpec& n) const;
   std::string PeerUrl(const NodeSpec& n) const;
-  std::string FenceUrl(const NodeSpec& n) const;  // etcd's client URL while fenced
+  std::string FenceUrl(const NodeSpec& n) const;      // etcd's client URL while fenced
   std::string AgentAddress(const NodeSpec& n) const;  // host:port of the agent API
   std::vector<std::string> AllClientUrls() const;
   // Where the cluster is reached: the nodes' client URLs, then cluster.adopt.endpoints.

@@ -16,11 +16,21 @@ namespace {
 
 // etcd's settings a node config is built from (flag names without dashes).
 const std::set<std::string>& Known() {
-  static const std::set<std::string> k = {
-      "name", "initial-cluster", "initial-cluster-token", "data-dir", "listen-client-urls",
-      "advertise-client-urls", "listen-peer-urls", "initial-advertise-peer-urls", "cert-file",
-      "key-file", "peer-cert-file", "peer-key-file", "trusted-ca-file", "peer-trusted-ca-file",
-      "other-peers-client-urls"};
+  static const std::set<std::string> k = {"name",
+                                          "initial-cluster",
+                                          "initial-cluster-token",
+                                          "data-dir",
+                                          "listen-client-urls",
+                                          "advertise-client-urls",
+                                          "listen-peer-urls",
+                                          "initial-advertise-peer-urls",
+                                          "cert-file",
+                                          "key-file",
+                                          "peer-cert-file",
+                                          "peer-key-file",
+                                          "trusted-ca-file",
+                                          "peer-trusted-ca-file",
+                                          "other-peers-client-urls"};
   return k;
 }
 
@@ -103,9 +113,9 @@ absl::StatusOr<EtcdStyle> EtcdStyleFromWrapperFlags(const std::vector<std::strin
       {"healthcheck-interval", "the agent checks etcd on its own schedule"},
       {"pod-update-interval", "the agent rewrites the static pod only when etcd's flags change"},
   };
-  static const std::set<std::string> kSteward = {"backup-dir", "s3-backup-path",
-                                                  "backup-interval", "image", "pod-spec-file",
-                                                  "etcd-servers", "manifest-dir"};
+  static const std::set<std::string> kSteward = {"backup-dir",  "s3-backup-path", "backup-interval",
+                                                 "image",       "pod-spec-file",  "etcd-servers",
+                                                 "manifest-dir"};
   EtcdStyle s;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -129,9 +139,10 @@ absl::StatusOr<EtcdStyle> EtcdStyleFromWrapperFlags(const std::vector<std::strin
     } else if (auto it = kIgnored.find(key); it != kIgnored.end()) {
       s.warnings.push_back(absl::StrCat(flag, " is accepted and ignored: ", it->second));
     } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "unknown flag ", flag, " (steward takes --config FILE, or etcd-wrapper's flags: "
-          "see docs/drop-in.md)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown flag ", flag,
+                       " (steward takes --config FILE, or etcd-wrapper's flags: "
+                       "see docs/drop-in.md)"));
     }
   }
   return s;
@@ -163,8 +174,8 @@ absl::StatusOr<std::string> ConfigYamlFromEtcdStyle(const EtcdStyle& s,
     scheme = url->scheme;
     nodes.emplace_back(kv.first, url->host);
   }
-  const auto self = std::find_if(nodes.begin(), nodes.end(),
-                                 [&](const auto& n) { return n.first == name; });
+  const auto self =
+      std::find_if(nodes.begin(), nodes.end(), [&](const auto& n) { return n.first == name; });
   if (self == nodes.end()) {
     return Bad(s, "name", absl::StrCat("\"", name, "\" is not in ", s.From("initial-cluster")));
   }
@@ -199,9 +210,10 @@ absl::StatusOr<std::string> ConfigYamlFromEtcdStyle(const EtcdStyle& s,
   // etcd listens where it advertises (steward renders both from the node's host and ports).
   for (const char* key : {"listen-client-urls", "listen-peer-urls"}) {
     if (!s.Get(key).empty()) {
-      warnings->push_back(absl::StrCat(
-          s.From(key), " is accepted and ignored: etcd listens on the URL it advertises, on "
-          "this node's host (loopback clients use that address too)"));
+      warnings->push_back(
+          absl::StrCat(s.From(key),
+                       " is accepted and ignored: etcd listens on the URL it advertises, on "
+                       "this node's host (loopback clients use that address too)"));
     }
   }
   std::string cluster = s.Get("initial-cluster-token");
@@ -211,10 +223,13 @@ absl::StatusOr<std::string> ConfigYamlFromEtcdStyle(const EtcdStyle& s,
                               c == '_' || c == '.';
                      });
   if (!valid) {
-    warnings->push_back(absl::StrCat(
-        s.From("initial-cluster-token"), cluster.empty() ? " is not set" : " is not a valid "
-        "cluster name", ": the cluster is named \"etcd\"; clusters that share a backup store "
-        "need distinct names (set it)"));
+    warnings->push_back(
+        absl::StrCat(s.From("initial-cluster-token"),
+                     cluster.empty() ? " is not set"
+                                     : " is not a valid "
+                                       "cluster name",
+                     ": the cluster is named \"etcd\"; clusters that share a backup store "
+                     "need distinct names (set it)"));
     cluster = "etcd";
   }
 
@@ -229,8 +244,8 @@ absl::StatusOr<std::string> ConfigYamlFromEtcdStyle(const EtcdStyle& s,
       << "host" << YAML::Value << host << YAML::EndMap;
   }
   y << YAML::EndSeq;
-  y << YAML::Key << "ports" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key
-    << "client" << YAML::Value << client_port << YAML::Key << "peer" << YAML::Value << peer_port
+  y << YAML::Key << "ports" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "client"
+    << YAML::Value << client_port << YAML::Key << "peer" << YAML::Value << peer_port
     << YAML::EndMap;
   y << YAML::EndMap;
 
@@ -241,7 +256,8 @@ absl::StatusOr<std::string> ConfigYamlFromEtcdStyle(const EtcdStyle& s,
 
   std::vector<std::string> extra;
   for (const auto& [key, v] : s.values) {
-    if (key.rfind("extra:", 0) == 0) extra.push_back(absl::StrCat("--", key.substr(6), "=", v.value));
+    if (key.rfind("extra:", 0) == 0)
+      extra.push_back(absl::StrCat("--", key.substr(6), "=", v.value));
   }
   if (!extra.empty()) {
     y << YAML::Key << "etcd" << YAML::Value << YAML::BeginMap << YAML::Key << "extra_args"
@@ -315,8 +331,8 @@ std::vector<std::string> Contradictions(const Config& dropin, const Config& file
   std::vector<std::string> out;
   auto check = [&](const std::string& key, const std::string& a, const std::string& b) {
     if (a != b) {
-      out.push_back(absl::StrCat(key, ": \"", a, "\" from the flags contradicts \"", b,
-                                 "\" in ", file.source));
+      out.push_back(absl::StrCat(key, ": \"", a, "\" from the flags contradicts \"", b, "\" in ",
+                                 file.source));
     }
   };
   check("node.name", dropin.node.name, file.node.name);

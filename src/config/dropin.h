@@ -24,7 +24,7 @@ struct EtcdStyle {
     std::string from;  // "--initial-cluster", "ETCD_INITIAL_CLUSTER"
   };
   std::map<std::string, Value> values;  // by etcd's flag name without dashes ("initial-cluster")
-  std::vector<std::string> warnings;   // settings accepted with no meaning here
+  std::vector<std::string> warnings;    // settings accepted with no meaning here
   // steward's own, from etcd-wrapper's flags: a backup store and its interval.
   std::string backup_store, backup_interval;
 

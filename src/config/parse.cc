@@ -1,14 +1,6 @@
 // Parsing and loading a config file (config.h: ParseConfig, LoadConfig, LoadClientConfig,
 // BackupStoreFromUrl): the top level, cluster, node, etcd and runner here; the other
 // sections in sections.cc.
-#include "config/config.h"
-
-#include "config/aws_credentials.h"
-#include "config/encryption_key.h"
-#include "config/parse_util.h"
-#include "config/sections.h"
-#include "config/schema.h"
-
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -26,12 +18,18 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/duration.h"
 #include "common/files.h"
 #include "common/log_rotate.h"
+#include "config/aws_credentials.h"
+#include "config/config.h"
+#include "config/encryption_key.h"
+#include "config/parse_util.h"
+#include "config/schema.h"
+#include "config/sections.h"
 #include "yaml-cpp/yaml.h"
 
 namespace steward {
@@ -99,7 +97,8 @@ void ParseAutoCompaction(const YAML::Node& ec, Config* c) {
     if (!absl::SimpleAtoi(text, &n) || n < 0) {
       Fail("etcd.auto_compaction_retention",
            absl::StrCat("with auto_compaction_mode revision, must be a number of revisions "
-                        "(e.g. 10000; 0: off), got \"", text, "\""));
+                        "(e.g. 10000; 0: off), got \"",
+                        text, "\""));
     }
     retention = absl::StrCat(n);
     return;
@@ -108,7 +107,8 @@ void ParseAutoCompaction(const YAML::Node& ec, Config* c) {
   if (!d.ok() || d->count() < 1000 || d->count() % 1000 != 0) {
     Fail("etcd.auto_compaction_retention",
          absl::StrCat("with auto_compaction_mode periodic, must be a duration of whole seconds, "
-                      "at least 1s, such as 1h or 30m (0: off), got \"", text, "\""));
+                      "at least 1s, such as 1h or 30m (0: off), got \"",
+                      text, "\""));
   }
   // Go's durations have no days: the largest unit that divides it.
   const int64_t s = d->count() / 1000;
@@ -162,8 +162,9 @@ void ParseRunner(const YAML::Node& r, Config* c) {
   if (rc.image.empty()) Fail("runner.image", "is required with runner.kind: static-pod");
   std::error_code ec;
   if (!std::filesystem::is_directory(rc.manifest_dir, ec)) {
-    Fail("runner.manifest_dir", absl::StrCat("\"", rc.manifest_dir,
-                                             "\" is not a directory (the kubelet's staticPodPath)"));
+    Fail(
+        "runner.manifest_dir",
+        absl::StrCat("\"", rc.manifest_dir, "\" is not a directory (the kubelet's staticPodPath)"));
   }
   if (!rc.pod_spec_file.empty()) {
     std::ifstream in(rc.pod_spec_file);
@@ -242,9 +243,9 @@ Config Parse(const YAML::Node& root) {
     seen_names[n.name] = i;
     // Ports are the same on every node, so a repeated host means repeated host:port pairs.
     if (auto it = seen_hosts.find(n.host); it != seen_hosts.end()) {
-      Fail(p + ".host", absl::StrCat("duplicate host:port pairs: host \"", n.host,
-                                     "\" is also cluster.nodes[", it->second,
-                                     "] and every node uses the same ports"));
+      Fail(p + ".host",
+           absl::StrCat("duplicate host:port pairs: host \"", n.host, "\" is also cluster.nodes[",
+                        it->second, "] and every node uses the same ports"));
     }
     seen_hosts[n.host] = i;
     c.cluster.nodes.push_back(n);
@@ -278,10 +279,10 @@ Config Parse(const YAML::Node& root) {
     c.cluster.ports.metrics = GetInt(ports, "cluster.ports", "metrics", c.cluster.ports.metrics);
   }
   const std::pair<const char*, int> port_list[] = {{"client", c.cluster.ports.client},
-                                                    {"peer", c.cluster.ports.peer},
-                                                    {"agent", c.cluster.ports.agent},
-                                                    {"admin", c.cluster.ports.admin},
-                                                    {"fence", c.cluster.ports.fence}};
+                                                   {"peer", c.cluster.ports.peer},
+                                                   {"agent", c.cluster.ports.agent},
+                                                   {"admin", c.cluster.ports.admin},
+                                                   {"fence", c.cluster.ports.fence}};
   std::map<int, std::string> seen_ports;
   std::vector<std::pair<const char*, int>> ports_in_use(std::begin(port_list), std::end(port_list));
   if (c.cluster.ports.metrics != 0) ports_in_use.emplace_back("metrics", c.cluster.ports.metrics);
@@ -322,8 +323,7 @@ Config Parse(const YAML::Node& root) {
       c.cluster.idle_interval > std::chrono::minutes(2)) {
     Fail("cluster.idle_interval", "must be between cluster.reconcile_interval and 2m");
   }
-  c.cluster.recover_nospace =
-      GetBool(cl, "cluster", "recover_nospace", c.cluster.recover_nospace);
+  c.cluster.recover_nospace = GetBool(cl, "cluster", "recover_nospace", c.cluster.recover_nospace);
 
   // node
   const YAML::Node nd = root["node"];
@@ -342,15 +342,16 @@ Config Parse(const YAML::Node& root) {
   c.node.log_level = GetString(nd, "node", "log_level", false, c.node.log_level);
   static const std::set<std::string> kLevels = {"trace", "debug", "info", "warn", "error"};
   if (!kLevels.count(c.node.log_level)) {
-    Fail("node.log_level", absl::StrCat("\"", c.node.log_level,
-                                        "\" is not one of trace, debug, info, warn, error"));
+    Fail("node.log_level",
+         absl::StrCat("\"", c.node.log_level, "\" is not one of trace, debug, info, warn, error"));
   }
 
   // etcd
   if (const YAML::Node ec = root["etcd"]; ec && !ec.IsNull()) {
     CheckKeys(ec, "etcd", ConfigKeysUnder("etcd"));
     if (const YAML::Node vs = ec["versions"]; vs && !vs.IsNull()) {
-      if (!vs.IsMap()) Fail("etcd.versions", "must map versions to binaries, e.g. 3.5.16: /opt/etcd-3.5.16/etcd");
+      if (!vs.IsMap())
+        Fail("etcd.versions", "must map versions to binaries, e.g. 3.5.16: /opt/etcd-3.5.16/etcd");
       for (const auto& kv : vs) {
         const std::string version = kv.first.as<std::string>("");
         const std::string key = absl::StrCat("etcd.versions.", version);
@@ -382,11 +383,13 @@ Config Parse(const YAML::Node& root) {
         // etcd (Go's flag package) takes -flag as well as --flag.
         if (flag.size() > 1 && flag[0] == '-' && flag[1] != '-') flag = "-" + flag;
         if (ManagedFlags().count(flag)) {
-          Fail(key, absl::StrCat(flag, " is set by steward from the config and cannot be overridden"));
+          Fail(key,
+               absl::StrCat(flag, " is set by steward from the config and cannot be overridden"));
         }
         if (std::string why = UnsafeFlag(flag, arg); !why.empty()) Fail(key, why);
         if (flag == "--listen-metrics-urls" && c.cluster.ports.metrics != 0) {
-          Fail(key, "--listen-metrics-urls is set from cluster.ports.metrics; set one or the other");
+          Fail(key,
+               "--listen-metrics-urls is set from cluster.ports.metrics; set one or the other");
         }
         c.etcd.extra_args.push_back(arg);
       }
@@ -407,8 +410,8 @@ Config Parse(const YAML::Node& root) {
       auto size = ParseByteSize(n.Scalar());
       if (!size.ok()) Fail("etcd.log_max_size", std::string(size.status().message()));
       if (*size != 0 && *size < (1ULL << 20)) {
-        Fail("etcd.log_max_size", absl::StrCat("must be at least 1MiB (or 0: never rotate), got \"",
-                                               n.Scalar(), "\""));
+        Fail("etcd.log_max_size",
+             absl::StrCat("must be at least 1MiB (or 0: never rotate), got \"", n.Scalar(), "\""));
       }
       c.etcd.log_max_size = *size;
     }
@@ -436,8 +439,9 @@ Config Parse(const YAML::Node& root) {
   // The adopted members are reached with another identity (cluster.adopt's files, or none),
   // which would be no etcd user: with auth on, the agents would be locked out of them.
   if (c.auth.mode == "on" && c.cluster.adopt.enabled()) {
-    Fail("auth.mode", "on cannot be combined with cluster.adopt; turn it on once the adoption is "
-                      "done and cluster.adopt is removed");
+    Fail("auth.mode",
+         "on cannot be combined with cluster.adopt; turn it on once the adoption is "
+         "done and cluster.adopt is removed");
   }
   CheckDataDir("node.data_dir", c.node.data_dir);
   return c;

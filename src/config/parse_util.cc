@@ -26,8 +26,8 @@ void CheckKeys(const YAML::Node& map, const std::string& prefix,
   for (const auto& kv : map) {
     std::string k = kv.first.as<std::string>();
     if (!allowed.count(k)) {
-      Fail(Join(prefix, k), absl::StrCat("unknown key (allowed here: ", absl::StrJoin(allowed, ", "),
-                                         ")"));
+      Fail(Join(prefix, k),
+           absl::StrCat("unknown key (allowed here: ", absl::StrJoin(allowed, ", "), ")"));
     }
   }
 }

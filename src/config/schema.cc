@@ -52,7 +52,8 @@ const std::vector<ConfigKey>& ConfigSchema() {
       Key("cluster.learner_timeout", "1m",
           "a learner that never starts is removed again after this (>= 1s)"),
       Key("cluster.leader_lease_ttl", "5s", "how long a dead leader blocks a new one (>= 2s)"),
-      Key("cluster.reconcile_interval", "500ms", "pause between reconcile passes that changed nothing"),
+      Key("cluster.reconcile_interval", "500ms",
+          "pause between reconcile passes that changed nothing"),
       Key("cluster.idle_interval", "10s",
           "pause while the cluster is settled (at spec, healthy); a node whose state changes "
           "nudges the leader at once; a silently dead node and a NOSPACE alarm wait for the next "
@@ -91,7 +92,8 @@ const std::vector<ConfigKey>& ConfigSchema() {
       Key("etcd.restart_backoff_max", "30s", "the longest, after repeated exits"),
       Key("etcd.versions", "{}",
           "rolling upgrades: version -> binary (static-pod: image); see docs/upgrades.md"),
-      Key("etcd.etcdctl", "/usr/bin/etcdctl", "used for `snapshot restore` when there is no etcdutl"),
+      Key("etcd.etcdctl", "/usr/bin/etcdctl",
+          "used for `snapshot restore` when there is no etcdutl"),
       Key("etcd.etcdutl", "\"\"",
           "etcd >= 3.5's etcdutl; default /usr/bin/etcdutl if present. With restore_in_place "
           "off, restores raise the revision only with it (--bump-revision); `make` fetches "
@@ -130,7 +132,8 @@ const std::vector<ConfigKey>& ConfigSchema() {
       Key("backup.interval", "30m", "periodic backups, taken by the leader"),
       Key("backup.before_change_min_interval", "5m",
           "backups before membership changes, at most this often"),
-      Key("backup.auto_restore", "true", "after total loss, restore the newest valid backup unasked"),
+      Key("backup.auto_restore", "true",
+          "after total loss, restore the newest valid backup unasked"),
       Key("backup.delta_interval", "10s",
           "the leader stores the changes since the newest full backup this often (delta "
           "backups; restores replay them); 0: off"),
@@ -188,7 +191,8 @@ const std::vector<ConfigKey>& ConfigSchema() {
       Key("tls.ca_cert", "/etc/steward/pki/ca.crt", "issued: required, the CA certificate"),
       Key("tls.ca_key", "/etc/steward/pki/ca.key",
           "issued: required, its key; refused if group or others can read it"),
-      Key("tls.cert_lifetime", "365d", "issued certificates' lifetime; renewed after two-thirds of it"),
+      Key("tls.cert_lifetime", "365d",
+          "issued certificates' lifetime; renewed after two-thirds of it"),
       Key("tls.extra_sans", "[]",
           "issued: more DNS names / IPs in the server certificates (a load balancer, the names a "
           "Kubernetes API server dials); a change re-issues"),

@@ -1,4 +1,6 @@
 // The config's backup, tls, auth and cluster.adopt sections (the rest is in config.cc).
+#include "config/sections.h"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,15 +11,14 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/str_format.h"
 #include "common/duration.h"
 #include "common/files.h"
 #include "config/aws_credentials.h"
 #include "config/encryption_key.h"
 #include "config/parse_util.h"
-#include "config/sections.h"
 #include "config/schema.h"
 
 namespace steward::config_internal {
@@ -41,7 +42,8 @@ void ParseBackup(const YAML::Node& b, Config* c) {
           GetDuration(r, "backup.retention", "keep_all_for", bc.retention.keep_all_for);
       bc.retention.hourly_for =
           GetDuration(r, "backup.retention", "hourly_for", bc.retention.hourly_for);
-      bc.retention.daily_for = GetDuration(r, "backup.retention", "daily_for", bc.retention.daily_for);
+      bc.retention.daily_for =
+          GetDuration(r, "backup.retention", "daily_for", bc.retention.daily_for);
     }
     if (const YAML::Node s = b["s3"]; s && !s.IsNull()) {
       CheckKeys(s, "backup.s3", ConfigKeysUnder("backup.s3"));
@@ -104,10 +106,13 @@ void ParseBackup(const YAML::Node& b, Config* c) {
     CheckDataDir("backup.store", dir);
   } else if (bc.store.rfind("s3://", 0) == 0) {
     std::string rest = bc.store.substr(5);
-    if (rest.empty() || rest[0] == '/') Fail("backup.store", "an S3 store needs a bucket: s3://bucket/prefix");
-    if (bc.s3.region.empty()) bc.s3.region = EnvOr("AWS_DEFAULT_REGION", EnvOr("AWS_REGION", "us-east-1"));
+    if (rest.empty() || rest[0] == '/')
+      Fail("backup.store", "an S3 store needs a bucket: s3://bucket/prefix");
+    if (bc.s3.region.empty())
+      bc.s3.region = EnvOr("AWS_DEFAULT_REGION", EnvOr("AWS_REGION", "us-east-1"));
     if (bc.s3.access_key_id.empty()) bc.s3.access_key_id = EnvOr("AWS_ACCESS_KEY_ID", "");
-    if (bc.s3.secret_access_key.empty()) bc.s3.secret_access_key = EnvOr("AWS_SECRET_ACCESS_KEY", "");
+    if (bc.s3.secret_access_key.empty())
+      bc.s3.secret_access_key = EnvOr("AWS_SECRET_ACCESS_KEY", "");
     if (bc.s3.session_token.empty()) bc.s3.session_token = EnvOr("AWS_SESSION_TOKEN", "");
     if (bc.s3.access_key_id.empty() || bc.s3.secret_access_key.empty()) {
       // The shared credentials file, as the AWS CLI and SDKs read it.
@@ -134,9 +139,10 @@ void ParseBackup(const YAML::Node& b, Config* c) {
       }
     }
     if (bc.s3.access_key_id.empty() || bc.s3.secret_access_key.empty()) {
-      Fail("backup.s3", "no credentials: set backup.s3.access_key_id/secret_access_key, "
-                        "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or a profile in the shared "
-                        "credentials file (backup.s3.profile or AWS_PROFILE)");
+      Fail("backup.s3",
+           "no credentials: set backup.s3.access_key_id/secret_access_key, "
+           "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or a profile in the shared "
+           "credentials file (backup.s3.profile or AWS_PROFILE)");
     }
     if (!bc.s3.ca_file.empty() && t_host_checks) {
       auto pem = ReadFile(bc.s3.ca_file);
@@ -176,15 +182,17 @@ void ParseAuth(const YAML::Node& a, Config* c) {
   // etcd takes a client certificate's common name as the user: without TLS nobody could be
   // anybody, and the agents would be locked out.
   if (ac.mode == "on" && !c->tls.enabled()) {
-    Fail("auth.mode", "on needs TLS (users are client certificates' common names); tls.mode is off");
+    Fail("auth.mode",
+         "on needs TLS (users are client certificates' common names); tls.mode is off");
   }
 }
 
 void ParseTls(const YAML::Node& t, Config* c) {
   TlsConfig& tc = c->tls;
   if (!t || t.IsNull()) {
-    Fail("tls", "is required: give tls.ca_cert and tls.ca_key (see `stewardctl pki init`), "
-                "or write tls.mode: off to run without TLS");
+    Fail("tls",
+         "is required: give tls.ca_cert and tls.ca_key (see `stewardctl pki init`), "
+         "or write tls.mode: off to run without TLS");
   }
   const std::string p = "tls";
   CheckKeys(t, p, ConfigKeysUnder(p));
@@ -198,7 +206,8 @@ void ParseTls(const YAML::Node& t, Config* c) {
     if (!sans.IsSequence()) Fail("tls.extra_sans", "must be a list of DNS names or IP addresses");
     for (size_t i = 0; i < sans.size(); ++i) {
       const std::string key = absl::StrCat("tls.extra_sans[", i, "]");
-      if (!sans[i].IsScalar() || sans[i].Scalar().empty()) Fail(key, "must be a DNS name or an IP address");
+      if (!sans[i].IsScalar() || sans[i].Scalar().empty())
+        Fail(key, "must be a DNS name or an IP address");
       const std::string v = sans[i].Scalar();
       for (char ch : v) {
         if (!(absl::ascii_isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '-' ||
@@ -217,15 +226,16 @@ void ParseTls(const YAML::Node& t, Config* c) {
     CheckReadable("tls.ca_key", tc.ca_key);
     struct stat st;
     if (t_host_checks && ::stat(tc.ca_key.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
-      Fail("tls.ca_key", absl::StrCat("\"", tc.ca_key, "\" is readable by others (mode ",
-                                      absl::StrFormat("%04o", st.st_mode & 07777),
-                                      "); chmod 600 it"));
+      Fail("tls.ca_key",
+           absl::StrCat("\"", tc.ca_key, "\" is readable by others (mode ",
+                        absl::StrFormat("%04o", st.st_mode & 07777), "); chmod 600 it"));
     }
   } else if (tc.mode == "files") {
-    const char* keys[] = {"cert_file", "key_file", "peer_cert_file", "peer_key_file",
+    const char* keys[] = {"cert_file",       "key_file",         "peer_cert_file", "peer_key_file",
                           "trusted_ca_file", "client_cert_file", "client_key_file"};
-    std::string* fields[] = {&tc.cert_file, &tc.key_file, &tc.peer_cert_file, &tc.peer_key_file,
-                             &tc.trusted_ca_file, &tc.client_cert_file, &tc.client_key_file};
+    std::string* fields[] = {&tc.cert_file,      &tc.key_file,        &tc.peer_cert_file,
+                             &tc.peer_key_file,  &tc.trusted_ca_file, &tc.client_cert_file,
+                             &tc.client_key_file};
     for (size_t i = 0; i < 7; ++i) *fields[i] = GetString(t, p, keys[i], true);
   }
 }
@@ -267,7 +277,8 @@ void ParseAdopt(const YAML::Node& a, Config* c) {
     if (!scheme.empty() && s != scheme) Fail(key, "mixes http and https with the other endpoints");
     scheme = s;
     if (ours.count(hostport)) {
-      Fail(key, absl::StrCat("\"", url, "\" is a configured node's own etcd URL; list the "
+      Fail(key, absl::StrCat("\"", url,
+                             "\" is a configured node's own etcd URL; list the "
                              "running cluster's members (on other hosts or ports)"));
     }
     ac.endpoints.push_back(url);
@@ -280,10 +291,12 @@ void ParseAdopt(const YAML::Node& a, Config* c) {
          "cert_file and key_file go together");
   }
   if (!ac.cert_file.empty() && ac.ca_file.empty()) {
-    Fail(p + ".ca_file", "is required with cert_file (the CA that signed the endpoints' certificates)");
+    Fail(p + ".ca_file",
+         "is required with cert_file (the CA that signed the endpoints' certificates)");
   }
   for (const auto& [k, f] : {std::pair<const char*, std::string>{"ca_file", ac.ca_file},
-                             {"cert_file", ac.cert_file}, {"key_file", ac.key_file}}) {
+                             {"cert_file", ac.cert_file},
+                             {"key_file", ac.key_file}}) {
     if (f.empty()) continue;
     if (scheme != "https") Fail(p + "." + k, "is only used with https:// endpoints");
     CheckReadable(p + "." + k, f);

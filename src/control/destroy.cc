@@ -65,8 +65,9 @@ std::string DescribeDestroyMark(const std::string& cluster, const DestroyMark& m
 DestroyPlan PlanDestroy(const DestroyView& v) {
   using S = DestroyStep;
   if (!v.has_store) {
-    return {S::kRefuse, "X1", "no backup store is configured: the final backup and the mark "
-                              "that keeps the agents from bringing the cluster back live there"};
+    return {S::kRefuse, "X1",
+            "no backup store is configured: the final backup and the mark "
+            "that keeps the agents from bringing the cluster back live there"};
   }
   if (!v.store_ok) {
     return {S::kRefuse, "X2", absl::StrCat("the backup store cannot be read: ", v.store_error)};
@@ -76,8 +77,9 @@ DestroyPlan PlanDestroy(const DestroyView& v) {
     return {S::kRefuse, "X4", "a restore is under way; let it finish (stewardctl status)"};
   }
   if (v.adopting && !RuleOff("X5")) {
-    return {S::kRefuse, "X5", "cluster.adopt is set: the members no agent manages would keep "
-                              "running; retire them first (retire-unmanaged)"};
+    return {S::kRefuse, "X5",
+            "cluster.adopt is set: the members no agent manages would keep "
+            "running; retire them first (retire-unmanaged)"};
   }
   if (!v.silent_agents.empty() && !v.force) {
     return {S::kRefuse, "X6",
@@ -92,13 +94,15 @@ DestroyPlan PlanDestroy(const DestroyView& v) {
                          ", as the last state")};
   }
   if (!v.newest_backup) {
-    return {S::kRefuse, "X8", "no quorum answers, so no final backup can be taken, and the store "
-                              "holds no valid backup of this cluster: destroying it would keep "
-                              "nothing"};
+    return {S::kRefuse, "X8",
+            "no quorum answers, so no final backup can be taken, and the store "
+            "holds no valid backup of this cluster: destroying it would keep "
+            "nothing"};
   }
   return {S::kRefuse, "X8",
           absl::StrCat("no quorum answers, so no final backup can be taken; pass --force to keep "
-                       "the newest backup, ", *v.newest_backup, ", as the last state")};
+                       "the newest backup, ",
+                       *v.newest_backup, ", as the last state")};
 }
 
 }  // namespace steward

@@ -32,8 +32,8 @@
 namespace steward {
 
 struct DestroyMark {
-  std::string id;            // names this destroy; the agents' markers carry it
-  std::string by;            // user@host
+  std::string id;  // names this destroy; the agents' markers carry it
+  std::string by;  // user@host
   int64_t unix_time = 0;
   std::string final_backup;  // the cluster's last state
   int64_t revision = 0;      // of the final backup
@@ -57,8 +57,8 @@ struct DestroyView {
   std::optional<DestroyMark> mark;
   bool restore_may_be_under_way = false;
   bool adopting = false;
-  std::vector<std::string> silent_agents;  // configured nodes whose agent did not answer
-  bool quorum = false;                     // a linearizable read succeeded
+  std::vector<std::string> silent_agents;    // configured nodes whose agent did not answer
+  bool quorum = false;                       // a linearizable read succeeded
   std::optional<std::string> newest_backup;  // a valid backup of this cluster, newest first
   bool force = false;
 };

@@ -13,8 +13,7 @@ ControlEnv RealControlEnv(const Config& config,
                           std::shared_ptr<CallCanceller> canceller) {
   ControlEnv env;
   env.clock = Clock::Real();
-  env.dial_agent = [config, credentials,
-                    canceller](const NodeSpec& n) -> std::unique_ptr<PeerApi> {
+  env.dial_agent = [config, credentials, canceller](const NodeSpec& n) -> std::unique_ptr<PeerApi> {
     return std::make_unique<PeerClient>(config.AgentAddress(n), credentials, canceller);
   };
   // An adopted cluster's members may need other credentials (checked when the agent wires up).

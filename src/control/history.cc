@@ -30,8 +30,8 @@ std::string PrefixEnd(std::string prefix) {
 }  // namespace
 
 nlohmann::json EventToJson(const Event& e) {
-  return {{"at_ms", e.at_ms}, {"at", e.at_ms / 1000}, {"term", e.term},   {"node", e.node},
-          {"action", e.action}, {"reason", e.reason}, {"result", e.result}};
+  return {{"at_ms", e.at_ms},   {"at", e.at_ms / 1000}, {"term", e.term},    {"node", e.node},
+          {"action", e.action}, {"reason", e.reason},   {"result", e.result}};
 }
 
 Event EventFromJson(const nlohmann::json& j) {

@@ -70,8 +70,8 @@ class History {
   uint64_t queued_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t seq_ = 0;         // writer thread only
-  int since_trim_ = 0;       // writer thread only
+  uint64_t seq_ = 0;    // writer thread only
+  int since_trim_ = 0;  // writer thread only
   std::thread writer_;
 };
 

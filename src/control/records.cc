@@ -33,7 +33,8 @@ absl::StatusOr<std::optional<RestoreIntent>> ReadRestoreIntent(BackupStore& stor
     r.supersedes = j.value("supersedes", "");
     r.created_at = j.value("created_at", int64_t{0});
     for (const auto& m : j.at("initial_cluster")) {
-      r.initial_cluster.emplace_back(m.at("name").get<std::string>(), m.at("peer_url").get<std::string>());
+      r.initial_cluster.emplace_back(m.at("name").get<std::string>(),
+                                     m.at("peer_url").get<std::string>());
     }
     return std::optional<RestoreIntent>(r);
   } catch (const nlohmann::json::exception& e) {
@@ -44,13 +45,17 @@ absl::StatusOr<std::optional<RestoreIntent>> ReadRestoreIntent(BackupStore& stor
 absl::Status WriteRestoreIntent(BackupStore& store, const std::string& cluster,
                                 const RestoreIntent& r) {
   nlohmann::json members = nlohmann::json::array();
-  for (const auto& [name, url] : r.initial_cluster) members.push_back({{"name", name}, {"peer_url", url}});
-  nlohmann::json j = {{"id", r.id},         {"backup", r.backup},
-                      {"token", r.token},   {"requested_by", r.requested_by},
+  for (const auto& [name, url] : r.initial_cluster)
+    members.push_back({{"name", name}, {"peer_url", url}});
+  nlohmann::json j = {{"id", r.id},
+                      {"backup", r.backup},
+                      {"token", r.token},
+                      {"requested_by", r.requested_by},
                       {"generation", r.generation},
                       {"bump_revision", r.bump_revision},
                       {"delta_to", r.delta_to},
-                      {"done", r.done},     {"settled", r.settled},
+                      {"done", r.done},
+                      {"settled", r.settled},
                       {"ordered", r.ordered},
                       {"created_at", r.created_at},
                       {"initial_cluster", members}};
@@ -83,14 +88,14 @@ absl::StatusOr<int64_t> ReadHighestRevision(BackupStore& store, const std::strin
   return j["revision"].get<int64_t>();
 }
 
-absl::Status WriteHighestRevision(BackupStore& store, const std::string& cluster,
-                                  int64_t revision, int64_t now_unix) {
+absl::Status WriteHighestRevision(BackupStore& store, const std::string& cluster, int64_t revision,
+                                  int64_t now_unix) {
   nlohmann::json j = {{"revision", revision}, {"updated_at", now_unix}};
   return store.Put(RevisionRecordKey(cluster), j.dump());
 }
 
-absl::Status RaiseHighestRevision(BackupStore& store, const std::string& cluster,
-                                  int64_t revision, int64_t now_unix) {
+absl::Status RaiseHighestRevision(BackupStore& store, const std::string& cluster, int64_t revision,
+                                  int64_t now_unix) {
   auto stored = ReadHighestRevision(store, cluster);
   if (!stored.ok()) return stored.status();
   if (*stored >= revision) return absl::OkStatus();
@@ -141,8 +146,8 @@ RestoreIntent NewRestoreIntent(const Config& config, const std::string& backup,
   return r;
 }
 
-absl::StatusOr<std::optional<std::vector<std::string>>> ReadLastVoters(
-    BackupStore& store, const std::string& cluster) {
+absl::StatusOr<std::optional<std::vector<std::string>>> ReadLastVoters(BackupStore& store,
+                                                                       const std::string& cluster) {
   using Result = std::optional<std::vector<std::string>>;
   auto text = store.Get(MembersRecordKey(cluster));
   if (absl::IsNotFound(text.status())) return Result();
@@ -198,8 +203,8 @@ absl::StatusOr<RestoreIntent> PrepareRestoreIntent(BackupStore& store, const Con
       return Annotate(s, "recording the restored cluster's revision");
     }
   }
-  RestoreIntent intent = NewRestoreIntent(config, request.backup, request.requested_by,
-                                          *generation, bump, request.now_unix, request.nonce());
+  RestoreIntent intent = NewRestoreIntent(config, request.backup, request.requested_by, *generation,
+                                          bump, request.now_unix, request.nonce());
   intent.delta_to = request.delta_to;
   return intent;
 }

@@ -24,7 +24,7 @@ struct RestoreIntent {
   std::string id;
   std::string backup;
   std::string token;
-  std::string requested_by;  // "auto" or "stewardctl"
+  std::string requested_by;                                          // "auto" or "stewardctl"
   std::vector<std::pair<std::string, std::string>> initial_cluster;  // name, peer URL
   // The restored cluster's generation (BackupMeta::generation): one above every backup's.
   int64_t generation = 1;
@@ -41,7 +41,7 @@ struct RestoreIntent {
   // is carried through, never cancelled (rule R6).
   bool ordered = false;
   bool done = false;
-  bool cancelled = false;     // an automatic restore whose total loss could not be re-proved
+  bool cancelled = false;  // an automatic restore whose total loss could not be re-proved
   std::string cancel_reason;
   // The automatic restore this one replaced before it settled, because deltas that one was to
   // replay were lost or damaged after it was chosen ("" if none). It carries that restore's
@@ -82,8 +82,8 @@ inline int64_t RestoredStartRevision(int64_t backup_revision, int64_t delta_to, 
 // Raises the record to `revision` unless it is there already (never lowers it). Called with
 // the revision a restore starts its cluster at before the restore is ordered: a restored
 // cluster lost again before the leader records what it served is then restored past it.
-absl::Status RaiseHighestRevision(BackupStore& store, const std::string& cluster,
-                                  int64_t revision, int64_t now_unix);
+absl::Status RaiseHighestRevision(BackupStore& store, const std::string& cluster, int64_t revision,
+                                  int64_t now_unix);
 // Writes since the last record are covered by this margin: the leader records at least every
 // kRevisionRecordInterval, and etcd does not serve this many writes in that time.
 inline constexpr int64_t kRevisionBumpMargin = 10'000'000;
@@ -99,7 +99,7 @@ absl::StatusOr<int64_t> NextGeneration(BackupStore& store, const std::string& cl
 //   <cluster>/control/members.json  {"voters": [...], "updated_at": <unix seconds>}
 // nullopt when nothing is recorded yet.
 absl::StatusOr<std::optional<std::vector<std::string>>> ReadLastVoters(BackupStore& store,
-                                                                      const std::string& cluster);
+                                                                       const std::string& cluster);
 absl::Status WriteLastVoters(BackupStore& store, const std::string& cluster,
                              const std::vector<std::string>& voters, int64_t now_unix);
 

@@ -42,11 +42,10 @@ struct GrantOptions {
 };
 
 bool ValidName(const std::string& name) {
-  return !name.empty() && name.size() <= 64 &&
-         std::all_of(name.begin(), name.end(), [](char c) {
-           return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                  c == '-' || c == '_' || c == '.';
-         });
+  return !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_' || c == '.';
+  });
 }
 
 std::string Printable(const std::string& key) {
@@ -97,7 +96,8 @@ std::set<std::string> ReservedNames(const std::optional<Config>& config) {
 std::string Refusal(EtcdClient& client, const std::set<std::string>& reserved,
                     const std::string& name, bool* failed) {
   if (reserved.count(name) != 0) {
-    return absl::StrCat("\"", name, "\" is a user etcd-steward needs (root, an agent's or one of "
+    return absl::StrCat("\"", name,
+                        "\" is a user etcd-steward needs (root, an agent's or one of "
                         "auth.admin_users)");
   }
   auto users = client.UserList();
@@ -112,7 +112,8 @@ std::string Refusal(EtcdClient& client, const std::set<std::string>& reserved,
     return absl::StrCat("cannot read the user ", name, ": ", roles.status().message());
   }
   if (std::find(roles->begin(), roles->end(), kEtcdRootRole) != roles->end()) {
-    return absl::StrCat("\"", name, "\" holds etcd's root role: it is an administrator, not an "
+    return absl::StrCat("\"", name,
+                        "\" holds etcd's root role: it is an administrator, not an "
                         "application (etcdctl user manages it)");
   }
   return "";
@@ -174,8 +175,10 @@ int RunGrant(const Common& c, const GrantOptions& g) {
     // Either way round: a prefix over /steward/ or under it reaches the agents' own state
     // (the cluster's spec, maintenance, leadership), which an application must not change.
     if (absl::StartsWith(kStewardKeyRoot, p) || absl::StartsWith(p, kStewardKeyRoot)) {
-      std::cerr << "stewardctl access grant: --prefix \"" << p << "\" reaches etcd-steward's own "
-                   "keys under " << kStewardKeyRoot << "\n";
+      std::cerr << "stewardctl access grant: --prefix \"" << p
+                << "\" reaches etcd-steward's own "
+                   "keys under "
+                << kStewardKeyRoot << "\n";
       return 2;
     }
   }
@@ -236,8 +239,8 @@ int RunGrant(const Common& c, const GrantOptions& g) {
     if (!had.ok()) return fail("reading the user", had.status());
     if (auto s = client.UserDelete(g.name); !s.ok()) return fail("re-creating the user", s);
     if (auto s = client.UserAdd(g.name, password); !s.ok()) {
-      return fail(absl::StrCat("re-creating the user (it had the roles ",
-                               absl::StrJoin(*had, ", "), "; run the command again)"),
+      return fail(absl::StrCat("re-creating the user (it had the roles ", absl::StrJoin(*had, ", "),
+                               "; run the command again)"),
                   s);
     }
     for (const std::string& role : *had) {
@@ -246,14 +249,15 @@ int RunGrant(const Common& c, const GrantOptions& g) {
         return fail(absl::StrCat("granting ", g.name, " its role ", role, " again"), s);
       }
     }
-    did.push_back(absl::StrCat("made the user ", g.name, " again with a password, keeping its roles"));
+    did.push_back(
+        absl::StrCat("made the user ", g.name, " again with a password, keeping its roles"));
   }
   if (auto s = client.UserGrantRole(g.name, g.name); !s.ok()) return fail("granting the role", s);
   did.push_back(absl::StrCat("granted the role ", g.name, " to the user ", g.name));
   auto enabled = client.AuthEnabled();
   if (c.output == "json") {
-    nlohmann::json j = {{"user", g.name}, {"role", g.name}, {"done", did},
-                        {"password", !password.empty()}};
+    nlohmann::json j = {
+        {"user", g.name}, {"role", g.name}, {"done", did}, {"password", !password.empty()}};
     j["auth_enabled"] = enabled.ok() ? nlohmann::json(*enabled) : nlohmann::json();
     std::cout << j.dump(2) << "\n";
   } else {
@@ -370,8 +374,8 @@ int RunList(const Common& c) {
 }  // namespace
 
 void AddAccessCommands(CLI::App& app, Common* common, Commands* commands) {
-  CLI::App* access = app.add_subcommand(
-      "access", "applications' own etcd users, confined to their key prefixes");
+  CLI::App* access =
+      app.add_subcommand("access", "applications' own etcd users, confined to their key prefixes");
   access->require_subcommand(1);
 
   auto g = std::make_shared<GrantOptions>();

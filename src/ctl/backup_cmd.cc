@@ -106,8 +106,9 @@ void AddBackupCommands(CLI::App& app, Common* common, Commands* commands) {
   if (backup == nullptr) return;
   auto args = std::make_shared<BackupArgs>();
   CLI::App* del = backup->add_subcommand(
-      "delete", "delete backups and their deltas (not the newest restorable one, nor one a "
-                "restore is using, without --force)");
+      "delete",
+      "delete backups and their deltas (not the newest restorable one, nor one a "
+      "restore is using, without --force)");
   AddCommonFlags(del, common, false);
   del->add_option("name", args->names, "the backups (see list-backups)")->required();
   del->add_flag("--force", args->force, "delete even the newest or one a restore is using");

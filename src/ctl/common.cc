@@ -10,12 +10,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "backup/open.h"
-#include "peer/client.h"
+#include "common/fan_out.h"
 #include "control/destroy.h"
 #include "control/env.h"
 #include "control/records.h"
+#include "peer/client.h"
 #include "pki/node_certs.h"
-#include "common/fan_out.h"
 
 namespace steward {
 
@@ -252,7 +252,9 @@ int WithJsonResult(const Common& c, const std::string& command, const std::funct
     throw;
   }
   std::cout.rdbuf(saved);
-  nlohmann::json j = {{"command", command}, {"exit_code", rc}, {"ok", rc == 0},
+  nlohmann::json j = {{"command", command},
+                      {"exit_code", rc},
+                      {"ok", rc == 0},
                       {"messages", nlohmann::json::array()}};
   for (auto line : absl::StrSplit(tee.text, '\n', absl::SkipEmpty())) {
     j["messages"].push_back(std::string(line));

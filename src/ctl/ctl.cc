@@ -1,63 +1,58 @@
 #include "ctl/ctl.h"
-#include "ctl/common.h"
 
 #include <ctime>
-#include <map>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <set>
+#include <thread>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/time/time.h"
-#include "common/duration.h"
-#include "control/history.h"
 #include "absl/strings/str_split.h"
-#include "config/config.h"
-#include "ctl/status.h"
-#include "etcd/client.h"
-#include "nlohmann/json.hpp"
+#include "absl/time/time.h"
 #include "backup/delta.h"
+#include "backup/drill.h"
 #include "backup/layout.h"
 #include "backup/open.h"
-#include "backup/drill.h"
 #include "backup/pipeline.h"
 #include "backup/scheduler.h"
+#include "common/duration.h"
+#include "config/config.h"
+#include "control/destroy.h"
+#include "control/history.h"
+#include "control/records.h"
+#include "ctl/access_cmd.h"
+#include "ctl/backup_cmd.h"
+#include "ctl/common.h"
 #include "ctl/dashboard.h"
-#include "ctl/pki_cmd.h"
+#include "ctl/destroy_cmd.h"
+#include "ctl/maintenance_cmd.h"
 #include "ctl/pki_check_cmd.h"
+#include "ctl/pki_cmd.h"
+#include "ctl/progress.h"
+#include "ctl/recover_cmd.h"
 #include "ctl/retire.h"
 #include "ctl/retire_cmd.h"
 #include "ctl/rotate_ca_cmd.h"
-#include "ctl/maintenance_cmd.h"
-#include "ctl/progress.h"
-#include "ctl/destroy_cmd.h"
-#include "control/destroy.h"
-#include "ctl/recover_cmd.h"
 #include "ctl/snapshot_cmd.h"
-#include "ctl/access_cmd.h"
 #include "ctl/space_cmd.h"
-#include "ctl/backup_cmd.h"
-#include "ctl/verify_cmd.h"
-#include "etcd/version.h"
-#include "reconcile/plan.h"
 #include "ctl/status.h"
+#include "ctl/verify_cmd.h"
+#include "etcd/client.h"
+#include "etcd/version.h"
+#include "nlohmann/json.hpp"
 #include "peer/client.h"
 #include "pki/node_certs.h"
+#include "reconcile/plan.h"
 #include "reconcile/reconciler.h"
-#include "control/records.h"
-#include <thread>
 
 namespace steward {
 namespace {
 
-
-
-
 // Now, for the ages DescribeStewardState prints.
-
 
 int RunStatus(const Common& c) {
   std::vector<std::string> endpoints;
@@ -94,7 +89,8 @@ int RunStatus(const Common& c) {
   // A CA rotation under way (stewardctl pki rotate-ca): each node's phase, as its agent says.
   std::map<std::string, std::string> rotation;
   if (!c.config_path.empty()) {
-    if (auto config = LoadClientConfig(c.config_path); config.ok() && config->tls.mode == "issued") {
+    if (auto config = LoadClientConfig(c.config_path);
+        config.ok() && config->tls.mode == "issued") {
       for (const auto& [node, st] :
            AgentStates(*config, o.credentials, std::chrono::milliseconds(1000))) {
         if (!st.ca_rotation().empty()) rotation[node] = st.ca_rotation();
@@ -219,7 +215,6 @@ int RunConfigureCluster(const Common& c, int size, const std::string& version, b
 
 // The config and its backup store, or an exit status.
 
-
 int RunBackup(const Common& c) {
   WithStore w = OpenFromConfig(c, "backup");
   if (w.rc != 0) return w.rc;
@@ -244,13 +239,12 @@ int RunBackup(const Common& c) {
                               {"encryption_key_id", w.store->EncryptionKeyId()},
                               {"taken_by", "stewardctl"}};
   if (absl::Status s = client.Put(BackupStatusKey(*w.config), published.dump()); !s.ok()) {
-    std::cerr << "warning: the backup is stored, but status does not show it yet: "
-              << s.message() << "\n";
+    std::cerr << "warning: the backup is stored, but status does not show it yet: " << s.message()
+              << "\n";
   }
   std::cout << meta->name << "\n";
   return 0;
 }
-
 
 int RunListBackups(const Common& c) {
   WithStore w = OpenFromConfig(c, "list-backups", /*store_only=*/true);
@@ -296,9 +290,9 @@ int RunListBackups(const Common& c) {
     std::cout << j.dump(2) << "\n";
     return 0;
   }
-  std::vector<std::vector<std::string>> rows = {
-      {"NAME", "TIME (UTC)", "GEN", "REVISION", "SIZE", "COMPRESSED", "ETCD", "FROM", "DELTAS",
-       "VERIFIED", "NOTE"}};
+  std::vector<std::vector<std::string>> rows = {{"NAME", "TIME (UTC)", "GEN", "REVISION", "SIZE",
+                                                 "COMPRESSED", "ETCD", "FROM", "DELTAS", "VERIFIED",
+                                                 "NOTE"}};
   std::string newest_point;
   int future = 0;
   for (const auto& b : *listed) {
@@ -338,9 +332,9 @@ int RunListBackups(const Common& c) {
       }
       rows.push_back({m.name, UtcTime(m.unix_time), std::to_string(m.generation),
                       std::to_string(m.revision), HumanBytes(static_cast<int64_t>(m.db_size)),
-                      HumanBytes(static_cast<int64_t>(m.compressed_size)), m.etcd_version,
-                      m.member, deltas,
-                      b.verified_json.empty() ? "-" : DescribeDrill(b.verified_json), note});
+                      HumanBytes(static_cast<int64_t>(m.compressed_size)), m.etcd_version, m.member,
+                      deltas, b.verified_json.empty() ? "-" : DescribeDrill(b.verified_json),
+                      note});
     } else {
       rows.push_back({b.name, "-", "-", "-", "-", "-", "-", "-", "-", "-", "(" + b.error + ")"});
     }
@@ -357,7 +351,8 @@ int RunListBackups(const Common& c) {
     }
     std::cout << line << "\n";
   }
-  std::cout << "\n" << listed->size() << " backup(s) in " << w.store->Describe()
+  std::cout << "\n"
+            << listed->size() << " backup(s) in " << w.store->Describe()
             << ", newest first by generation and revision (not by time)\n";
   if (!newest_point.empty()) std::cout << "newest restorable point: " << newest_point << "\n";
   if (future > 0) {
@@ -407,7 +402,8 @@ int RunHistory(const Common& c, const std::string& since, int limit) {
                                  e.node, e.term, e.action, e.result.empty() ? "-" : e.result,
                                  e.reason);
   }
-  if (events->empty()) std::cout << "(no events" << (since.empty() ? "" : " in that window") << ")\n";
+  if (events->empty())
+    std::cout << "(no events" << (since.empty() ? "" : " in that window") << ")\n";
   return 0;
 }
 
@@ -450,8 +446,9 @@ int RunGet(const Common& c) {
 constexpr char kDefaultConfig[] = "/etc/steward/node.yaml";
 
 int CtlMain(int argc, char** argv) {
-  CLI::App app{"stewardctl: inspect and operate an etcd-steward cluster\n"
-               "exit status: 0 ok, 1 unhealthy or failed, 2 bad usage or config"};
+  CLI::App app{
+      "stewardctl: inspect and operate an etcd-steward cluster\n"
+      "exit status: 0 ok, 1 unhealthy or failed, 2 bad usage or config"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("stewardctl ") + STEWARD_VERSION);
   Common common;
@@ -601,7 +598,8 @@ int CtlMain(int argc, char** argv) {
     if (c.app->parsed()) return c.run();
   }
   if (pki_init->parsed()) return RunPkiInit(pki_dir);
-  if (pki_issue->parsed()) return RunPkiIssueClient(pki_dir, client_name, issue_options, std::cout, std::cerr);
+  if (pki_issue->parsed())
+    return RunPkiIssueClient(pki_dir, client_name, issue_options, std::cout, std::cerr);
   if (status->parsed()) return RunStatus(common);
   if (configure->parsed()) return RunConfigureCluster(common, size, etcd_version, untested);
   if (get->parsed()) return RunGet(common);

@@ -101,8 +101,7 @@ class AgentFetcher {
       }
       problems.push_back(absl::StrCat(agents_[i].ToString(), ": ", problem));
     }
-    const std::string error =
-        absl::StrCat("no agent answered: ", absl::StrJoin(problems, "; "));
+    const std::string error = absl::StrCat("no agent answered: ", absl::StrJoin(problems, "; "));
     {
       MutexLock lock(&mu_);
       if (!announced_.empty()) std::cerr << "dashboard: " << error << "\n";
@@ -226,8 +225,8 @@ int RunDashboard(const DashboardOptions& o) {
   std::string host = o.listen;
   int port = 0;
   const size_t colon = o.listen.rfind(':');
-  if (colon == std::string::npos ||
-      !absl::SimpleAtoi(o.listen.substr(colon + 1), &port) || port < 0 || port > 65535) {
+  if (colon == std::string::npos || !absl::SimpleAtoi(o.listen.substr(colon + 1), &port) ||
+      port < 0 || port > 65535) {
     std::cerr << "stewardctl: dashboard: --listen wants HOST:PORT, got " << o.listen << "\n";
     return 2;
   }
@@ -240,8 +239,8 @@ int RunDashboard(const DashboardOptions& o) {
               << "status without a certificate\n";
   }
 
-  auto fetcher = std::make_shared<AgentFetcher>(agents, creds,
-                                                std::chrono::milliseconds(o.timeout_ms));
+  auto fetcher =
+      std::make_shared<AgentFetcher>(agents, creds, std::chrono::milliseconds(o.timeout_ms));
   httplib::Server server;
   server.new_task_queue = [] { return new httplib::ThreadPool(4); };
   // One request per connection: no idle keep-alive connection holds up the exit on Ctrl-C.

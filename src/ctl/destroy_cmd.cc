@@ -8,13 +8,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "backup/pipeline.h"
-#include "ctl/progress.h"
-#include "nlohmann/json.hpp"
-#include "peer/client.h"
+#include "common/fan_out.h"
 #include "control/destroy.h"
 #include "control/env.h"
 #include "control/records.h"
-#include "common/fan_out.h"
+#include "ctl/progress.h"
+#include "nlohmann/json.hpp"
+#include "peer/client.h"
 
 namespace steward {
 namespace {
@@ -68,8 +68,7 @@ Observed Observe(const Config& config, EtcdClient& client, BackupStore* store,
     if (auto intent = ReadRestoreIntent(*store, config.cluster.name); !intent.ok()) {
       v.restore_may_be_under_way = true;
     } else {
-      v.restore_may_be_under_way =
-          intent->has_value() && !(*intent)->done && !(*intent)->cancelled;
+      v.restore_may_be_under_way = intent->has_value() && !(*intent)->done && !(*intent)->cancelled;
     }
     o.newest = NewestValidBackup(*store, config.cluster.name);
     if (o.newest) v.newest_backup = o.newest->name;
@@ -108,8 +107,8 @@ int TellAgents(const Config& config, const std::shared_ptr<grpc::ChannelCredenti
               << (s.ok() ? (undo ? "marker dropped" : "etcd stopped (its data stays in place)")
                          : std::string(s.message()))
               << "\n";
-    (*out)["nodes"].push_back({{"node", names[i]}, {"ok", s.ok()},
-                               {"error", s.ok() ? "" : std::string(s.message())}});
+    (*out)["nodes"].push_back(
+        {{"node", names[i]}, {"ok", s.ok()}, {"error", s.ok() ? "" : std::string(s.message())}});
   }
   return failed;
 }
@@ -144,16 +143,19 @@ int RunDestroy(const Common& c, const DestroyArgs& a) {
             << (plan.step == DestroyStep::kFinalBackupFirst
                     ? "  1. a final backup is taken (it is the cluster's last state);\n"
                     : absl::StrCat("  1. NO final backup (no quorum answers): the last state "
-                                   "kept is backup ", ob.newest->name, " of ",
-                                   UtcTime(ob.newest->unix_time), " (revision ",
-                                   ob.newest->revision, "); anything written since is lost;\n"))
+                                   "kept is backup ",
+                                   ob.newest->name, " of ", UtcTime(ob.newest->unix_time),
+                                   " (revision ", ob.newest->revision,
+                                   "); anything written since is lost;\n"))
             << "  2. the store is marked: no agent bootstraps, restores or starts this cluster "
                "until `stewardctl undestroy`;\n"
-            << "  3. etcd stops on every node (" << nodes << "); each data dir stays in place, "
+            << "  3. etcd stops on every node (" << nodes
+            << "); each data dir stays in place, "
                "so undestroy resumes the cluster from it (or, on a node emptied since, from the "
                "final backup). Clients lose the cluster.\n";
   for (const auto& s : ob.view.silent_agents) {
-    std::cout << "  (--force) the agent of " << s << " does not answer: its etcd, if it runs, "
+    std::cout << "  (--force) the agent of " << s
+              << " does not answer: its etcd, if it runs, "
                  "keeps running until its agent restarts\n";
   }
   if (!a.yes && !Confirmed()) {
@@ -185,9 +187,8 @@ int RunDestroy(const Common& c, const DestroyArgs& a) {
   // Asked again right before acting: the question and the backup may have taken minutes.
   Observed again = Observe(config, client, w.store.get(), o.credentials, a.force);
   DestroyPlan plan2 = PlanDestroy(again.view);
-  const bool same_last_state =
-      plan.step == DestroyStep::kFinalBackupFirst ||
-      (again.newest && ob.newest && again.newest->name == ob.newest->name);
+  const bool same_last_state = plan.step == DestroyStep::kFinalBackupFirst ||
+                               (again.newest && ob.newest && again.newest->name == ob.newest->name);
   if (plan2.step != plan.step || !same_last_state) {
     std::cerr << "stewardctl: refusing to destroy: the cluster changed since the plan was "
                  "printed ("
@@ -199,7 +200,8 @@ int RunDestroy(const Common& c, const DestroyArgs& a) {
   }
   DestroyMark mark;
   mark.unix_time = UnixNow();
-  mark.id = absl::StrFormat("%d-%04x", mark.unix_time, RealControlEnv(config, nullptr).nonce() & 0xffff);
+  mark.id =
+      absl::StrFormat("%d-%04x", mark.unix_time, RealControlEnv(config, nullptr).nonce() & 0xffff);
   mark.by = WhoAmI();
   mark.final_backup = last->name;
   mark.revision = last->revision;
@@ -220,7 +222,8 @@ int RunDestroy(const Common& c, const DestroyArgs& a) {
               << mark.final_backup << "\n";
   }
   if (failed > 0) {
-    std::cerr << "stewardctl: " << failed << " node(s) did not stop; the mark stands, so they "
+    std::cerr << "stewardctl: " << failed
+              << " node(s) did not stop; the mark stands, so they "
                  "stop when their agent next decides to start etcd. Run destroy again to "
                  "retry them.\n";
     return 1;
@@ -265,15 +268,16 @@ int RunUndestroy(const Common& c, const DestroyArgs& a) {
       auto it = states.find(n.name);
       if (it != states.end() && it->second.has_data()) ++with_data;
       std::cout << "  " << n.name << ": "
-                << (it == states.end()         ? "its agent does not answer"
-                    : it->second.has_data()    ? "holds its member's data: starts on it"
-                                               : "empty")
+                << (it == states.end()      ? "its agent does not answer"
+                    : it->second.has_data() ? "holds its member's data: starts on it"
+                                            : "empty")
                 << "\n";
     }
     if (with_data == 0) {
       std::cout << (config.backup.auto_restore
                         ? absl::StrCat("Every node is empty: the agents restore the newest "
-                                       "backup (", (*mark)->final_backup, ") by themselves.\n")
+                                       "backup (",
+                                       (*mark)->final_backup, ") by themselves.\n")
                         : "Every node is empty and backup.auto_restore is off: restore with "
                           "`stewardctl restore-backup NAME` afterwards.\n");
     } else if (with_data < static_cast<size_t>(config.cluster.size) / 2 + 1) {
@@ -295,7 +299,8 @@ int RunUndestroy(const Common& c, const DestroyArgs& a) {
   out["destroy_id"] = id;
   const int failed = TellAgents(config, o.credentials, id, true, &out);
   if (failed > 0) {
-    std::cerr << "stewardctl: " << failed << " agent(s) did not answer; each drops its marker "
+    std::cerr << "stewardctl: " << failed
+              << " agent(s) did not answer; each drops its marker "
                  "by itself once it sees the store without the mark\n";
   }
   int rc = 0;
@@ -342,8 +347,9 @@ void AddDestroyCommands(CLI::App& app, Common* common, Commands* commands) {
   commands->push_back({destroy, [common, args] { return RunDestroy(*common, *args); }});
 
   CLI::App* undestroy = app.add_subcommand(
-      "undestroy", "remove the destroy mark: the agents start the members on their data again "
-                   "(a node emptied since: from the final backup)");
+      "undestroy",
+      "remove the destroy mark: the agents start the members on their data again "
+      "(a node emptied since: from the final backup)");
   AddCommonFlags(undestroy, common, true);
   undestroy->add_flag("--yes", args->yes, "do not ask for confirmation");
   undestroy->add_flag("--force", args->force, "remove a destroy mark that cannot be read");

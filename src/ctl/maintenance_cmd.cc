@@ -75,9 +75,8 @@ absl::StatusOr<Doc> ReadDoc(EtcdClient& client, const std::string& key) {
     auto parsed = MaintenanceFromJson(kv.value());
     if (!parsed.ok()) {
       return absl::FailedPreconditionError(
-          absl::StrCat(key, " holds a document stewardctl cannot read (",
-                       parsed.status().message(), "); delete it with etcdctl del ", key,
-                       " and set the pauses again"));
+          absl::StrCat(key, " holds a document stewardctl cannot read (", parsed.status().message(),
+                       "); delete it with etcdctl del ", key, " and set the pauses again"));
     }
     d.m = *std::move(parsed);
     d.mod_revision = kv.mod_revision();
@@ -178,8 +177,8 @@ int RunPause(const Common& c, const PauseArgs& a) {
   auto config = ConfigFor(c, "pause", &rc);
   if (!config) return rc;
   if (!a.node.empty() && FindNode(*config, a.node) == nullptr) {
-    std::cerr << "stewardctl: pause: no node " << a.node << " in the config (nodes: "
-              << NodeNames(*config) << ")\n";
+    std::cerr << "stewardctl: pause: no node " << a.node
+              << " in the config (nodes: " << NodeNames(*config) << ")\n";
     return 2;
   }
   if (a.reason.empty()) {
@@ -209,8 +208,8 @@ int RunResume(const Common& c, const std::string& node) {
   auto config = ConfigFor(c, "resume", &rc);
   if (!config) return rc;
   if (!node.empty() && FindNode(*config, node) == nullptr) {
-    std::cerr << "stewardctl: resume: no node " << node << " in the config (nodes: "
-              << NodeNames(*config) << ")\n";
+    std::cerr << "stewardctl: resume: no node " << node
+              << " in the config (nodes: " << NodeNames(*config) << ")\n";
     return 2;
   }
   EtcdClient::Options o = ClientOptions(c);
@@ -256,8 +255,8 @@ std::string MoveLeadership(EtcdClient& client, const ClusterView& view, const Me
   // MoveLeader must reach the leader itself; etcd waits for the transfer (up to its election
   // timeout), so allow more than one call's deadline.
   const milliseconds deadline = std::max(timeout, milliseconds(10000));
-  if (absl::Status s = client.MoveLeader(leader->member.client_urls.front(), target.member.id,
-                                         deadline);
+  if (absl::Status s =
+          client.MoveLeader(leader->member.client_urls.front(), target.member.id, deadline);
       !s.ok()) {
     return std::string(s.message());
   }
@@ -278,8 +277,8 @@ int RunMoveLeader(const Common& c, const std::string& node) {
   if (!config) return rc;
   const NodeSpec* spec = FindNode(*config, node);
   if (spec == nullptr) {
-    std::cerr << "stewardctl: move-leader: no node " << node << " in the config (nodes: "
-              << NodeNames(*config) << ")\n";
+    std::cerr << "stewardctl: move-leader: no node " << node
+              << " in the config (nodes: " << NodeNames(*config) << ")\n";
     return 2;
   }
   EtcdClient::Options o = ClientOptions(c);
@@ -329,8 +328,8 @@ int RunDrain(const Common& c, PauseArgs a) {
   if (!config) return rc;
   const NodeSpec* spec = FindNode(*config, a.node);
   if (spec == nullptr) {
-    std::cerr << "stewardctl: drain: no node " << a.node << " in the config (nodes: "
-              << NodeNames(*config) << ")\n";
+    std::cerr << "stewardctl: drain: no node " << a.node
+              << " in the config (nodes: " << NodeNames(*config) << ")\n";
     return 2;
   }
   if (a.reason.empty()) a.reason = "drained for maintenance";
@@ -415,15 +414,15 @@ int DesiredSize(EtcdClient& client, const Config& config) {
   return config.cluster.size;
 }
 
-int RunRemoveNode(const Common& c, const std::string& node, const std::string& reason_in,
-                  bool yes, bool force) {
+int RunRemoveNode(const Common& c, const std::string& node, const std::string& reason_in, bool yes,
+                  bool force) {
   int rc = 0;
   auto config = ConfigFor(c, "remove-node", &rc);
   if (!config) return rc;
   const NodeSpec* spec = FindNode(*config, node);
   if (spec == nullptr) {
-    std::cerr << "stewardctl: remove-node: no node " << node << " in the config (nodes: "
-              << NodeNames(*config) << ")\n";
+    std::cerr << "stewardctl: remove-node: no node " << node
+              << " in the config (nodes: " << NodeNames(*config) << ")\n";
     return 2;
   }
   const std::string reason = reason_in.empty() ? "removed with stewardctl remove-node" : reason_in;
@@ -494,8 +493,8 @@ int RunRemoveNode(const Common& c, const std::string& node, const std::string& r
     return true;
   });
   if (!marked.ok()) {
-    std::cerr << "stewardctl: remove-node: marking " << node << " as removed: "
-              << marked.status().message() << "; nothing was changed\n";
+    std::cerr << "stewardctl: remove-node: marking " << node
+              << " as removed: " << marked.status().message() << "; nothing was changed\n";
     return 1;
   }
   if (row != nullptr) {
@@ -505,8 +504,7 @@ int RunRemoveNode(const Common& c, const std::string& node, const std::string& r
                                     : absl::StrCat("the cluster does not answer: ", now.error);
     const MemberRow* again = now.reachable ? MemberOn(now, peer_url) : nullptr;
     if (why.empty() && again != nullptr && again->member.id != member_id) {
-      why = absl::StrCat("node ", node, "'s member changed to ", Label(*again),
-                         " since the check");
+      why = absl::StrCat("node ", node, "'s member changed to ", Label(*again), " since the check");
     }
     if (!why.empty()) {
       // Undo the mark: the node stays as it was.
@@ -553,8 +551,7 @@ int RunRemoveNode(const Common& c, const std::string& node, const std::string& r
             << "back (stewardctl readd-node " << node << " undoes this)\n";
   if (remaining < desired) {
     std::cout << "desired size " << desired << " is clamped to the " << remaining
-              << " node(s) not removed: the cluster stays at " << remaining
-              << " voting members\n";
+              << " node(s) not removed: the cluster stays at " << remaining << " voting members\n";
   } else {
     std::cout << "desired size stays " << desired << ": the leader adds a spare node if the "
               << "cluster has fewer voting members\n";
@@ -569,8 +566,8 @@ int RunReaddNode(const Common& c, const std::string& node) {
   auto config = ConfigFor(c, "readd-node", &rc);
   if (!config) return rc;
   if (FindNode(*config, node) == nullptr) {
-    std::cerr << "stewardctl: readd-node: no node " << node << " in the config (nodes: "
-              << NodeNames(*config) << ")\n";
+    std::cerr << "stewardctl: readd-node: no node " << node
+              << " in the config (nodes: " << NodeNames(*config) << ")\n";
     return 2;
   }
   EtcdClient::Options o = ClientOptions(c);
@@ -640,12 +637,13 @@ void AddMaintenanceCommands(CLI::App& app, Common* common, Commands* commands) {
       "pause", "stop the steward leader from replacing a node (or anything) for a while");
   AddCommonFlags(pause, common, true);
   pause->add_option("--node", pause_args->node, "the node to pause (default: the whole cluster)");
-  pause->add_option("--for", pause_args->duration, "how long (default 1h, at most 7d; e.g. 30m, 2d)");
+  pause->add_option("--for", pause_args->duration,
+                    "how long (default 1h, at most 7d; e.g. 30m, 2d)");
   pause->add_option("--reason", pause_args->reason, "why (shown in status)")->required();
   commands->push_back({pause, [common, pause_args] {
-                         return WithJsonResult(*common, "pause",
-                                               [&] { return RunPause(*common, *pause_args); },
-                                               MaintenanceAfter(*common));
+                         return WithJsonResult(
+                             *common, "pause", [&] { return RunPause(*common, *pause_args); },
+                             MaintenanceAfter(*common));
                        }});
 
   auto resume_node = std::make_shared<std::string>();
@@ -653,9 +651,9 @@ void AddMaintenanceCommands(CLI::App& app, Common* common, Commands* commands) {
   AddCommonFlags(resume, common, true);
   resume->add_option("--node", *resume_node, "the node (default: the cluster-wide pause)");
   commands->push_back({resume, [common, resume_node] {
-                         return WithJsonResult(*common, "resume",
-                                               [&] { return RunResume(*common, *resume_node); },
-                                               MaintenanceAfter(*common));
+                         return WithJsonResult(
+                             *common, "resume", [&] { return RunResume(*common, *resume_node); },
+                             MaintenanceAfter(*common));
                        }});
 
   auto move_node = std::make_shared<std::string>();
@@ -672,9 +670,9 @@ void AddMaintenanceCommands(CLI::App& app, Common* common, Commands* commands) {
   drain->add_option("--for", drain_args->duration, "how long (default 1h, at most 7d)");
   drain->add_option("--reason", drain_args->reason, "why (shown in status)");
   commands->push_back({drain, [common, drain_args] {
-                         return WithJsonResult(*common, "drain",
-                                               [&] { return RunDrain(*common, *drain_args); },
-                                               MaintenanceAfter(*common));
+                         return WithJsonResult(
+                             *common, "drain", [&] { return RunDrain(*common, *drain_args); },
+                             MaintenanceAfter(*common));
                        }});
 
   struct RemoveArgs {
@@ -682,9 +680,10 @@ void AddMaintenanceCommands(CLI::App& app, Common* common, Commands* commands) {
     bool yes = false, force = false;
   };
   auto remove_args = std::make_shared<RemoveArgs>();
-  CLI::App* remove = app.add_subcommand(
-      "remove-node", "remove NODE's member for good (quorum-checked, a backup first); the "
-                     "leader does not add it back until readd-node");
+  CLI::App* remove =
+      app.add_subcommand("remove-node",
+                         "remove NODE's member for good (quorum-checked, a backup first); the "
+                         "leader does not add it back until readd-node");
   AddCommonFlags(remove, common, true);
   remove->add_option("node", remove_args->node, "the node")->required();
   remove->add_option("--reason", remove_args->reason, "why (shown in status)");
@@ -694,9 +693,8 @@ void AddMaintenanceCommands(CLI::App& app, Common* common, Commands* commands) {
                          return WithJsonResult(
                              *common, "remove-node",
                              [&] {
-                               return RunRemoveNode(*common, remove_args->node,
-                                                    remove_args->reason, remove_args->yes,
-                                                    remove_args->force);
+                               return RunRemoveNode(*common, remove_args->node, remove_args->reason,
+                                                    remove_args->yes, remove_args->force);
                              },
                              MaintenanceAfter(*common));
                        }});
@@ -707,9 +705,10 @@ void AddMaintenanceCommands(CLI::App& app, Common* common, Commands* commands) {
   AddCommonFlags(readd, common, true);
   readd->add_option("node", *readd_node, "the node")->required();
   commands->push_back({readd, [common, readd_node] {
-                         return WithJsonResult(*common, "readd-node",
-                                               [&] { return RunReaddNode(*common, *readd_node); },
-                                               MaintenanceAfter(*common));
+                         return WithJsonResult(
+                             *common, "readd-node",
+                             [&] { return RunReaddNode(*common, *readd_node); },
+                             MaintenanceAfter(*common));
                        }});
 }
 

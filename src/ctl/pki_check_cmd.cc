@@ -114,8 +114,8 @@ int RunCheckExpiration(const Common& c, const CheckArgs& a) {
     for (const Row& r : rows) {
       std::cout << absl::StrFormat("%-8s %-12s %-22s %-8s %s%s\n", r.node.empty() ? "-" : r.node,
                                    r.cert, UtcTime(r.not_after), Left(r.not_after - now),
-                                   r.renewed_by, r.not_after - now < threshold ? "  <- UNDER " +
-                                   a.warn : "");
+                                   r.renewed_by,
+                                   r.not_after - now < threshold ? "  <- UNDER " + a.warn : "");
     }
     for (const std::string& n : silent) {
       std::cout << "node " << n << ": its agent does not answer; its certificates are not shown\n";
@@ -189,8 +189,7 @@ int RunRenew(const Common& c, const RenewArgs& a) {
     // The agent renews, then restarts itself in place to load the new files: wait (bounded)
     // until it answers with later certificates.
     int64_t new_until = 0;
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::seconds(a.wait_seconds);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(a.wait_seconds);
     while (std::chrono::steady_clock::now() < deadline) {
       auto st = PeerClient(config->AgentAddress(*node), creds).GetState(std::chrono::seconds(2));
       if (st.ok() && EarliestOwn(*st) > old_until) {
@@ -298,8 +297,9 @@ void AddPkiCheckCommands(CLI::App* pki, Common* common, Commands* commands) {
   AddCommonFlags(renew, common, false);
   renew->add_option("--node", renew_args->node, "the node whose certificates to renew");
   renew->add_flag("--all", renew_args->all, "every node, one after the other");
-  renew->add_option("--wait", renew_args->wait_seconds,
-                    "seconds to wait for each node's agent to answer with its new certificates")
+  renew
+      ->add_option("--wait", renew_args->wait_seconds,
+                   "seconds to wait for each node's agent to answer with its new certificates")
       ->check(CLI::Range(5, 3600));
   commands->push_back({renew, [common, renew_args] { return RunRenew(*common, *renew_args); }});
 }

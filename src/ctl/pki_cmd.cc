@@ -1,7 +1,6 @@
 #include "ctl/pki_cmd.h"
 
 #include <algorithm>
-
 #include <chrono>
 #include <ctime>
 #include <filesystem>
@@ -119,11 +118,11 @@ int RunPkiInit(const std::string& dir) { return RunPkiInit(dir, std::cout, std::
 
 int RunPkiIssueClient(const std::string& dir, const std::string& name,
                       const PkiIssueOptions& options, std::ostream& out, std::ostream& err) {
-  const bool valid = !name.empty() && name.size() <= 64 &&
-                     std::all_of(name.begin(), name.end(), [](char c) {
-                       return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                              (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
-                     });
+  const bool valid =
+      !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               c == '-' || c == '_' || c == '.';
+      });
   if (!valid || name == "ca" || name == "admin" || name == "root") {
     err << "stewardctl pki issue: --client \"" << name
         << "\" must be 1-64 letters, digits, '-', '_' or '.', and not ca, admin or root\n";
@@ -172,8 +171,8 @@ int RunPkiIssueClient(const std::string& dir, const std::string& name,
   out << (exists ? "renewed" : "issued") << " the client certificate " << ShellQuote(cert)
       << " and its key " << ShellQuote(key) << " (" << (options.gateway ? "O " : "CN ") << name
       << ", valid until " << valid_until << ")\n"
-      << "for a Kubernetes API server: --etcd-cafile " << ShellQuote(ca_cert)
-      << " --etcd-certfile " << ShellQuote(cert) << " --etcd-keyfile " << ShellQuote(key) << "\n";
+      << "for a Kubernetes API server: --etcd-cafile " << ShellQuote(ca_cert) << " --etcd-certfile "
+      << ShellQuote(cert) << " --etcd-keyfile " << ShellQuote(key) << "\n";
   return 0;
 }
 

@@ -64,9 +64,7 @@ Progress::~Progress() {
   if (shown_ && !done_) *out_ << "\n" << std::flush;
 }
 
-double Progress::Seconds() const {
-  return std::chrono::duration<double>(now_() - start_).count();
-}
+double Progress::Seconds() const { return std::chrono::duration<double>(now_() - start_).count(); }
 
 void Progress::Update(uint64_t bytes) {
   bytes_ = bytes;

@@ -15,9 +15,9 @@
 #include "absl/strings/str_cat.h"
 #include "backup/pipeline.h"
 #include "ctl/snapshot_cmd.h"
+#include "nlohmann/json.hpp"
 #include "peer/client.h"
 #include "restore/recover_decision.h"
-#include "nlohmann/json.hpp"
 
 namespace steward {
 namespace {
@@ -36,7 +36,8 @@ struct RecoverArgs {
 absl::Status SaveSnapshot(EtcdClient& client, const std::string& endpoint,
                           const std::string& path) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return absl::InternalError(absl::StrCat("creating ", path, ": ", std::strerror(errno)));
+  if (fd < 0)
+    return absl::InternalError(absl::StrCat("creating ", path, ": ", std::strerror(errno)));
   auto received = client.Snapshot(
       endpoint,
       [&](std::string_view chunk) -> absl::Status {
@@ -218,7 +219,8 @@ int RunRecoverQuorum(const Common& c, const RecoverArgs& a) {
               << " (raft index " << chosen_index << ")\n";
   } else {
     std::cerr << "stewardctl: the restore did not finish in time or failed; the snapshot of "
-              << chosen_node << " is in the backup store (stewardctl list-backups: imported), "
+              << chosen_node
+              << " is in the backup store (stewardctl list-backups: imported), "
                  "and the agents carry a started restore on by themselves\n";
   }
   return restored;
@@ -237,8 +239,7 @@ void AddRecoverCommands(CLI::App& app, Common* common, Commands* commands) {
   recover->add_flag("--yes", args->yes, "do not ask for confirmation");
   recover->add_flag("--force", args->force,
                     "go on although the store holds a backup newer than the survivor");
-  recover->add_option("--wait", args->wait_seconds,
-                      "seconds to wait for the cluster to be back");
+  recover->add_option("--wait", args->wait_seconds, "seconds to wait for the cluster to be back");
   commands->push_back({recover, [common, args] {
                          return WithJsonResult(*common, "recover-quorum",
                                                [&] { return RunRecoverQuorum(*common, *args); });

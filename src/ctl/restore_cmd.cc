@@ -12,12 +12,12 @@
 #include "backup/delta.h"
 #include "backup/layout.h"
 #include "backup/pipeline.h"
+#include "control/records.h"
 #include "ctl/common.h"
 #include "ctl/progress.h"
-#include "etcd/version.h"
-#include "control/records.h"
 #include "ctl/snapshot_cmd.h"
 #include "ctl/status.h"
+#include "etcd/version.h"
 
 namespace steward {
 
@@ -30,7 +30,8 @@ int WaitForRestore(const Config& config, BackupStore& store, const EtcdClient::O
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = start + std::chrono::seconds(wait_seconds);
   auto step = [&](const std::string& what) {
-    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double t =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::cerr << absl::StrFormat("[%6.1fs] ", t) << what << "\n";
   };
   bool ordered = false, settled = false, done = false;
@@ -46,7 +47,8 @@ int WaitForRestore(const Config& config, BackupStore& store, const EtcdClient::O
     }
     if (r.ordered && !ordered) step("restore orders go out to every node");
     ordered = ordered || r.ordered;
-    for (const auto& [node, st] : AgentStates(config, o.credentials, std::chrono::milliseconds(1000))) {
+    for (const auto& [node, st] :
+         AgentStates(config, o.credentials, std::chrono::milliseconds(1000))) {
       std::string said;
       if (st.restore_id() == id) {
         said = st.fenced() ? "restored, fenced (serves only the agents until the backup's leases "
@@ -95,8 +97,9 @@ absl::StatusOr<int64_t> ParsePointTime(const std::string& text) {
     std::tm tm{};
     const char* end = strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
     if (end == nullptr || (std::string(end) != "Z" && std::string(end) != "+00:00")) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--to-time: '", text, "' is neither UTC time like 2026-11-27T08:40:00Z nor Unix seconds"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--to-time: '", text,
+                       "' is neither UTC time like 2026-11-27T08:40:00Z nor Unix seconds"));
     }
     secs = static_cast<int64_t>(timegm(&tm));
   }
@@ -104,8 +107,8 @@ absl::StatusOr<int64_t> ParsePointTime(const std::string& text) {
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
   if (secs > now + 300) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--to-time: ", text, " is in the future; omit it to restore everything stored"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--to-time: ", text, " is in the future; omit it to restore everything stored"));
   }
   return secs * 1000;
 }
@@ -175,7 +178,8 @@ int RunRestoreBackup(const Common& c, const std::string& name_arg, bool yes, boo
   if (pit.to_revision != 0 && (meta->revision_max == 0 || meta->revision_max > pit.to_revision)) {
     std::cerr << "stewardctl: refusing to restore: backup " << name << " may hold changes after "
               << "revision " << pit.to_revision << " (its snapshot reaches revision "
-              << (meta->revision_max == 0 ? std::string("unknown") : std::to_string(meta->revision_max))
+              << (meta->revision_max == 0 ? std::string("unknown")
+                                          : std::to_string(meta->revision_max))
               << "); name an older backup, or none to let stewardctl choose. Nothing was "
               << "changed.\n";
     return 1;
@@ -249,8 +253,8 @@ int RunRestoreBackup(const Common& c, const std::string& name_arg, bool yes, boo
       auto to = st.ok() ? ParseVersion(st->version) : std::nullopt;
       if (to && ((*from)[0] > (*to)[0] || ((*from)[0] == (*to)[0] && (*from)[1] > (*to)[1]))) {
         std::cerr << "stewardctl: refusing to restore: backup " << name << " was taken from etcd "
-                  << meta->etcd_version << ", and the member at " << url << " runs "
-                  << st->version << ", an older version (etcd does not support downgrades); "
+                  << meta->etcd_version << ", and the member at " << url << " runs " << st->version
+                  << ", an older version (etcd does not support downgrades); "
                   << "upgrade the cluster first (configure-cluster --etcd-version)\n";
         return 1;
       }
@@ -289,9 +293,11 @@ int RunRestoreBackup(const Common& c, const std::string& name_arg, bool yes, boo
   if (config.etcd.etcdutl.empty() && !config.etcd.restore_in_place) {
     request.no_bump = "neither etcd.etcdutl is set nor etcd.restore_in_place on here";
   }
-  for (const auto& [node, st] : AgentStates(config, o.credentials, std::chrono::milliseconds(2000))) {
+  for (const auto& [node, st] :
+       AgentStates(config, o.credentials, std::chrono::milliseconds(2000))) {
     if (!st.can_bump_revision() && request.no_bump.empty()) {
-      request.no_bump = absl::StrCat("node ", node, " can raise no revision (neither "
+      request.no_bump = absl::StrCat("node ", node,
+                                     " can raise no revision (neither "
                                      "etcd.etcdutl nor etcd.restore_in_place)");
     }
   }

@@ -39,8 +39,8 @@ RetireStep NextRetirement(const ClusterView& view,
       step.kind = RetireStep::kRefuse;
       step.reason = absl::StrFormat(
           "member %s answers as member %x of cluster %x, but the member list is cluster %x's: "
-          "the view mixes two clusters", Label(r), r.status->member_id, r.status->cluster_id,
-          view.list_cluster_id);
+          "the view mixes two clusters",
+          Label(r), r.status->member_id, r.status->cluster_id, view.list_cluster_id);
       return step;
     }
   }
@@ -77,7 +77,8 @@ RetireStep NextRetirement(const ClusterView& view,
     return step;
   }
   if (managed_healthy < size) {
-    step.reason = absl::StrCat("only ", managed_healthy, " of ", size, " managed voting members "
+    step.reason = absl::StrCat("only ", managed_healthy, " of ", size,
+                               " managed voting members "
                                "are healthy: wait for the agents to grow the cluster (stewardctl "
                                "status)");
     return step;
@@ -87,9 +88,9 @@ RetireStep NextRetirement(const ClusterView& view,
   const int after = voters - (voter ? 1 : 0);
   const int healthy_after = healthy_voters - (voter && pick->healthy ? 1 : 0);
   if (healthy_after < Quorum(after)) {
-    step.reason = absl::StrCat("removing ", Label(*pick), " would leave ", healthy_after,
-                               " healthy of ", after, " voting members, below quorum (",
-                               Quorum(after), ")");
+    step.reason =
+        absl::StrCat("removing ", Label(*pick), " would leave ", healthy_after, " healthy of ",
+                     after, " voting members, below quorum (", Quorum(after), ")");
     return step;
   }
   if (managed_healthy < Quorum(managed_voters)) {
@@ -101,11 +102,12 @@ RetireStep NextRetirement(const ClusterView& view,
   step.kind = RetireStep::kRemove;
   step.member_id = pick->member.id;
   step.name = Label(*pick);
-  step.reason = absl::StrCat(
-      !voter ? "an unmanaged learner" : !pick->healthy ? "an unhealthy unmanaged voter"
-                                                        : "an unmanaged voter",
-      pick->member.id == view.leader_id ? " (the etcd leader, last)" : "", "; ", healthy_after,
-      " healthy of ", after, " voting members remain (quorum ", Quorum(after), ")");
+  step.reason = absl::StrCat(!voter           ? "an unmanaged learner"
+                             : !pick->healthy ? "an unhealthy unmanaged voter"
+                                              : "an unmanaged voter",
+                             pick->member.id == view.leader_id ? " (the etcd leader, last)" : "",
+                             "; ", healthy_after, " healthy of ", after,
+                             " voting members remain (quorum ", Quorum(after), ")");
   return step;
 }
 

@@ -6,9 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "backup/scheduler.h"
 #include "ctl/retire.h"
 #include "ctl/status.h"
-#include "backup/scheduler.h"
 #include "etcd/client.h"
 #include "etcd/keys.h"
 
@@ -32,7 +32,8 @@ int RunRetireUnmanaged(const Common& c, bool yes, bool force) {
   if (!config.cluster.adopt.enabled()) {
     // Without it, a member on no configured node is one the leader handles itself.
     std::cerr << "stewardctl: retire-unmanaged is for a cluster being adopted: cluster.adopt "
-                 "is not set in " << c.config_path << "\n";
+                 "is not set in "
+              << c.config_path << "\n";
     return 2;
   }
   EtcdClient::Options o = ClientOptions(c);
@@ -57,7 +58,8 @@ int RunRetireUnmanaged(const Common& c, bool yes, bool force) {
     bool mine = false;
     for (const auto& u : r.member.peer_urls) {
       auto it = managed.find(u);
-      mine = mine || (it != managed.end() && (r.member.name.empty() || r.member.name == it->second));
+      mine =
+          mine || (it != managed.end() && (r.member.name.empty() || r.member.name == it->second));
     }
     if (!mine) unmanaged.push_back(r.member);
   }
@@ -74,8 +76,8 @@ int RunRetireUnmanaged(const Common& c, bool yes, bool force) {
   if (auto meta = BackupAndPrune(config, *w.store, client, "stewardctl"); meta.ok()) {
     std::cerr << "took a backup first: " << meta->name << "\n";
   } else if (!force) {
-    std::cerr << "stewardctl: not retiring anything: the backup failed ("
-              << meta.status().message() << "); pass --force to go on without one\n";
+    std::cerr << "stewardctl: not retiring anything: the backup failed (" << meta.status().message()
+              << "); pass --force to go on without one\n";
     return 1;
   } else {
     std::cerr << "warning: --force: no backup before retiring (" << meta.status().message()
@@ -92,8 +94,8 @@ int RunRetireUnmanaged(const Common& c, bool yes, bool force) {
       break;
     }
     if (step.kind == RetireStep::kRefuse) {
-      std::cerr << "stewardctl: stopped after " << retired.size() << " removal(s): "
-                << step.reason << "\n";
+      std::cerr << "stewardctl: stopped after " << retired.size() << " removal(s): " << step.reason
+                << "\n";
       return 1;
     }
     // Only what the operator confirmed: a member that appeared since is not removed.
@@ -127,8 +129,8 @@ int RunRetireUnmanaged(const Common& c, bool yes, bool force) {
       return 1;
     }
     ClusterView after = CollectStatus(client, o.timeout);
-    std::cout << "removed " << step.name << "; quorum kept: " << after.healthy_voters
-              << " of " << after.voters << " voting members healthy\n";
+    std::cout << "removed " << step.name << "; quorum kept: " << after.healthy_voters << " of "
+              << after.voters << " voting members healthy\n";
     for (const auto& m : unmanaged) {
       if (m.id == step.member_id) retired.push_back(m);
     }

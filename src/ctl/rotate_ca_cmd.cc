@@ -30,9 +30,12 @@ struct RotateArgs {
 
 const char* PhaseName(int phase) {
   switch (phase) {
-    case 1: return "trust the old and the new CA (etcd restarts)";
-    case 2: return "issue every certificate from the new CA";
-    case 3: return "trust only the new CA (etcd restarts)";
+    case 1:
+      return "trust the old and the new CA (etcd restarts)";
+    case 2:
+      return "issue every certificate from the new CA";
+    case 3:
+      return "trust only the new CA (etcd restarts)";
   }
   return "?";
 }
@@ -70,8 +73,8 @@ std::vector<std::string> Order(const Config& config, const ClusterView& v) {
 
 // Why the rotation may not go on now ("" if it may): every agent answers, every member is
 // healthy, all run one etcd version, and no restore is under way.
-std::string Refusal(const Config& config,
-                    const std::map<std::string, peer::NodeState>& states, const ClusterView& v) {
+std::string Refusal(const Config& config, const std::map<std::string, peer::NodeState>& states,
+                    const ClusterView& v) {
   std::vector<std::string> silent;
   for (const NodeSpec& n : config.cluster.nodes) {
     if (!states.count(n.name)) silent.push_back(n.name);
@@ -247,13 +250,14 @@ int RunRotateCa(const Common& c, const RotateArgs& a) {
       const double secs =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
       if (!back) {
-        std::cerr << "stewardctl pki rotate-ca: node " << name << " is not back in phase "
-                  << phase << " with every member healthy within " << a.wait_seconds
+        std::cerr << "stewardctl pki rotate-ca: node " << name << " is not back in phase " << phase
+                  << " with every member healthy within " << a.wait_seconds
                   << "s; see its agent's log, then run the command again\n";
         return 1;
       }
       std::cout << "phase " << phase << " on " << name << ": done in "
-                << absl::StrCat(static_cast<int>(secs * 10) / 10.0) << " s; the cluster is healthy\n";
+                << absl::StrCat(static_cast<int>(secs * 10) / 10.0)
+                << " s; the cluster is healthy\n";
     }
   }
   if (a.through_phase < 3) {
@@ -277,9 +281,10 @@ void AddRotateCaCommand(CLI::App* pki, Common* common, Commands* commands) {
       "replace the cluster's CA (tls.mode issued) node by node without downtime: trust the old "
       "and the new CA, issue from the new, trust only the new");
   AddCommonFlags(rotate, common, false);
-  rotate->add_option("--new-ca-dir", args->new_dir,
-                     "the new CA's directory, with ca.crt and ca.key (stewardctl pki init "
-                     "--dir DIR makes them)")
+  rotate
+      ->add_option("--new-ca-dir", args->new_dir,
+                   "the new CA's directory, with ca.crt and ca.key (stewardctl pki init "
+                   "--dir DIR makes them)")
       ->required();
   rotate->add_option("--old-ca-dir", args->old_dir,
                      "the old CA's directory, whose client certificates (pki issue's) must be "

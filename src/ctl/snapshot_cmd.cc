@@ -16,9 +16,9 @@
 #include "backup/snapshot_file.h"
 #include "common/files.h"
 #include "common/status.h"
+#include "control/records.h"
 #include "ctl/progress.h"
 #include "nlohmann/json.hpp"
-#include "control/records.h"
 
 namespace steward {
 namespace {
@@ -72,13 +72,11 @@ int RunSnapshotSave(const Common& c, const std::string& file) {
   }
   auto fail = [&](const std::string& why) {
     ::unlink(part.c_str());
-    std::cerr << "stewardctl: snapshot save: " << why << " (nothing written to " << file
-              << ")\n";
+    std::cerr << "stewardctl: snapshot save: " << why << " (nothing written to " << file << ")\n";
     return 1;
   };
   const auto started = std::chrono::steady_clock::now();
-  Progress progress =
-      Progress::ToStderr(absl::StrCat("snapshot of ", source->member), estimate);
+  Progress progress = Progress::ToStderr(absl::StrCat("snapshot of ", source->member), estimate);
   uint64_t seen = 0;
   auto received = client.Snapshot(
       source->endpoint,
@@ -150,8 +148,8 @@ int RunSnapshotStatus(const Common& c, const std::string& file) {
     std::cout << j.dump(2) << "\n";
   } else {
     std::cout << "file:              " << file << "\n"
-              << "size:              " << HumanBytes(static_cast<int64_t>(info->size)) << " (" << info->size
-              << " bytes)\n"
+              << "size:              " << HumanBytes(static_cast<int64_t>(info->size)) << " ("
+              << info->size << " bytes)\n"
               << "revision:          " << info->revision << "\n"
               << "revisions stored:  " << info->keys << "\n"
               << "raft index:        " << info->consistent_index << "\n"
@@ -163,8 +161,7 @@ int RunSnapshotStatus(const Common& c, const std::string& file) {
 }
 
 // `stewardctl backup export NAME FILE`: the stored backup, decompressed and verified.
-int RunBackupExport(const Common& c, const std::string& name, const std::string& file,
-                    bool force) {
+int RunBackupExport(const Common& c, const std::string& name, const std::string& file, bool force) {
   // The store alone will do (--backup-store URL --cluster NAME): no node config needed.
   WithStore w = OpenFromConfig(c, "backup export", /*store_only=*/true);
   if (w.rc != 0) return w.rc;
@@ -284,8 +281,8 @@ int RunRestoreFromFile(const Common& c, const std::string& file, bool skip_hash_
               << ". Nothing was changed.\n";
     return 1;
   }
-  std::cerr << "imported " << file << " as backup " << meta->name << " (revision "
-            << meta->revision << ")\n";
+  std::cerr << "imported " << file << " as backup " << meta->name << " (revision " << meta->revision
+            << ")\n";
   return RunRestoreBackup(c, meta->name, /*yes=*/true, force, wait_seconds);
 }
 
@@ -296,8 +293,7 @@ void AddSnapshotCommands(CLI::App& app, Common* common, Commands* commands) {
   CLI::App* save = snapshot->add_subcommand(
       "save", "save a snapshot of the live cluster to FILE, as etcdctl snapshot save does");
   AddCommonFlags(save, common, true);
-  save->add_option("file", args->file, "where to write it (FILE.part until verified)")
-      ->required();
+  save->add_option("file", args->file, "where to write it (FILE.part until verified)")->required();
   commands->push_back({save, [common, args] { return RunSnapshotSave(*common, args->file); }});
   CLI::App* status = snapshot->add_subcommand(
       "status", "check a snapshot file without etcd: bbolt structure, sha256 trailer, revision");
@@ -309,10 +305,8 @@ void AddSnapshotCommands(CLI::App& app, Common* common, Commands* commands) {
     CLI::App* exp = backup->add_subcommand(
         "export", "write a stored backup to FILE as a plain snapshot (etcdctl snapshot restore)");
     AddCommonFlags(exp, common, true);
-    exp->add_option("name", args->backup_name, "the backup's name (see list-backups)")
-        ->required();
-    exp->add_option("file", args->file, "where to write it (FILE.part until verified)")
-        ->required();
+    exp->add_option("name", args->backup_name, "the backup's name (see list-backups)")->required();
+    exp->add_option("file", args->file, "where to write it (FILE.part until verified)")->required();
     exp->add_flag("--force", args->force, "replace FILE if it exists");
     commands->push_back({exp, [common, args] {
                            return RunBackupExport(*common, args->backup_name, args->file,
@@ -327,65 +321,64 @@ void AddSnapshotCommands(CLI::App& app, Common* common, Commands* commands) {
     restore->add_flag("--skip-hash-check", args->skip_hash_check,
                       "with --from-file: accept a file without etcd's sha256 trailer (a copy of "
                       "a member's db file)");
-    commands->push_back({restore, [common, args, restore] {
-                           const std::string name =
-                               restore->get_option("name")->count() > 0
-                                   ? restore->get_option("name")->as<std::string>()
-                                   : "";
-                           const bool yes = restore->get_option("--yes")->count() > 0;
-                           const bool force = restore->get_option("--force")->count() > 0;
-                           const int wait = restore->get_option("--wait")->count() > 0
-                                                ? restore->get_option("--wait")->as<int>()
-                                                : 300;
-                           if (!name.empty() && !args->from_file.empty()) {
-                             std::cerr << "stewardctl: restore-backup takes NAME or --from-file "
-                                          "FILE, not both\n";
-                             return 2;
-                           }
-                           // A point in time: the backup's deltas, up to it.
-                           PointInTime pit;
-                           if (restore->get_option("--to-revision")->count() > 0) {
-                             pit.to_revision = restore->get_option("--to-revision")->as<int64_t>();
-                           }
-                           if (restore->get_option("--to-time")->count() > 0) {
-                             auto t = ParsePointTime(
-                                 restore->get_option("--to-time")->as<std::string>());
-                             if (!t.ok()) {
-                               std::cerr << "stewardctl: " << t.status().message() << "\n";
-                               return 2;
-                             }
-                             pit.to_unix_ms = *t;
-                           }
-                           const bool latest = restore->get_option("--latest")->count() > 0;
-                           pit.deltas = latest || pit.to_revision != 0 || pit.to_unix_ms != 0;
-                           if (latest && !name.empty()) {
-                             std::cerr << "stewardctl: restore-backup takes NAME or --latest, "
-                                          "not both\n";
-                             return 2;
-                           }
-                           if (args->from_file.empty()) {
-                             // A restore replaces everything: its target is never implied.
-                             if (name.empty() && !pit.deltas) {
-                               std::cerr << "stewardctl: restore-backup needs NAME (see "
-                                            "list-backups), --latest, --to-revision R, "
-                                            "--to-time T, or --from-file FILE\n";
-                               return 2;
-                             }
-                             if (args->skip_hash_check) {
-                               std::cerr << "stewardctl: --skip-hash-check goes with --from-file\n";
-                               return 2;
-                             }
-                             // No name: the newest backup at or before the point, with its deltas.
-                             return RunRestoreBackup(*common, name, yes, force, wait, pit);
-                           }
-                           if (pit.deltas) {
-                             std::cerr << "stewardctl: --latest, --to-revision and --to-time go "
-                                          "with a stored backup, not --from-file\n";
-                             return 2;
-                           }
-                           return RunRestoreFromFile(*common, args->from_file,
-                                                     args->skip_hash_check, yes, force, wait);
-                         }});
+    commands->push_back(
+        {restore, [common, args, restore] {
+           const std::string name = restore->get_option("name")->count() > 0
+                                        ? restore->get_option("name")->as<std::string>()
+                                        : "";
+           const bool yes = restore->get_option("--yes")->count() > 0;
+           const bool force = restore->get_option("--force")->count() > 0;
+           const int wait = restore->get_option("--wait")->count() > 0
+                                ? restore->get_option("--wait")->as<int>()
+                                : 300;
+           if (!name.empty() && !args->from_file.empty()) {
+             std::cerr << "stewardctl: restore-backup takes NAME or --from-file "
+                          "FILE, not both\n";
+             return 2;
+           }
+           // A point in time: the backup's deltas, up to it.
+           PointInTime pit;
+           if (restore->get_option("--to-revision")->count() > 0) {
+             pit.to_revision = restore->get_option("--to-revision")->as<int64_t>();
+           }
+           if (restore->get_option("--to-time")->count() > 0) {
+             auto t = ParsePointTime(restore->get_option("--to-time")->as<std::string>());
+             if (!t.ok()) {
+               std::cerr << "stewardctl: " << t.status().message() << "\n";
+               return 2;
+             }
+             pit.to_unix_ms = *t;
+           }
+           const bool latest = restore->get_option("--latest")->count() > 0;
+           pit.deltas = latest || pit.to_revision != 0 || pit.to_unix_ms != 0;
+           if (latest && !name.empty()) {
+             std::cerr << "stewardctl: restore-backup takes NAME or --latest, "
+                          "not both\n";
+             return 2;
+           }
+           if (args->from_file.empty()) {
+             // A restore replaces everything: its target is never implied.
+             if (name.empty() && !pit.deltas) {
+               std::cerr << "stewardctl: restore-backup needs NAME (see "
+                            "list-backups), --latest, --to-revision R, "
+                            "--to-time T, or --from-file FILE\n";
+               return 2;
+             }
+             if (args->skip_hash_check) {
+               std::cerr << "stewardctl: --skip-hash-check goes with --from-file\n";
+               return 2;
+             }
+             // No name: the newest backup at or before the point, with its deltas.
+             return RunRestoreBackup(*common, name, yes, force, wait, pit);
+           }
+           if (pit.deltas) {
+             std::cerr << "stewardctl: --latest, --to-revision and --to-time go "
+                          "with a stored backup, not --from-file\n";
+             return 2;
+           }
+           return RunRestoreFromFile(*common, args->from_file, args->skip_hash_check, yes, force,
+                                     wait);
+         }});
   }
 }
 

@@ -34,13 +34,11 @@ void PrintDefrag(const std::vector<DefragRow>& rows, const std::string& output) 
   if (output == "json") {
     nlohmann::json j = nlohmann::json::array();
     for (const DefragRow& r : rows) {
-      nlohmann::json o = {{"name", r.member.name},
-                          {"id", HexId(r.member.id)},
-                          {"endpoint", r.member.endpoint},
-                          {"role", Role(r.member)},
-                          {"result", r.result},
-                          {"took_ms", r.took_ms}};
-      o["db_size_before"] = r.member.reachable ? nlohmann::json(r.member.db_size) : nlohmann::json();
+      nlohmann::json o = {
+          {"name", r.member.name},  {"id", HexId(r.member.id)}, {"endpoint", r.member.endpoint},
+          {"role", Role(r.member)}, {"result", r.result},       {"took_ms", r.took_ms}};
+      o["db_size_before"] =
+          r.member.reachable ? nlohmann::json(r.member.db_size) : nlohmann::json();
       o["db_size_after"] = r.after >= 0 ? nlohmann::json(r.after) : nlohmann::json();
       if (!r.error.empty()) o["error"] = r.error;
       j.push_back(o);
@@ -48,8 +46,8 @@ void PrintDefrag(const std::vector<DefragRow>& rows, const std::string& output) 
     std::cout << j.dump(2) << "\n";
     return;
   }
-  std::cout << absl::StrFormat("%-8s %-17s %-28s %-9s %-10s %-10s %s\n", "MEMBER", "ID",
-                               "ENDPOINT", "ROLE", "BEFORE", "AFTER", "RESULT");
+  std::cout << absl::StrFormat("%-8s %-17s %-28s %-9s %-10s %-10s %s\n", "MEMBER", "ID", "ENDPOINT",
+                               "ROLE", "BEFORE", "AFTER", "RESULT");
   for (const DefragRow& r : rows) {
     std::string result = r.result;
     if (r.result == "ok") result = absl::StrFormat("ok (%.1fs)", r.took_ms / 1000.0);
@@ -80,8 +78,7 @@ int RunDefrag(const Common& c, int timeout_seconds) {
   for (const DefragMember& m : *view) {
     if (m.reachable && !m.endpoint.empty()) continue;
     DefragRow r{m, "skipped", m.endpoint.empty() ? "never started" : "does not answer"};
-    std::cerr << "skipping " << (m.name.empty() ? HexId(m.id) : m.name) << ": " << r.error
-              << "\n";
+    std::cerr << "skipping " << (m.name.empty() ? HexId(m.id) : m.name) << ": " << r.error << "\n";
     rows.push_back(r);
     ++skipped;
   }
@@ -120,8 +117,8 @@ int RunDefrag(const Common& c, int timeout_seconds) {
                 << HumanBytes(m->db_size) << ")...\n";
       const auto start = std::chrono::steady_clock::now();
       absl::Status s = client.Defragment(m->endpoint, defrag_timeout);
-      r.took_ms = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() -
-                                                           start).count();
+      r.took_ms = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - start)
+                      .count();
       if (auto st = client.Status(m->endpoint, o.timeout); st.ok()) r.after = st->db_size;
       if (s.ok()) {
         r.result = "ok";
@@ -142,9 +139,9 @@ int RunDefrag(const Common& c, int timeout_seconds) {
       }
       return rows.back();
     }();
-    std::cerr << "stewardctl: defrag stopped at " << (f.member.name.empty() ? HexId(f.member.id)
-                                                                            : f.member.name)
-              << ": " << f.error << "; the members after it were not defragmented\n";
+    std::cerr << "stewardctl: defrag stopped at "
+              << (f.member.name.empty() ? HexId(f.member.id) : f.member.name) << ": " << f.error
+              << "; the members after it were not defragmented\n";
     return 1;
   }
   if (skipped > 0) {
@@ -220,8 +217,8 @@ int RunAlarmDisarm(const Common& c) {
   for (const AlarmInfo& a : *alarms) {
     if (absl::Status s = client.AlarmDisarm(a.member_id, a.alarm); !s.ok()) {
       PrintAlarms(cleared, MemberNames(client), c.output, "nothing cleared");
-      std::cerr << "stewardctl: alarm disarm: " << a.alarm << " of " << HexId(a.member_id)
-                << ": " << s.message() << "\n";
+      std::cerr << "stewardctl: alarm disarm: " << a.alarm << " of " << HexId(a.member_id) << ": "
+                << s.message() << "\n";
       return 1;
     }
     cleared.push_back(a);
@@ -244,11 +241,11 @@ int RunAlarmDisarm(const Common& c) {
 void AddSpaceCommands(CLI::App& app, Common* common, Commands* commands) {
   auto timeout = std::make_shared<int>(300);
   CLI::App* defrag = app.add_subcommand(
-      "defrag",
-      "defragment every member, one at a time, followers first and the etcd leader last");
+      "defrag", "defragment every member, one at a time, followers first and the etcd leader last");
   AddCommonFlags(defrag, common, true);
-  defrag->add_option("--defrag-timeout", *timeout,
-                     "seconds each member's defragmentation may take (it blocks the member)")
+  defrag
+      ->add_option("--defrag-timeout", *timeout,
+                   "seconds each member's defragmentation may take (it blocks the member)")
       ->check(CLI::Range(1, 86400));
   commands->push_back({defrag, [common, timeout] { return RunDefrag(*common, *timeout); }});
 

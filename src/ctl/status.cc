@@ -95,8 +95,8 @@ std::string DescribeMaintenance(const nlohmann::json& m, int64_t now) {
   for (const auto& p : m.value("pauses", nlohmann::json::array())) {
     const std::string node = p.value("node", std::string());
     const int64_t until = p.value("until", int64_t{0});
-    out += absl::StrCat("\npaused:         ", node.empty() ? "the whole cluster" : node,
-                        " until ", UtcSeconds(until),
+    out += absl::StrCat("\npaused:         ", node.empty() ? "the whole cluster" : node, " until ",
+                        UtcSeconds(until),
                         now < until ? absl::StrCat(" (", (until - now + 59) / 60, "m left)")
                                     : std::string(" (ended; ignored)"),
                         " by ", p.value("by", std::string("?")), ": ",
@@ -127,7 +127,7 @@ std::string DescribeStewardState(const nlohmann::json& j, int64_t now) {
     out += ")\n                the lines below are from before the quorum was lost";
   } else {
     out += "steward leader: " + (j.contains("leader") ? j["leader"].get<std::string>()
-                                                       : "none (no agent holds the leader lease)");
+                                                      : "none (no agent holds the leader lease)");
   }
   if (j.contains("reconciler")) {
     const auto& r = j["reconciler"];
@@ -136,9 +136,9 @@ std::string DescribeStewardState(const nlohmann::json& j, int64_t now) {
     // that existed have none): several missed rewrites mean a stuck or dead leader.
     const long refresh = r.value("refresh", 0L);
     out += std::string(local ? "\nlast report:    " : "\nreconciler:     ") +
-           r.value("detail", std::string("?")) + " (" +
-           r.value("step", std::string("?")) + ", reported by " +
-           r.value("leader", std::string("?")) + " " + std::to_string(age) + "s ago)";
+           r.value("detail", std::string("?")) + " (" + r.value("step", std::string("?")) +
+           ", reported by " + r.value("leader", std::string("?")) + " " + std::to_string(age) +
+           "s ago)";
     if (!local && refresh > 0 && age > 3 * refresh) {
       out += "\n                SILENT: no report for " + std::to_string(age) +
              "s; the leader rewrites it every " + std::to_string(refresh) +
@@ -159,8 +159,9 @@ std::string DescribeStewardState(const nlohmann::json& j, int64_t now) {
                 : b.value("last_success", std::string()) + " (" +
                       std::to_string(now - b.value("last_success_at", now)) + "s ago)");
     if (b.contains("encryption_key_id") && b.value("encryption_key_id", std::string()).empty()) {
-      out += "\n                NOT ENCRYPTED: backups hold every secret the cluster holds, in "
-             "clear (backup.encryption.key_file)";
+      out +=
+          "\n                NOT ENCRYPTED: backups hold every secret the cluster holds, in "
+          "clear (backup.encryption.key_file)";
     }
     if (b.contains("last_drill")) {
       out += "\n                restore drill " +
@@ -168,8 +169,7 @@ std::string DescribeStewardState(const nlohmann::json& j, int64_t now) {
              "s ago: " + b.value("last_drill", std::string());
     }
     if (b.contains("last_error")) {
-      out += "\n                last error " +
-             std::to_string(now - b.value("last_error_at", now)) +
+      out += "\n                last error " + std::to_string(now - b.value("last_error_at", now)) +
              "s ago: " + b.value("last_error", std::string());
     }
   }

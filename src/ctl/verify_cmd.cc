@@ -39,8 +39,10 @@ int RunVerifyBackup(const Common& c, const VerifyArgs& a) {
     }
   }
   if (!meta) {
-    std::cerr << "stewardctl: " << (a.name.empty() ? "no complete backup to verify" :
-                                    "no complete backup named " + a.name) << "\n";
+    std::cerr << "stewardctl: "
+              << (a.name.empty() ? "no complete backup to verify"
+                                 : "no complete backup named " + a.name)
+              << "\n";
     return 1;
   }
   std::vector<std::string> endpoints;
@@ -72,14 +74,12 @@ int RunVerifyBackup(const Common& c, const VerifyArgs& a) {
     }
   }
   if (c.output == "json") {
-    nlohmann::json j = {{"backup", r->backup},         {"revision", r->revision},
-                        {"passed", r->passed},         {"skipped", r->skipped},
-                        {"failure", r->failure},       {"compared", r->compared},
-                        {"deltas", r->deltas},         {"to_revision", r->to_revision},
-                        {"keys", r->keys},             {"restore_ms", r->restore_ms},
-                        {"start_ms", r->start_ms},     {"hash_ms", r->hash_ms},
-                        {"replay_ms", r->replay_ms},
-                        {"compare_ms", r->compare_ms}};
+    nlohmann::json j = {
+        {"backup", r->backup},         {"revision", r->revision},       {"passed", r->passed},
+        {"skipped", r->skipped},       {"failure", r->failure},         {"compared", r->compared},
+        {"deltas", r->deltas},         {"to_revision", r->to_revision}, {"keys", r->keys},
+        {"restore_ms", r->restore_ms}, {"start_ms", r->start_ms},       {"hash_ms", r->hash_ms},
+        {"replay_ms", r->replay_ms},   {"compare_ms", r->compare_ms}};
     std::cout << j.dump(2) << "\n";
   } else if (r->skipped) {
     std::cout << "backup " << r->backup << ": drill " << r->failure << "\n";
@@ -91,8 +91,7 @@ int RunVerifyBackup(const Common& c, const VerifyArgs& a) {
                 << " in " << r->replay_ms << " ms";
     }
     if (r->passed) std::cout << ", compared in " << r->compare_ms << " ms";
-    std::cout << "\n"
-              << (r->passed ? "PASSED: " + r->compared : "FAILED: " + r->failure) << "\n";
+    std::cout << "\n" << (r->passed ? "PASSED: " + r->compared : "FAILED: " + r->failure) << "\n";
   }
   if (r->skipped) return 3;
   return r->passed ? 0 : 1;
@@ -107,10 +106,11 @@ void AddVerifyCommands(CLI::App& app, Common* common, Commands* commands) {
       "restore drill: restore a backup (the newest by default) and its deltas into a scratch "
       "etcd on loopback and compare every key with the live cluster at the revision they reach");
   AddCommonFlags(verify, common, true);
-  auto* name = verify->add_option("name", args->name,
-                                  "the backup (see list-backups); default: the newest");
-  verify->add_flag("--latest", args->latest,
-                   "the newest backup an automatic restore would take (the default)")
+  auto* name =
+      verify->add_option("name", args->name, "the backup (see list-backups); default: the newest");
+  verify
+      ->add_flag("--latest", args->latest,
+                 "the newest backup an automatic restore would take (the default)")
       ->excludes(name);
   verify->add_option("--scratch", args->scratch,
                      "where the scratch data dir is made (needs the DB's size + 128 MiB free)");

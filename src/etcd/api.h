@@ -106,8 +106,7 @@ class EtcdApi {
                                                bool learner) = 0;
   virtual absl::Status MemberRemove(uint64_t id) = 0;
   virtual absl::Status MemberPromote(uint64_t id) = 0;
-  virtual absl::Status Put(const std::string& key, const std::string& value,
-                           int64_t lease = 0) = 0;
+  virtual absl::Status Put(const std::string& key, const std::string& value, int64_t lease = 0) = 0;
   // nullopt when the key does not exist. Linearizable.
   virtual absl::StatusOr<std::optional<std::string>> Get(const std::string& key) = 0;
   virtual absl::StatusOr<int64_t> LeaseGrant(std::chrono::seconds ttl) = 0;

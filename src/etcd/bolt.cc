@@ -249,8 +249,9 @@ absl::StatusOr<std::unique_ptr<BoltFile>> BoltFile::Open(const std::string& path
     return absl::DataLossError(
         f->file_size_ < 2 * 4096
             ? absl::StrCat(path, ": not a bbolt database (only ", f->file_size_, " bytes)")
-            : path + ": not a bbolt database (no valid meta page: wrong magic, version or "
-                     "checksum)");
+            : path +
+                  ": not a bbolt database (no valid meta page: wrong magic, version or "
+                  "checksum)");
   }
   const bool use_m1 = m1.valid && (!m0.valid || m1.txid > m0.txid);
   const Meta& m = use_m1 ? m1 : m0;
@@ -266,8 +267,8 @@ absl::StatusOr<std::unique_ptr<BoltFile>> BoltFile::Open(const std::string& path
   if (__builtin_mul_overflow(m.pgid, uint64_t{m.page_size}, &pages_bytes) ||
       f->file_size_ < pages_bytes) {
     return absl::DataLossError(absl::StrCat(path, ": truncated: ", f->file_size_,
-                                            " bytes of bbolt data, but its meta page says ",
-                                            m.pgid, " pages of ", m.page_size, " bytes"));
+                                            " bytes of bbolt data, but its meta page says ", m.pgid,
+                                            " pages of ", m.page_size, " bytes"));
   }
   if (m.pgid < 3 || m.root < 2 || m.root >= m.pgid) {
     return absl::DataLossError(absl::StrCat(path, ": corrupt: the meta page puts the root at page ",
@@ -281,13 +282,16 @@ absl::StatusOr<BoltFile::Node> BoltFile::LoadNode(uint64_t pgid) const {
   if (auto it = pending_.find(pgid); it != pending_.end()) {
     return DecodeNode(it->second.data(), it->second.size(), at);
   }
-  if (pgid < 2 || pgid >= high_water_) return absl::DataLossError(at + ": outside the file's pages");
+  if (pgid < 2 || pgid >= high_water_)
+    return absl::DataLossError(at + ": outside the file's pages");
   char head[kPageHeader];
   const uint64_t off = pgid * page_size_;
   if (absl::Status s = PreadAll(fd_, head, sizeof head, off, at); !s.ok()) return s;
-  if (Load<uint64_t>(head) != pgid) return absl::DataLossError(at + ": its header names another page");
+  if (Load<uint64_t>(head) != pgid)
+    return absl::DataLossError(at + ": its header names another page");
   const uint64_t pages = 1 + uint64_t{Load<uint32_t>(head + 12)};
-  if (pgid + pages > high_water_) return absl::DataLossError(at + ": overflows past the file's pages");
+  if (pgid + pages > high_water_)
+    return absl::DataLossError(at + ": overflows past the file's pages");
   std::string bytes(pages * page_size_, '\0');
   if (absl::Status s = PreadAll(fd_, bytes.data(), bytes.size(), off, at); !s.ok()) return s;
   return DecodeNode(bytes.data(), bytes.size(), at);
@@ -312,8 +316,7 @@ absl::StatusOr<uint64_t> BoltFile::WriteNode(const Node& n) {
 }
 
 absl::StatusOr<uint64_t> BoltFile::PutInTree(uint64_t root, const std::string& key,
-                                             const std::string& value, uint32_t flags,
-                                             int depth) {
+                                             const std::string& value, uint32_t flags, int depth) {
   if (depth > kMaxDepth) return absl::DataLossError(path_ + ": tree deeper than expected");
   auto n = LoadNode(root);
   if (!n.ok()) return n.status();
@@ -321,9 +324,9 @@ absl::StatusOr<uint64_t> BoltFile::PutInTree(uint64_t root, const std::string& k
   if (n->leaf) {
     if (i < n->elems.size() && n->elems[i].key == key) {
       if (n->elems[i].flags != flags) {
-        return absl::FailedPreconditionError(
-            absl::StrCat(path_, ": key ", key, " is a ", flags ? "value" : "bucket",
-                         ", not the ", flags ? "bucket" : "value", " expected"));
+        return absl::FailedPreconditionError(absl::StrCat(path_, ": key ", key, " is a ",
+                                                          flags ? "value" : "bucket", ", not the ",
+                                                          flags ? "bucket" : "value", " expected"));
       }
       n->elems[i].value = value;
     } else {
@@ -391,7 +394,8 @@ absl::Status BoltFile::CollectLeaves(uint64_t pgid, std::map<std::string, std::s
 absl::Status BoltFile::WalkPages(uint64_t pgid, int depth, const Visitor& fn) const {
   if (depth > kMaxDepth) return absl::DataLossError(path_ + ": tree deeper than expected");
   const std::string at = absl::StrCat(path_, " page ", pgid);
-  if (pgid < 2 || pgid >= high_water_) return absl::DataLossError(at + ": outside the file's pages");
+  if (pgid < 2 || pgid >= high_water_)
+    return absl::DataLossError(at + ": outside the file's pages");
   char head[kPageHeader];
   if (absl::Status s = PreadAll(fd_, head, sizeof head, pgid * page_size_, at); !s.ok()) return s;
   const uint64_t pages = 1 + uint64_t{Load<uint32_t>(head + 12)};
@@ -455,13 +459,15 @@ absl::Status BoltFile::CheckPage(uint64_t pgid, const std::string& lo, const std
     return absl::DataLossError(absl::StrCat(at, ": outside the file's ", high_water_, " pages"));
   }
   char head[kPageHeader];
-  if (absl::Status s = PreadAll(fd_, head, sizeof head, pgid * page_size_, path_); !s.ok()) return s;
+  if (absl::Status s = PreadAll(fd_, head, sizeof head, pgid * page_size_, path_); !s.ok())
+    return s;
   if (Load<uint64_t>(head) != pgid) {
     return absl::DataLossError(absl::StrCat(at, ": its header names page ", Load<uint64_t>(head)));
   }
   const uint64_t pages = 1 + uint64_t{Load<uint32_t>(head + 12)};
   if (pgid + pages > high_water_) {
-    return absl::DataLossError(absl::StrCat(at, ": its ", pages - 1, " overflow pages run past the file's pages"));
+    return absl::DataLossError(
+        absl::StrCat(at, ": its ", pages - 1, " overflow pages run past the file's pages"));
   }
   for (uint64_t p = pgid; p < pgid + pages; ++p) {
     if (st.seen[p]) {
@@ -470,7 +476,8 @@ absl::Status BoltFile::CheckPage(uint64_t pgid, const std::string& lo, const std
     st.seen[p] = true;
   }
   std::string bytes(pages * page_size_, '\0');
-  if (absl::Status s = PreadAll(fd_, bytes.data(), bytes.size(), pgid * page_size_, path_); !s.ok()) {
+  if (absl::Status s = PreadAll(fd_, bytes.data(), bytes.size(), pgid * page_size_, path_);
+      !s.ok()) {
     return s;
   }
   return CheckNode(bytes, at, lo, hi, depth, bucket, st);
@@ -522,8 +529,8 @@ absl::Status BoltFile::CheckNode(std::string_view bytes, const std::string& at,
         next_key.assign(bytes.data() + ns, nk);
         child_hi = &next_key;
       }
-      if (absl::Status s = CheckPage(Load<uint64_t>(e + 8), std::string(key), child_hi,
-                                     depth + 1, bucket, st);
+      if (absl::Status s =
+              CheckPage(Load<uint64_t>(e + 8), std::string(key), child_hi, depth + 1, bucket, st);
           !s.ok()) {
         return s;
       }
@@ -542,12 +549,11 @@ absl::Status BoltFile::CheckNode(std::string_view bytes, const std::string& at,
         bucket == "(root)" ? std::string(key) : absl::StrCat(bucket, "/", std::string(key));
     const char* value = bytes.data() + start + ksize;
     const uint64_t root = Load<uint64_t>(value);
-    absl::Status s =
-        root == 0
-            ? CheckNode(std::string_view(value + kBucketHeader, vsize - kBucketHeader),
-                        absl::StrCat(at, ": inline bucket ", name), "",
-                        nullptr, depth + 1, name, st)
-            : CheckPage(root, "", nullptr, depth + 1, name, st);
+    absl::Status s = root == 0
+                         ? CheckNode(std::string_view(value + kBucketHeader, vsize - kBucketHeader),
+                                     absl::StrCat(at, ": inline bucket ", name), "", nullptr,
+                                     depth + 1, name, st)
+                         : CheckPage(root, "", nullptr, depth + 1, name, st);
     if (!s.ok()) return s;
   }
   return absl::OkStatus();
@@ -565,15 +571,13 @@ absl::Status BoltFile::ForEach(const std::string& bucket, const Visitor& fn) {
 
 absl::StatusOr<std::vector<std::string>> BoltFile::Buckets() const {
   std::vector<std::string> out;
-  absl::Status s = WalkPages(root_, 0, [&](std::string_view key, std::string_view, uint32_t) {
-    out.emplace_back(key);
-  });
+  absl::Status s = WalkPages(
+      root_, 0, [&](std::string_view key, std::string_view, uint32_t) { out.emplace_back(key); });
   if (!s.ok()) return s;
   return out;
 }
 
-absl::StatusOr<std::map<std::string, std::string>> BoltFile::ReadBucket(
-    const std::string& bucket) {
+absl::StatusOr<std::map<std::string, std::string>> BoltFile::ReadBucket(const std::string& bucket) {
   auto v = BucketValue(bucket);
   if (!v.ok()) return v.status();
   auto h = ParseBucket(*v, bucket);
@@ -698,7 +702,8 @@ absl::Status BoltFile::Commit() {
   const uint64_t end = next_pgid_ * page_size_;
   // etcd's snapshot stream ends with a sha256 past the last page; bbolt wants whole pages.
   if (file_size_ % page_size_ != 0 && file_size_ > end) {
-    if (::ftruncate(fd_, static_cast<off_t>(end)) != 0) return ErrnoStatus(errno, "truncating " + path_);
+    if (::ftruncate(fd_, static_cast<off_t>(end)) != 0)
+      return ErrnoStatus(errno, "truncating " + path_);
   }
   if (::fdatasync(fd_) != 0) return ErrnoStatus(errno, "syncing " + path_);
   // The new meta goes to the page that does not hold the current one (bbolt picks the valid

@@ -1,11 +1,10 @@
 #include "etcd/client.h"
 
-#include "etcd/stream.h"
-
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "etcd/stream.h"
 
 namespace steward {
 
@@ -250,9 +249,8 @@ absl::Status EtcdClient::Put(const std::string& key, const std::string& value, i
   req.set_lease(lease);
   etcdserverpb::PutResponse resp;
   // A put is idempotent for our purposes (same key, same value).
-  return CallAny("Put", true, [&](Stubs& st, grpc::ClientContext& ctx) {
-    return st.kv->Put(&ctx, req, &resp);
-  });
+  return CallAny("Put", true,
+                 [&](Stubs& st, grpc::ClientContext& ctx) { return st.kv->Put(&ctx, req, &resp); });
 }
 
 absl::StatusOr<std::optional<std::string>> EtcdClient::Get(const std::string& key) {
@@ -306,13 +304,14 @@ absl::Status EtcdClient::AlarmAction(uint64_t member_id, const std::string& alar
     return absl::InvalidArgumentError(absl::StrCat("unknown alarm ", alarm));
   }
   etcdserverpb::AlarmRequest req;
-  req.set_action(on ? etcdserverpb::AlarmRequest::ACTIVATE : etcdserverpb::AlarmRequest::DEACTIVATE);
+  req.set_action(on ? etcdserverpb::AlarmRequest::ACTIVATE
+                    : etcdserverpb::AlarmRequest::DEACTIVATE);
   req.set_memberid(member_id);
   req.set_alarm(type);
   etcdserverpb::AlarmResponse resp;
-  return CallAny(on ? "AlarmActivate" : "AlarmDisarm", true, [&](Stubs& st, grpc::ClientContext& ctx) {
-    return st.maintenance->Alarm(&ctx, req, &resp);
-  });
+  return CallAny(
+      on ? "AlarmActivate" : "AlarmDisarm", true,
+      [&](Stubs& st, grpc::ClientContext& ctx) { return st.maintenance->Alarm(&ctx, req, &resp); });
 }
 
 absl::StatusOr<int64_t> EtcdClient::LeaseGrant(std::chrono::seconds ttl) {
@@ -443,7 +442,8 @@ absl::StatusOr<MemberStatus> EtcdClient::Status(const std::string& endpoint,
   grpc::ClientContext ctx;
   SetDeadline(ctx, timeout);
   etcdserverpb::StatusResponse resp;
-  grpc::Status gs = StubsFor(endpoint).maintenance->Status(&ctx, etcdserverpb::StatusRequest(), &resp);
+  grpc::Status gs =
+      StubsFor(endpoint).maintenance->Status(&ctx, etcdserverpb::StatusRequest(), &resp);
   if (!gs.ok()) return FromGrpc(gs, absl::StrCat("Status ", endpoint));
   MemberStatus out;
   out.endpoint = endpoint;
@@ -476,7 +476,7 @@ absl::Status EtcdClient::Compact(int64_t revision, bool physical,
 }
 
 absl::StatusOr<EtcdApi::KvHash> EtcdClient::HashKV(int64_t revision,
-                                                  std::chrono::milliseconds timeout) {
+                                                   std::chrono::milliseconds timeout) {
   etcdserverpb::HashKVRequest req;
   req.set_revision(revision);
   etcdserverpb::HashKVResponse resp;

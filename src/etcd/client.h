@@ -29,7 +29,6 @@
 
 namespace steward {
 
-
 // A role's key permission (etcd's authpb.Permission). range_end empty: the one key `key`;
 // "\0": every key from `key` on; otherwise [key, range_end).
 struct RolePermission {
@@ -87,8 +86,7 @@ class EtcdClient : public EtcdApi {
                                        bool learner) override;
   absl::Status MemberRemove(uint64_t id) override;
   absl::Status MemberPromote(uint64_t id) override;
-  absl::Status Put(const std::string& key, const std::string& value,
-                   int64_t lease = 0) override;
+  absl::Status Put(const std::string& key, const std::string& value, int64_t lease = 0) override;
   // nullopt when the key does not exist. Linearizable.
   absl::StatusOr<std::optional<std::string>> Get(const std::string& key) override;
   // A serializable read: what the member asked holds, answered without a quorum (may be

@@ -144,8 +144,7 @@ absl::Status EtcdClient::RoleDelete(const std::string& role) {
   });
 }
 
-absl::Status EtcdClient::RoleGrantPermission(const std::string& role,
-                                             const RolePermission& perm) {
+absl::Status EtcdClient::RoleGrantPermission(const std::string& role, const RolePermission& perm) {
   etcdserverpb::AuthRoleGrantPermissionRequest req;
   req.set_name(role);
   req.mutable_perm()->set_permtype(static_cast<etcdserverpb::Permission::Type>(perm.type));

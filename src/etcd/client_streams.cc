@@ -64,7 +64,8 @@ class GrpcKeyWatch : public KeyWatch {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<std::vector<etcdserverpb::Event>> Wait(std::chrono::milliseconds timeout) override {
+  absl::StatusOr<std::vector<etcdserverpb::Event>> Wait(
+      std::chrono::milliseconds timeout) override {
     if (!early_.empty()) return std::exchange(early_, {});
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     std::vector<etcdserverpb::Event> events;
@@ -116,7 +117,7 @@ class GrpcKeyWatch : public KeyWatch {
   }
 
   BidiStream<etcdserverpb::WatchRequest, etcdserverpb::WatchResponse> stream_;
-  std::vector<etcdserverpb::Event> early_;  // events that came with the creation answers
+  std::vector<etcdserverpb::Event> early_;    // events that came with the creation answers
   std::vector<etcdserverpb::Event> partial_;  // a revision whose next piece is yet to come
   uint64_t member_id_ = 0;
   int64_t created_revision_ = 0;
@@ -176,8 +177,7 @@ absl::StatusOr<std::unique_ptr<KeyWatch>> EtcdClient::WatchKeys(
   std::vector<std::pair<std::string, std::string>> ranges;
   for (const std::string& k : keys) ranges.emplace_back(k, "");
   auto watch = std::make_unique<GrpcKeyWatch>(endpoint);
-  if (absl::Status s =
-          watch->Open(StubsFor(endpoint).watch.get(), ranges, after_revision, timeout);
+  if (absl::Status s = watch->Open(StubsFor(endpoint).watch.get(), ranges, after_revision, timeout);
       !s.ok()) {
     return s;
   }

@@ -15,13 +15,19 @@ inline std::string ReservedPrefix(const std::string& cluster) {
   return kStewardKeyRoot + cluster + "/";
 }
 // The steward leader's lease-backed election key; its value is the leader's node name.
-inline std::string LeaderKey(const std::string& cluster) { return ReservedPrefix(cluster) + "leader"; }
+inline std::string LeaderKey(const std::string& cluster) {
+  return ReservedPrefix(cluster) + "leader";
+}
 // The leaders' epoch counter, raised with the leader key in one transaction: the leader's term.
-inline std::string EpochKey(const std::string& cluster) { return ReservedPrefix(cluster) + "epoch"; }
+inline std::string EpochKey(const std::string& cluster) {
+  return ReservedPrefix(cluster) + "epoch";
+}
 // The desired spec written by `stewardctl configure-cluster` ({"size": N}).
 inline std::string SpecKey(const std::string& cluster) { return ReservedPrefix(cluster) + "spec"; }
 // The leader's last decision, for `stewardctl status`.
-inline std::string StatusKey(const std::string& cluster) { return ReservedPrefix(cluster) + "status"; }
+inline std::string StatusKey(const std::string& cluster) {
+  return ReservedPrefix(cluster) + "status";
+}
 // The backup scheduler's last result.
 inline std::string BackupStatusKey(const std::string& cluster) {
   return ReservedPrefix(cluster) + "backup-status";

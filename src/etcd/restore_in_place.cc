@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <array>
+#include <cerrno>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -167,11 +167,10 @@ constexpr int64_t kMetadataType = 1, kEntryType = 2, kStateType = 3, kCrcType = 
 // its own tool knows what a restore must change there, so the edit leaves the DB to it.
 absl::Status CheckSchema(BoltFile& db) {
   static const std::set<std::string> kBuckets = {
-      "alarm", "auth", "authRoles", "authUsers", "cluster", "key", "lease", "members",
-      "members_removed", "meta"};
-  static const std::set<std::string> kMetaKeys = {"confState", "consistent_index",
-                                                   "finishedCompactRev", "scheduledCompactRev",
-                                                   "term"};
+      "alarm", "auth",  "authRoles", "authUsers",       "cluster",
+      "key",   "lease", "members",   "members_removed", "meta"};
+  static const std::set<std::string> kMetaKeys = {
+      "confState", "consistent_index", "finishedCompactRev", "scheduledCompactRev", "term"};
   auto buckets = db.Buckets();
   if (!buckets.ok()) return buckets.status();
   for (const std::string& b : *buckets) {
@@ -195,7 +194,6 @@ absl::Status CheckSchema(BoltFile& db) {
 
 }  // namespace
 
-
 uint32_t Crc32c(uint32_t crc, const char* data, size_t n) {
   static const std::array<uint32_t, 256> table = [] {
     std::array<uint32_t, 256> t{};
@@ -207,7 +205,8 @@ uint32_t Crc32c(uint32_t crc, const char* data, size_t n) {
     return t;
   }();
   crc = ~crc;
-  for (size_t i = 0; i < n; ++i) crc = table[(crc ^ static_cast<uint8_t>(data[i])) & 0xff] ^ (crc >> 8);
+  for (size_t i = 0; i < n; ++i)
+    crc = table[(crc ^ static_cast<uint8_t>(data[i])) & 0xff] ^ (crc >> 8);
   return ~crc;
 }
 
@@ -231,8 +230,8 @@ absl::Status RestoreInPlace(const InPlaceRestore& r, bool* db_changed) {
   std::vector<Member> members;
   for (const auto& [name, url] : r.initial_cluster) {
     if (!PlainPeerUrl(url)) {
-      return absl::InvalidArgumentError(absl::StrCat("peer URL ", url, " of ", name,
-                                                     " is not scheme://host:port"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("peer URL ", url, " of ", name, " is not scheme://host:port"));
     }
     for (const auto& m : members) {
       if (m.name == name) {
@@ -254,8 +253,8 @@ absl::Status RestoreInPlace(const InPlaceRestore& r, bool* db_changed) {
     return absl::InvalidArgumentError(absl::StrCat(r.name, " is not in the initial cluster"));
   }
   if (!r.peer_url.empty() && r.peer_url != self->peer_url) {
-    return absl::InvalidArgumentError(absl::StrCat("the advertised peer URL ", r.peer_url,
-                                                   " is not ", r.name, "'s in the initial cluster"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the advertised peer URL ", r.peer_url, " is not ", r.name, "'s in the initial cluster"));
   }
   // Everything that is encoded as JSON, before the DB is touched (a name or URL that is not
   // UTF-8 cannot be).

@@ -89,8 +89,8 @@ class BidiStream {
       bool ok = false;
       switch (cq_.AsyncNext(&tag, &ok, deadline)) {
         case grpc::CompletionQueue::TIMEOUT:
-          return absl::DeadlineExceededError(absl::StrCat(what_, ": no answer within ",
-                                                          timeout.count(), "ms"));
+          return absl::DeadlineExceededError(
+              absl::StrCat(what_, ": no answer within ", timeout.count(), "ms"));
         case grpc::CompletionQueue::SHUTDOWN:
           return Fail(absl::UnavailableError(absl::StrCat(what_, ": stream closed")));
         case grpc::CompletionQueue::GOT_EVENT:

@@ -49,15 +49,17 @@ std::string NoBinaryFor(const std::string& node, const std::string& version,
                         const std::vector<EtcdBinary>& binaries) {
   std::vector<std::string> has;
   for (const auto& b : binaries) {
-    const std::string name = b.key.empty() ? "etcd.binary" : absl::StrCat("etcd.versions[", b.key, "]");
+    const std::string name =
+        b.key.empty() ? "etcd.binary" : absl::StrCat("etcd.versions[", b.key, "]");
     has.push_back(b.reported.empty() ? absl::StrCat(name, " reports no version (", b.error, ")")
                                      : absl::StrCat(name, " is ", b.reported));
   }
   auto v = ParseVersion(version);
   const std::string minor = v ? absl::StrCat((*v)[0], ".", (*v)[1]) : version;
-  return absl::StrCat("node ", node, " needs etcd ", version, " (the version the cluster runs) "
-                      "and has no binary for ", minor, " (",
-                      has.empty() ? "it reported none" : absl::StrJoin(has, "; "),
+  return absl::StrCat("node ", node, " needs etcd ", version,
+                      " (the version the cluster runs) "
+                      "and has no binary for ",
+                      minor, " (", has.empty() ? "it reported none" : absl::StrJoin(has, "; "),
                       "): add one to etcd.versions on ", node, ", e.g. \"", version,
                       ": /path/to/etcd-", version, "\"");
 }
@@ -74,7 +76,8 @@ std::string VersionFromOutput(std::string_view output) {
 
 std::string VersionFromImage(std::string_view image) {
   const size_t colon = image.rfind(':');
-  if (colon == std::string_view::npos || image.find('/', colon) != std::string_view::npos) return "";
+  if (colon == std::string_view::npos || image.find('/', colon) != std::string_view::npos)
+    return "";
   std::string tag(image.substr(colon + 1));
   if (!tag.empty() && tag[0] == 'v') tag.erase(0, 1);
   tag = tag.substr(0, tag.find('-'));  // "3.5.16-0": Kubernetes' image revision

@@ -130,7 +130,8 @@ absl::StatusOr<WalIdentity> ReadWalIdentity(const std::string& etcd_data_dir) {
     return false;
   });
   if (found) return *found;
-  return absl::DataLossError(absl::StrCat("cannot read the member ID from ", segments.back().string()));
+  return absl::DataLossError(
+      absl::StrCat("cannot read the member ID from ", segments.back().string()));
 }
 
 absl::StatusOr<uint64_t> ReadWalCommit(const std::string& etcd_data_dir) {

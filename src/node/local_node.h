@@ -28,22 +28,22 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "node/node_disk.h"
-#include "node/restore_plan.h"
-#include "node/start_view.h"
 #include "backup/store.h"
 #include "common/clock.h"
 #include "common/mutex.h"
 #include "common/status.h"
 #include "config/config.h"
+#include "control/destroy.h"
 #include "etcd/api.h"
 #include "etcd/flags.h"
 #include "etcd/version.h"
+#include "node/node_disk.h"
+#include "node/restore_plan.h"
+#include "node/start_decision.h"
+#include "node/start_view.h"
 #include "peer/api.h"
 #include "peer/server.h"
 #include "pki/node_certs.h"
-#include "control/destroy.h"
-#include "node/start_decision.h"
 #include "runner/runner.h"
 
 namespace steward {
@@ -211,8 +211,8 @@ class LocalNode : public NodeHandler {
   std::string join_error_ ABSL_GUARDED_BY(mu_);
   std::chrono::steady_clock::time_point join_retry_at_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> join_started_{false};  // a join order started etcd, not yet joined
-  std::atomic<uint64_t> log_offset_{0};  // etcd's log size when etcd was last started
-  std::atomic<int> restarts_at_run_{0};  // the runner's restarts() then
+  std::atomic<uint64_t> log_offset_{0};    // etcd's log size when etcd was last started
+  std::atomic<int> restarts_at_run_{0};    // the runner's restarts() then
   // EtcdExitReason's cache: the restarts count it was read at, and what it read.
   Mutex exit_mu_;
   int exit_read_at_ ABSL_GUARDED_BY(exit_mu_) = -1;

@@ -247,8 +247,9 @@ absl::Status FsNodeDisk::RestoreStaged(const SnapshotRestore& r) {
     // Damage the full walk found is the backup's, not this code's: no tool is handed it.
     if (IsDamagedDb(s)) return s;
     if (r.tool.empty()) {
-      return Annotate(s, "restoring the staged backup in place (no restore tool here can make "
-                         "this restore: raising the revision needs etcd.etcdutl)");
+      return Annotate(s,
+                      "restoring the staged backup in place (no restore tool here can make "
+                      "this restore: raising the revision needs etcd.etcdutl)");
     }
     spdlog::warn("restore in place: {}; running {} snapshot restore instead", s.message(), r.tool);
   }
@@ -258,10 +259,20 @@ absl::Status FsNodeDisk::RestoreStaged(const SnapshotRestore& r) {
   fs::remove_all(target, ec);
   std::vector<std::string> initial;
   for (const auto& [name, url] : r.initial_cluster) initial.push_back(absl::StrCat(name, "=", url));
-  std::vector<std::string> argv = {r.tool, "snapshot", "restore", (work / "snapshot.db").string(),
-                                   "--skip-hash-check", "--name", r.name, "--initial-cluster",
-                                   absl::StrJoin(initial, ","), "--initial-cluster-token", r.token,
-                                   "--initial-advertise-peer-urls", r.peer_url, "--data-dir",
+  std::vector<std::string> argv = {r.tool,
+                                   "snapshot",
+                                   "restore",
+                                   (work / "snapshot.db").string(),
+                                   "--skip-hash-check",
+                                   "--name",
+                                   r.name,
+                                   "--initial-cluster",
+                                   absl::StrJoin(initial, ","),
+                                   "--initial-cluster-token",
+                                   r.token,
+                                   "--initial-advertise-peer-urls",
+                                   r.peer_url,
+                                   "--data-dir",
                                    target};
   if (r.bump_revision > 0) {
     argv.push_back(absl::StrCat("--bump-revision=", r.bump_revision));

@@ -27,8 +27,7 @@ absl::Status LocalNode::RestoreFailed(absl::Status s) {
 
 // Phase 1 of a restore order: refused while destroyed or while another restore fetches; its
 // staging claimed (restoring_). `*applied`: this order was carried out here already.
-absl::Status LocalNode::BeginRestore(const peer::RestoreRequest& req, bool* repeat,
-                                     bool* applied) {
+absl::Status LocalNode::BeginRestore(const peer::RestoreRequest& req, bool* repeat, bool* applied) {
   MutexLock lock(&mu_);
   if (absl::Status s = RefuseWhileDestroyed("restore"); !s.ok()) return s;
   // Applied already — unless this member lost its data since (the marker outlives a wiped
@@ -89,8 +88,7 @@ absl::Status LocalNode::Restore(const peer::RestoreRequest& req) {
     facts.backup_version = meta->etcd_version;
     // EV1: a node with no member data here (a total loss, a wiped node) restores with the
     // binary of the backup's version when it has one, rather than refuse it as a downgrade.
-    if (env_.binaries && !HasMemberData() &&
-        MinorBelow(facts.node_version, meta->etcd_version)) {
+    if (env_.binaries && !HasMemberData() && MinorBelow(facts.node_version, meta->etcd_version)) {
       const std::vector<EtcdBinary> binaries = env_.binaries();
       if (const EtcdBinary* b = PickBinary(binaries, meta->etcd_version)) {
         switch_to = *b;
@@ -101,9 +99,10 @@ absl::Status LocalNode::Restore(const peer::RestoreRequest& req) {
   const NodeRestorePlan plan = PlanNodeRestore(facts);
   if (!plan.refusal.ok()) return RestoreFailed(plan.refusal);
   if (plan.unknown_version && req.member()) {
-    spdlog::warn("restore {}: the etcd version of this node is not known (a static pod's image "
-                 "not listed in etcd.versions?); backup {} from etcd {} is restored unchecked",
-                 req.restore_id(), req.backup(), facts.backup_version);
+    spdlog::warn(
+        "restore {}: the etcd version of this node is not known (a static pod's image "
+        "not listed in etcd.versions?); backup {} from etcd {} is restored unchecked",
+        req.restore_id(), req.backup(), facts.backup_version);
   }
   if (meta) {
     // Fetched and verified before anything is stopped: a bad backup leaves the node as it was.
@@ -143,8 +142,8 @@ absl::Status LocalNode::CheckStagedLocked(const peer::RestoreRequest& req,
   absl::Status s = disk_.CheckStagedInPlace(r);
   if (!s.ok() && IsDamagedDb(s)) {
     disk_.ClearStaging();
-    return RestoreFailed(Annotate(s, absl::StrCat("backup ", req.backup(),
-                                                  " cannot be restored; the node is untouched")));
+    return RestoreFailed(Annotate(
+        s, absl::StrCat("backup ", req.backup(), " cannot be restored; the node is untouched")));
   }
   if (!s.ok() && plan.check_in_place_first) {
     disk_.ClearStaging();
@@ -155,9 +154,10 @@ absl::Status LocalNode::CheckStagedLocked(const peer::RestoreRequest& req,
       return RestoreFailed(Annotate(s, "checking that the staged backup can be restored in place"));
     }
     absl::Status refused = Annotate(
-        s, "this restore raises the revision, which without etcd.etcdutl (etcd >= 3.5's) only "
-           "the in-place restore can do, and it refuses the staged backup (the coordinator "
-           "restores without raising the revision instead)");
+        s,
+        "this restore raises the revision, which without etcd.etcdutl (etcd >= 3.5's) only "
+        "the in-place restore can do, and it refuses the staged backup (the coordinator "
+        "restores without raising the revision instead)");
     {
       MutexLock state(&restore_mu_);
       bump_refused_id_ = req.restore_id();
@@ -188,7 +188,8 @@ absl::Status LocalNode::SetAsideForRestoreLocked(const peer::RestoreRequest& req
     held_ = false;
     return RestoreFailed(s);
   }
-  if (!aside.empty()) spdlog::warn("restore {}: previous data moved to {}", req.restore_id(), aside);
+  if (!aside.empty())
+    spdlog::warn("restore {}: previous data moved to {}", req.restore_id(), aside);
   return absl::OkStatus();
 }
 

@@ -1,13 +1,13 @@
 // The leader's orders as this node carries them out (the peer server has admitted them:
 // AdmitOrder), and the state it reports: join, stop, wipe (DecideWipe), unfence.
 #include "absl/strings/str_cat.h"
-#include "node/local_node.h"
 #include "common/rules.h"
-#include "etcd/member_id.h"
-#include "pki/pki.h"
-#include "peer/admission.h"
 #include "control/destroy.h"
+#include "etcd/member_id.h"
+#include "node/local_node.h"
+#include "peer/admission.h"
 #include "pki/ca_rotation.h"
+#include "pki/pki.h"
 #include "spdlog/spdlog.h"
 
 namespace steward {
@@ -143,7 +143,8 @@ absl::Status LocalNode::Join(const peer::StartRequest& req) {
   EtcdLaunch l = BootstrapLaunch(config_);
   l.data_dir = disk_.DataDir();
   l.initial_cluster.clear();
-  for (const auto& m : req.initial_cluster()) l.initial_cluster.emplace_back(m.name(), m.peer_url());
+  for (const auto& m : req.initial_cluster())
+    l.initial_cluster.emplace_back(m.name(), m.peer_url());
   l.token = req.token();
   l.new_cluster = false;
   held_ = false;
@@ -154,8 +155,10 @@ absl::Status LocalNode::Join(const peer::StartRequest& req) {
     if (absl::Status s = disk_.Remove(Marker::kFenced); !s.ok()) {
       return Annotate(s, "dropping the fence of a restore this node no longer holds");
     }
-    spdlog::info("dropped the fence of restore {}: its data is gone, and this node joins the "
-                 "live cluster", fence);
+    spdlog::info(
+        "dropped the fence of restore {}: its data is gone, and this node joins the "
+        "live cluster",
+        fence);
   }
   spdlog::info("joining the cluster as an existing member{} (order of {}, term {})",
                req.version().empty() ? "" : absl::StrCat(" on etcd ", req.version()),
@@ -189,8 +192,8 @@ absl::Status LocalNode::Join(const peer::StartRequest& req) {
 }
 
 absl::Status LocalNode::UseBinary(const EtcdBinary& b) {
-  absl::Status s = b.key.empty() ? disk_.Remove(Marker::kEtcdVersion)
-                                 : disk_.Write(Marker::kEtcdVersion, b.key);
+  absl::Status s =
+      b.key.empty() ? disk_.Remove(Marker::kEtcdVersion) : disk_.Write(Marker::kEtcdVersion, b.key);
   if (!s.ok()) return Annotate(s, "recording the etcd version to run");
   runner_.SetBinary(b.path);
   return absl::OkStatus();
@@ -308,8 +311,8 @@ absl::Status LocalNode::SwitchVersion(const peer::SwitchVersionRequest& req) {
   if (absl::Status s = RefuseWhileDestroyed("switch versions"); !s.ok()) return s;
   auto it = config_.etcd.versions.find(req.version());
   if (it == config_.etcd.versions.end()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "etcd.versions on node ", config_.node.name, " has no binary for etcd ", req.version()));
+    return absl::FailedPreconditionError(absl::StrCat("etcd.versions on node ", config_.node.name,
+                                                      " has no binary for etcd ", req.version()));
   }
   if (!HasMemberData()) {
     return absl::FailedPreconditionError("no member data here to run on another version");
@@ -361,16 +364,16 @@ absl::Status LocalNode::Unfence(const peer::UnfenceRequest& req) {
 absl::Status LocalNode::Destroy(const peer::DestroyRequest& req) {
   MutexLock lock(&mu_);
   if (env_.store == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "node ", config_.node.name, " has no backup store configured, so it cannot see the "
-        "destroy mark"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("node ", config_.node.name,
+                     " has no backup store configured, so it cannot see the "
+                     "destroy mark"));
   }
   // Re-checked right before it acts: the store's mark is the authority, not the caller.
   auto mark = ReadDestroyMark(*env_.store, config_.cluster.name);
   if (!mark.ok()) {
-    return absl::UnavailableError(absl::StrCat("reading the destroy mark in ",
-                                               env_.store->Describe(), ": ",
-                                               mark.status().message()));
+    return absl::UnavailableError(absl::StrCat(
+        "reading the destroy mark in ", env_.store->Describe(), ": ", mark.status().message()));
   }
   if (req.undo()) {
     if (mark->has_value()) {
@@ -382,9 +385,9 @@ absl::Status LocalNode::Destroy(const peer::DestroyRequest& req) {
     return absl::OkStatus();
   }
   if (!mark->has_value() || (*mark)->id != req.destroy_id()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the store does not mark cluster ", config_.cluster.name, " destroyed by destroy ",
-        req.destroy_id()));
+    return absl::FailedPreconditionError(absl::StrCat("the store does not mark cluster ",
+                                                      config_.cluster.name,
+                                                      " destroyed by destroy ", req.destroy_id()));
   }
   return CarryOutDestroyLocked(**mark);
 }
@@ -400,8 +403,8 @@ absl::Status LocalNode::CarryOutDestroyLocked(const DestroyMark& mark) {
   absl::Status stopped = runner_.Stop();
   held_ = false;  // SD1 keeps it stopped from here on
   if (!stopped.ok()) return stopped;
-  spdlog::warn("{}; etcd stopped, its data stays in {}", DescribeDestroyMark(config_.cluster.name, mark),
-               disk_.DataDir());
+  spdlog::warn("{}; etcd stopped, its data stays in {}",
+               DescribeDestroyMark(config_.cluster.name, mark), disk_.DataDir());
   return absl::OkStatus();
 }
 

@@ -22,16 +22,17 @@ NodeRestorePlan PlanNodeRestore(const NodeRestoreFacts& f) {
     if (MinorBelow(f.node_version, f.backup_version) && !RuleOff("NR2")) {
       p.refusal = absl::FailedPreconditionError(absl::StrCat(
           "backup ", f.backup, " was taken from etcd ", f.backup_version, "; this node runs ",
-          f.node_version, ", an older version, and etcd does not support downgrades: switch the "
-          "nodes to ", (*from)[0], ".", (*from)[1],
-          " first (etcd.versions, configure-cluster --etcd-version)"));
+          f.node_version,
+          ", an older version, and etcd does not support downgrades: switch the "
+          "nodes to ",
+          (*from)[0], ".", (*from)[1], " first (etcd.versions, configure-cluster --etcd-version)"));
       return p;
     }
   }
   const bool etcd35 = !MinorBelow(f.node_version, "3.5.0") && ParseVersion(f.node_version);
-  p.tool = only_in_place ? ""
+  p.tool = only_in_place                                             ? ""
            : (f.bump_revision > 0 || (etcd35 && !f.etcdutl.empty())) ? f.etcdutl
-                                                                       : f.etcdctl;
+                                                                     : f.etcdctl;
   p.check_in_place_first = f.member && only_in_place;
   return p;
 }

@@ -35,8 +35,8 @@ struct NodeRestoreFacts {
 };
 
 struct NodeRestorePlan {
-  absl::Status refusal;         // not OK: refuse the order (NR1, NR2); nothing is touched
-  std::string tool;             // NR3: etcdutl's or etcdctl's path, "" for the in-place edit only
+  absl::Status refusal;  // not OK: refuse the order (NR1, NR2); nothing is touched
+  std::string tool;      // NR3: etcdutl's or etcdctl's path, "" for the in-place edit only
   bool check_in_place_first = false;  // NR4
   bool unknown_version = false;       // NR2 could not check: say so in the log
 };

@@ -1,9 +1,9 @@
 // How a node starts its etcd on its own: the start decision (DecideStart on GatherStartView,
 // node/start_decision.h), the markers it keeps, and the node's control pass.
 #include "absl/strings/str_cat.h"
+#include "control/records.h"
 #include "node/local_node.h"
 #include "node/start_view.h"
-#include "control/records.h"
 #include "spdlog/spdlog.h"
 
 namespace steward {
@@ -22,8 +22,10 @@ bool LocalNode::RunEtcd(const EtcdLaunch& launch, bool on_data) {
   // would bootstrap the initial cluster anew (its flags say "new"), under this node's old
   // identity. The data may have gone since the decision (a wipe while fenced, an operator).
   if (on_data && !HasMemberData()) {
-    spdlog::error("not starting etcd on {}: it no longer holds the member's data; the leader "
-                  "replaces the member", disk_.DataDir());
+    spdlog::error(
+        "not starting etcd on {}: it no longer holds the member's data; the leader "
+        "replaces the member",
+        disk_.DataDir());
     if (absl::Status s = runner_.Stop(); !s.ok()) spdlog::error("stopping etcd: {}", s.message());
     return false;
   }
@@ -44,9 +46,10 @@ bool LocalNode::SetPartialDataAside() {
     spdlog::error("{}", s.message());
     return false;
   }
-  spdlog::warn("data dir {} held no WAL (a start or join that failed before etcd wrote one): "
-               "moved to {}; this node now counts as empty",
-               disk_.DataDir(), dest);
+  spdlog::warn(
+      "data dir {} held no WAL (a start or join that failed before etcd wrote one): "
+      "moved to {}; this node now counts as empty",
+      disk_.DataDir(), dest);
   return true;
 }
 
@@ -59,17 +62,17 @@ bool LocalNode::EverJoined() {
   if (disk_.State() != DataDirState::kMember) return false;
   auto commit = disk_.WalCommit();
   if (!commit.ok() || !steward::EverJoined(false, *commit, config_.cluster.size)) return false;
-  spdlog::info("the WAL shows a leader committed entries (commit index {}): this member has "
-               "been part of a running cluster", *commit);
+  spdlog::info(
+      "the WAL shows a leader committed entries (commit index {}): this member has "
+      "been part of a running cluster",
+      *commit);
   if (absl::Status s = disk_.Write(Marker::kJoined, "1"); !s.ok()) {
     spdlog::warn("{}", s.message());
   }
   return true;
 }
 
-bool LocalNode::Bootstrapping() {
-  return !EverJoined() && disk_.Has(Marker::kInitialBootstrap);
-}
+bool LocalNode::Bootstrapping() { return !EverJoined() && disk_.Has(Marker::kInitialBootstrap); }
 
 void LocalNode::MarkJoined() {
   if (join_started_.exchange(false)) {
@@ -215,11 +218,12 @@ void LocalNode::ControlPass() {
   if (runner_.wanted() && disk_.State() == DataDirState::kMember) member_data_seen_ = true;
   if (DataLostUnderEtcd(runner_.wanted(), started_on_data_, member_data_seen_, disk_.State())) {
     MutexLock lock(&mu_);
-    if (DataLostUnderEtcd(runner_.wanted(), started_on_data_, member_data_seen_,
-                          disk_.State())) {
-      spdlog::error("the data dir {} of the running member is gone; stopping etcd rather than "
-                    "restarting it on an empty dir under the old identity; the leader "
-                    "replaces the member", disk_.DataDir());
+    if (DataLostUnderEtcd(runner_.wanted(), started_on_data_, member_data_seen_, disk_.State())) {
+      spdlog::error(
+          "the data dir {} of the running member is gone; stopping etcd rather than "
+          "restarting it on an empty dir under the old identity; the leader "
+          "replaces the member",
+          disk_.DataDir());
       if (absl::Status s = runner_.Stop(); !s.ok()) {
         spdlog::error("stopping etcd: {}", s.message());
       }

@@ -7,12 +7,18 @@ namespace steward {
 
 const char* StartActionName(StartAction a) {
   switch (a) {
-    case StartAction::kSetPartialAside: return "set-partial-aside";
-    case StartAction::kStartOnData: return "start-on-data";
-    case StartAction::kWait: return "wait";
-    case StartAction::kBootstrap: return "bootstrap";
-    case StartAction::kForgetDestroyed: return "forget-destroyed";
-    case StartAction::kRecordDestroyed: return "record-destroyed";
+    case StartAction::kSetPartialAside:
+      return "set-partial-aside";
+    case StartAction::kStartOnData:
+      return "start-on-data";
+    case StartAction::kWait:
+      return "wait";
+    case StartAction::kBootstrap:
+      return "bootstrap";
+    case StartAction::kForgetDestroyed:
+      return "forget-destroyed";
+    case StartAction::kRecordDestroyed:
+      return "record-destroyed";
   }
   return "?";
 }
@@ -37,22 +43,25 @@ StartDecision DecideStart(const StartView& v) {
     case DataDirState::kPartial:  // S1
       return {A::kSetPartialAside,
               "the data dir holds no WAL (a start or join that failed before etcd wrote one)"};
-    case DataDirState::kMember:  // S2
+    case DataDirState::kMember:                                            // S2
       if (!v.member_removed.empty()) return {A::kWait, v.member_removed};  // RM3
       return {A::kStartOnData, "the data dir holds a member"};
     case DataDirState::kEmpty:
       break;
   }
   if (v.adopting && !RuleOff("AD4")) {  // AD4
-    return {A::kWait, absl::StrCat("cluster.adopt is set: node ", v.node, " never bootstraps; "
+    return {A::kWait, absl::StrCat("cluster.adopt is set: node ", v.node,
+                                   " never bootstraps; "
                                    "it joins the adopted cluster when the leader adds it")};
   }
   if (v.ever_joined && !RuleOff("S3")) {  // S3
-    return {A::kWait, absl::StrCat("node ", v.node, " was a member before and its data dir is "
+    return {A::kWait, absl::StrCat("node ", v.node,
+                                   " was a member before and its data dir is "
                                    "empty; waiting for the leader to add it back")};
   }
   if (!v.initial) {  // S4
-    return {A::kWait, absl::StrCat("node ", v.node, " is a spare; waiting for the leader to add it")};
+    return {A::kWait,
+            absl::StrCat("node ", v.node, " is a spare; waiting for the leader to add it")};
   }
   switch (v.cluster) {  // S5
     case ClusterAnswer::kWithoutThisNode:
@@ -77,8 +86,9 @@ StartDecision DecideStart(const StartView& v) {
                                      v.store_error, "); not bootstrapping a new cluster")};
     }
     if (v.cluster_existed) {
-      return {A::kWait, "no cluster answers, but the backup store shows this cluster existed; "
-                        "waiting for a restore from backup"};
+      return {A::kWait,
+              "no cluster answers, but the backup store shows this cluster existed; "
+              "waiting for a restore from backup"};
     }
   }
   return {A::kBootstrap,  // S8
@@ -101,8 +111,7 @@ bool MemberRemoved(uint64_t wal_member_id, uint64_t wal_cluster_id, bool list_ok
   return true;
 }
 
-bool DataLostUnderEtcd(bool wanted, bool started_on_data, bool member_data_seen,
-                       DataDirState now) {
+bool DataLostUnderEtcd(bool wanted, bool started_on_data, bool member_data_seen, DataDirState now) {
   if (RuleOff("D1")) return false;
   return wanted && (started_on_data || member_data_seen) && now != DataDirState::kMember;
 }

@@ -68,7 +68,7 @@ struct StartView {
   std::string local_destroyed;
   bool destroy_store_ok = false;  // the mark was read (false without a store)
   std::string destroy_store_error;
-  std::string destroyed;  // DescribeDestroyMark's text, "" if not marked
+  std::string destroyed;     // DescribeDestroyMark's text, "" if not marked
   std::string destroyed_id;  // the mark's id
   // RM3, asked only for a member's data: why its member is provably out of its cluster ("" if
   // it is not, or that cannot be shown).
@@ -105,8 +105,7 @@ bool MemberRemoved(uint64_t wal_member_id, uint64_t wal_cluster_id, bool list_ok
 // leader replaces its entry. `started_on_data`: etcd was started on member data in place (a join
 // or a bootstrap starts on an empty dir, which fills); `member_data_seen`: the dir held member
 // data since etcd was started.
-bool DataLostUnderEtcd(bool wanted, bool started_on_data, bool member_data_seen,
-                       DataDirState now);
+bool DataLostUnderEtcd(bool wanted, bool started_on_data, bool member_data_seen, DataDirState now);
 
 // J1: has this node's member been part of a running cluster? Its "joined" marker says so once
 // the agent saw a leader; the WAL says so even if the agent never did (it died first): a commit

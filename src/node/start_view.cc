@@ -4,11 +4,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "etcd/member_id.h"
+#include "common/fan_out.h"
 #include "control/destroy.h"
 #include "control/env.h"
 #include "control/records.h"
-#include "common/fan_out.h"
+#include "etcd/member_id.h"
 
 namespace steward {
 
@@ -49,14 +49,15 @@ std::string MemberRemovedWhy(EtcdApi& peers, const WalIdentity& id) {
   }
   if (!MemberRemoved(id.member_id, id.cluster_id, members.ok(), list_cluster, ids)) return "";
   return absl::StrCat("member ", HexId(id.member_id), " of this data dir is no longer in cluster ",
-                      HexId(id.cluster_id), " (the member list a quorum serves lacks it): not "
+                      HexId(id.cluster_id),
+                      " (the member list a quorum serves lacks it): not "
                       "starting its etcd; the leader sets the data aside and adds the node back, "
                       "unless the node was removed for good (stewardctl readd-node ends that)");
 }
 
 StartView GatherStartView(const Config& config, const StartFacts& facts, EtcdApi& peers,
-                          const std::map<std::string, PeerApi*>& initial_agents,
-                          BackupStore* store, bool parallel) {
+                          const std::map<std::string, PeerApi*>& initial_agents, BackupStore* store,
+                          bool parallel) {
   const NodeSpec& self = config.self();
   StartView v;
   v.node = self.name;

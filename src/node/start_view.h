@@ -13,24 +13,24 @@
 #include "config/config.h"
 #include "etcd/api.h"
 #include "etcd/wal.h"
-#include "peer/api.h"
 #include "node/start_decision.h"
+#include "peer/api.h"
 
 namespace steward {
 
 // What the node's own disk says.
 struct StartFacts {
   DataDirState data = DataDirState::kEmpty;
-  bool ever_joined = false;  // the "joined" marker
-  std::string destroyed;     // the "destroyed" marker: the destroy's id ("" if none)
+  bool ever_joined = false;             // the "joined" marker
+  std::string destroyed;                // the "destroyed" marker: the destroy's id ("" if none)
   std::optional<WalIdentity> identity;  // the WAL's, for a member's data (RM3)
 };
 
 // `peers` reaches the other nodes' client URLs; `initial_agents` the other initial nodes'
 // agents (for S6); `store` may be null. `parallel`: ask the agents concurrently.
 StartView GatherStartView(const Config& config, const StartFacts& facts, EtcdApi& peers,
-                          const std::map<std::string, PeerApi*>& initial_agents,
-                          BackupStore* store, bool parallel);
+                          const std::map<std::string, PeerApi*>& initial_agents, BackupStore* store,
+                          bool parallel);
 
 // RM3's question for a member's data: why `id`'s member is provably out of its cluster ("" if
 // it is not, or the others cannot show it). One linearizable member list through `peers`.

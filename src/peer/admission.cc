@@ -13,16 +13,16 @@ std::string Hex(uint64_t id) { return absl::StrFormat("%x", id); }
 
 Admission AdmitOrder(const OrderView& v) {
   if (v.roles_checked && !v.caller_is_agent) {
-    return {absl::PermissionDeniedError(v.role_error.empty()
-                                            ? std::string("the caller is not an agent of this cluster")
-                                            : v.role_error),
+    return {absl::PermissionDeniedError(
+                v.role_error.empty() ? std::string("the caller is not an agent of this cluster")
+                                     : v.role_error),
             "A1"};
   }
   if (v.term > kMaxTerm) {
-    return {absl::InvalidArgumentError(absl::StrCat("order from ", v.leader, ": term ", v.term,
-                                                    " is beyond any real term (max ", kMaxTerm,
-                                                    ")")),
-            "A2"};
+    return {
+        absl::InvalidArgumentError(absl::StrCat("order from ", v.leader, ": term ", v.term,
+                                                " is beyond any real term (max ", kMaxTerm, ")")),
+        "A2"};
   }
   if (v.term > v.newest_term && v.term - v.newest_term > kMaxTermJump) {
     return {absl::InvalidArgumentError(absl::StrCat("order from ", v.leader, ": term ", v.term,
@@ -48,11 +48,11 @@ Admission AdmitOrder(const OrderView& v) {
 WipeDecision DecideWipe(const WipeView& v) {
   if (!v.has_member_data) return {WipeAction::kNothing, absl::OkStatus(), "W1"};
   if (!v.member_id) {
-    return {WipeAction::kRefuse,
-            absl::FailedPreconditionError(absl::StrCat(
-                "refusing to wipe: cannot tell which member the data belongs to: ",
-                v.identity_error)),
-            "W2"};
+    return {
+        WipeAction::kRefuse,
+        absl::FailedPreconditionError(absl::StrCat(
+            "refusing to wipe: cannot tell which member the data belongs to: ", v.identity_error)),
+        "W2"};
   }
   if (!v.list_ok) {
     return {WipeAction::kRefuse,
@@ -62,10 +62,9 @@ WipeDecision DecideWipe(const WipeView& v) {
   }
   if (v.leader_cluster_id != 0 && v.list_cluster_id != v.leader_cluster_id && !RuleOff("W4")) {
     return {WipeAction::kRefuse,
-            absl::UnavailableError(absl::StrCat("refusing to wipe: the member list came from cluster ",
-                                                Hex(v.list_cluster_id),
-                                                ", not from the leader's cluster ",
-                                                Hex(v.leader_cluster_id))),
+            absl::UnavailableError(absl::StrCat(
+                "refusing to wipe: the member list came from cluster ", Hex(v.list_cluster_id),
+                ", not from the leader's cluster ", Hex(v.leader_cluster_id))),
             "W4"};
   }
   for (uint64_t id : v.member_ids) {

@@ -40,15 +40,15 @@ inline constexpr uint64_t kMaxTerm = uint64_t{1} << 62;
 inline constexpr uint64_t kMaxTermJump = uint64_t{1} << 48;
 
 struct OrderView {
-  std::string what;        // "join", "wipe", "promise"... for messages
+  std::string what;  // "join", "wipe", "promise"... for messages
   bool is_promise = false;
   bool roles_checked = false;  // TLS on: the caller's role is known
   bool caller_is_agent = false;
   std::string role_error;  // why the caller is not an agent of this cluster
   uint64_t term = 0;
   std::string leader;
-  uint64_t newest_term = 0;    // the newest term admitted (persisted)
-  std::string newest_leader;   // who gave it ("" if unknown: agents before roles)
+  uint64_t newest_term = 0;   // the newest term admitted (persisted)
+  std::string newest_leader;  // who gave it ("" if unknown: agents before roles)
 };
 
 struct Admission {

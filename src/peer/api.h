@@ -40,9 +40,7 @@ class SelfPeer : public PeerApi {
  public:
   SelfPeer(std::unique_ptr<PeerApi> remote, std::function<peer::NodeState()> state)
       : remote_(std::move(remote)), state_(std::move(state)) {}
-  absl::StatusOr<peer::NodeState> GetState(std::chrono::milliseconds) override {
-    return state_();
-  }
+  absl::StatusOr<peer::NodeState> GetState(std::chrono::milliseconds) override { return state_(); }
   absl::Status Join(const peer::StartRequest& req, std::chrono::milliseconds t) override {
     return remote_->Join(req, t);
   }

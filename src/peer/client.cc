@@ -97,8 +97,7 @@ absl::Status PeerClient::Nudge(const std::string& from, std::chrono::millisecond
 absl::Status PeerClient::Destroy(const peer::DestroyRequest& req, std::chrono::milliseconds t) {
   return Order("Destroy", req, t, &peer::Peer::Stub::Destroy);
 }
-absl::Status PeerClient::SetTrust(const peer::SetTrustRequest& req,
-                                  std::chrono::milliseconds t) {
+absl::Status PeerClient::SetTrust(const peer::SetTrustRequest& req, std::chrono::milliseconds t) {
   return Order("SetTrust", req, t, &peer::Peer::Stub::SetTrust);
 }
 

@@ -285,9 +285,9 @@ bool Leadership::WaitForChange(std::chrono::milliseconds max) {
     watch_opened_ = opened = std::chrono::steady_clock::now();
   }
   // The watch is open: the last answer stands while it is (the caller waits up to `max`).
-  answer_valid_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                         ttl_ + max + std::chrono::seconds(1))
-                         .count();
+  answer_valid_ns_ =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(ttl_ + max + std::chrono::seconds(1))
+          .count();
   auto events = watch->Wait(max);
   if (events.ok()) return true;  // changed, or quiet for `max`: look again either way
   spdlog::debug("watch on the leader key ended: {}", events.status().message());

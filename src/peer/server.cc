@@ -1,7 +1,7 @@
 #include "peer/server.h"
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/files.h"
@@ -198,8 +198,7 @@ class PeerServer::Service final : public peer::Peer::Service {
   std::function<void(const std::string&)> on_nudge_;
   std::function<absl::Status()> on_renew_;
   std::function<absl::Status(const peer::SetTrustRequest&)> on_set_trust_;
-  std::function<void(const std::string&, const peer::OrderHeader&, const absl::Status&)>
-      on_order_;
+  std::function<void(const std::string&, const peer::OrderHeader&, const absl::Status&)> on_order_;
 
  private:
   // What AdmitOrder needs about the caller. With TLS, the caller must be an agent of this

@@ -103,9 +103,9 @@ absl::Status StageCaRotation(const Config& config, const std::string& id, int ph
   if (current->has_value()) {
     const CaRotation& r = **current;
     if (r.id != id) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "node ", config.node.name, " is in phase ", r.phase, " of another CA rotation (", r.id,
-          "): finish that one first"));
+      return absl::FailedPreconditionError(absl::StrCat("node ", config.node.name, " is in phase ",
+                                                        r.phase, " of another CA rotation (", r.id,
+                                                        "): finish that one first"));
     }
     auto staged = ReadFile(NewCert(config));
     if (!staged.ok() || CertFingerprint(*staged) != CertFingerprint(cert_pem)) {
@@ -147,8 +147,8 @@ absl::StatusOr<NodeTrust> TrustFor(const Config& config) {
     auto staged = ReadFile(NewCert(config));
     if (staged.ok() && CertFingerprint(*staged) == CertFingerprint(*configured)) {
       std::error_code ec;
-      for (const std::string& f : {StatePath(config), NewKey(config), NewCert(config),
-                                   OldCert(config)}) {
+      for (const std::string& f :
+           {StatePath(config), NewKey(config), NewCert(config), OldCert(config)}) {
         fs::remove(f, ec);
       }
       rotation->reset();

@@ -135,8 +135,8 @@ absl::Status PrepareNodeTls(const Config& c) {
   if (!key.ok()) return Annotate(key.status(), "tls.client_key_file");
   if (auto cert = LoadCert(p.client_cert);
       !cert.ok() || X509_check_private_key(cert->get(), key->get()) != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("tls.client_key_file: the client key does not match ",
-                                                   p.client_cert));
+    return absl::InvalidArgumentError(
+        absl::StrCat("tls.client_key_file: the client key does not match ", p.client_cert));
   }
   struct stat st;
   if (::stat(p.client_key.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
@@ -245,9 +245,12 @@ ClusterCredentials(const Config& config, std::shared_ptr<grpc::ChannelCredential
   auto plain = grpc::InsecureChannelCredentials();
   return [config, own, adopt, plain](const std::string& endpoint) {
     switch (CredentialsFor(config, endpoint)) {
-      case EndpointCredentials::kAdopt: return adopt;
-      case EndpointCredentials::kPlain: return plain;
-      case EndpointCredentials::kOwn: break;
+      case EndpointCredentials::kAdopt:
+        return adopt;
+      case EndpointCredentials::kPlain:
+        return plain;
+      case EndpointCredentials::kOwn:
+        break;
     }
     return own;
   };

@@ -25,7 +25,7 @@ absl::Status PrepareNodeTls(const Config& config);
 std::string ClientCommonName(const std::string& node);
 
 struct CertExpiry {
-  std::string role;  // server, peer, agent, client, ca (as in the expiry metric)
+  std::string role;       // server, peer, agent, client, ca (as in the expiry metric)
   int64_t not_after = 0;  // Unix seconds
 };
 

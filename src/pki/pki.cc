@@ -46,7 +46,6 @@ absl::Status OpenSslError(const std::string& what) {
   return absl::InternalError(absl::StrCat(what, ": ", absl::StrJoin(reasons, "; ")));
 }
 
-
 std::string FormatTime(time_t t) {
   struct tm tm;
   if (gmtime_r(&t, &tm) == nullptr) return absl::StrCat(t, "s since the epoch");
@@ -219,13 +218,11 @@ absl::StatusOr<std::pair<PendingFile, PendingFile>> WritePair(X509* cert, EVP_PK
   return std::make_pair(std::move(*key_file), std::move(*cert_file));
 }
 
-
 // A v3 certificate with a random 128-bit serial, subject CN=`cn`, `key`'s public key and the given
 // validity. Issuer, extensions and signature are the caller's.
 absl::StatusOr<X509Ptr> NewCert(const std::string& cn, EVP_PKEY* key,
                                 system_clock::time_point not_before,
-                                system_clock::time_point not_after,
-                                const char* name_field = "CN") {
+                                system_clock::time_point not_after, const char* name_field = "CN") {
   X509Ptr x(X509_new());
   if (!x) return OpenSslError("allocating a certificate");
   BignumPtr bn(BN_new());
@@ -735,9 +732,9 @@ absl::StatusOr<std::string> AgentOfCluster(const std::string& pem, const std::st
     if (u.size() > prefix.size() && u.rfind(prefix, 0) == 0) return u.substr(prefix.size());
   }
   return absl::PermissionDeniedError(absl::StrCat(
-      "the caller's certificate (", caller->subject, ", URIs: ",
-      uris.empty() ? "none" : absl::StrJoin(uris, " "), ") lacks the agent role ", prefix,
-      "<node>: only agents of this cluster give orders"));
+      "the caller's certificate (", caller->subject,
+      ", URIs: ", uris.empty() ? "none" : absl::StrJoin(uris, " "), ") lacks the agent role ",
+      prefix, "<node>: only agents of this cluster give orders"));
 }
 
 absl::Status OperatorOrAgentOf(const std::string& pem, const std::string& cluster) {
@@ -748,8 +745,8 @@ absl::Status OperatorOrAgentOf(const std::string& pem, const std::string& cluste
   }
   if (AgentOfCluster(pem, cluster).ok()) return absl::OkStatus();
   return absl::PermissionDeniedError(absl::StrCat(
-      "the caller's certificate (", caller->subject, ", URIs: ",
-      caller->uris.empty() ? "none" : absl::StrJoin(caller->uris, " "),
+      "the caller's certificate (", caller->subject,
+      ", URIs: ", caller->uris.empty() ? "none" : absl::StrJoin(caller->uris, " "),
       ") is neither the operator's (", kOperatorRoleUri, ") nor an agent's of this cluster"));
 }
 
@@ -761,11 +758,12 @@ absl::StatusOr<std::vector<std::string>> CheckCaBundle(const std::string& bundle
   std::vector<std::string> out;
   for (size_t i = 0; i < cas->size(); ++i) {
     X509* ca = (*cas)[i].get();
-    const std::string who =
-        absl::StrCat("certificate ", i + 1, " of ", bundle_path, " (", Subject(X509_get_subject_name(ca)), ")");
+    const std::string who = absl::StrCat("certificate ", i + 1, " of ", bundle_path, " (",
+                                         Subject(X509_get_subject_name(ca)), ")");
     if (X509_check_ca(ca) < 1) {
       ERR_clear_error();
-      return absl::InvalidArgumentError(absl::StrCat(who, " is not a CA (no basicConstraints CA:TRUE)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(who, " is not a CA (no basicConstraints CA:TRUE)"));
     }
     if (X509_cmp_time(X509_get0_notAfter(ca), &now_t) <= 0) {
       return absl::FailedPreconditionError(
@@ -798,10 +796,12 @@ absl::StatusOr<std::string> ChainsTo(const std::string& cert_path, const std::st
   X509StackPtr untrusted(sk_X509_new_null());
   if (!untrusted) return OpenSslError("allocating a certificate stack");
   for (size_t i = 1; i < chain->size(); ++i) {
-    if (sk_X509_push(untrusted.get(), (*chain)[i].get()) == 0) return OpenSslError("building the chain");
+    if (sk_X509_push(untrusted.get(), (*chain)[i].get()) == 0)
+      return OpenSslError("building the chain");
   }
   X509StoreCtxPtr ctx(X509_STORE_CTX_new());
-  if (!ctx || X509_STORE_CTX_init(ctx.get(), store.get(), chain->front().get(), untrusted.get()) != 1) {
+  if (!ctx ||
+      X509_STORE_CTX_init(ctx.get(), store.get(), chain->front().get(), untrusted.get()) != 1) {
     return OpenSslError("setting up certificate verification");
   }
   X509_STORE_CTX_set_time(ctx.get(), 0, system_clock::to_time_t(now));

@@ -70,7 +70,7 @@ absl::Status CreateCa(const std::string& dir, const std::string& common_name);
 
 // What to put into an issued certificate.
 struct CertRequest {
-  std::string common_name;                // subject CN; required (TLS peers match the SANs)
+  std::string common_name;  // subject CN; required (TLS peers match the SANs)
   // Put common_name into the subject's O instead of its CN, leaving no CN: etcd 3.4 refuses a
   // certificate with a CN on its HTTP gateway once authentication is on (gateway clients such
   // as Patroni authenticate with a user name and password instead).
@@ -80,9 +80,9 @@ struct CertRequest {
   // subjectAltName URI entries: etcd-steward's roles (steward://<cluster>/agent/<node>,
   // steward://operator), which the agent API checks before it obeys an order.
   std::vector<std::string> uris;
-  bool server_auth = false;               // extendedKeyUsage serverAuth; needs at least one SAN
-  bool client_auth = false;               // extendedKeyUsage clientAuth
-  std::chrono::seconds lifetime{0};       // notAfter = issue time + lifetime; must be positive
+  bool server_auth = false;          // extendedKeyUsage serverAuth; needs at least one SAN
+  bool client_auth = false;          // extendedKeyUsage clientAuth
+  std::chrono::seconds lifetime{0};  // notAfter = issue time + lifetime; must be positive
   // The issue time; unset means now. Tests set it to place the validity window (in the past for
   // an expired certificate, in the future for one not yet valid).
   std::optional<std::chrono::system_clock::time_point> issue_time;

@@ -65,11 +65,16 @@ AuthPlan DecideAuth(const AuthView& v) {
 
 std::string DescribeAuthStep(const AuthStep& s) {
   switch (s.kind) {
-    case AuthStep::kAddRootRole: return "add the root role";
-    case AuthStep::kAddUser: return absl::StrCat("add the user ", s.user, " (no password)");
-    case AuthStep::kGrantRoot: return absl::StrCat("grant the root role to ", s.user);
-    case AuthStep::kEnable: return "enable authentication";
-    case AuthStep::kDisable: return "disable authentication";
+    case AuthStep::kAddRootRole:
+      return "add the root role";
+    case AuthStep::kAddUser:
+      return absl::StrCat("add the user ", s.user, " (no password)");
+    case AuthStep::kGrantRoot:
+      return absl::StrCat("grant the root role to ", s.user);
+    case AuthStep::kEnable:
+      return "enable authentication";
+    case AuthStep::kDisable:
+      return "disable authentication";
   }
   return "?";
 }
@@ -146,11 +151,21 @@ bool AuthKeeper::Pass(uint64_t term) {
   for (const AuthStep& step : plan.steps) {
     absl::Status s;
     switch (step.kind) {
-      case AuthStep::kAddRootRole: s = client_->RoleAdd(kEtcdRootRole); break;
-      case AuthStep::kAddUser: s = client_->UserAdd(step.user, ""); break;
-      case AuthStep::kGrantRoot: s = client_->UserGrantRole(step.user, kEtcdRootRole); break;
-      case AuthStep::kEnable: s = client_->AuthEnable(); break;
-      case AuthStep::kDisable: s = client_->AuthDisable(); break;
+      case AuthStep::kAddRootRole:
+        s = client_->RoleAdd(kEtcdRootRole);
+        break;
+      case AuthStep::kAddUser:
+        s = client_->UserAdd(step.user, "");
+        break;
+      case AuthStep::kGrantRoot:
+        s = client_->UserGrantRole(step.user, kEtcdRootRole);
+        break;
+      case AuthStep::kEnable:
+        s = client_->AuthEnable();
+        break;
+      case AuthStep::kDisable:
+        s = client_->AuthDisable();
+        break;
     }
     if (!s.ok()) {
       const std::string what = DescribeAuthStep(step);

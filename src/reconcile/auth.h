@@ -22,8 +22,6 @@
 // reconcile loop).
 #pragma once
 
-#include "common/clock.h"
-
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -33,8 +31,9 @@
 #include <string>
 #include <vector>
 
-#include "etcd/client.h"
+#include "common/clock.h"
 #include "control/history.h"
+#include "etcd/client.h"
 
 namespace steward {
 
@@ -42,8 +41,8 @@ inline constexpr char kEtcdRootUser[] = "root";
 inline constexpr char kEtcdRootRole[] = "root";
 
 struct AuthView {
-  std::string mode;    // on, off (unmanaged never gets here)
-  bool enabled = false;  // etcd's auth is on
+  std::string mode;        // on, off (unmanaged never gets here)
+  bool enabled = false;    // etcd's auth is on
   bool root_role = false;  // the root role exists
   // Every existing user, with its roles (the Observe of AuthKeeper reads the roles only of the
   // users DecideAuth needs: root, the agents', the admin users).

@@ -62,8 +62,8 @@ void Summarize(ClusterView& view, const std::vector<NodeRow>& nodes) {
     }
     if (!r.healthy) all_healthy = false;
     for (const auto& a : r.alarms) {
-      view.alarms.push_back(absl::StrCat(a, " on ", r.member.name.empty() ? HexId(r.member.id)
-                                                                         : r.member.name));
+      view.alarms.push_back(
+          absl::StrCat(a, " on ", r.member.name.empty() ? HexId(r.member.id) : r.member.name));
     }
     if (!r.member.is_learner) {
       ++view.voters;
@@ -100,14 +100,12 @@ ClusterView CollectStatus(EtcdClient& client, std::chrono::milliseconds timeout,
   view.list_cluster_id = list_cluster;
   std::vector<std::future<MemberRow>> futures;
   for (const auto& m : *members) {
-    futures.push_back(std::async(std::launch::async, [&client, m, timeout] {
-      return ProbeMember(client, m, timeout);
-    }));
+    futures.push_back(std::async(
+        std::launch::async, [&client, m, timeout] { return ProbeMember(client, m, timeout); }));
   }
   for (auto& f : futures) view.members.push_back(f.get());
-  std::sort(view.members.begin(), view.members.end(), [](const MemberRow& a, const MemberRow& b) {
-    return a.member.name < b.member.name;
-  });
+  std::sort(view.members.begin(), view.members.end(),
+            [](const MemberRow& a, const MemberRow& b) { return a.member.name < b.member.name; });
   Summarize(view, nodes);
   return view;
 }

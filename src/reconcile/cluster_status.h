@@ -40,11 +40,11 @@ struct ClusterView {
   uint64_t leader_id = 0;
   std::vector<MemberRow> members;
   std::vector<NodeRow> non_members;
-  bool healthy = false;  // reachable, a leader, every member healthy, no alarm
+  bool healthy = false;             // reachable, a leader, every member healthy, no alarm
   std::vector<std::string> alarms;  // "NOSPACE on n2", one per alarm and member reporting it
   int voters = 0;
   int healthy_voters = 0;
-  bool quorum = false;   // healthy voters form a quorum of the voters
+  bool quorum = false;  // healthy voters form a quorum of the voters
 };
 
 // Asks any endpoint for the member list, then each member's Status in parallel. `nodes`

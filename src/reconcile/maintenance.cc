@@ -98,8 +98,7 @@ absl::StatusOr<std::chrono::seconds> ParsePauseDuration(const std::string& text)
   std::chrono::seconds d{0};
   if (!text.empty() && text.back() == 'd') {
     int64_t days = 0;
-    if (!absl::SimpleAtoi(text.substr(0, text.size() - 1), &days) || days < 0 ||
-        days > 365) {
+    if (!absl::SimpleAtoi(text.substr(0, text.size() - 1), &days) || days < 0 || days > 365) {
       return absl::InvalidArgumentError(absl::StrCat("\"", text, "\" is not a duration"));
     }
     d = std::chrono::hours(24 * days);
@@ -109,11 +108,13 @@ absl::StatusOr<std::chrono::seconds> ParsePauseDuration(const std::string& text)
     d = std::chrono::duration_cast<std::chrono::seconds>(*parsed);
   }
   if (d <= std::chrono::seconds(0)) {
-    return absl::InvalidArgumentError(absl::StrCat("\"", text, "\": a pause must last at least 1s"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", text, "\": a pause must last at least 1s"));
   }
   if (d > kMaxPause) {
     return absl::InvalidArgumentError(
-        absl::StrCat("\"", text, "\" is longer than the maximum pause of 7d (resume, then pause "
+        absl::StrCat("\"", text,
+                     "\" is longer than the maximum pause of 7d (resume, then pause "
                      "again if the work really takes longer)"));
   }
   return d;

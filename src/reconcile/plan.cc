@@ -1,25 +1,31 @@
 #include "reconcile/plan.h"
 
-#include "reconcile/plan_text.h"
-
-#include "common/rules.h"
-
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/rules.h"
+#include "reconcile/plan_text.h"
 
 namespace steward {
 
 const char* StepKindName(StepKind k) {
   switch (k) {
-    case StepKind::kNone: return "none";
-    case StepKind::kWait: return "wait";
-    case StepKind::kRemoveMember: return "remove-member";
-    case StepKind::kAddLearner: return "add-learner";
-    case StepKind::kJoin: return "join";
-    case StepKind::kPromote: return "promote";
-    case StepKind::kWipe: return "wipe";
-    case StepKind::kSwitchVersion: return "switch-version";
+    case StepKind::kNone:
+      return "none";
+    case StepKind::kWait:
+      return "wait";
+    case StepKind::kRemoveMember:
+      return "remove-member";
+    case StepKind::kAddLearner:
+      return "add-learner";
+    case StepKind::kJoin:
+      return "join";
+    case StepKind::kPromote:
+      return "promote";
+    case StepKind::kWipe:
+      return "wipe";
+    case StepKind::kSwitchVersion:
+      return "switch-version";
   }
   return "?";
 }
@@ -70,9 +76,9 @@ class Planner {
     if (!o_.member_list_ok) return MakeStep(StepKind::kWait, "the member list cannot be read");
     if (healthy_voters_ < Quorum(voters_)) {
       return MakeStep(StepKind::kWait,
-                  absl::StrCat("quorum lost: ", healthy_voters_, " of ", voters_,
-                               " voting members healthy; members with data are restarted by "
-                               "their agents, nothing is wiped"));
+                      absl::StrCat("quorum lost: ", healthy_voters_, " of ", voters_,
+                                   " voting members healthy; members with data are restarted by "
+                                   "their agents, nothing is wiped"));
     }
     Step s = PlanSteps();
     if (o_.cluster_paused.empty()) return s;
@@ -90,7 +96,7 @@ class Planner {
     // The step found first may hide a promotion (a wipe comes before the learner's turn).
     if (std::optional<Step> l = DriveLearner(); l && l->kind == StepKind::kPromote) return *l;
     return MakeStep(StepKind::kWait, absl::StrCat("the cluster is paused ", o_.cluster_paused,
-                                              "; held: ", s.reason));
+                                                  "; held: ", s.reason));
   }
 
  private:
@@ -109,29 +115,31 @@ class Planner {
     for (const auto& m : o_.members) {
       if (!m.is_learner && !m.healthy && m.started) {
         if (Unmanaged(m)) {
-          return MakeStep(StepKind::kWait,
-                      absl::StrCat("member ", MemberLabel(m), " is unhealthy (for ",
-                                   Secs(m.unhealthy_for), ") and no agent manages it "
-                                   "(cluster.adopt): its operator must bring it back, or "
-                                   "retire it with stewardctl retire-unmanaged"));
+          return MakeStep(
+              StepKind::kWait,
+              absl::StrCat("member ", MemberLabel(m), " is unhealthy (for ", Secs(m.unhealthy_for),
+                           ") and no agent manages it "
+                           "(cluster.adopt): its operator must bring it back, or "
+                           "retire it with stewardctl retire-unmanaged"));
         }
         if (const NodeView* n = NodeForMember(m); n != nullptr && !n->paused.empty()) {  // P1
-          return MakeStep(StepKind::kWait, absl::StrCat("member ", MemberLabel(m), " is unhealthy (for ",
-                                                    Secs(m.unhealthy_for), "); not replaced: ",
-                                                    PausedNote(*n)));
+          return MakeStep(StepKind::kWait,
+                          absl::StrCat("member ", MemberLabel(m), " is unhealthy (for ",
+                                       Secs(m.unhealthy_for), "); not replaced: ", PausedNote(*n)));
         }
         if (auto back = PlanVersionRecovery(o_, m)) return *back;
         if (auto stalled = StalledRoll(m)) return *stalled;  // U8
         // Nothing to do yet, but not "all healthy": say what is awaited.
         return MakeStep(StepKind::kWait,
-                    m.unhealthy_for < o_.replace_after
-                        ? absl::StrCat("member ", MemberLabel(m), " is unhealthy (for ",
-                                       Secs(m.unhealthy_for), "); it is replaced after ",
-                                       Secs(o_.replace_after))
-                        : absl::StrCat("member ", MemberLabel(m), " is unhealthy (for ",
-                                       Secs(m.unhealthy_for), "); no spare node is ready to "
-                                       "replace it, and its node has not come back empty",
-                                       SpareNote()));
+                        m.unhealthy_for < o_.replace_after
+                            ? absl::StrCat("member ", MemberLabel(m), " is unhealthy (for ",
+                                           Secs(m.unhealthy_for), "); it is replaced after ",
+                                           Secs(o_.replace_after))
+                            : absl::StrCat("member ", MemberLabel(m), " is unhealthy (for ",
+                                           Secs(m.unhealthy_for),
+                                           "); no spare node is ready to "
+                                           "replace it, and its node has not come back empty",
+                                           SpareNote()));
       }
     }
     Step upgrade = PlanUpgrade(o_);
@@ -139,16 +147,16 @@ class Planner {
       const NodeView* n = NodeByName(upgrade.node);
       if (n != nullptr && !n->paused.empty()) {
         return MakeStep(StepKind::kWait, absl::StrCat("the rolling upgrade waits: ", PausedNote(*n),
-                                                  " (next: ", upgrade.reason, ")"));
+                                                      " (next: ", upgrade.reason, ")"));
       }
     }
     if (upgrade.kind != StepKind::kNone) return upgrade;
     if (o_.adopting && managed_voters_ < voters_) {
       return MakeStep(StepKind::kNone,
-                  absl::StrCat(managed_voters_, " managed voting members of ", desired_,
-                               " wanted, and ", voters_ - managed_voters_,
-                               " unmanaged; all healthy (stewardctl retire-unmanaged removes "
-                               "the unmanaged ones)"));
+                      absl::StrCat(managed_voters_, " managed voting members of ", desired_,
+                                   " wanted, and ", voters_ - managed_voters_,
+                                   " unmanaged; all healthy (stewardctl retire-unmanaged removes "
+                                   "the unmanaged ones)"));
     }
     std::string note;
     for (const auto& n : o_.nodes) {
@@ -159,7 +167,7 @@ class Planner {
                       ", clamped to the nodes not removed)");
     }
     return MakeStep(StepKind::kNone,
-                absl::StrCat("cluster at size ", voters_, ", all members healthy", note));
+                    absl::StrCat("cluster at size ", voters_, ", all members healthy", note));
   }
 
   // "node n2 is paused until 2026-11-26 18:00:00Z by alice@host: kernel upgrade"
@@ -181,13 +189,14 @@ class Planner {
     for (const auto& m : o_.members) {
       // An adopted member on a node's host and peer port: it is not the node's (ours carry
       // the node's name), and the rules for a node's own entry must not touch it.
-      if (const NodeView* n = NodeForMember(m); n != nullptr && !m.name.empty() &&
-                                                 m.name != n->name) {
+      if (const NodeView* n = NodeForMember(m);
+          n != nullptr && !m.name.empty() && m.name != n->name) {
         return MakeStep(StepKind::kWait,
-                    absl::StrCat("member ", MemberLabel(m), " has node ", n->name, "'s peer URL ",
-                                 m.peer_url, " but another name: an adopted member on the same "
-                                 "host and peer port; give the nodes other ports "
-                                 "(cluster.ports)"));
+                        absl::StrCat("member ", MemberLabel(m), " has node ", n->name,
+                                     "'s peer URL ", m.peer_url,
+                                     " but another name: an adopted member on the same "
+                                     "host and peer port; give the nodes other ports "
+                                     "(cluster.ports)"));
       }
     }
     for (const auto& m : o_.members) {
@@ -195,10 +204,10 @@ class Planner {
       for (const auto& n : o_.nodes) {
         if (n.name != m.name) continue;
         return MakeStep(StepKind::kWait,
-                    absl::StrCat("unmanaged member ", MemberLabel(m), " has the name of node ", n.name,
-                                 " (peer URL ", m.peer_url, ", not ", n.peer_url,
-                                 "): a node joining would list that name twice; rename the "
-                                 "node in cluster.nodes"));
+                        absl::StrCat("unmanaged member ", MemberLabel(m), " has the name of node ",
+                                     n.name, " (peer URL ", m.peer_url, ", not ", n.peer_url,
+                                     "): a node joining would list that name twice; rename the "
+                                     "node in cluster.nodes"));
       }
     }
     return std::nullopt;
@@ -230,14 +239,15 @@ class Planner {
     return v >= 1 && h >= Quorum(v);
   }
   Step Remove(const MemberView& m, const std::string& why) const {
-    Step s = MakeStep(StepKind::kRemoveMember, absl::StrCat("removing member ", MemberLabel(m), ": ", why));
+    Step s = MakeStep(StepKind::kRemoveMember,
+                      absl::StrCat("removing member ", MemberLabel(m), ": ", why));
     s.member_id = m.id;
     return s;
   }
   Step RemoveOrWait(const MemberView& m, const std::string& why) const {
     if (CanRemove(m)) return Remove(m, why);
     return MakeStep(StepKind::kWait, absl::StrCat("member ", MemberLabel(m), " should go (", why,
-                                              ") but removing it would lose quorum"));
+                                                  ") but removing it would lose quorum"));
   }
 
   // A node holding the data of a member that is no longer in the list: set the data aside so
@@ -247,9 +257,10 @@ class Planner {
       if (!n.agent_up || !n.has_data || n.local_member_id == 0) continue;
       if (!n.paused.empty() || n.removed) continue;  // P1, RM1
       if (MemberById(n.local_member_id) != nullptr) continue;
-      Step s = MakeStep(StepKind::kWipe,
-                    absl::StrCat("wiping node ", n.name, ": its data belongs to member ",
-                                 Hex(n.local_member_id), ", which is no longer in the member list"));
+      Step s =
+          MakeStep(StepKind::kWipe,
+                   absl::StrCat("wiping node ", n.name, ": its data belongs to member ",
+                                Hex(n.local_member_id), ", which is no longer in the member list"));
       s.node = n.name;
       return s;
     }
@@ -272,8 +283,10 @@ class Planner {
         if (const MemberView* m = MemberForNode(n);
             m != nullptr && m->started && !n.has_data && !n.etcd_running && !blocked) {
           blocked = MakeStep(StepKind::kWait,
-                         absl::StrCat("node ", n.name, " is back with an empty data dir; its "
-                                      "member ", MemberLabel(*m), " is not replaced: ", PausedNote(n)));
+                             absl::StrCat("node ", n.name,
+                                          " is back with an empty data dir; its "
+                                          "member ",
+                                          MemberLabel(*m), " is not replaced: ", PausedNote(n)));
         }
         continue;
       }
@@ -315,10 +328,12 @@ class Planner {
     if (l == nullptr) return std::nullopt;
     const NodeView* n = NodeForMember(*l);
     if (n == nullptr && o_.adopting) {  // AD2
-      return MakeStep(StepKind::kWait,
-                  absl::StrCat("learner ", MemberLabel(*l), " is on no configured node and no agent "
-                               "manages it (cluster.adopt); etcd allows one learner at a time, "
-                               "so no node is added until its operator promotes or removes it"));
+      return MakeStep(
+          StepKind::kWait,
+          absl::StrCat("learner ", MemberLabel(*l),
+                       " is on no configured node and no agent "
+                       "manages it (cluster.adopt); etcd allows one learner at a time, "
+                       "so no node is added until its operator promotes or removes it"));
     }
     if (n == nullptr) return Remove(*l, "learner for a peer URL that is not a configured node");
     if (n->removed) {  // RM1 (a learner's removal never touches quorum)
@@ -330,37 +345,40 @@ class Planner {
       if (o_.leader_raft_index > 0 && l->raft_index * 10 >= o_.leader_raft_index * 9) {
         if (healthy_voters_ + 1 >= Quorum(voters_ + 1)) {
           Step s = MakeStep(StepKind::kPromote,
-                        absl::StrCat("promoting learner ", MemberLabel(*l), " on node ", n->name,
-                                     ": caught up (raft index ", l->raft_index, " of ",
-                                     o_.leader_raft_index, ")"));
+                            absl::StrCat("promoting learner ", MemberLabel(*l), " on node ",
+                                         n->name, ": caught up (raft index ", l->raft_index, " of ",
+                                         o_.leader_raft_index, ")"));
           s.member_id = l->id;
           return s;
         }
       }
-      return MakeStep(StepKind::kWait, absl::StrCat("learner ", MemberLabel(*l), " catching up (raft index ",
-                                                l->raft_index, " of ", o_.leader_raft_index, ")"));
+      return MakeStep(StepKind::kWait,
+                      absl::StrCat("learner ", MemberLabel(*l), " catching up (raft index ",
+                                   l->raft_index, " of ", o_.leader_raft_index, ")"));
     }
     if (!n->paused.empty()) {  // P2
-      return MakeStep(StepKind::kWait, absl::StrCat("learner ", MemberLabel(*l), " waits: ",
-                                                PausedNote(*n)));
+      return MakeStep(StepKind::kWait,
+                      absl::StrCat("learner ", MemberLabel(*l), " waits: ", PausedNote(*n)));
     }
     if (!l->started && n->agent_up && !n->etcd_running && !n->has_data) {
       if (std::string why = VersionBlock(*n, cluster_version_); !why.empty()) {  // EV2
         if (o_.learner_age >= o_.learner_timeout) {
           return Remove(*l, absl::StrCat("learner cannot start: ", why));
         }
-        return MakeStep(StepKind::kWait, absl::StrCat("learner ", MemberLabel(*l), " waits: ", why));
+        return MakeStep(StepKind::kWait,
+                        absl::StrCat("learner ", MemberLabel(*l), " waits: ", why));
       }
       if (n->join_retry_in.count() > 0) {
         // The node backs off after etcd refused its join: no order until it would launch.
-        const std::string why = absl::StrCat("etcd on node ", n->name, " refused its join (",
-                                             n->join_error, ")");
+        const std::string why =
+            absl::StrCat("etcd on node ", n->name, " refused its join (", n->join_error, ")");
         if (o_.learner_age >= o_.learner_timeout) return Remove(*l, why);
-        return MakeStep(StepKind::kWait, absl::StrCat("learner ", MemberLabel(*l), " waits: ", why,
-                                                  "; the node backs off before it tries again"));
+        return MakeStep(StepKind::kWait,
+                        absl::StrCat("learner ", MemberLabel(*l), " waits: ", why,
+                                     "; the node backs off before it tries again"));
       }
-      Step s = MakeStep(StepKind::kJoin, absl::StrCat("ordering node ", n->name, " to join as learner ",
-                                                  Hex(l->id)));
+      Step s = MakeStep(StepKind::kJoin, absl::StrCat("ordering node ", n->name,
+                                                      " to join as learner ", Hex(l->id)));
       s.node = n->name;
       s.member_id = l->id;
       for (const auto& m : o_.members) {
@@ -375,8 +393,8 @@ class Planner {
     if (o_.learner_age >= o_.learner_timeout) {
       return Remove(*l, absl::StrCat("learner has not come up within ", Secs(o_.learner_timeout)));
     }
-    return MakeStep(StepKind::kWait,
-                absl::StrCat("waiting for learner ", MemberLabel(*l), " on node ", n->name, " to start"));
+    return MakeStep(StepKind::kWait, absl::StrCat("waiting for learner ", MemberLabel(*l),
+                                                  " on node ", n->name, " to start"));
   }
 
   // A spare: its agent is up, it holds no data and no member entry is its.
@@ -420,22 +438,22 @@ class Planner {
     if (counted < desired_) {
       for (const auto& m : o_.members) {
         if (!m.is_learner && !m.healthy) {
-          return MakeStep(StepKind::kWait,
-                      absl::StrCat(counted, " of ", desired_, " voting members; member ",
-                                   MemberLabel(m), " is unhealthy and etcd refuses to add members "
-                                             "until every voter is connected"));
+          return MakeStep(
+              StepKind::kWait,
+              absl::StrCat(counted, " of ", desired_, " voting members; member ", MemberLabel(m),
+                           " is unhealthy and etcd refuses to add members "
+                           "until every voter is connected"));
         }
       }
       const NodeView* n = Spare("");
       if (n == nullptr) {
-        return MakeStep(StepKind::kWait, absl::StrCat(counted, " of ", desired_,
-                                                  " voting members; no spare node is ready",
-                                                  SpareNote()));
+        return MakeStep(StepKind::kWait,
+                        absl::StrCat(counted, " of ", desired_,
+                                     " voting members; no spare node is ready", SpareNote()));
       }
       Step s = MakeStep(StepKind::kAddLearner,
-                    absl::StrCat("adding node ", n->name, " as a learner: ", counted, " of ",
-                                 desired_, o_.adopting ? " managed" : "",
-                                 " voting members"));
+                        absl::StrCat("adding node ", n->name, " as a learner: ", counted, " of ",
+                                     desired_, o_.adopting ? " managed" : "", " voting members"));
       s.node = n->name;
       return s;
     }
@@ -464,21 +482,20 @@ class Planner {
           victim = &m;
         }
       }
-      const std::string want =
-          clamped_ ? absl::StrCat(desired_, " (cluster size ", o_.desired_size,
-                                  ", clamped to the nodes not removed)")
-                   : absl::StrCat(desired_);
+      const std::string want = clamped_ ? absl::StrCat(desired_, " (cluster size ", o_.desired_size,
+                                                       ", clamped to the nodes not removed)")
+                                        : absl::StrCat(desired_);
       if (victim != nullptr) {
         const NodeView* n = NodeForMember(*victim);
-        return RemoveOrWait(*victim, absl::StrCat(counted, " voting members, want ", want,
-                                                  n != nullptr && n->removed
-                                                      ? absl::StrCat("; node ", n->name,
-                                                                     " was removed")
-                                                      : ""));
+        return RemoveOrWait(*victim,
+                            absl::StrCat(counted, " voting members, want ", want,
+                                         n != nullptr && n->removed
+                                             ? absl::StrCat("; node ", n->name, " was removed")
+                                             : ""));
       }
       if (held != nullptr) {
         return MakeStep(StepKind::kWait, absl::StrCat(counted, " voting members, want ", want,
-                                                  "; not shrinking: ", PausedNote(*held)));
+                                                      "; not shrinking: ", PausedNote(*held)));
       }
     }
     return std::nullopt;
@@ -498,16 +515,16 @@ class Planner {
       if (others.empty() || MinorBelow(m.version, others)) others = m.version;
     }
     if (others.empty()) return std::nullopt;
-    return MakeStep(StepKind::kWait,
-                absl::StrCat("rolling upgrade to etcd ", o_.desired_version.empty()
-                                                             ? n->switched_version
-                                                             : o_.desired_version,
-                             " stopped: ", n->name, " does not come up on ",
-                             n->switched_version, " (", Secs(down.unhealthy_for), "; ",
-                             n->etcd_exit.empty() ? "etcd has not said why"
-                                                  : absl::StrCat("etcd exits: ", n->etcd_exit),
-                             "); `stewardctl configure-cluster --etcd-version ", others,
-                             "` takes it back"));
+    return MakeStep(
+        StepKind::kWait,
+        absl::StrCat("rolling upgrade to etcd ",
+                     o_.desired_version.empty() ? n->switched_version : o_.desired_version,
+                     " stopped: ", n->name, " does not come up on ", n->switched_version, " (",
+                     Secs(down.unhealthy_for), "; ",
+                     n->etcd_exit.empty() ? "etcd has not said why"
+                                          : absl::StrCat("etcd exits: ", n->etcd_exit),
+                     "); `stewardctl configure-cluster --etcd-version ", others,
+                     "` takes it back"));
   }
 
   const ClusterObservation& o_;

@@ -25,9 +25,9 @@ namespace steward {
 struct NodeView {
   std::string name;
   std::string peer_url;
-  bool agent_up = false;     // the agent answered this pass
+  bool agent_up = false;  // the agent answered this pass
   bool etcd_running = false;
-  bool has_data = false;     // its etcd data dir holds a member
+  bool has_data = false;         // its etcd data dir holds a member
   uint64_t local_member_id = 0;  // the member ID of that data, 0 if unknown
   // The member ID etcd gives this node as a member of the initial cluster (from the token).
   uint64_t initial_member_id = 0;
@@ -52,16 +52,16 @@ struct NodeView {
 // One entry of etcd's member list, with what its Status call said.
 struct MemberView {
   uint64_t id = 0;
-  std::string name;       // empty until started (except initial-cluster members)
-  std::string peer_url;   // the first peer URL
-  bool started = false;   // has published client URLs
+  std::string name;      // empty until started (except initial-cluster members)
+  std::string peer_url;  // the first peer URL
+  bool started = false;  // has published client URLs
   bool is_learner = false;
-  bool healthy = false;   // answered Status with a leader and no errors
+  bool healthy = false;  // answered Status with a leader and no errors
   uint64_t raft_index = 0;
   bool is_etcd_leader = false;
   // How long it has been unhealthy, as the leader has watched it (0 if healthy).
   std::chrono::milliseconds unhealthy_for{0};
-  std::string version;    // the etcd version its Status reported ("" if unknown)
+  std::string version;  // the etcd version its Status reported ("" if unknown)
 };
 
 struct ClusterObservation {
@@ -88,14 +88,14 @@ struct ClusterObservation {
 };
 
 enum class StepKind {
-  kNone,          // nothing to do
-  kWait,          // something is wrong or in progress; nothing safe to do now
-  kRemoveMember,  // member_id
-  kAddLearner,    // node (peer URL from the node)
-  kJoin,          // order node to start as an existing member (member_id is its learner)
-  kPromote,       // member_id
-  kWipe,          // order node to stop etcd and set its data aside (its member is gone)
-  kSwitchVersion, // order node to restart etcd on the same data with `version` (an upgrade)
+  kNone,           // nothing to do
+  kWait,           // something is wrong or in progress; nothing safe to do now
+  kRemoveMember,   // member_id
+  kAddLearner,     // node (peer URL from the node)
+  kJoin,           // order node to start as an existing member (member_id is its learner)
+  kPromote,        // member_id
+  kWipe,           // order node to stop etcd and set its data aside (its member is gone)
+  kSwitchVersion,  // order node to restart etcd on the same data with `version` (an upgrade)
 };
 
 const char* StepKindName(StepKind k);
@@ -188,6 +188,5 @@ std::string VersionBlock(const NodeView& n, const std::string& version);
 //      (configure-cluster --etcd-version <the version the others run>), which U7 then takes.
 Step PlanUpgrade(const ClusterObservation& obs);
 std::optional<Step> PlanVersionRecovery(const ClusterObservation& obs, const MemberView& down);
-
 
 }  // namespace steward

@@ -14,8 +14,6 @@ namespace steward::plan_text {
 
 inline std::string Hex(uint64_t id) { return absl::StrFormat("%x", id); }
 
-inline std::string Secs(std::chrono::milliseconds d) {
-  return absl::StrCat(d.count() / 1000, "s");
-}
+inline std::string Secs(std::chrono::milliseconds d) { return absl::StrCat(d.count() / 1000, "s"); }
 
 }  // namespace steward::plan_text

@@ -9,7 +9,6 @@
 
 namespace steward {
 
-
 std::string ClusterVersion(const ClusterObservation& o) {
   std::string highest;
   bool all_desired = !o.desired_version.empty();
@@ -57,10 +56,12 @@ std::optional<Step> PlanVersionRecovery(const ClusterObservation& o, const Membe
     if ((*want)[0] != (*v)[0] || (*want)[1] != (*v)[1]) return std::nullopt;
   }
   if (!any) return std::nullopt;
-  Step s = MakeStep(StepKind::kSwitchVersion,
-                absl::StrCat("member ", MemberLabel(down), " has been down since it was switched to "
-                             "etcd ", node->switched_version, "; back to ", desired,
-                             " as the spec now says"));
+  Step s =
+      MakeStep(StepKind::kSwitchVersion, absl::StrCat("member ", MemberLabel(down),
+                                                      " has been down since it was switched to "
+                                                      "etcd ",
+                                                      node->switched_version, "; back to ", desired,
+                                                      " as the spec now says"));
   s.node = node->name;
   s.member_id = down.id;
   s.version = desired;
@@ -69,8 +70,7 @@ std::optional<Step> PlanVersionRecovery(const ClusterObservation& o, const Membe
 
 // U2, on every node: the target's binary is there and is that version. Checked before any
 // member switches: a careful operator runs `etcd --version` on every node first.
-static std::optional<Step> BinaryNotReady(const ClusterObservation& o,
-                                          const std::string& target) {
+static std::optional<Step> BinaryNotReady(const ClusterObservation& o, const std::string& target) {
   for (const auto& n : o.nodes) {
     if (!n.agent_up || n.removed || n.binaries.empty()) continue;
     const EtcdBinary* b = nullptr;
@@ -78,15 +78,15 @@ static std::optional<Step> BinaryNotReady(const ClusterObservation& o,
       if (x.key == target) b = &x;
     }
     if (b != nullptr && b->reported == target) continue;
-    return MakeStep(StepKind::kWait,
-                absl::StrCat("rolling upgrade to etcd ", target, " waits: on node ", n.name, ", ",
-                             b == nullptr ? "etcd.versions has no entry for it"
-                             : b->reported.empty()
-                                 ? absl::StrCat("etcd.versions[", target, "] (", b->path,
-                                                ") reports no version: ", b->error)
-                                 : absl::StrCat("etcd.versions[", target, "] (", b->path,
-                                                ") reports etcd ", b->reported),
-                             "; fix it there (the agent checks again when it restarts)"));
+    return MakeStep(
+        StepKind::kWait,
+        absl::StrCat("rolling upgrade to etcd ", target, " waits: on node ", n.name, ", ",
+                     b == nullptr          ? "etcd.versions has no entry for it"
+                     : b->reported.empty() ? absl::StrCat("etcd.versions[", target, "] (", b->path,
+                                                          ") reports no version: ", b->error)
+                                           : absl::StrCat("etcd.versions[", target, "] (", b->path,
+                                                          ") reports etcd ", b->reported),
+                     "; fix it there (the agent checks again when it restarts)"));
   }
   return std::nullopt;
 }
@@ -100,10 +100,10 @@ static std::optional<Step> UnmanagedMemberBlocks(const ClusterObservation& o,
     for (const auto& n : o.nodes) managed = managed || n.peer_url == m.peer_url;
     if (!managed) {
       return MakeStep(StepKind::kWait,
-                  absl::StrCat("etcd ", desired, " is desired, but member ", MemberLabel(m),
-                               " is on no configured node and no agent can upgrade it "
-                               "(retire the unmanaged members first: stewardctl "
-                               "retire-unmanaged)"));
+                      absl::StrCat("etcd ", desired, " is desired, but member ", MemberLabel(m),
+                                   " is on no configured node and no agent can upgrade it "
+                                   "(retire the unmanaged members first: stewardctl "
+                                   "retire-unmanaged)"));
     }
   }
   return std::nullopt;
@@ -115,7 +115,7 @@ static std::optional<Step> ClusterVersion(const ClusterObservation& o, std::vect
     auto v = ParseVersion(m.version);
     if (!v) {
       return MakeStep(StepKind::kWait, absl::StrCat("the etcd version of member ", MemberLabel(m),
-                                                " is not known yet"));
+                                                    " is not known yet"));
     }
     if (lowest->empty() || (*v)[0] < (*lowest)[0] ||
         ((*v)[0] == (*lowest)[0] && (*v)[1] < (*lowest)[1])) {
@@ -132,13 +132,15 @@ static std::optional<Step> RoundTarget(const ClusterObservation& o, const std::v
   const std::string& desired = o.desired_version;
   if (want[0] < lowest[0] || (want[0] == lowest[0] && want[1] < lowest[1])) {
     return MakeStep(StepKind::kWait,
-                absl::StrCat("etcd ", desired, " is older than the cluster's version ", lowest[0],
-                             ".", lowest[1], ": etcd does not support downgrades (restore a "
-                             "backup taken on that version instead)"));
+                    absl::StrCat("etcd ", desired, " is older than the cluster's version ",
+                                 lowest[0], ".", lowest[1],
+                                 ": etcd does not support downgrades (restore a "
+                                 "backup taken on that version instead)"));
   }
   if (want[0] != lowest[0]) {
-    return MakeStep(StepKind::kWait, absl::StrCat("etcd ", desired, ": a change of major version "
-                                              "is not a rolling upgrade"));
+    return MakeStep(StepKind::kWait, absl::StrCat("etcd ", desired,
+                                                  ": a change of major version "
+                                                  "is not a rolling upgrade"));
   }
   *target = desired;
   if (want[1] <= lowest[1] + 1) return std::nullopt;
@@ -154,10 +156,11 @@ static std::optional<Step> RoundTarget(const ClusterObservation& o, const std::v
   }
   if (!target->empty()) return std::nullopt;
   return MakeStep(StepKind::kWait,
-              absl::StrCat("etcd ", desired, " is ", want[1] - lowest[1],
-                           " minor versions above the cluster's ", lowest[0], ".", lowest[1],
-                           "; upgrades go one minor version at a time, and etcd.versions has "
-                           "no ", lowest[0], ".", minor, " binary"));
+                  absl::StrCat("etcd ", desired, " is ", want[1] - lowest[1],
+                               " minor versions above the cluster's ", lowest[0], ".", lowest[1],
+                               "; upgrades go one minor version at a time, and etcd.versions has "
+                               "no ",
+                               lowest[0], ".", minor, " binary"));
 }
 
 // U6: a follower not yet at `target` switches; the etcd leader last.
@@ -174,14 +177,16 @@ static Step SwitchNextMember(const ClusterObservation& o, const std::string& tar
     if (n.peer_url == pick->peer_url) node = &n;
   }
   if (node == nullptr || !node->agent_up) {
-    return MakeStep(StepKind::kWait, absl::StrCat("member ", MemberLabel(*pick), " runs etcd ",
-                                              pick->version, ", and its agent does not answer"));
+    return MakeStep(StepKind::kWait,
+                    absl::StrCat("member ", MemberLabel(*pick), " runs etcd ", pick->version,
+                                 ", and its agent does not answer"));
   }
-  Step s = MakeStep(StepKind::kSwitchVersion,
-                absl::StrCat("rolling upgrade to etcd ", desired,
-                             target == desired ? "" : absl::StrCat(" (this round: ", target, ")"),
-                             ": member ", MemberLabel(*pick), " from ", pick->version,
-                             pick->is_etcd_leader ? " (the etcd leader, last)" : ""));
+  Step s =
+      MakeStep(StepKind::kSwitchVersion,
+               absl::StrCat("rolling upgrade to etcd ", desired,
+                            target == desired ? "" : absl::StrCat(" (this round: ", target, ")"),
+                            ": member ", MemberLabel(*pick), " from ", pick->version,
+                            pick->is_etcd_leader ? " (the etcd leader, last)" : ""));
   s.node = node->name;
   s.member_id = pick->id;
   s.version = target;
@@ -192,7 +197,9 @@ Step PlanUpgrade(const ClusterObservation& o) {
   const std::string& desired = o.desired_version;
   if (desired.empty()) return MakeStep(StepKind::kNone, "no desired etcd version");
   auto want = ParseVersion(desired);
-  if (!want) return MakeStep(StepKind::kWait, absl::StrCat("desired etcd version \"", desired, "\" is not a version"));
+  if (!want)
+    return MakeStep(StepKind::kWait,
+                    absl::StrCat("desired etcd version \"", desired, "\" is not a version"));
   // U1: everyone is there.
   bool all = true;
   for (const auto& m : o.members) all = all && m.version == desired;
@@ -201,8 +208,9 @@ Step PlanUpgrade(const ClusterObservation& o) {
   // U2
   if (std::find(o.available_versions.begin(), o.available_versions.end(), desired) ==
       o.available_versions.end()) {
-    return MakeStep(StepKind::kWait, absl::StrCat("etcd ", desired, " is desired, but etcd.versions "
-                                              "has no binary for it"));
+    return MakeStep(StepKind::kWait, absl::StrCat("etcd ", desired,
+                                                  " is desired, but etcd.versions "
+                                                  "has no binary for it"));
   }
   std::vector<int> lowest;
   if (auto wait = ClusterVersion(o, &lowest)) return *wait;

@@ -2,25 +2,24 @@
 
 #include <algorithm>
 
-#include "common/metrics.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "backup/layout.h"
+#include "common/fan_out.h"
+#include "common/metrics.h"
 #include "common/rules.h"
 #include "common/status.h"
-#include "reconcile/maintenance.h"
 #include "control/records.h"
-#include "etcd/member_id.h"
-#include "common/fan_out.h"
 #include "control/report.h"
+#include "etcd/member_id.h"
 #include "nlohmann/json.hpp"
+#include "reconcile/maintenance.h"
 #include "spdlog/spdlog.h"
 
 namespace steward {
 
 using SteadyTime = std::chrono::steady_clock::time_point;
 using std::chrono::milliseconds;
-
 
 namespace {
 constexpr milliseconds kObserveTimeout{1000};
@@ -125,14 +124,16 @@ NodeView Reconciler::ObserveNode(const NodeSpec& n, const absl::StatusOr<peer::N
     v.join_error = st->join_error();
     v.join_retry_in = milliseconds(st->join_retry_ms());
     for (const auto& b : st->binaries()) {
-      const std::string what = b.key().empty() ? "etcd.binary"
-                                               : absl::StrCat("etcd.versions[", b.key(), "]");
+      const std::string what =
+          b.key().empty() ? "etcd.binary" : absl::StrCat("etcd.versions[", b.key(), "]");
       if (b.reported().empty()) {
-        notes.push_back(absl::StrCat(n.name, ": ", what, " (", b.path(), ") reports no "
-                                     "version: ", b.error()));
+        notes.push_back(absl::StrCat(n.name, ": ", what, " (", b.path(),
+                                     ") reports no "
+                                     "version: ",
+                                     b.error()));
       } else if (!b.key().empty() && b.reported() != b.key()) {
-        notes.push_back(absl::StrCat(n.name, ": ", what, " (", b.path(), ") is etcd ",
-                                     b.reported()));
+        notes.push_back(
+            absl::StrCat(n.name, ": ", what, " (", b.path(), ") is etcd ", b.reported()));
       }
     }
     if (!st->join_error().empty()) {
@@ -211,7 +212,8 @@ absl::StatusOr<ClusterObservation> Reconciler::Observe() {
   obs.learner_timeout = config_.cluster.learner_timeout;
   obs.desired_size = config_.cluster.size;
   obs.adopting = config_.cluster.adopt.enabled();
-  for (const auto& [version, binary] : config_.etcd.versions) obs.available_versions.push_back(version);
+  for (const auto& [version, binary] : config_.etcd.versions)
+    obs.available_versions.push_back(version);
   Maintenance maintenance;
   if (absl::Status s = ObserveSpec(&obs, &maintenance); !s.ok()) return s;
 
@@ -248,8 +250,8 @@ void Reconciler::RecordEpoch(uint64_t leader_term) {
   // The epoch goes to the store before this leader's first step, so that a restore after a
   // total loss can start the restored cluster's epochs past it (RestoreCoordinator).
   if (store_ == nullptr || leader_term <= epoch_recorded_) return;
-  if (absl::Status s = RaiseHighestEpoch(*store_, config_.cluster.name, leader_term,
-                                         env_.clock->UnixSeconds());
+  if (absl::Status s =
+          RaiseHighestEpoch(*store_, config_.cluster.name, leader_term, env_.clock->UnixSeconds());
       !s.ok()) {
     spdlog::warn("recording the leader epoch {} in the backup store: {}", leader_term, s.message());
     return;  // again at the next pass
@@ -444,8 +446,9 @@ bool Reconciler::RecordVotersBefore(const Step& step, const ClusterObservation& 
   // (the removed member stays listed until the next pass). A record with one extra voter still
   // proves loss only when the real voters lost their majority.
   if (!created_marked_ || !store_mismatch_.empty()) {
-    *why = "the backup store is not confirmed as this cluster's yet, so the voting members "
-           "cannot be recorded there; membership changes wait";
+    *why =
+        "the backup store is not confirmed as this cluster's yet, so the voting members "
+        "cannot be recorded there; membership changes wait";
     return false;
   }
   std::vector<std::string> target =
@@ -466,11 +469,13 @@ bool Reconciler::RecordVotersBefore(const Step& step, const ClusterObservation& 
     recorded_voters_ = target;
     return true;
   }
-  if (absl::Status s = WriteLastVoters(*store_, config_.cluster.name, target,
-                                       env_.clock->UnixSeconds());
+  if (absl::Status s =
+          WriteLastVoters(*store_, config_.cluster.name, target, env_.clock->UnixSeconds());
       !s.ok()) {
-    *why = absl::StrCat("cannot record the voting members in the backup store before changing "
-                        "them (", s.message(), "); membership changes wait");
+    *why = absl::StrCat(
+        "cannot record the voting members in the backup store before changing "
+        "them (",
+        s.message(), "); membership changes wait");
     return false;
   }
   recorded_voters_ = target;
@@ -483,7 +488,8 @@ void Reconciler::RecordVoters(const ClusterObservation& obs) {
   if (voters.empty() || voters == recorded_voters_) return;
   // The restore coordinator proves total loss against this record, so it is kept current; a
   // failed write is retried on the next pass.
-  if (absl::Status s = WriteLastVoters(*store_, config_.cluster.name, voters, env_.clock->UnixSeconds());
+  if (absl::Status s =
+          WriteLastVoters(*store_, config_.cluster.name, voters, env_.clock->UnixSeconds());
       !s.ok()) {
     spdlog::warn("recording the voting members in the backup store: {}", s.message());
     return;
@@ -542,10 +548,11 @@ absl::Status Reconciler::Act(const Step& step, uint64_t term) {
       // when this second would recreate a removed ID.
       auto now = env_.clock->WallNow();
       auto sec = std::chrono::floor<std::chrono::seconds>(now);
-      uint64_t candidate = InitialMemberId({peer_url}, std::to_string(sec.time_since_epoch().count()));
+      uint64_t candidate =
+          InitialMemberId({peer_url}, std::to_string(sec.time_since_epoch().count()));
       if (removed_ids_.count(candidate)) {
-        env_.clock->SleepFor(std::chrono::duration_cast<milliseconds>(
-            sec + milliseconds(1020) - now));
+        env_.clock->SleepFor(
+            std::chrono::duration_cast<milliseconds>(sec + milliseconds(1020) - now));
       }
       auto added = etcd_->MemberAdd({peer_url}, /*learner=*/true);
       if (!added.ok()) return added.status();
@@ -606,9 +613,9 @@ void Reconciler::Publish(const Step& step, uint64_t term, const std::string& err
     // Some reasons count seconds ("unhealthy for 12s"): the history gets a wait once per
     // reason, not once per second.
     std::string key = line;
-    key.erase(std::remove_if(key.begin(), key.end(),
-                             [](char ch) { return ch >= '0' && ch <= '9'; }),
-              key.end());
+    key.erase(
+        std::remove_if(key.begin(), key.end(), [](char ch) { return ch >= '0' && ch <= '9'; }),
+        key.end());
     if (key != recorded_wait_) {
       recorded_wait_ = key;
       Record(term, StepKindName(step.kind), line, "");

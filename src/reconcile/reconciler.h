@@ -10,11 +10,11 @@
 
 #include <atomic>
 #include <chrono>
-#include <set>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -23,17 +23,16 @@
 #include "common/mutex.h"
 #include "common/status.h"
 #include "config/config.h"
-#include "etcd/api.h"
-#include "etcd/keys.h"
-#include "peer/api.h"
 #include "control/env.h"
 #include "control/history.h"
 #include "control/report.h"
+#include "etcd/api.h"
+#include "etcd/keys.h"
+#include "peer/api.h"
 #include "reconcile/maintenance.h"
 #include "reconcile/plan.h"
 
 namespace steward {
-
 
 class Reconciler {
  public:
@@ -107,9 +106,9 @@ class Reconciler {
   // etcd.versions key (from the last Observe), and its last refused join: for status.
   std::vector<std::string> node_notes_ ABSL_GUARDED_BY(mu_);
   RepeatFilter repeats_;
-  uint64_t agents_max_term_ = 0;  // the newest term any agent has seen (this pass)
+  uint64_t agents_max_term_ = 0;        // the newest term any agent has seen (this pass)
   std::string agents_max_term_leader_;  // who holds it (another leader, if any agent says so)
-  uint64_t cluster_id_ = 0;       // the cluster that answered this pass's member list
+  uint64_t cluster_id_ = 0;             // the cluster that answered this pass's member list
   std::string last_failure_;
   std::string last_decision_;
   std::map<std::string, std::unique_ptr<PeerApi>> agents_;
@@ -119,9 +118,9 @@ class Reconciler {
   std::map<std::string, uint64_t> initial_ids_;
   std::map<uint64_t, std::chrono::steady_clock::time_point> unhealthy_since_;
   std::vector<std::string> recorded_voters_;  // as last written to the store
-  int64_t max_revision_ = 0;        // the highest revision any member reported
-  int64_t recorded_revision_ = -1;  // as in the store (-1: not read yet)
-  uint64_t epoch_recorded_ = 0;     // the highest leader epoch this agent put in the store
+  int64_t max_revision_ = 0;                  // the highest revision any member reported
+  int64_t recorded_revision_ = -1;            // as in the store (-1: not read yet)
+  uint64_t epoch_recorded_ = 0;  // the highest leader epoch this agent put in the store
   std::optional<std::chrono::steady_clock::time_point> revision_recorded_at_;
   std::optional<std::pair<uint64_t, std::chrono::steady_clock::time_point>> learner_since_;
   std::set<uint64_t> removed_ids_;  // members this leader removed (for the ID-reuse check)
@@ -129,8 +128,8 @@ class Reconciler {
   std::atomic<bool> settled_{false};
   std::string published_;
   std::string published_notes_;  // node_notes_ as last written
-  std::string recorded_wait_;  // the last wait recorded in the history, digits removed
-  int64_t published_at_ = 0;  // unix seconds of the last report written
+  std::string recorded_wait_;    // the last wait recorded in the history, digits removed
+  int64_t published_at_ = 0;     // unix seconds of the last report written
   History* history_ = nullptr;
   // Records a decision in the history, if there is one.
   void Record(uint64_t term, const std::string& action, const std::string& reason,

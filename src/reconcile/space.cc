@@ -44,8 +44,10 @@ std::string DefragQuorumBlocker(const std::vector<DefragMember>& members, uint64
   // A learner does not vote: blocking it never costs the quorum. A one-voter cluster has no
   // other member to serve meanwhile: its defragmentation stalls it, unavoidably.
   if (!target_votes || answering_without >= quorum || voters == 1) return "";
-  return absl::StrCat("only ", answering_without, " of the other voting members answer, and a "
-                      "quorum of ", voters, " is ", quorum,
+  return absl::StrCat("only ", answering_without,
+                      " of the other voting members answer, and a "
+                      "quorum of ",
+                      voters, " is ", quorum,
                       ": blocking this one for a defragmentation would stall the cluster");
 }
 
@@ -112,8 +114,7 @@ SpaceDecision DecideSpace(const SpaceObservation& obs) {
       d.kind = SpaceDecision::kWait;
       d.retry_in = backoff - since;
       d.reason = absl::StrCat("NOSPACE recovery failed ", obs.failures,
-                              " time(s) in a row; trying again in ",
-                              FormatDuration(d.retry_in));
+                              " time(s) in a row; trying again in ", FormatDuration(d.retry_in));
       return d;
     }
   }
@@ -127,7 +128,8 @@ SpaceDecision DecideSpace(const SpaceObservation& obs) {
           "NOSPACE is back ", FormatDuration(since),
           " after it was cleared: compaction and defragmentation freed too little, so the live "
           "data is likely over the backend quota (--quota-backend-bytes); delete data or raise "
-          "the quota. Not looping: next attempt in ", FormatDuration(d.retry_in));
+          "the quota. Not looping: next attempt in ",
+          FormatDuration(d.retry_in));
       return d;
     }
   }
@@ -137,8 +139,8 @@ SpaceDecision DecideSpace(const SpaceObservation& obs) {
   return d;
 }
 
-SpaceKeeper::SpaceKeeper(EtcdClient* client, History* history,
-                         std::function<bool()> confirm_leader, std::string node, Options options)
+SpaceKeeper::SpaceKeeper(EtcdClient* client, History* history, std::function<bool()> confirm_leader,
+                         std::string node, Options options)
     : client_(client),
       history_(history),
       confirm_leader_(std::move(confirm_leader)),
@@ -146,8 +148,7 @@ SpaceKeeper::SpaceKeeper(EtcdClient* client, History* history,
       options_(options) {}
 
 milliseconds SpaceKeeper::Now() const {
-  return std::chrono::duration_cast<milliseconds>(
-      options_.clock->Now().time_since_epoch());
+  return std::chrono::duration_cast<milliseconds>(options_.clock->Now().time_since_epoch());
 }
 
 void SpaceKeeper::Record(uint64_t term, const std::string& action, const std::string& reason,
@@ -192,8 +193,10 @@ bool SpaceKeeper::Pass(uint64_t term) {
     if (a.alarm == "NOSPACE") on.push_back(HexId(a.member_id));
   }
   const std::string why = absl::StrCat("NOSPACE alarm on member(s) ", absl::StrJoin(on, ", "));
-  spdlog::warn("space: {}: compacting to the current revision, defragmenting member by member "
-               "(leader last), then disarming", why);
+  spdlog::warn(
+      "space: {}: compacting to the current revision, defragmenting member by member "
+      "(leader last), then disarming",
+      why);
   auto done = Recover(obs.alarms);
   if (!done.ok()) {
     ++failures_;
@@ -237,8 +240,7 @@ absl::StatusOr<std::string> SpaceKeeper::Recover(const std::vector<AlarmInfo>& a
       if (x.id == planned.id) m = &x;
     }
     if (m == nullptr || !m->reachable) {
-      spdlog::warn("space: skipping {} ({}): it does not answer", planned.name,
-                   HexId(planned.id));
+      spdlog::warn("space: skipping {} ({}): it does not answer", planned.name, HexId(planned.id));
       continue;
     }
     if (std::string why = DefragQuorumBlocker(*now, m->id); !why.empty()) {

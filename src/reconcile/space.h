@@ -31,8 +31,6 @@
 // agent's reconcile loop).
 #pragma once
 
-#include "common/clock.h"
-
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -40,8 +38,9 @@
 #include <string>
 #include <vector>
 
-#include "etcd/client.h"
+#include "common/clock.h"
 #include "control/history.h"
+#include "etcd/client.h"
 
 namespace steward {
 
@@ -52,9 +51,9 @@ struct DefragMember {
   std::string name;
   std::string endpoint;  // client URL; empty: never started
   bool is_learner = false;
-  bool is_leader = false;   // the etcd leader
-  bool reachable = false;   // answered Status just now
-  int64_t db_size = 0;      // as it answered
+  bool is_leader = false;  // the etcd leader
+  bool reachable = false;  // answered Status just now
+  int64_t db_size = 0;     // as it answered
 };
 
 // The order to defragment `members` in: the reachable ones, learners and followers first (in
@@ -62,7 +61,8 @@ struct DefragMember {
 std::vector<DefragMember> DefragOrder(const std::vector<DefragMember>& members);
 
 // Empty if blocking `target` for a defragmentation leaves a quorum of the voters answering (or
-// the cluster has one voter, which cannot be helped), else why not. `members` is a fresh view (reachable = answered Status with a leader).
+// the cluster has one voter, which cannot be helped), else why not. `members` is a fresh view
+// (reachable = answered Status with a leader).
 std::string DefragQuorumBlocker(const std::vector<DefragMember>& members, uint64_t target);
 
 // A fresh view through `client`: the member list and each member's Status (in turn, `timeout`
@@ -77,8 +77,8 @@ inline constexpr std::chrono::milliseconds kSpaceFailureBackoffMin{30 * 1000};
 inline constexpr std::chrono::milliseconds kSpaceFailureBackoffMax{5 * 60 * 1000};
 
 struct SpaceObservation {
-  bool quorum = false;              // the alarm list answered (a quorum read)
-  std::vector<AlarmInfo> alarms;    // active alarms, every member's
+  bool quorum = false;               // the alarm list answered (a quorum read)
+  std::vector<AlarmInfo> alarms;     // active alarms, every member's
   std::chrono::milliseconds now{0};  // a monotonic clock
   // The last recovery that completed (alarms disarmed), if any.
   std::optional<std::chrono::milliseconds> last_success_at;

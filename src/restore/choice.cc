@@ -1,12 +1,11 @@
 // How the restore coordinator chooses what to restore: the newest valid backup, how far its
 // deltas reach, the intent for it (PrepareRestoreIntent), and the replacement of an automatic
 // restore that can never settle. The rest of the coordinator is in coordinator.cc.
-#include "restore/coordinator.h"
-
 #include "absl/strings/str_cat.h"
 #include "backup/delta.h"
 #include "backup/pipeline.h"
 #include "common/status.h"
+#include "restore/coordinator.h"
 #include "spdlog/spdlog.h"
 
 namespace steward {
@@ -21,8 +20,8 @@ void RestoreCoordinator::Start(const std::string& why) {
   // from the backup before it, whose chain may reach further right after a full backup).
   auto point = DeltaPointFor(&*backup);
   if (!point.ok()) {
-    Note(absl::StrCat("cannot read the deltas of backup ", *backup, ": ",
-                      point.status().message(), "; waiting"));
+    Note(absl::StrCat("cannot read the deltas of backup ", *backup, ": ", point.status().message(),
+                      "; waiting"));
     return;
   }
   // Choosing and verifying the backup and its deltas took a while: decide again on a fresh
@@ -38,16 +37,16 @@ void RestoreCoordinator::Start(const std::string& why) {
     return;
   }
   RestoreIntent fresh = std::move(*chosen);
-  spdlog::warn("restore: {}; restoring backup {}{} (restore {})", why,
-               *backup, DescribePoint(*point), fresh.id);
+  spdlog::warn("restore: {}; restoring backup {}{} (restore {})", why, *backup,
+               DescribePoint(*point), fresh.id);
   if (absl::Status s = WriteRestoreIntent(*store_, config_.cluster.name, fresh); !s.ok()) {
     Note(absl::StrCat("cannot record the restore intent: ", s.message()));
     return;
   }
   if (history_ != nullptr) {
     history_->Append(Event{0, 0, "", "restore",
-                           absl::StrCat(why, "; restoring backup ", *backup,
-                                        DescribePoint(*point), " (restore ", fresh.id, ")"),
+                           absl::StrCat(why, "; restoring backup ", *backup, DescribePoint(*point),
+                                        " (restore ", fresh.id, ")"),
                            "started"});
   }
   if (absl::Status s = Execute(fresh); !s.ok()) {
@@ -111,9 +110,10 @@ absl::StatusOr<RestorePoint> RestoreCoordinator::DeltaPointFor(std::string* back
     // writes only its chain holds.
     if (!s.ok() && !absl::IsDataLoss(s)) return s;
     if (s.ok()) {
-      spdlog::warn("restore: the deltas of backup {} reach revision {}, past those of the newer "
-                   "{}: restoring {} with them",
-                   older.name, point.revision, *backup, older.name);
+      spdlog::warn(
+          "restore: the deltas of backup {} reach revision {}, past those of the newer "
+          "{}: restoring {} with them",
+          older.name, point.revision, *backup, older.name);
       *backup = older.name;
     } else {
       // The older one does not check out: the newest with its own deltas.
@@ -147,17 +147,18 @@ absl::Status RestoreCoordinator::Supersede(const RestoreIntent& intent, const ab
   RestoreIntent current = intent;
   if (absl::Status s = Sync(current); !s.ok()) return s;
   if (current.settled) return absl::AbortedError("settled by another coordinator meanwhile");
-  spdlog::error("restore {}: {}; nothing has served clients from it, so restore {} of backup "
-                "{}{} replaces it",
-                intent.id, why.message(), fresh->id, *backup, DescribePoint(*point));
+  spdlog::error(
+      "restore {}: {}; nothing has served clients from it, so restore {} of backup "
+      "{}{} replaces it",
+      intent.id, why.message(), fresh->id, *backup, DescribePoint(*point));
   if (absl::Status s = WriteRestoreIntent(*store_, config_.cluster.name, *fresh); !s.ok()) {
     return Annotate(s, "recording the restore that replaces it");
   }
   if (history_ != nullptr) {
-    history_->Append(Event{0, 0, "", "restore",
-                           absl::StrCat("restore ", intent.id, " replaced by ", fresh->id, ": ",
-                                        why.message()),
-                           "started"});
+    history_->Append(
+        Event{0, 0, "", "restore",
+              absl::StrCat("restore ", intent.id, " replaced by ", fresh->id, ": ", why.message()),
+              "started"});
   }
   // Its orders go out from the next pass (a fresh observation, and no recursion).
   return absl::AbortedError(absl::StrCat("replaced by restore ", fresh->id));
@@ -176,13 +177,16 @@ absl::StatusOr<RestoreIntent> RestoreCoordinator::FreshIntent(
   for (const auto& [name, st] : states) {
     if (!request.no_bump.empty()) break;
     if (!st.can_bump_revision()) {
-      request.no_bump = absl::StrCat("node ", name, " can raise no revision (neither "
+      request.no_bump = absl::StrCat("node ", name,
+                                     " can raise no revision (neither "
                                      "etcd.etcdutl nor etcd.restore_in_place)");
     }
   }
   if (!request.no_bump.empty()) {
-    spdlog::warn("restore: the restored revision is not raised ({}), so revisions served since "
-                 "the backup will be served again", request.no_bump);
+    spdlog::warn(
+        "restore: the restored revision is not raised ({}), so revisions served since "
+        "the backup will be served again",
+        request.no_bump);
   }
   request.now_unix = env_.clock->UnixSeconds();
   request.nonce = [this] { return env_.nonce(); };

@@ -1,30 +1,28 @@
 #include "restore/coordinator.h"
 
-
 #include <algorithm>
 #include <set>
 
-#include "common/metrics.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "backup/layout.h"
-#include "etcd/bolt.h"
-#include "etcd/keys.h"
-#include "etcd/member_id.h"
 #include "backup/pipeline.h"
+#include "common/fan_out.h"
+#include "common/metrics.h"
 #include "common/rules.h"
 #include "common/status.h"
 #include "control/destroy.h"
-#include "common/fan_out.h"
+#include "etcd/bolt.h"
+#include "etcd/keys.h"
+#include "etcd/member_id.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
 
 namespace steward {
 
 using std::chrono::milliseconds;
-
 
 RestoreCoordinator::RestoreCoordinator(const Config& config, BackupStore* store, EtcdApi* etcd,
                                        ControlEnv env)
@@ -83,7 +81,8 @@ RestoreCoordinator::Observed RestoreCoordinator::Observe() {
     store_error(intent.status(), "the restore intent");
   } else if (intent->has_value() && !(*intent)->done && !(*intent)->cancelled) {
     o.intent = **intent;
-    v.pending = RestoreView::Pending{o.intent->id, o.intent->requested_by == "auto", o.intent->ordered};
+    v.pending =
+        RestoreView::Pending{o.intent->id, o.intent->requested_by == "auto", o.intent->ordered};
   }
   v.etcd_answers = etcd_->MemberList().ok();
   auto existed = ClusterEverExisted(*store_, config_.cluster.name);
@@ -164,14 +163,12 @@ void RestoreCoordinator::CountRestore(const RestoreIntent& intent, const char* r
   e.action = "restore";
   // What it brought back, not only the base: a reader must not think the changes after the
   // full backup were lost when its deltas were replayed.
-  e.reason = absl::StrCat(automatic ? "automatic" : "operator's", " restore ", intent.id,
-                          " of backup ", intent.backup,
-                          intent.delta_to > 0
-                              ? absl::StrCat(" + its deltas, to revision ", intent.delta_to)
-                              : std::string(),
-                          intent.bump_revision > 0
-                              ? absl::StrCat(" (revisions raised by ", intent.bump_revision, ")")
-                              : std::string());
+  e.reason = absl::StrCat(
+      automatic ? "automatic" : "operator's", " restore ", intent.id, " of backup ", intent.backup,
+      intent.delta_to > 0 ? absl::StrCat(" + its deltas, to revision ", intent.delta_to)
+                          : std::string(),
+      intent.bump_revision > 0 ? absl::StrCat(" (revisions raised by ", intent.bump_revision, ")")
+                               : std::string());
   e.result = result;
   history_->Append(std::move(e));
 }
@@ -180,8 +177,8 @@ absl::Status RestoreCoordinator::Cancel(RestoreIntent intent, const std::string&
   // The R6 check runs on the intent as re-read right before the write.
   absl::Status s = Record(intent, "the restore is cancelled", [&why](RestoreIntent& r) {
     if (r.ordered && !RuleOff("R6")) {
-      return absl::AbortedError(absl::StrCat("restore ", r.id,
-                                             " is not cancelled: its orders went out (R6)"));
+      return absl::AbortedError(
+          absl::StrCat("restore ", r.id, " is not cancelled: its orders went out (R6)"));
     }
     r.cancelled = true;
     r.cancel_reason = why;
@@ -218,7 +215,6 @@ bool RestoreCoordinator::WaitForLeader(EtcdApi& etcd, std::chrono::seconds bound
   }
   return false;
 }
-
 
 void RestoreCoordinator::Pass() {
   Observed o = Observe();
@@ -307,8 +303,8 @@ absl::Status RestoreCoordinator::OrderRound(RestoreIntent& intent, const Observe
 }
 
 RestoreCoordinator::OrderResults RestoreCoordinator::SendOrders(const RestoreIntent& intent,
-                                                               const Observed& o,
-                                                               const peer::OrderHeader& header) {
+                                                                const Observed& o,
+                                                                const peer::OrderHeader& header) {
   std::map<std::string, bool> member;
   for (const auto& [name, url] : intent.initial_cluster) member[name] = true;
   std::vector<std::string> ordered;
@@ -392,14 +388,12 @@ absl::Status RestoreCoordinator::AfterRound(RestoreIntent& intent, const OrderRe
     case RoundVerdict::kReplaceDamaged:
       break;
   }
-  const std::string why =
-      absl::StrCat("backup ", intent.backup, " cannot be restored: node(s) ",
-                   absl::StrJoin(round.refused_damaged, ","), " found its DB damaged (",
-                   round.damage, ")");
+  const std::string why = absl::StrCat("backup ", intent.backup, " cannot be restored: node(s) ",
+                                       absl::StrJoin(round.refused_damaged, ","),
+                                       " found its DB damaged (", round.damage, ")");
   spdlog::error("restore {}: {}", intent.id, why);
-  if (absl::Status s = MarkBackupDamaged(*store_, config_.cluster.name, intent.backup,
-                                         round.damage, config_.node.name,
-                                         env_.clock->UnixSeconds());
+  if (absl::Status s = MarkBackupDamaged(*store_, config_.cluster.name, intent.backup, round.damage,
+                                         config_.node.name, env_.clock->UnixSeconds());
       !s.ok()) {
     return Annotate(s, why);
   }
@@ -425,7 +419,8 @@ absl::Status RestoreCoordinator::SettleRound(RestoreIntent& intent, uint64_t ter
   if (auto recorded = ReadHighestEpoch(*store_, config_.cluster.name); recorded.ok()) {
     epoch_floor = std::max(epoch_floor, *recorded);
   } else {
-    spdlog::warn("restore {}: reading the epoch record: {}", intent.id, recorded.status().message());
+    spdlog::warn("restore {}: reading the epoch record: {}", intent.id,
+                 recorded.status().message());
   }
   const SettleContext ctx{config_, *store_, env_.clock->UnixSeconds(),
                           [this] { return env_.nonce(); }, epoch_floor};
@@ -443,8 +438,8 @@ absl::Status RestoreCoordinator::SettleRound(RestoreIntent& intent, uint64_t ter
     }
     const int64_t start =
         RestoredStartRevision(backup_revision, intent.delta_to, intent.bump_revision);
-    if (absl::Status s = RaiseHighestRevision(*store_, config_.cluster.name, start,
-                                              env_.clock->UnixSeconds());
+    if (absl::Status s =
+            RaiseHighestRevision(*store_, config_.cluster.name, start, env_.clock->UnixSeconds());
         !s.ok()) {
       return Annotate(s, "recording the restored cluster's revision");
     }
@@ -491,8 +486,8 @@ void RestoreCoordinator::UnfenceMembers(const RestoreIntent& intent,
   }
 }
 
-absl::Status RestoreCoordinator::Finish(RestoreIntent& intent, const Observed& o,
-                                        bool was_settled, const std::vector<std::string>& missing) {
+absl::Status RestoreCoordinator::Finish(RestoreIntent& intent, const Observed& o, bool was_settled,
+                                        const std::vector<std::string>& missing) {
   // A fresh client: the long-lived one's channels back off after the refusals of the fence.
   auto unfenced_client = MembersClient(intent, &Config::ClientUrl);
   if (!WaitForLeader(*unfenced_client, std::chrono::seconds(30))) {
@@ -510,9 +505,10 @@ absl::Status RestoreCoordinator::Finish(RestoreIntent& intent, const Observed& o
         return s;
       }
       CountRestore(intent, "closed");
-      spdlog::warn("restore {}: the restored cluster was lost after it was settled ({} of {} "
-                   "members answer without data); closing this restore",
-                   intent.id, empty, intent.initial_cluster.size());
+      spdlog::warn(
+          "restore {}: the restored cluster was lost after it was settled ({} of {} "
+          "members answer without data); closing this restore",
+          intent.id, empty, intent.initial_cluster.size());
       return absl::AbortedError("the restored cluster was lost after it was settled");
     }
     return absl::UnavailableError("the restored cluster does not answer on its client URLs yet");
@@ -532,8 +528,7 @@ absl::Status RestoreCoordinator::Finish(RestoreIntent& intent, const Observed& o
       !s.ok()) {
     return Annotate(s, "recording the restored cluster's voting members");
   }
-  if (absl::Status s = Record(intent, "the restore is done", Set(&RestoreIntent::done));
-      !s.ok()) {
+  if (absl::Status s = Record(intent, "the restore is done", Set(&RestoreIntent::done)); !s.ok()) {
     return s;
   }
   CountRestore(intent, missing.empty() ? "done" : "done-partly");
@@ -541,10 +536,10 @@ absl::Status RestoreCoordinator::Finish(RestoreIntent& intent, const Observed& o
     spdlog::info("restore {}: every member ({}) restored backup {}", intent.id,
                  absl::StrJoin(restored, ","), intent.backup);
   } else {
-    spdlog::warn("restore {}: members {} restored backup {}; NOT restored: {} (the leader heals "
-                 "them as it would any lost member)",
-                 intent.id, absl::StrJoin(restored, ","), intent.backup,
-                 absl::StrJoin(missing, ","));
+    spdlog::warn(
+        "restore {}: members {} restored backup {}; NOT restored: {} (the leader heals "
+        "them as it would any lost member)",
+        intent.id, absl::StrJoin(restored, ","), intent.backup, absl::StrJoin(missing, ","));
   }
   return absl::OkStatus();
 }

@@ -32,12 +32,12 @@
 #include "backup/store.h"
 #include "common/status.h"
 #include "config/config.h"
-#include "etcd/api.h"
-#include "peer/api.h"
 #include "control/env.h"
 #include "control/history.h"
-#include "restore/decision.h"
 #include "control/records.h"
+#include "etcd/api.h"
+#include "peer/api.h"
+#include "restore/decision.h"
 #include "restore/settle.h"
 
 namespace steward {
@@ -79,8 +79,8 @@ class RestoreCoordinator {
   absl::Status StillJustified(const RestoreIntent& intent, Observed* o);
   // Records that orders go out (R6), orders every node that has not applied the restore, and
   // judges the round; `missing` gets the members that have not restored it.
-  absl::Status OrderRound(RestoreIntent& intent, const Observed& o,
-                          const peer::OrderHeader& header, std::vector<std::string>* missing);
+  absl::Status OrderRound(RestoreIntent& intent, const Observed& o, const peer::OrderHeader& header,
+                          std::vector<std::string>* missing);
   struct OrderResults {
     std::vector<std::string> refused_damaged;  // nodes that found the backup's DB damaged (R8)
     std::string damage;                        // what the first of them found

@@ -8,11 +8,16 @@ namespace steward {
 
 const char* RestoreActionName(RestoreAction a) {
   switch (a) {
-    case RestoreAction::kNothing: return "nothing";
-    case RestoreAction::kWait: return "wait";
-    case RestoreAction::kStart: return "start";
-    case RestoreAction::kContinue: return "continue";
-    case RestoreAction::kCancel: return "cancel";
+    case RestoreAction::kNothing:
+      return "nothing";
+    case RestoreAction::kWait:
+      return "wait";
+    case RestoreAction::kStart:
+      return "start";
+    case RestoreAction::kContinue:
+      return "continue";
+    case RestoreAction::kCancel:
+      return "cancel";
   }
   return "?";
 }
@@ -45,8 +50,8 @@ bool VotersProveLoss(const RestoreView& v, std::string* why) {
   }
   if (v.last_voters.empty() || answered < v.last_voters.size() / 2 + 1) {
     *why = absl::StrCat("only ", answered, " of the last known voting members {",
-                        absl::StrJoin(v.last_voters, ","), "} answer (silent: ",
-                        absl::StrJoin(silent, ","),
+                        absl::StrJoin(v.last_voters, ","),
+                        "} answer (silent: ", absl::StrJoin(silent, ","),
                         "); they may still hold the cluster's data, so no restore");
     return false;
   }
@@ -152,11 +157,16 @@ DamagedBackupVerdict JudgeDamagedBackup(size_t members, size_t applied, size_t r
 
 const char* RoundVerdictName(RoundVerdict v) {
   switch (v) {
-    case RoundVerdict::kSettle: return "settle";
-    case RoundVerdict::kWait: return "wait";
-    case RoundVerdict::kMarkDamaged: return "mark-damaged";
-    case RoundVerdict::kReplaceDamaged: return "replace-damaged";
-    case RoundVerdict::kReplaceUnbumped: return "replace-unbumped";
+    case RoundVerdict::kSettle:
+      return "settle";
+    case RoundVerdict::kWait:
+      return "wait";
+    case RoundVerdict::kMarkDamaged:
+      return "mark-damaged";
+    case RoundVerdict::kReplaceDamaged:
+      return "replace-damaged";
+    case RoundVerdict::kReplaceUnbumped:
+      return "replace-unbumped";
   }
   return "?";
 }
@@ -184,13 +194,20 @@ bool CloseLostRestore(bool settled, size_t members, size_t empty) {
 
 const char* RestoreStepName(RestoreStep s) {
   switch (s) {
-    case RestoreStep::kPromise: return "promise";
-    case RestoreStep::kRecheck: return "recheck";
-    case RestoreStep::kOrder: return "order";
-    case RestoreStep::kSettle: return "settle";
-    case RestoreStep::kUnfence: return "unfence";
-    case RestoreStep::kFinish: return "finish";
-    case RestoreStep::kStop: return "stop";
+    case RestoreStep::kPromise:
+      return "promise";
+    case RestoreStep::kRecheck:
+      return "recheck";
+    case RestoreStep::kOrder:
+      return "order";
+    case RestoreStep::kSettle:
+      return "settle";
+    case RestoreStep::kUnfence:
+      return "unfence";
+    case RestoreStep::kFinish:
+      return "finish";
+    case RestoreStep::kStop:
+      return "stop";
   }
   return "?";
 }

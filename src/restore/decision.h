@@ -66,12 +66,12 @@ struct RestoreAgentView {
 };
 
 struct RestoreView {
-  std::string self;                              // this agent's node name
-  std::vector<std::string> configured;           // every configured node name
+  std::string self;                                  // this agent's node name
+  std::vector<std::string> configured;               // every configured node name
   std::map<std::string, RestoreAgentView> answered;  // by node name (self included if it answered)
   bool etcd_answers = false;  // some etcd answered a member list on a configured client URL
   // The store.
-  bool store_ok = true;       // the intent and the existence check could be read
+  bool store_ok = true;  // the intent and the existence check could be read
   std::string store_error;
   bool cluster_existed = false;  // a backup or the created marker
   // The store's destroy mark (R7): DescribeDestroyMark's text, "" if the cluster is not destroyed.
@@ -142,8 +142,8 @@ bool CloseLostRestore(bool settled, size_t members, size_t empty);
 
 // The coordinator's steps through a pending restore, one at a time: NextRestoreStep chooses
 // the next from the intent as recorded and what this pass has done so far; the coordinator
-// (restore/coordinator.cc, Execute) carries it out, records what it changed in the intent, and asks again.
-// A coordinator that stops between two steps leaves an intent the next one continues: its
+// (restore/coordinator.cc, Execute) carries it out, records what it changed in the intent, and asks
+// again. A coordinator that stops between two steps leaves an intent the next one continues: its
 // passes start over at the promise, and the recorded flags (ordered, settled, done) say where.
 //   RC1 every order (restore or unfence) carries a term a majority acknowledged in this pass.
 //   RC2 restore orders go out only after DecideRestore, asked again on an observation made after

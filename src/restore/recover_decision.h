@@ -66,8 +66,8 @@ struct RecoverView {
 };
 
 struct RecoverDecision {
-  std::string refusal;  // non-empty: do nothing, and say this
-  std::string rule;     // "Q1".."Q9" for a refusal
+  std::string refusal;            // non-empty: do nothing, and say this
+  std::string rule;               // "Q1".."Q9" for a refusal
   std::vector<size_t> survivors;  // indexes into view.nodes: the answering voters, best first
   std::optional<size_t> chosen;   // index into view.nodes
   size_t voters = 0;

@@ -9,18 +9,19 @@
 #include "backup/layout.h"
 #include "common/rules.h"
 #include "common/status.h"
+#include "control/report.h"
 #include "etcd/keys.h"
 #include "etcd/member_id.h"
 #include "nlohmann/json.hpp"
-#include "control/report.h"
 #include "spdlog/spdlog.h"
 
 namespace steward {
 
 std::string DescribePoint(const RestorePoint& p) {
   if (p.deltas == 0) return "";
-  return absl::StrCat(" + ", p.deltas, " delta(s), to revision ", p.revision,
-                      p.stopped.empty() ? "" : absl::StrCat(" (the deltas stop there: ", p.stopped, ")"));
+  return absl::StrCat(
+      " + ", p.deltas, " delta(s), to revision ", p.revision,
+      p.stopped.empty() ? "" : absl::StrCat(" (the deltas stop there: ", p.stopped, ")"));
 }
 
 namespace {
@@ -49,14 +50,14 @@ namespace {
 // the message first).
 bool RefusedAsTooLarge(const absl::Status& s) {
   const std::string m(s.message());
-  return absl::StrContains(m, "too many operations") || absl::StrContains(m, "request is too large") ||
-         absl::StrContains(m, "larger than max");
+  return absl::StrContains(m, "too many operations") ||
+         absl::StrContains(m, "request is too large") || absl::StrContains(m, "larger than max");
 }
 
 // Sends `txn` (with the guard's compare); one that etcd refuses as too large goes again in two
 // halves, in order (a packed transaction's operations name distinct keys, so any split holds).
-absl::Status SendReplayTxn(EtcdApi& etcd, etcdserverpb::TxnRequest txn, const std::string& guard_key,
-                           const std::string& guard, int64_t last) {
+absl::Status SendReplayTxn(EtcdApi& etcd, etcdserverpb::TxnRequest txn,
+                           const std::string& guard_key, const std::string& guard, int64_t last) {
   etcdserverpb::TxnRequest sent = txn;
   RequireValue(sent, guard_key, guard);
   auto done = etcd.Txn(sent);
@@ -76,7 +77,8 @@ absl::Status SendReplayTxn(EtcdApi& etcd, etcdserverpb::TxnRequest txn, const st
   }
   // Only while the guard still names this replay: a coordinator that took over wrote its own,
   // and a late transaction of this one must not put an older value over its replay.
-  if (!done->succeeded()) return absl::AbortedError("another coordinator took over replaying the deltas");
+  if (!done->succeeded())
+    return absl::AbortedError("another coordinator took over replaying the deltas");
   return absl::OkStatus();
 }
 
@@ -95,7 +97,8 @@ absl::Status ReplayDeltas(BackupStore& store, const std::string& cluster, const 
   int64_t last = 0;  // the newest revision handed to the packer, for errors
   auto send = [&](std::vector<etcdserverpb::TxnRequest> txns) -> absl::Status {
     for (etcdserverpb::TxnRequest& txn : txns) {
-      if (absl::Status s = SendReplayTxn(etcd, std::move(txn), ReplayGuardKey(cluster), guard, last);
+      if (absl::Status s =
+              SendReplayTxn(etcd, std::move(txn), ReplayGuardKey(cluster), guard, last);
           !s.ok()) {
         return s;
       }
@@ -103,15 +106,18 @@ absl::Status ReplayDeltas(BackupStore& store, const std::string& cluster, const 
     return absl::OkStatus();
   };
   absl::Status sent;
-  absl::Status read = ForEachDeltaRevision(store, *meta, to_revision, [&](const backup::DeltaRevision& r) {
-    last = r.revision();
-    for (const etcdserverpb::TxnRequest& txn : RevisionTxns(r, ReplayShape{})) {
-      sent = send(pack ? packer.Add(txn) : std::vector<etcdserverpb::TxnRequest>{txn});
-      if (!sent.ok()) return sent;
-    }
-    ++*replayed;
-    return absl::OkStatus();
-  }, chain_broken);
+  absl::Status read = ForEachDeltaRevision(
+      store, *meta, to_revision,
+      [&](const backup::DeltaRevision& r) {
+        last = r.revision();
+        for (const etcdserverpb::TxnRequest& txn : RevisionTxns(r, ReplayShape{})) {
+          sent = send(pack ? packer.Add(txn) : std::vector<etcdserverpb::TxnRequest>{txn});
+          if (!sent.ok()) return sent;
+        }
+        ++*replayed;
+        return absl::OkStatus();
+      },
+      chain_broken);
   if (!sent.ok()) return sent;
   // What was read before a damaged delta is applied too, as it was before packing: a broken
   // chain's restore is replaced or waits, from the same state either way.
@@ -138,9 +144,9 @@ absl::Status CheckMembersAreOurs(const RestoreIntent& intent, EtcdApi& fenced) {
   }
   for (const MemberInfo& m : *listed) {
     if (!ours.count(m.id)) {
-      return absl::AbortedError(absl::StrCat(
-          "the fenced members are not restore ", intent.id, "'s (member ",
-          absl::StrFormat("%x", m.id), "): another restore replaced it"));
+      return absl::AbortedError(absl::StrCat("the fenced members are not restore ", intent.id,
+                                             "'s (member ", absl::StrFormat("%x", m.id),
+                                             "): another restore replaced it"));
     }
   }
   return absl::OkStatus();
@@ -171,15 +177,18 @@ absl::Status RevokeBackupLeases(const RestoreIntent& intent, EtcdApi& fenced) {
     }
   }
   if (!leases->empty()) {
-    spdlog::info("restore {}: revoked {} lease(s) that came with the backup (their keys are "
-                 "deleted)", intent.id, leases->size());
+    spdlog::info(
+        "restore {}: revoked {} lease(s) that came with the backup (their keys are "
+        "deleted)",
+        intent.id, leases->size());
   }
   return absl::OkStatus();
 }
 
 absl::Status BeingReplaced(const RestoreIntent& intent, bool* deltas_lost) {
   if (intent.requested_by == "auto") *deltas_lost = true;
-  return absl::AbortedError(absl::StrCat("restore ", intent.id, " is being replaced: its deltas "
+  return absl::AbortedError(absl::StrCat("restore ", intent.id,
+                                         " is being replaced: its deltas "
                                          "were lost"));
 }
 
@@ -191,8 +200,8 @@ absl::Status BeingReplaced(const RestoreIntent& intent, bool* deltas_lost) {
 absl::Status ReplayUnderGuard(const SettleContext& ctx, const RestoreIntent& intent,
                               const Marks& marks, EtcdApi& fenced, std::string* guard,
                               bool* deltas_lost) {
-  const std::string mine = absl::StrCat(intent.id, "/", ctx.config.node.name, "/",
-                                        absl::StrFormat("%08x", ctx.nonce()));
+  const std::string mine =
+      absl::StrCat(intent.id, "/", ctx.config.node.name, "/", absl::StrFormat("%08x", ctx.nonce()));
   etcdserverpb::TxnRequest mark;
   RequireAbsent(mark, marks.settled);
   RequireAbsent(mark, marks.replaced);  // nobody replays a restore that is being replaced
@@ -270,14 +279,14 @@ absl::Status WriteRestoredRecords(const SettleContext& ctx, const RestoreIntent&
                    restored, ctx.epoch_floor);
     }
   }
-  nlohmann::json report = {{"leader", config.node.name},
-                           {"term", ctx.epoch_floor},
-                           {"step", "restored"},
-                           {"detail", absl::StrCat("restored from backup ", intent.backup,
-                                                   " (restore ", intent.id,
-                                                   "); the leader reports once it has looked")},
-                           {"at", ctx.now_unix},
-                           {"refresh", ReportRefreshSeconds(config)}};
+  nlohmann::json report = {
+      {"leader", config.node.name},
+      {"term", ctx.epoch_floor},
+      {"step", "restored"},
+      {"detail", absl::StrCat("restored from backup ", intent.backup, " (restore ", intent.id,
+                              "); the leader reports once it has looked")},
+      {"at", ctx.now_unix},
+      {"refresh", ReportRefreshSeconds(config)}};
   if (absl::Status s = fenced.Put(StatusKey(config), report.dump()); !s.ok()) {
     return Annotate(s, "replacing the restored leader report");
   }
@@ -287,9 +296,8 @@ absl::Status WriteRestoredRecords(const SettleContext& ctx, const RestoreIntent&
 // Drops the backup status that came with the backup and marks the restore settled, in one
 // transaction: from here no replay of this restore may start, and no other coordinator settles
 // it again (revoking the leases of clients it serves by then).
-absl::Status MarkSettled(const SettleContext& ctx, const RestoreIntent& intent,
-                         const Marks& marks, const std::string& guard, EtcdApi& fenced,
-                         bool* deltas_lost) {
+absl::Status MarkSettled(const SettleContext& ctx, const RestoreIntent& intent, const Marks& marks,
+                         const std::string& guard, EtcdApi& fenced, bool* deltas_lost) {
   etcdserverpb::TxnRequest drop;
   // Not if a coordinator marked it replaced (its deltas were lost): then it never settles.
   RequireAbsent(drop, marks.replaced);
@@ -310,7 +318,8 @@ absl::Status MarkSettled(const SettleContext& ctx, const RestoreIntent& intent,
     // replacement is still due.
     return BeingReplaced(intent, deltas_lost);
   }
-  return absl::AbortedError(absl::StrCat("restore ", intent.id, ": another coordinator "
+  return absl::AbortedError(absl::StrCat("restore ", intent.id,
+                                         ": another coordinator "
                                          "replays its deltas now"));
 }
 

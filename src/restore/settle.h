@@ -13,8 +13,8 @@
 #include "backup/delta.h"
 #include "backup/store.h"
 #include "config/config.h"
-#include "etcd/api.h"
 #include "control/records.h"
+#include "etcd/api.h"
 
 namespace steward {
 
@@ -22,16 +22,15 @@ namespace steward {
 // (the restore raised the revision), the revisions' writes packed into as few transactions as
 // etcd's default limits allow (TxnPacker; a transaction etcd refuses as too large, its limits
 // lowered by etcd.extra_args, is sent again in halves); without, one transaction per revision.
-// Keys put under a lease are deleted instead. Every transaction applies only while ReplayGuardKey holds `guard`
-// (Aborted once another coordinator has marked its own replay). `replayed` counts the revisions.
-// `chain_broken` as ForEachDeltaRevision's (etcd's errors never set it).
+// Keys put under a lease are deleted instead. Every transaction applies only while ReplayGuardKey
+// holds `guard` (Aborted once another coordinator has marked its own replay). `replayed` counts the
+// revisions. `chain_broken` as ForEachDeltaRevision's (etcd's errors never set it).
 absl::Status ReplayDeltas(BackupStore& store, const std::string& cluster, const std::string& backup,
                           int64_t to_revision, EtcdApi& etcd, const std::string& guard,
                           int64_t* replayed, bool* chain_broken = nullptr, bool pack = true);
 
 // " + N delta(s), to revision R" for a log line ("" without deltas).
 std::string DescribePoint(const RestorePoint& p);
-
 
 // What settling needs besides the intent and the fenced cluster.
 struct SettleContext {

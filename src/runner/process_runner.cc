@@ -1,11 +1,8 @@
 #include "runner/process_runner.h"
 
-#include "common/subprocess.h"
-
-#include <pthread.h>
-
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
@@ -24,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "common/files.h"
 #include "common/status.h"
+#include "common/subprocess.h"
 #include "spdlog/spdlog.h"
 
 extern char** environ;
@@ -158,8 +156,8 @@ std::optional<pid_t> ProcessRunner::Adopt() {
     binary = binary_;
   }
   if (!IsEtcdFor(pid, binary, options_.data_dir)) {
-    spdlog::info("pid file {} names pid {}, which is not our etcd; not adopting",
-                 options_.pid_path, pid);
+    spdlog::info("pid file {} names pid {}, which is not our etcd; not adopting", options_.pid_path,
+                 pid);
     return std::nullopt;
   }
   MutexLock lock(&mu_);

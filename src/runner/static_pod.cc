@@ -117,7 +117,8 @@ absl::StatusOr<std::string> RenderStaticPod(const StaticPodInput& in) {
 
   YAML::Emitter out;
   out << pod;
-  if (!out.good()) return absl::InternalError(absl::StrCat("rendering the pod: ", out.GetLastError()));
+  if (!out.good())
+    return absl::InternalError(absl::StrCat("rendering the pod: ", out.GetLastError()));
   return absl::StrCat("# Written by etcd-steward's agent on node ", in.node,
                       "; rewritten or removed by it. Do not edit.\n", out.c_str(), "\n");
 }

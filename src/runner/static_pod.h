@@ -11,8 +11,8 @@
 namespace steward {
 
 struct StaticPodInput {
-  std::string node;    // names the pod: etcd-steward-<node>
-  std::string image;   // an etcd image with `etcd` on its PATH
+  std::string node;                // names the pod: etcd-steward-<node>
+  std::string image;               // an etcd image with `etcd` on its PATH
   std::vector<std::string> flags;  // etcd's flags (RenderEtcdFlags), without argv[0]
   // Host directories etcd needs, mounted at the same path: the node dir (etcd's data dir is
   // under it) read-write, the others (TLS files from elsewhere) read-only.
@@ -22,7 +22,7 @@ struct StaticPodInput {
   std::string probe_host;
   int probe_port = 2379;
   int termination_grace_seconds = 10;  // etcd.stop_timeout
-  std::string base_spec;  // optional base Pod (YAML), merged under what the agent owns
+  std::string base_spec;               // optional base Pod (YAML), merged under what the agent owns
   // If set, a directory the pod cannot start without (a hostPath of type Directory): etcd's
   // WAL dir, for a launch on member data. A kubelet restarting the pod after the data vanished
   // then leaves it pending instead of starting etcd on an empty dir (D1 for static pods).

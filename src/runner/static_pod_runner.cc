@@ -120,9 +120,10 @@ absl::Status StaticPodRunner::Stop(std::chrono::milliseconds grace) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  return absl::UnavailableError(absl::StrCat(
-      "etcd on ", options_.data_dir, " still runs after its static pod manifest was removed "
-      "(is the kubelet running?)"));
+  return absl::UnavailableError(
+      absl::StrCat("etcd on ", options_.data_dir,
+                   " still runs after its static pod manifest was removed "
+                   "(is the kubelet running?)"));
 }
 
 bool StaticPodRunner::wanted() const {

@@ -27,8 +27,8 @@ class StaticPodRunner : public Runner {
  public:
   struct Options {
     std::string manifest_dir;
-    std::string data_dir;     // etcd's --data-dir: how its process is recognized
-    StaticPodInput pod;       // everything but the flags
+    std::string data_dir;  // etcd's --data-dir: how its process is recognized
+    StaticPodInput pod;    // everything but the flags
     std::chrono::milliseconds stop_timeout{10000};
     std::chrono::milliseconds poll{500};
     // An etcd wanted but not running for this long counts as one more restart (a container

@@ -44,8 +44,10 @@ void RunKinds(FaultRig& rig, const std::vector<FaultKind>& kinds) {
     results.push_back(rig.Cycle(kind, rng));
     const CycleResult& r = results.back();
     std::cout << FaultName(kind) << ": "
-              << (r.skipped ? "skipped" : r.recovered ? "recovered" : "NOT RECOVERED") << " in "
-              << r.to_healthy.count() << " ms, " << r.acked << " writes acknowledged"
+              << (r.skipped     ? "skipped"
+                  : r.recovered ? "recovered"
+                                : "NOT RECOVERED")
+              << " in " << r.to_healthy.count() << " ms, " << r.acked << " writes acknowledged"
               << (r.restored ? ", restored" : "") << (r.note.empty() ? "" : " (" + r.note + ")")
               << std::endl;
     if (!r.recovered && !r.skipped) {
@@ -76,10 +78,10 @@ TEST(FaultSuite, FiveMembersOnS3) {
   if (S3rver::Binary().empty()) GTEST_SKIP() << "s3rver is not installed";
   FaultRig rig(53, 6, 5, StoreKind::kS3);
   ASSERT_TRUE(rig.Start()) << rig.cluster().Logs();
-  RunKinds(rig, {FaultKind::kStoreDown, FaultKind::kStoreSlow, FaultKind::kStoreMissing,
-                 FaultKind::kKillEtcdLeader, FaultKind::kKillStewardLeader,
-                 FaultKind::kPauseMajority, FaultKind::kQuorumStop, FaultKind::kMuteNode,
-                 FaultKind::kTotalLoss});
+  RunKinds(rig,
+           {FaultKind::kStoreDown, FaultKind::kStoreSlow, FaultKind::kStoreMissing,
+            FaultKind::kKillEtcdLeader, FaultKind::kKillStewardLeader, FaultKind::kPauseMajority,
+            FaultKind::kQuorumStop, FaultKind::kMuteNode, FaultKind::kTotalLoss});
 }
 
 // Issue 32: capabilities proven together. After a roll to 3.5, a wiped node must rejoin on
@@ -120,8 +122,10 @@ TEST(FaultSuite, DISABLED_Random) {
     results.push_back(rig.Cycle(kind, rng));
     const CycleResult& r = results.back();
     std::cout << "cycle " << n + 1 << "/" << cycles << " " << FaultName(kind) << ": "
-              << (r.skipped ? "skipped" : r.recovered ? "recovered" : "NOT RECOVERED") << " in "
-              << r.to_healthy.count() << " ms" << (r.lost ? ", LOST WRITES" : "")
+              << (r.skipped     ? "skipped"
+                  : r.recovered ? "recovered"
+                                : "NOT RECOVERED")
+              << " in " << r.to_healthy.count() << " ms" << (r.lost ? ", LOST WRITES" : "")
               << (r.note.empty() ? "" : " (" + r.note + ")") << std::endl;
     if (!r.recovered && !r.skipped) {
       ADD_FAILURE() << FaultName(kind) << " did not recover:\n" << rig.cluster().Logs();

@@ -1,12 +1,11 @@
 #include "faults.h"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -17,9 +16,9 @@
 #include "backup/layout.h"
 #include "backup/open.h"
 #include "backup/pipeline.h"
+#include "control/records.h"
 #include "etcd/keys.h"
 #include "pki/node_certs.h"
-#include "control/records.h"
 
 namespace steward::testing {
 
@@ -29,32 +28,58 @@ using SteadyClock = std::chrono::steady_clock;
 
 const char* FaultName(FaultKind k) {
   switch (k) {
-    case FaultKind::kKillEtcd: return "kill-etcd";
-    case FaultKind::kKillAgent: return "kill-agent";
-    case FaultKind::kKillNode: return "kill-node";
-    case FaultKind::kKillEtcdLeader: return "kill-etcd-leader";
-    case FaultKind::kKillStewardLeader: return "kill-steward-leader";
-    case FaultKind::kKillLeaderMidJoin: return "kill-leader-mid-join";
-    case FaultKind::kPauseAgent: return "pause-agent";
-    case FaultKind::kPauseEtcd: return "pause-etcd";
-    case FaultKind::kPauseNode: return "pause-node";
-    case FaultKind::kPauseMajority: return "pause-majority";
-    case FaultKind::kWipe: return "wipe";
-    case FaultKind::kPartialDataDir: return "partial-data-dir";
-    case FaultKind::kQuorumStop: return "quorum-stop";
-    case FaultKind::kTotalLoss: return "total-loss";
-    case FaultKind::kKillCoordinatorMidRestore: return "kill-coordinator-mid-restore";
-    case FaultKind::kStoreMissing: return "store-missing";
-    case FaultKind::kSkewedClock: return "skewed-clock";
-    case FaultKind::kFullDisk: return "full-disk";
-    case FaultKind::kPartitionNode: return "partition-node";
-    case FaultKind::kPartitionLeader: return "partition-steward-leader";
-    case FaultKind::kCutLink: return "cut-link";
-    case FaultKind::kCutOneWay: return "cut-one-way";
-    case FaultKind::kMuteNode: return "mute-node";
-    case FaultKind::kStoreDown: return "store-down";
-    case FaultKind::kStoreSlow: return "store-slow";
-    case FaultKind::kCount: break;
+    case FaultKind::kKillEtcd:
+      return "kill-etcd";
+    case FaultKind::kKillAgent:
+      return "kill-agent";
+    case FaultKind::kKillNode:
+      return "kill-node";
+    case FaultKind::kKillEtcdLeader:
+      return "kill-etcd-leader";
+    case FaultKind::kKillStewardLeader:
+      return "kill-steward-leader";
+    case FaultKind::kKillLeaderMidJoin:
+      return "kill-leader-mid-join";
+    case FaultKind::kPauseAgent:
+      return "pause-agent";
+    case FaultKind::kPauseEtcd:
+      return "pause-etcd";
+    case FaultKind::kPauseNode:
+      return "pause-node";
+    case FaultKind::kPauseMajority:
+      return "pause-majority";
+    case FaultKind::kWipe:
+      return "wipe";
+    case FaultKind::kPartialDataDir:
+      return "partial-data-dir";
+    case FaultKind::kQuorumStop:
+      return "quorum-stop";
+    case FaultKind::kTotalLoss:
+      return "total-loss";
+    case FaultKind::kKillCoordinatorMidRestore:
+      return "kill-coordinator-mid-restore";
+    case FaultKind::kStoreMissing:
+      return "store-missing";
+    case FaultKind::kSkewedClock:
+      return "skewed-clock";
+    case FaultKind::kFullDisk:
+      return "full-disk";
+    case FaultKind::kPartitionNode:
+      return "partition-node";
+    case FaultKind::kPartitionLeader:
+      return "partition-steward-leader";
+    case FaultKind::kCutLink:
+      return "cut-link";
+    case FaultKind::kCutOneWay:
+      return "cut-one-way";
+    case FaultKind::kMuteNode:
+      return "mute-node";
+    case FaultKind::kStoreDown:
+      return "store-down";
+    case FaultKind::kStoreSlow:
+      return "store-slow";
+    case FaultKind::kCount:
+      break;
   }
   return "?";
 }
@@ -171,10 +196,10 @@ FaultRig::FaultRig(int subnet, int nodes, int size, StoreKind store, bool upgrad
       std::string(kFastLeader) + "  replace_after: 8s\n  learner_timeout: 30s\n", backup,
       /*netns=*/geteuid() == 0);
   if (upgrade) {
-    c_->ReplaceInConfigs("  restart_backoff_max: 2s\n",
-                         absl::StrCat("  restart_backoff_max: 2s\n  versions:\n    ",
-                                      EtcdVersionOf("/usr/bin/etcd"), ": /usr/bin/etcd\n    ",
-                                      EtcdVersionOf(ETCD35_BIN), ": ", ETCD35_BIN, "\n"));
+    c_->ReplaceInConfigs(
+        "  restart_backoff_max: 2s\n",
+        absl::StrCat("  restart_backoff_max: 2s\n  versions:\n    ", EtcdVersionOf("/usr/bin/etcd"),
+                     ": /usr/bin/etcd\n    ", EtcdVersionOf(ETCD35_BIN), ": ", ETCD35_BIN, "\n"));
   }
   if (store == StoreKind::kS3) {
     // In the test's namespace, where nodes in namespaces of their own reach it over the bridge.
@@ -238,14 +263,16 @@ bool FaultRig::Start() {
       ADD_FAILURE() << "configure-cluster: " << r.output;
       return false;
     }
-    const bool rolled = WaitFor([&] {
-      ClusterView v = c_->Status();
-      if (v.members.size() != static_cast<size_t>(size_)) return false;
-      for (const auto& m : v.members) {
-        if (!m.healthy || !m.status || m.status->version != v35) return false;
-      }
-      return true;
-    }, 240s);
+    const bool rolled = WaitFor(
+        [&] {
+          ClusterView v = c_->Status();
+          if (v.members.size() != static_cast<size_t>(size_)) return false;
+          for (const auto& m : v.members) {
+            if (!m.healthy || !m.status || m.status->version != v35) return false;
+          }
+          return true;
+        },
+        240s);
     if (!rolled || !WaitHealthyAtSize(60s)) return false;
     std::cout << "rolled to etcd " << v35 << " before the faults" << std::endl;
   }
@@ -358,9 +385,8 @@ void FaultRig::Check(const Snapshot& before, bool total_loss, int64_t loss_seq, 
       auto it = all.find(Key(seq));
       if (it == all.end() || it->second != a.value) {
         if (r->lost < 5) {
-          r->violations.push_back(absl::StrCat("acknowledged ", Key(seq), " (revision ",
-                                               a.revision, ") is ",
-                                               it == all.end() ? "missing" : "changed"));
+          r->violations.push_back(absl::StrCat("acknowledged ", Key(seq), " (revision ", a.revision,
+                                               ") is ", it == all.end() ? "missing" : "changed"));
         }
         ++r->lost;
       }
@@ -379,8 +405,8 @@ void FaultRig::Check(const Snapshot& before, bool total_loss, int64_t loss_seq, 
     auto was = before.raft_index.find(m.member.id);
     if (!total_loss && was != before.raft_index.end() && m.status->raft_index < was->second) {
       r->violations.push_back(absl::StrFormat("member %s (%x) rolled back: raft index %d, was %d",
-                                              m.member.name, m.member.id,
-                                              m.status->raft_index, was->second));
+                                              m.member.name, m.member.id, m.status->raft_index,
+                                              was->second));
     }
   }
 }
@@ -388,9 +414,9 @@ void FaultRig::Check(const Snapshot& before, bool total_loss, int64_t loss_seq, 
 CycleResult FaultRig::Cycle(FaultKind kind, std::mt19937& rng) {
   CycleResult r;
   r.kind = kind;
-  const bool network = kind == FaultKind::kPartitionNode ||
-                       kind == FaultKind::kPartitionLeader || kind == FaultKind::kCutLink ||
-                       kind == FaultKind::kCutOneWay || kind == FaultKind::kMuteNode;
+  const bool network = kind == FaultKind::kPartitionNode || kind == FaultKind::kPartitionLeader ||
+                       kind == FaultKind::kCutLink || kind == FaultKind::kCutOneWay ||
+                       kind == FaultKind::kMuteNode;
   const bool needs_s3 = kind == FaultKind::kStoreDown || kind == FaultKind::kStoreSlow;
   std::string why = FaultUnavailable(kind);
   if (why.empty() && needs_s3 && !s3_) why = "runs on the S3 rig (its server is what fails)";
@@ -534,7 +560,8 @@ CycleResult FaultRig::Cycle(FaultKind kind, std::mt19937& rng) {
         if (!has_backup()) r.violations.push_back("no complete backup within 90 s to restore from");
       }
       if (store.ok()) {
-        if (auto i = ReadRestoreIntent(**store, absl::StrCat("it", subnet_)); i.ok() && i->has_value()) {
+        if (auto i = ReadRestoreIntent(**store, absl::StrCat("it", subnet_));
+            i.ok() && i->has_value()) {
           old_intent = (*i)->id;
         }
       }
@@ -545,7 +572,8 @@ CycleResult FaultRig::Cycle(FaultKind kind, std::mt19937& rng) {
       loss_seq = writer_->NextSeq();
       for (int i = 0; i < nodes_; ++i) {
         std::error_code ec;
-        for (const auto& e : fs::directory_iterator(c_->DataDir(i), ec)) fs::remove_all(e.path(), ec);
+        for (const auto& e : fs::directory_iterator(c_->DataDir(i), ec))
+          fs::remove_all(e.path(), ec);
       }
       for (int i = 0; i < nodes_; ++i) c_->StartAgent(i);
       if (kind == FaultKind::kKillCoordinatorMidRestore) {
@@ -565,10 +593,10 @@ CycleResult FaultRig::Cycle(FaultKind kind, std::mt19937& rng) {
             std::this_thread::sleep_for(20ms);
           }
         }
-        r.note = !seen  ? "no restore intent seen within 60 s"
-                 : done ? "the restore was done before the kill"
-                        : ordered ? "killed mid-restore, its orders out"
-                                  : "killed mid-restore, before its orders";
+        r.note = !seen     ? "no restore intent seen within 60 s"
+                 : done    ? "the restore was done before the kill"
+                 : ordered ? "killed mid-restore, its orders out"
+                           : "killed mid-restore, before its orders";
         c_->SignalAgent(0, SIGKILL);
         std::this_thread::sleep_for(1s);
         c_->StartAgent(0);
@@ -749,8 +777,8 @@ CycleResult FaultRig::Cycle(FaultKind kind, std::mt19937& rng) {
   }
   const auto fault_end = SteadyClock::now();
   r.recovered = WaitHealthyAtSize(total_loss ? 240s : 120s);
-  r.to_healthy = std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() -
-                                                                      fault_end);
+  r.to_healthy =
+      std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - fault_end);
   if (!r.recovered) {
     r.violations.push_back(absl::StrCat("not back to ", size_, " healthy voters in time"));
   } else {
@@ -797,8 +825,8 @@ std::string SummaryTable(const std::vector<CycleResult>& results) {
     if (row.skipped == row.cycles && row.cycles > 0) {
       return absl::StrFormat("| %-28s | %6d | skipped: %s |\n", name, row.cycles, row.skip_reason);
     }
-    return absl::StrFormat("| %-28s | %6d | %9d | %8.1f | %6.1f | %8d | %4d | %8d | %12d |\n",
-                           name, row.cycles, row.recovered, median, max, row.acked, row.lost,
+    return absl::StrFormat("| %-28s | %6d | %9d | %8.1f | %6.1f | %8d | %4d | %8d | %12d |\n", name,
+                           row.cycles, row.recovered, median, max, row.acked, row.lost,
                            row.restores, row.restore_loss);
   };
   std::string out =

@@ -28,35 +28,35 @@
 namespace steward::testing {
 
 enum class FaultKind {
-  kKillEtcd,            // kill -9 of a follower's etcd
-  kKillAgent,           // kill -9 of an agent, restarted at once
-  kKillNode,            // kill -9 of an agent and its etcd, restarted after a second
-  kKillEtcdLeader,      // kill -9 of the etcd leader
-  kKillStewardLeader,   // kill -9 of the steward leader's agent
-  kKillLeaderMidJoin,   // a node is wiped; the steward leader is killed while it re-adds it
-  kPauseAgent,          // SIGSTOP of an agent for 5 s
-  kPauseEtcd,           // SIGSTOP of an etcd for 5 s
-  kPauseNode,           // SIGSTOP of an agent and its etcd for 5 s (a minority)
-  kPauseMajority,       // SIGSTOP of two of three members' nodes for 5 s
-  kWipe,                // a node's etcd data dir deleted (agent and etcd killed, agent restarted)
-  kPartialDataDir,      // a node's WAL deleted, its snap dir left (a half-written data dir)
-  kQuorumStop,          // two of three nodes killed, brought back 3 s later
-  kTotalLoss,           // every node killed and its data deleted: a restore from backup
+  kKillEtcd,           // kill -9 of a follower's etcd
+  kKillAgent,          // kill -9 of an agent, restarted at once
+  kKillNode,           // kill -9 of an agent and its etcd, restarted after a second
+  kKillEtcdLeader,     // kill -9 of the etcd leader
+  kKillStewardLeader,  // kill -9 of the steward leader's agent
+  kKillLeaderMidJoin,  // a node is wiped; the steward leader is killed while it re-adds it
+  kPauseAgent,         // SIGSTOP of an agent for 5 s
+  kPauseEtcd,          // SIGSTOP of an etcd for 5 s
+  kPauseNode,          // SIGSTOP of an agent and its etcd for 5 s (a minority)
+  kPauseMajority,      // SIGSTOP of two of three members' nodes for 5 s
+  kWipe,               // a node's etcd data dir deleted (agent and etcd killed, agent restarted)
+  kPartialDataDir,     // a node's WAL deleted, its snap dir left (a half-written data dir)
+  kQuorumStop,         // two of three nodes killed, brought back 3 s later
+  kTotalLoss,          // every node killed and its data deleted: a restore from backup
   kKillCoordinatorMidRestore,  // total loss; the restore's coordinator killed mid-restore
-  kStoreMissing,        // the backup store's root moved away for 10 s while a node is killed
-  kSkewedClock,         // an agent restarted with its clock 2 h ahead (faketime), a member lost
-  kFullDisk,            // a node's data dir (a 512 MiB tmpfs) filled for 8 s (root only)
+  kStoreMissing,               // the backup store's root moved away for 10 s while a node is killed
+  kSkewedClock,  // an agent restarted with its clock 2 h ahead (faketime), a member lost
+  kFullDisk,     // a node's data dir (a 512 MiB tmpfs) filled for 8 s (root only)
   // Network faults (root only: each node in a network namespace of its own).
-  kPartitionNode,       // a member cut off from everyone for 4-14 s (replace_after is 8 s)
-  kPartitionLeader,     // the steward leader's node cut off for 8 s
-  kCutLink,             // the link between two members cut for 8 s; both reach the third
-  kCutOneWay,           // what one member sends another dropped for 8 s; the reverse flows
-  kMuteNode,            // what a member sends every other node dropped for 8 s; it still hears
+  kPartitionNode,    // a member cut off from everyone for 4-14 s (replace_after is 8 s)
+  kPartitionLeader,  // the steward leader's node cut off for 8 s
+  kCutLink,          // the link between two members cut for 8 s; both reach the third
+  kCutOneWay,        // what one member sends another dropped for 8 s; the reverse flows
+  kMuteNode,         // what a member sends every other node dropped for 8 s; it still hears
   // Store faults (the S3 rig: s3rver in the test's namespace).
-  kStoreDown,           // the store's server stopped while a member is wiped: membership
-                        // changes wait (rule V1) and say why; healed once it is back
-  kStoreSlow,           // the store's server stopped 4/5 of every 0.5 s while a member is
-                        // wiped (it answers, slowly): healed while it crawls
+  kStoreDown,  // the store's server stopped while a member is wiped: membership
+               // changes wait (rule V1) and say why; healed once it is back
+  kStoreSlow,  // the store's server stopped 4/5 of every 0.5 s while a member is
+               // wiped (it answers, slowly): healed while it crawls
   kCount,
 };
 
@@ -109,8 +109,8 @@ struct CycleResult {
   size_t lost = 0;                          // acknowledged writes missing (a violation)
   size_t restore_loss = 0;                  // writes after the restored backup (reported)
   bool restored = false;
-  std::string note;                         // how the fault went, when it may differ
-  std::vector<std::string> violations;      // what a check found, for the failure message
+  std::string note;                     // how the fault went, when it may differ
+  std::vector<std::string> violations;  // what a check found, for the failure message
 };
 
 // Where the rig's backups go.

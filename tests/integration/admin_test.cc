@@ -10,8 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "harness.h"
-#include "nlohmann/json.hpp"
 #include "httplib.h"
+#include "nlohmann/json.hpp"
 
 namespace steward::testing {
 namespace {
@@ -91,7 +91,8 @@ TEST(AdminTest, HealthReadinessLeaderAndMetricsOnTheAdminPort) {
   Reply fm = Get(c, follower, "/metrics", true);
   EXPECT_NE(fm.body.find("steward_is_leader 0\n"), std::string::npos) << fm.body;
   EXPECT_EQ(fm.body.find("steward_members_voting"), std::string::npos)
-      << "only the leader reports the cluster's counts:\n" << fm.body;
+      << "only the leader reports the cluster's counts:\n"
+      << fm.body;
 
   // The same figures as `stewardctl status -o json` (a quiet cluster: the same moment).
   auto metric = [&m](const std::string& name) -> long {
@@ -110,7 +111,8 @@ TEST(AdminTest, HealthReadinessLeaderAndMetricsOnTheAdminPort) {
   // promtool checks the live exposition (names, types, help, units).
   const std::string file = c.Root() + "/metrics.txt";
   std::ofstream(file) << m.body;
-  RunResult lint = RunCommand({"/bin/sh", "-c", absl::StrCat(PROMTOOL_BIN, " check metrics < ", file)}, 30s);
+  RunResult lint =
+      RunCommand({"/bin/sh", "-c", absl::StrCat(PROMTOOL_BIN, " check metrics < ", file)}, 30s);
   EXPECT_EQ(lint.exit_code, 0) << lint.output;
 
   // etcd's own metrics, scrapable without an etcd client certificate.

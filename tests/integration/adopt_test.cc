@@ -68,17 +68,43 @@ class HandMadeCluster {
           !s.ok()) {
         ADD_FAILURE() << "issuing " << name << "'s certificate: " << s;
       }
-      const std::vector<std::string> argv = {
-          binary_, "--name", name, "--data-dir", dir_ + "/" + name,
-          "--listen-client-urls", OldClientUrl(i, subnet_),
-          "--advertise-client-urls", OldClientUrl(i, subnet_),
-          "--listen-peer-urls", OldPeerUrl(i, subnet_),
-          "--initial-advertise-peer-urls", OldPeerUrl(i, subnet_),
-          "--initial-cluster", absl::StrJoin(initial, ","), "--initial-cluster-token",
-          "hand-made", "--initial-cluster-state", "new", "--cert-file", cert, "--key-file", key,
-          "--trusted-ca-file", c.CaCert(), "--client-cert-auth", "--peer-cert-file", cert,
-          "--peer-key-file", key, "--peer-trusted-ca-file", c.CaCert(),
-          "--peer-client-cert-auth", "--heartbeat-interval", "100", "--election-timeout", "1000"};
+      const std::vector<std::string> argv = {binary_,
+                                             "--name",
+                                             name,
+                                             "--data-dir",
+                                             dir_ + "/" + name,
+                                             "--listen-client-urls",
+                                             OldClientUrl(i, subnet_),
+                                             "--advertise-client-urls",
+                                             OldClientUrl(i, subnet_),
+                                             "--listen-peer-urls",
+                                             OldPeerUrl(i, subnet_),
+                                             "--initial-advertise-peer-urls",
+                                             OldPeerUrl(i, subnet_),
+                                             "--initial-cluster",
+                                             absl::StrJoin(initial, ","),
+                                             "--initial-cluster-token",
+                                             "hand-made",
+                                             "--initial-cluster-state",
+                                             "new",
+                                             "--cert-file",
+                                             cert,
+                                             "--key-file",
+                                             key,
+                                             "--trusted-ca-file",
+                                             c.CaCert(),
+                                             "--client-cert-auth",
+                                             "--peer-cert-file",
+                                             cert,
+                                             "--peer-key-file",
+                                             key,
+                                             "--peer-trusted-ca-file",
+                                             c.CaCert(),
+                                             "--peer-client-cert-auth",
+                                             "--heartbeat-interval",
+                                             "100",
+                                             "--election-timeout",
+                                             "1000"};
       pids_.push_back(SpawnTo(argv, dir_ + "/" + name + ".log"));
     }
   }
@@ -132,9 +158,8 @@ std::vector<std::string> Voters(const TestCluster& c, bool* learner = nullptr) {
 }
 
 TEST(AdoptTest, AgentsAdoptAHandMadeClusterAndRetireItsMembersKeepingEveryKey) {
-  const std::string adopt =
-      absl::StrCat("  adopt:\n    endpoints: [", OldClientUrl(0), ", ", OldClientUrl(1), ", ",
-                   OldClientUrl(2), "]\n");
+  const std::string adopt = absl::StrCat("  adopt:\n    endpoints: [", OldClientUrl(0), ", ",
+                                         OldClientUrl(1), ", ", OldClientUrl(2), "]\n");
   TestCluster c(kAdopt, 3, 3, adopt + kFastLeader, kFileBackup);
   // The agents come up first, while the cluster they are to adopt does not answer: none may
   // take that for "no cluster yet" and bootstrap one (AD4).
@@ -188,8 +213,8 @@ TEST(AdoptTest, AgentsAdoptAHandMadeClusterAndRetireItsMembersKeepingEveryKey) {
   if (!grown) {
     stop = true;
     writer.join();
-    FAIL() << "not adopted: voters " << absl::StrJoin(Voters(c), ",") << "\n" << c.Logs()
-           << old.Logs();
+    FAIL() << "not adopted: voters " << absl::StrJoin(Voters(c), ",") << "\n"
+           << c.Logs() << old.Logs();
   }
   // Nothing else happens by itself: the unmanaged members stay (AD1).
   std::this_thread::sleep_for(3s);
@@ -246,22 +271,24 @@ TEST(AdoptTest, AgentsAdoptAHandMadeClusterAndRetireItsMembersKeepingEveryKey) {
 // learner and launch no etcd; the leader waits and says which version a node needs, what it
 // has, and which key to set.
 TEST(AdoptTest, A35ClusterWithThe34BinaryWaitsNamingBothVersionsAndLaunchesNothing) {
-  const std::string adopt = absl::StrCat(
-      "  adopt:\n    endpoints: [", OldClientUrl(0, kAdopt35), ", ", OldClientUrl(1, kAdopt35),
-      ", ", OldClientUrl(2, kAdopt35), "]\n");
+  const std::string adopt =
+      absl::StrCat("  adopt:\n    endpoints: [", OldClientUrl(0, kAdopt35), ", ",
+                   OldClientUrl(1, kAdopt35), ", ", OldClientUrl(2, kAdopt35), "]\n");
   TestCluster c(kAdopt35, 3, 3, adopt + kFastLeader, kFileBackup);
   HandMadeCluster old(c, kAdopt35, ETCD35_BIN);
   old.Start(c);
-  const std::vector<std::string> old_urls = {OldClientUrl(0, kAdopt35),
-                                             OldClientUrl(1, kAdopt35), OldClientUrl(2, kAdopt35)};
+  const std::vector<std::string> old_urls = {OldClientUrl(0, kAdopt35), OldClientUrl(1, kAdopt35),
+                                             OldClientUrl(2, kAdopt35)};
   ASSERT_TRUE(WaitFor([&] { return c.Client(old_urls).Put("probe", "x").ok(); }, 30s))
       << old.Logs();
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
   RunResult got;
-  const bool said = WaitFor([&] {
-    got = c.Ctl({"get"});
-    return got.output.find("needs etcd 3.5.16") != std::string::npos;
-  }, 60s);
+  const bool said = WaitFor(
+      [&] {
+        got = c.Ctl({"get"});
+        return got.output.find("needs etcd 3.5.16") != std::string::npos;
+      },
+      60s);
   ASSERT_TRUE(said) << got.output << c.Logs() << old.Logs();
   EXPECT_NE(got.output.find("3.4.23"), std::string::npos) << got.output;
   EXPECT_NE(got.output.find("etcd.versions"), std::string::npos) << got.output;

@@ -45,10 +45,12 @@ bool StartWithAuthOn(TestCluster& c) {
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
   if (!c.WaitVoters({"n1", "n2", "n3"}, 60s)) return false;
   EtcdClient admin = c.Client(c.ClientUrls());
-  return WaitFor([&] {
-    auto on = admin.AuthEnabled();
-    return on.ok() && *on;
-  }, 30s);
+  return WaitFor(
+      [&] {
+        auto on = admin.AuthEnabled();
+        return on.ok() && *on;
+      },
+      30s);
 }
 
 TEST(AuthTest, AgentsTurnAuthOnStayInChargeAndAnApplicationIsConfinedToItsPrefix) {
@@ -63,7 +65,8 @@ TEST(AuthTest, AgentsTurnAuthOnStayInChargeAndAnApplicationIsConfinedToItsPrefix
   ASSERT_TRUE(users.is_object()) << list.output;
   EXPECT_TRUE(users.value("auth_enabled", false)) << list.output;
   std::map<std::string, std::vector<std::string>> roles;
-  for (const auto& u : users["users"]) roles[u["name"]] = u["roles"].get<std::vector<std::string>>();
+  for (const auto& u : users["users"])
+    roles[u["name"]] = u["roles"].get<std::vector<std::string>>();
   for (const char* u : {"root", "n1-client", "n2-client", "n3-client", "test-admin"}) {
     ASSERT_EQ(roles.count(u), 1u) << u << "\n" << list.output;
     EXPECT_EQ(roles[u], std::vector<std::string>{"root"}) << u;
@@ -117,11 +120,14 @@ TEST(AuthTest, AgentsTurnAuthOnStayInChargeAndAnApplicationIsConfinedToItsPrefix
   c.KillEtcd(2);
   fs::remove_all(c.DataDir(2) + "/etcd");
   c.StartAgent(2);
-  ASSERT_TRUE(WaitFor([&] {
-    EtcdClient n3 = c.Client(c.ClientUrl(2));
-    auto v = n3.Get("/app/x");
-    return v.ok() && v->value_or("") == "1";
-  }, 90s)) << c.Logs();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        EtcdClient n3 = c.Client(c.ClientUrl(2));
+        auto v = n3.Get("/app/x");
+        return v.ok() && v->value_or("") == "1";
+      },
+      90s))
+      << c.Logs();
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
   const std::string backup = TakeBackup(c);
   ASSERT_FALSE(backup.empty());
@@ -136,10 +142,13 @@ TEST(AuthTest, AgentsTurnAuthOnStayInChargeAndAnApplicationIsConfinedToItsPrefix
   ASSERT_TRUE(app.Put("/app/x", "2").ok());
   RunResult restored = c.Ctl({"restore-backup", backup, "--yes", "--wait", "120"}, true, 150s);
   ASSERT_EQ(restored.exit_code, 0) << restored.output << c.Logs();
-  ASSERT_TRUE(WaitFor([&] {
-    auto v = app.Get("/app/x");
-    return v.ok() && v->value_or("") == "1";
-  }, 30s)) << c.Logs();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto v = app.Get("/app/x");
+        return v.ok() && v->value_or("") == "1";
+      },
+      30s))
+      << c.Logs();
   auto still_on = admin.AuthEnabled();
   ASSERT_TRUE(still_on.ok()) << still_on.status();
   EXPECT_TRUE(*still_on);
@@ -166,8 +175,8 @@ TEST(AuthTest, PatroniReachesItsPrefixThroughTheGatewayWithAPassword) {
   ASSERT_EQ(issued.exit_code, 0) << issued.output;
   const std::string password_file = c.Root() + "/patroni.password";
   std::ofstream(password_file) << "s3cret-of-patroni\n";
-  RunResult grant = c.Ctl({"access", "grant", "patroni", "--prefix", "/service/",
-                           "--password-file", password_file});
+  RunResult grant = c.Ctl(
+      {"access", "grant", "patroni", "--prefix", "/service/", "--password-file", password_file});
   ASSERT_EQ(grant.exit_code, 0) << grant.output;
 
   auto patroni_yaml = [&](const std::string& cert, const std::string& key, bool with_password) {
@@ -185,7 +194,8 @@ TEST(AuthTest, PatroniReachesItsPrefixThroughTheGatewayWithAPassword) {
   };
   const std::string gw_cert = c.Root() + "/pki/patroni.crt", gw_key = c.Root() + "/pki/patroni.key";
   // patronictl lists the (empty) cluster pg-it: it read /service/pg-it/ through the gateway.
-  RunResult ok = RunCommand({"/usr/bin/patronictl", "-c", patroni_yaml(gw_cert, gw_key, true), "list"}, 60s);
+  RunResult ok =
+      RunCommand({"/usr/bin/patronictl", "-c", patroni_yaml(gw_cert, gw_key, true), "list"}, 60s);
   EXPECT_EQ(ok.exit_code, 0) << ok.output;
   EXPECT_TRUE(absl::StrContains(ok.output, "Cluster: pg-it")) << ok.output;
   std::cerr << "$ patronictl -c patroni.yml list\n" << ok.output;
@@ -197,20 +207,20 @@ TEST(AuthTest, PatroniReachesItsPrefixThroughTheGatewayWithAPassword) {
       << no_password.output;
   // The password user cannot reach the agents' keys through the gateway either.
   RunResult curl_token = RunCommand(
-      {"/usr/bin/curl", "-sS", "--cacert", c.CaCert(), "--cert", gw_cert, "--key", gw_key, "-X", "POST",
-       absl::StrCat("https://", c.Host(0), ":2379/v3/auth/authenticate"), "-d",
+      {"/usr/bin/curl", "-sS", "--cacert", c.CaCert(), "--cert", gw_cert, "--key", gw_key, "-X",
+       "POST", absl::StrCat("https://", c.Host(0), ":2379/v3/auth/authenticate"), "-d",
        R"({"name":"patroni","password":"s3cret-of-patroni"})"},
       30s);
   ASSERT_EQ(curl_token.exit_code, 0) << curl_token.output;
   auto token = nlohmann::json::parse(curl_token.output, nullptr, false);
   ASSERT_TRUE(token.is_object() && token.contains("token")) << curl_token.output;
   // base64("/steward/") = L3N0ZXdhcmQv
-  RunResult denied = RunCommand(
-      {"/usr/bin/curl", "-sS", "--cacert", c.CaCert(), "--cert", gw_cert, "--key", gw_key, "-H",
-       absl::StrCat("Authorization: ", token["token"].get<std::string>()), "-X", "POST",
-       absl::StrCat("https://", c.Host(0), ":2379/v3/kv/range"), "-d",
-       R"({"key":"L3N0ZXdhcmQv","range_end":"L3N0ZXdhcmQw"})"},
-      30s);
+  RunResult denied =
+      RunCommand({"/usr/bin/curl", "-sS", "--cacert", c.CaCert(), "--cert", gw_cert, "--key",
+                  gw_key, "-H", absl::StrCat("Authorization: ", token["token"].get<std::string>()),
+                  "-X", "POST", absl::StrCat("https://", c.Host(0), ":2379/v3/kv/range"), "-d",
+                  R"({"key":"L3N0ZXdhcmQv","range_end":"L3N0ZXdhcmQw"})"},
+                 30s);
   EXPECT_TRUE(absl::StrContains(denied.output, "permission denied")) << denied.output;
 }
 

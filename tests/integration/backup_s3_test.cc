@@ -64,10 +64,12 @@ TEST(S3BackupTest, TotalLossIsRestoredFromS3) {
   // Reads retried (bounded): the restored cluster may still be settling its leadership.
   EtcdClient r = c.Client(c.ClientUrls());
   for (int i = 0; i < 50; ++i) {
-    bool present = WaitFor([&] {
-      auto got = r.Get(absl::StrCat("/s3/k", i));
-      return got.ok() && got->has_value();
-    }, 15s);
+    bool present = WaitFor(
+        [&] {
+          auto got = r.Get(absl::StrCat("/s3/k", i));
+          return got.ok() && got->has_value();
+        },
+        15s);
     ASSERT_TRUE(present) << i << "\n" << c.Logs();
   }
   EXPECT_EQ(c.Logs().find("S3RVER"), std::string::npos) << "credentials in the logs";
@@ -92,10 +94,13 @@ TEST(S3BackupTest, StoreOutageLeavesTheClusterServingAndBackupsResume) {
   }
   // The failed backups show in status (the leader publishes after each attempt).
   RunResult status;
-  EXPECT_TRUE(WaitFor([&] {
-    status = c.Ctl({"status"});
-    return status.exit_code == 0 && status.output.find("last error") != std::string::npos;
-  }, 30s)) << status.output;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        status = c.Ctl({"status"});
+        return status.exit_code == 0 && status.output.find("last error") != std::string::npos;
+      },
+      30s))
+      << status.output;
   EXPECT_EQ(status.output.find("S3RVER"), std::string::npos) << status.output;
 
   const size_t before = Backups(c, kS3Outage).size();

@@ -24,7 +24,6 @@ namespace {
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
-
 enum Subnet {
   kTotalLoss = 41,
   kTampered = 42,
@@ -99,15 +98,15 @@ TEST(BackupTest, TotalLossIsRestoredFromTheNewestBackup) {
   EXPECT_NE(list.output.find(name), std::string::npos) << list.output;
   EXPECT_NE(list.output.find("3.4.23"), std::string::npos) << list.output;
   // The store alone, without any node's config (issue 15): the URL and the cluster's name.
-  RunResult by_url = c.Ctl({"list-backups", "--backup-store",
-                            absl::StrCat("file://", c.Root(), "/backups"), "--cluster",
-                            absl::StrCat("it", kTotalLoss), "-o", "json"},
-                           /*with_config=*/false);
+  RunResult by_url =
+      c.Ctl({"list-backups", "--backup-store", absl::StrCat("file://", c.Root(), "/backups"),
+             "--cluster", absl::StrCat("it", kTotalLoss), "-o", "json"},
+            /*with_config=*/false);
   EXPECT_EQ(by_url.exit_code, 0) << by_url.output;
   EXPECT_NE(by_url.output.find(name), std::string::npos) << by_url.output;
-  RunResult no_cluster = c.Ctl({"list-backups", "--backup-store",
-                                absl::StrCat("file://", c.Root(), "/backups")},
-                               /*with_config=*/false);
+  RunResult no_cluster =
+      c.Ctl({"list-backups", "--backup-store", absl::StrCat("file://", c.Root(), "/backups")},
+            /*with_config=*/false);
   EXPECT_EQ(no_cluster.exit_code, 2) << no_cluster.output;
   EXPECT_NE(no_cluster.output.find("--cluster"), std::string::npos) << no_cluster.output;
 
@@ -123,9 +122,11 @@ TEST(BackupTest, TotalLossIsRestoredFromTheNewestBackup) {
   for (int i = 0; i < 3; ++i) {
     std::ifstream f(absl::StrCat(c.Root(), "/agent-n", i + 1, ".log"));
     const std::string log((std::istreambuf_iterator<char>(f)), {});
-    EXPECT_NE(log.find("etcd now serves clients"), std::string::npos) << "n" << i + 1 << " unfenced";
+    EXPECT_NE(log.find("etcd now serves clients"), std::string::npos)
+        << "n" << i + 1 << " unfenced";
     EXPECT_EQ(log.find("did not stop within"), std::string::npos)
-        << "n" << i + 1 << "'s etcd was killed when the fence dropped\n" << log;
+        << "n" << i + 1 << "'s etcd was killed when the fence dropped\n"
+        << log;
   }
 }
 
@@ -144,23 +145,30 @@ TEST(BackupTest, ARestoredClustersFirstLeaderTakesAnEpochTheLostClusterNeverUsed
   // one the lost cluster used (it took the backup's next one, used already, before).
   uint64_t used = 0;
   int leader = -1;
-  ASSERT_TRUE(WaitFor([&] {  // (the log line may trail the leadership a little)
-    for (int i = 0; i < 3; ++i) {
-      for (uint64_t e : EpochsTaken(c, i)) {
-        if (e > used) used = e, leader = i;
-      }
-    }
-    return leader >= 0;
-  }, 30s)) << c.Logs();
+  ASSERT_TRUE(WaitFor(
+      [&] {  // (the log line may trail the leadership a little)
+        for (int i = 0; i < 3; ++i) {
+          for (uint64_t e : EpochsTaken(c, i)) {
+            if (e > used) used = e, leader = i;
+          }
+        }
+        return leader >= 0;
+      },
+      30s))
+      << c.Logs();
   c.SignalAgent(leader, SIGTERM);
-  ASSERT_TRUE(WaitFor([&] {
-    for (int i = 0; i < 3; ++i) {
-      for (uint64_t e : EpochsTaken(c, i)) {
-        if (i != leader && e > used) return true;
-      }
-    }
-    return false;
-  }, 60s)) << "no new leader after n" << leader + 1 << " stopped\n" << c.Logs();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        for (int i = 0; i < 3; ++i) {
+          for (uint64_t e : EpochsTaken(c, i)) {
+            if (i != leader && e > used) return true;
+          }
+        }
+        return false;
+      },
+      60s))
+      << "no new leader after n" << leader + 1 << " stopped\n"
+      << c.Logs();
   ASSERT_TRUE(WaitFor([&] { return !c.AgentRunning(leader); }, 30s));
   c.StartAgent(leader);
   std::vector<size_t> log_sizes;
@@ -176,12 +184,14 @@ TEST(BackupTest, ARestoredClustersFirstLeaderTakesAnEpochTheLostClusterNeverUsed
   auto taken_after = [&] {
     std::vector<std::pair<int, uint64_t>> out;
     for (int i = 0; i < 3; ++i) {
-      for (uint64_t e : EpochsTaken(c, i, log_sizes[static_cast<size_t>(i)])) out.emplace_back(i, e);
+      for (uint64_t e : EpochsTaken(c, i, log_sizes[static_cast<size_t>(i)]))
+        out.emplace_back(i, e);
     }
     return out;
   };
   ASSERT_TRUE(WaitFor([&] { return !taken_after().empty(); }, 60s))
-      << "the restored cluster has no steward leader\n" << c.Logs();
+      << "the restored cluster has no steward leader\n"
+      << c.Logs();
   for (const auto& [i, e] : taken_after()) {
     EXPECT_GT(e, used) << "n" << i + 1 << " took epoch " << e
                        << " after the restore; the lost cluster had used up to " << used;
@@ -221,7 +231,8 @@ TEST(BackupTest, ATamperedBackupIsSkippedForTheOneBeforeIt) {
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 120s)) << c.Logs();
   EXPECT_EQ(Get(c, 1, "/it/phase"), "one") << "restored from the backup before the tampered one";
   EXPECT_NE(c.Logs().find("skipping backup " + bad), std::string::npos)
-      << "the tampered backup must be reported\n" << c.Logs();
+      << "the tampered backup must be reported\n"
+      << c.Logs();
 }
 
 TEST(BackupTest, RestoreBackupOverARunningClusterReturnsToThatRevision) {
@@ -243,8 +254,8 @@ TEST(BackupTest, RestoreBackupOverARunningClusterReturnsToThatRevision) {
   RunResult r = c.Ctl({"restore-backup", name, "--yes", "--wait", "120"}, true, 150s);
   ASSERT_EQ(r.exit_code, 0) << r.output << c.Logs();
   // --wait reports each step as it is seen: every node's restore, the settling, the end.
-  for (const char* step : {"n1: restored", "n2: restored", "n3: restored", "settled:",
-                           "every member restored", "healthy with 3 member(s)"}) {
+  for (const char* step : {"n1: restored", "n2: restored", "n3: restored",
+                           "settled:", "every member restored", "healthy with 3 member(s)"}) {
     EXPECT_NE(r.output.find(step), std::string::npos) << step << "\n" << r.output;
   }
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
@@ -257,8 +268,7 @@ TEST(BackupTest, RestoreBackupOverARunningClusterReturnsToThatRevision) {
   ASSERT_TRUE(after.contains("reconciler")) << got.output;
   EXPECT_GE(after["reconciler"].value("at", int64_t{0}), restore_started) << got.output;
   if (after.contains("backups")) {
-    EXPECT_GE(after["backups"].value("last_success_at", int64_t{0}), restore_started)
-        << got.output;
+    EXPECT_GE(after["backups"].value("last_success_at", int64_t{0}), restore_started) << got.output;
   }
   // The coordinator (the lowest-named agent) counts it on its admin port.
   RunResult metrics = c.AdminGet(0, "/metrics");
@@ -283,34 +293,42 @@ TEST(BackupTest, ARestoreWhoseCoordinatorDiesIsFinishedByTheNext) {
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
   // The coordinator (n1, the lowest name) records the restore, then dies with the job half done.
   std::string first;
-  ASSERT_TRUE(WaitFor([&] {
-    std::ifstream in(intent_path);
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    auto j = nlohmann::json::parse(text, nullptr, false);
-    if (j.is_discarded() || !j.contains("id")) return false;
-    first = j["id"].get<std::string>();
-    return true;
-  }, 60s)) << c.Logs();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        std::ifstream in(intent_path);
+        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        auto j = nlohmann::json::parse(text, nullptr, false);
+        if (j.is_discarded() || !j.contains("id")) return false;
+        first = j["id"].get<std::string>();
+        return true;
+      },
+      60s))
+      << c.Logs();
   c.SignalAgent(0, SIGKILL);
   c.KillEtcd(0);
   // The next agent in line finishes the same restore, from the same backup.
-  ASSERT_TRUE(WaitFor([&] {
-    std::ifstream in(intent_path);
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    auto j = nlohmann::json::parse(text, nullptr, false);
-    return !j.is_discarded() && j.value("id", "") == first && j.value("done", false) &&
-           j.value("backup", "") == name;
-  }, 90s)) << c.Logs();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        std::ifstream in(intent_path);
+        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        auto j = nlohmann::json::parse(text, nullptr, false);
+        return !j.is_discarded() && j.value("id", "") == first && j.value("done", false) &&
+               j.value("backup", "") == name;
+      },
+      90s))
+      << c.Logs();
   c.StartAgent(0);
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 120s)) << c.Logs();
   EtcdClient any = c.Client(c.ClientUrls());
   for (int i = 0; i < 30; ++i) {
     std::optional<std::string> got;
-    WaitFor([&] {
-      auto r = any.Get(absl::StrCat("/it/k", i));
-      if (r.ok()) got = r->value_or("<absent>");
-      return r.ok();
-    }, 15s);
+    WaitFor(
+        [&] {
+          auto r = any.Get(absl::StrCat("/it/k", i));
+          if (r.ok()) got = r->value_or("<absent>");
+          return r.ok();
+        },
+        15s);
     ASSERT_EQ(got, "v") << i << "\n" << c.Logs();
   }
 }
@@ -359,10 +377,11 @@ TEST(BackupTest, ABackupDamagedBeforeItWasTakenIsSkippedForTheOneBeforeIt) {
   Sha256 h;
   h.Update(db);
   const std::string streamed = db + h.Raw();
-  auto stored = StoreSnapshotStream(*store, *meta, [&](const auto& sink) -> absl::StatusOr<uint64_t> {
-    if (absl::Status s = sink(streamed); !s.ok()) return s;
-    return streamed.size();
-  });
+  auto stored =
+      StoreSnapshotStream(*store, *meta, [&](const auto& sink) -> absl::StatusOr<uint64_t> {
+        if (absl::Status s = sink(streamed); !s.ok()) return s;
+        return streamed.size();
+      });
   ASSERT_TRUE(stored.ok()) << stored.status();
   ASSERT_TRUE(VerifyBackup(*store, cluster, *stored).ok()) << "every checksum is valid";
 
@@ -379,7 +398,8 @@ TEST(BackupTest, ABackupDamagedBeforeItWasTakenIsSkippedForTheOneBeforeIt) {
   auto j = nlohmann::json::parse(list.output, nullptr, false);
   bool marked = false;
   for (const auto& b : j) {
-    if (b.value("name", "") == bad) marked = b.value("damaged", "").find("page") != std::string::npos;
+    if (b.value("name", "") == bad)
+      marked = b.value("damaged", "").find("page") != std::string::npos;
   }
   EXPECT_TRUE(marked) << list.output;
   RunResult refused = c.Ctl({"restore-backup", bad, "--yes"});
@@ -388,10 +408,13 @@ TEST(BackupTest, ABackupDamagedBeforeItWasTakenIsSkippedForTheOneBeforeIt) {
   // The coordinator's events reach etcd once it is back, from a queue that retries with a
   // pause: wait for them (bounded) rather than read them at once.
   RunResult history;
-  EXPECT_TRUE(WaitFor([&] {
-    history = c.Ctl({"history"});
-    return history.output.find("replaced by") != std::string::npos;
-  }, 60s)) << history.output;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        history = c.Ctl({"history"});
+        return history.output.find("replaced by") != std::string::npos;
+      },
+      60s))
+      << history.output;
 }
 
 // Issue 34, part 1: a restore drill on demand. `verify-backup` restores the backup into a
@@ -409,8 +432,7 @@ TEST(BackupTest, ARestoreDrillProvesABackupAndFailsOneThatIsNotTheClusters) {
   for (int i = 0; i < 50; ++i) Put(c, absl::StrCat("/it/k", i), absl::StrCat("v", i));
   RunResult taken = c.Ctl({"backup"});
   ASSERT_EQ(taken.exit_code, 0) << taken.output;
-  EXPECT_NE(taken.output.find("read with a low-memory stream"), std::string::npos)
-      << taken.output;
+  EXPECT_NE(taken.output.find("read with a low-memory stream"), std::string::npos) << taken.output;
   const std::string printed(absl::StripTrailingAsciiWhitespace(taken.output));
   const std::string good = printed.substr(printed.rfind('\n') + 1);
   ASSERT_FALSE(good.empty());
@@ -419,14 +441,15 @@ TEST(BackupTest, ARestoreDrillProvesABackupAndFailsOneThatIsNotTheClusters) {
   EXPECT_EQ(ok.exit_code, 0) << ok.output;
   EXPECT_NE(ok.output.find("PASSED: every key"), std::string::npos) << ok.output;
   EXPECT_NE(ok.output.find("etcd's KV hash at revision"), std::string::npos)
-      << "the values are proven by etcd's hash, not read one by one\n" << ok.output;
+      << "the values are proven by etcd's hash, not read one by one\n"
+      << ok.output;
   RunResult list = c.Ctl({"list-backups"});
   EXPECT_NE(list.output.find("VERIFIED"), std::string::npos) << list.output;
   EXPECT_NE(list.output.find("ok 20"), std::string::npos) << "the drill's result is listed\n"
-                                                           << list.output;
+                                                          << list.output;
   size_t left = 0;
-  for (const auto& e : fs::directory_iterator(scratch)) left += e.path().filename().string().rfind(
-      "steward-drill-", 0) == 0;
+  for (const auto& e : fs::directory_iterator(scratch))
+    left += e.path().filename().string().rfind("steward-drill-", 0) == 0;
   EXPECT_EQ(left, 0u) << "the scratch dir is removed";
 
   // The good backup's DB stored under a newer backup's name, every checksum valid.
@@ -452,16 +475,18 @@ TEST(BackupTest, ARestoreDrillProvesABackupAndFailsOneThatIsNotTheClusters) {
     std::ifstream f(out.out_path, std::ios::binary);
     streamed.assign(std::istreambuf_iterator<char>(f), {});
   }
-  auto swapped = StoreSnapshotStream(*store, *bad_meta, [&](const auto& sink) -> absl::StatusOr<uint64_t> {
-    if (absl::Status s = sink(streamed); !s.ok()) return s;
-    return streamed.size();
-  });
+  auto swapped =
+      StoreSnapshotStream(*store, *bad_meta, [&](const auto& sink) -> absl::StatusOr<uint64_t> {
+        if (absl::Status s = sink(streamed); !s.ok()) return s;
+        return streamed.size();
+      });
   ASSERT_TRUE(swapped.ok()) << swapped.status();
   RunResult failed = c.Ctl({"verify-backup", bad, "--scratch", scratch}, true, 120s);
   EXPECT_EQ(failed.exit_code, 1) << failed.output;
   EXPECT_NE(failed.output.find("FAILED: "), std::string::npos) << failed.output;
   EXPECT_NE(failed.output.find("at revision " + std::to_string(bad_meta->revision)),
-            std::string::npos) << failed.output;
+            std::string::npos)
+      << failed.output;
   list = c.Ctl({"list-backups"});
   EXPECT_NE(list.output.find("FAILED 20"), std::string::npos) << list.output;
 
@@ -558,38 +583,52 @@ TEST(BackupTest, TheLeaderDrillsTheNewestBackupByItselfAndAKilledDrillLeavesNoth
   for (int i = 0; i < 20; ++i) Put(c, absl::StrCat("/it/k", i), absl::StrCat("v", i));
   ASSERT_FALSE(TakeBackup(c).empty());
   RunResult list;
-  EXPECT_TRUE(WaitFor([&] {
-    list = c.Ctl({"list-backups"});
-    return list.output.find("ok 20") != std::string::npos;
-  }, 120s)) << "a drill passed and is listed\n" << list.output << c.Logs();
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        list = c.Ctl({"list-backups"});
+        return list.output.find("ok 20") != std::string::npos;
+      },
+      120s))
+      << "a drill passed and is listed\n"
+      << list.output << c.Logs();
   RunResult history;
-  EXPECT_TRUE(WaitFor([&] {
-    history = c.Ctl({"history"});
-    return history.output.find("restore drill of backup") != std::string::npos &&
-           history.output.find("ok: every key") != std::string::npos;
-  }, 60s)) << history.output;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        history = c.Ctl({"history"});
+        return history.output.find("restore drill of backup") != std::string::npos &&
+               history.output.find("ok: every key") != std::string::npos;
+      },
+      60s))
+      << history.output;
   RunResult status;
-  EXPECT_TRUE(WaitFor([&] {
-    status = c.Ctl({"status"});
-    return status.output.find("restore drill") != std::string::npos &&
-           status.output.find("passed") != std::string::npos;
-  }, 60s)) << status.output;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        status = c.Ctl({"status"});
+        return status.output.find("restore drill") != std::string::npos &&
+               status.output.find("passed") != std::string::npos;
+      },
+      60s))
+      << status.output;
 
   // Kill the agent whose drill is running (drills repeat every 2 s), with its scratch etcd.
   std::string scratch;
   int node = -1;
-  ASSERT_TRUE(WaitFor([&] {
-    for (int i = 0; i < 3 && node < 0; ++i) {
-      std::error_code ec;
-      for (const auto& e : fs::directory_iterator(c.DataDir(i) + "/drill", ec)) {
-        if (e.path().filename().string().rfind("steward-drill-", 0) == 0) {
-          scratch = e.path().string();
-          node = i;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        for (int i = 0; i < 3 && node < 0; ++i) {
+          std::error_code ec;
+          for (const auto& e : fs::directory_iterator(c.DataDir(i) + "/drill", ec)) {
+            if (e.path().filename().string().rfind("steward-drill-", 0) == 0) {
+              scratch = e.path().string();
+              node = i;
+            }
+          }
         }
-      }
-    }
-    return node >= 0;
-  }, 120s)) << "no drill was seen running\n" << c.Logs();
+        return node >= 0;
+      },
+      120s))
+      << "no drill was seen running\n"
+      << c.Logs();
   c.SignalAgent(node, SIGKILL);
   // Its scratch etcd dies with it (it runs etcd with --data-dir inside the scratch dir).
   auto scratch_etcd_runs = [&] {
@@ -621,8 +660,7 @@ TEST(BackupTest, BackupDeleteKeepsTheNewestAndLeavesNothingBehind) {
     names.push_back(TakeBackup(c));
     ASSERT_FALSE(names.back().empty());
   }
-  const std::string dir =
-      absl::StrCat(c.Root(), "/backups/it", kHousekeeping, "/backups/");
+  const std::string dir = absl::StrCat(c.Root(), "/backups/it", kHousekeeping, "/backups/");
   RunResult refused = c.Ctl({"backup", "delete", names[2]});
   EXPECT_EQ(refused.exit_code, 1) << refused.output;
   EXPECT_NE(refused.output.find("newest backup a restore would take"), std::string::npos)
@@ -631,9 +669,9 @@ TEST(BackupTest, BackupDeleteKeepsTheNewestAndLeavesNothingBehind) {
   // A stray object under a backup (a delta a leader stored onto it meanwhile) goes with it.
   fs::create_directories(dir + names[0] + "/deltas");
   { std::ofstream(dir + names[0] + "/deltas/stray.json") << "{}"; }
-  const std::vector<std::string> by_store = {
-      "--backup-store", absl::StrCat("file://", c.Root(), "/backups"), "--cluster",
-      absl::StrCat("it", kHousekeeping)};
+  const std::vector<std::string> by_store = {"--backup-store",
+                                             absl::StrCat("file://", c.Root(), "/backups"),
+                                             "--cluster", absl::StrCat("it", kHousekeeping)};
   std::vector<std::string> del = {"backup", "delete", names[0], names[1]};
   del.insert(del.end(), by_store.begin(), by_store.end());
   RunResult deleted = c.Ctl(del, /*with_config=*/false);
@@ -646,7 +684,8 @@ TEST(BackupTest, BackupDeleteKeepsTheNewestAndLeavesNothingBehind) {
   RunResult prune = c.Ctl({"backup", "prune", "--dry-run"});
   EXPECT_EQ(prune.exit_code, 0) << prune.output;
   EXPECT_NE(prune.output.find("retention keeps every backup"), std::string::npos)
-      << "every backup is younger than retention's keep_all_for\n" << prune.output;
+      << "every backup is younger than retention's keep_all_for\n"
+      << prune.output;
   RunResult forced = c.Ctl({"backup", "delete", names[2], "--force"});
   EXPECT_EQ(forced.exit_code, 0) << forced.output;
   EXPECT_FALSE(fs::exists(dir + names[2]));

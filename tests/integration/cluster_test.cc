@@ -18,7 +18,12 @@ namespace fs = std::filesystem;
 
 // Each test has its own subnet so ctest can run them in parallel.
 enum Subnet {
-  kForm = 21, kEtcdKill = 22, kAgentKill = 23, kStaggered = 24, kCtl = 25, kEtcdEnv = 26
+  kForm = 21,
+  kEtcdKill = 22,
+  kAgentKill = 23,
+  kStaggered = 24,
+  kCtl = 25,
+  kEtcdEnv = 26
 };
 
 TEST(ClusterTest, ThreeAgentsFormAClusterAndAPutRoundTrips) {
@@ -30,10 +35,12 @@ TEST(ClusterTest, ThreeAgentsFormAClusterAndAPutRoundTrips) {
   ASSERT_TRUE(WaitFor([&] { return writer.Put("/it/hello", "world").ok(); }, 15s));
   EtcdClient reader = c.Client({c.ClientUrl(2)});
   absl::StatusOr<std::optional<std::string>> got = absl::UnavailableError("not read");
-  WaitFor([&] {
-    got = reader.Get("/it/hello");
-    return got.ok();
-  }, 15s);
+  WaitFor(
+      [&] {
+        got = reader.Get("/it/hello");
+        return got.ok();
+      },
+      15s);
   ASSERT_TRUE(got.ok()) << got.status();
   ASSERT_TRUE(got->has_value());
   EXPECT_EQ(**got, "world");
@@ -85,10 +92,12 @@ TEST(ClusterTest, KilledEtcdIsRestartedAndRejoins) {
   EtcdClient client = c.Client({c.ClientUrl(1)});
   EtcdClient first = c.Client({c.ClientUrl(0)});
   ASSERT_TRUE(WaitFor([&] { return first.Put("/it/after", "restart").ok(); }, 15s));
-  ASSERT_TRUE(WaitFor([&] {
-    auto got = client.Get("/it/after");
-    return got.ok() && got->has_value() && **got == "restart";
-  }, 10s));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto got = client.Get("/it/after");
+        return got.ok() && got->has_value() && **got == "restart";
+      },
+      10s));
 }
 
 TEST(ClusterTest, RestartedAgentAdoptsTheRunningEtcd) {
@@ -132,14 +141,16 @@ TEST(ClusterTest, AgentsStartedSecondsApartStillFormOneCluster) {
   c.StartAgent(1);
   ASSERT_TRUE(c.WaitHealthy(3, 60s)) << c.Logs();
   std::set<uint64_t> cluster_ids;
-  ASSERT_TRUE(WaitFor([&] {
-    cluster_ids.clear();
-    for (const auto& m : c.Status().members) {
-      if (!m.status.has_value()) return false;
-      cluster_ids.insert(m.status->cluster_id);
-    }
-    return true;
-  }, 30s));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        cluster_ids.clear();
+        for (const auto& m : c.Status().members) {
+          if (!m.status.has_value()) return false;
+          cluster_ids.insert(m.status->cluster_id);
+        }
+        return true;
+      },
+      30s));
   EXPECT_EQ(cluster_ids.size(), 1u) << "members disagree on the cluster";
 }
 
@@ -149,21 +160,25 @@ TEST(ClusterTest, StewardctlStatusShowsTheClusterAndUnreachableMembers) {
   ASSERT_TRUE(c.WaitHealthy(3, 60s)) << c.Logs();
   // A loaded machine can make one member's Status miss its deadline: ask again (bounded).
   RunResult ok;
-  WaitFor([&] {
-    ok = RunCommand({STEWARDCTL_BIN, "status", "--config", c.ConfigPath(0)}, 30s);
-    return ok.exit_code == 0;
-  }, 30s);
+  WaitFor(
+      [&] {
+        ok = RunCommand({STEWARDCTL_BIN, "status", "--config", c.ConfigPath(0)}, 30s);
+        return ok.exit_code == 0;
+      },
+      30s);
   EXPECT_EQ(ok.exit_code, 0) << ok.output;
   for (const char* want : {"NAME", "n1", "n2", "n3", "leader", "follower", "3.4.23", "healthy"}) {
     EXPECT_NE(ok.output.find(want), std::string::npos) << want << "\n" << ok.output;
   }
   RunResult json;
-  WaitFor([&] {
-    json = RunCommand({STEWARDCTL_BIN, "status", "--endpoints", c.ClientUrl(1), "-o", "json",
-                       "--cacert", c.CaCert(), "--cert", c.AdminCert(), "--key", c.AdminKey()},
-                      30s);
-    return json.exit_code == 0;
-  }, 30s);
+  WaitFor(
+      [&] {
+        json = RunCommand({STEWARDCTL_BIN, "status", "--endpoints", c.ClientUrl(1), "-o", "json",
+                           "--cacert", c.CaCert(), "--cert", c.AdminCert(), "--key", c.AdminKey()},
+                          30s);
+        return json.exit_code == 0;
+      },
+      30s);
   EXPECT_EQ(json.exit_code, 0) << json.output;
   auto j = nlohmann::json::parse(json.output, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << json.output;
@@ -171,20 +186,22 @@ TEST(ClusterTest, StewardctlStatusShowsTheClusterAndUnreachableMembers) {
   EXPECT_TRUE(j["healthy"].get<bool>());
   // etcdctl's conventions: flags before the subcommand, -w, and its environment variables.
   RunResult global;
-  WaitFor([&] {
-    global = RunCommand({"/usr/bin/env", "ETCDCTL_CACERT=" + c.CaCert(),
-                         "ETCDCTL_CERT=" + c.AdminCert(), "ETCDCTL_KEY=" + c.AdminKey(),
-                         "ETCDCTL_ENDPOINTS=" + c.ClientUrl(2), STEWARDCTL_BIN, "-w", "json",
-                         "status"},
-                        30s);
-    return global.exit_code == 0;
-  }, 30s);
+  WaitFor(
+      [&] {
+        global = RunCommand(
+            {"/usr/bin/env", "ETCDCTL_CACERT=" + c.CaCert(), "ETCDCTL_CERT=" + c.AdminCert(),
+             "ETCDCTL_KEY=" + c.AdminKey(), "ETCDCTL_ENDPOINTS=" + c.ClientUrl(2), STEWARDCTL_BIN,
+             "-w", "json", "status"},
+            30s);
+        return global.exit_code == 0;
+      },
+      30s);
   auto g = nlohmann::json::parse(global.output, nullptr, false);
   ASSERT_TRUE(g.is_object()) << global.output;
   EXPECT_EQ(g["members"].size(), 3u);
-  RunResult from_env = RunCommand(
-      {"/usr/bin/env", "STEWARD_CONFIG=" + c.ConfigPath(0), STEWARDCTL_BIN, "get", "--output",
-       "json"}, 30s);
+  RunResult from_env = RunCommand({"/usr/bin/env", "STEWARD_CONFIG=" + c.ConfigPath(0),
+                                   STEWARDCTL_BIN, "get", "--output", "json"},
+                                  30s);
   EXPECT_EQ(from_env.exit_code, 0) << from_env.output;
   EXPECT_NE(from_env.output.find("\"desired_size\": 3"), std::string::npos) << from_env.output;
   RunResult before =
@@ -198,7 +215,8 @@ TEST(ClusterTest, StewardctlStatusShowsTheClusterAndUnreachableMembers) {
     fs::create_directories(dir);
     for (const auto& [from, to] :
          {std::pair{c.ConfigPath(0), dir + "/node.yaml"}, std::pair{c.CaCert(), dir + "/ca.crt"},
-          std::pair{c.AdminCert(), dir + "/admin.crt"}, std::pair{c.AdminKey(), dir + "/admin.key"}}) {
+          std::pair{c.AdminCert(), dir + "/admin.crt"},
+          std::pair{c.AdminKey(), dir + "/admin.key"}}) {
       fs::copy_file(from, to, fs::copy_options::overwrite_existing);
       ::chown(to.c_str(), 65534, 65534);
       fs::permissions(to, fs::perms::owner_read | fs::perms::owner_write);
@@ -206,14 +224,16 @@ TEST(ClusterTest, StewardctlStatusShowsTheClusterAndUnreachableMembers) {
     fs::permissions(c.Root(), fs::perms::others_exec, fs::perm_options::add);
     ::chown(dir.c_str(), 65534, 65534);
     RunResult as_nobody;
-    WaitFor([&] {
-      as_nobody = RunCommand({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534",
-                              "--clear-groups", STEWARDCTL_BIN, "--config", dir + "/node.yaml",
-                              "--cacert", dir + "/ca.crt", "--cert", dir + "/admin.crt", "--key",
-                              dir + "/admin.key", "status", "-o", "json"},
-                             30s);
-      return as_nobody.exit_code == 0;
-    }, 30s);
+    WaitFor(
+        [&] {
+          as_nobody = RunCommand(
+              {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+               STEWARDCTL_BIN, "--config", dir + "/node.yaml", "--cacert", dir + "/ca.crt",
+               "--cert", dir + "/admin.crt", "--key", dir + "/admin.key", "status", "-o", "json"},
+              30s);
+          return as_nobody.exit_code == 0;
+        },
+        30s);
     EXPECT_EQ(as_nobody.exit_code, 0) << as_nobody.output;
     EXPECT_NE(as_nobody.output.find("\"healthy\": true"), std::string::npos) << as_nobody.output;
   }
@@ -233,8 +253,9 @@ TEST(ClusterTest, StewardctlStatusShowsTheClusterAndUnreachableMembers) {
 TEST(AgentTest, BadConfigExitsTwoNamingTheKey) {
   std::string path = std::filesystem::temp_directory_path() /
                      ("steward-bad-" + std::to_string(getpid()) + ".yaml");
-  std::ofstream(path) << "cluster:\n  name: x\n  size: 5\n  nodes:\n    - {name: a, host: 127.0.0.1}\n"
-                         "node:\n  name: a\n  data_dir: /tmp/steward-bad-dd\n";
+  std::ofstream(path)
+      << "cluster:\n  name: x\n  size: 5\n  nodes:\n    - {name: a, host: 127.0.0.1}\n"
+         "node:\n  name: a\n  data_dir: /tmp/steward-bad-dd\n";
   RunResult r = RunCommand({STEWARD_BIN, "--config", path}, 30s);
   std::filesystem::remove(path);
   EXPECT_EQ(r.exit_code, 2) << r.output;

@@ -1,6 +1,8 @@
 // Delta backups (issue 16) with real agents and etcd 3.4 on 127.0.X.0/24: the writes after the
 // newest full backup come back after total loss, across a leader change; a restore can stop
 // at a chosen revision or time, and never goes past a damaged or missing delta.
+#include "backup/delta.h"
+
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -17,7 +19,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "backup/delta.h"
 #include "backup/pipeline.h"
 #include "backup/store.h"
 #include "etcd/client.h"
@@ -53,11 +54,14 @@ int64_t Write(const TestCluster& c, const std::string& key, std::optional<std::s
     txn.add_success()->mutable_request_delete_range()->set_key(key);
   }
   int64_t revision = 0;
-  EXPECT_TRUE(WaitFor([&] {
-    auto r = w.Txn(txn);
-    if (r.ok()) revision = r->header().revision();
-    return r.ok();
-  }, 15s)) << key;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto r = w.Txn(txn);
+        if (r.ok()) revision = r->header().revision();
+        return r.ok();
+      },
+      15s))
+      << key;
   return revision;
 }
 
@@ -73,8 +77,7 @@ nlohmann::json Chain(const TestCluster& c, const std::string& name) {
 }
 
 bool WaitChainReaches(const TestCluster& c, const std::string& name, int64_t revision) {
-  return WaitFor([&] { return Chain(c, name).value("to_revision", int64_t{0}) >= revision; },
-                 30s);
+  return WaitFor([&] { return Chain(c, name).value("to_revision", int64_t{0}) >= revision; }, 30s);
 }
 
 // A cluster with fast deltas, two keys written, then a full backup: its name.
@@ -86,10 +89,14 @@ std::string StartWithABackup(TestCluster& c) {
   // The steward leader backs up a cluster with no backup at once ("no backup of this cluster
   // yet"). Taken after ours, that one would be the newest, and the deltas would follow it, not
   // ours (seen in CI): wait for it first, so ours is the newest.
-  EXPECT_TRUE(WaitFor([&] {
-    auto j = nlohmann::json::parse(c.Ctl({"list-backups", "-o", "json"}).output, nullptr, false);
-    return j.is_array() && !j.empty();
-  }, 30s)) << c.Logs();
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto j =
+            nlohmann::json::parse(c.Ctl({"list-backups", "-o", "json"}).output, nullptr, false);
+        return j.is_array() && !j.empty();
+      },
+      30s))
+      << c.Logs();
   return TakeBackup(c);
 }
 
@@ -135,7 +142,8 @@ TEST(DeltaTest, TotalLossBringsBackTheWritesAfterTheFullBackupAcrossALeaderChang
   for (int i = 0; i < 300; ++i) {
     EXPECT_EQ(Get(c, i % 3, absl::StrCat("/it/d", i)),
               i == 19 ? std::string("v19 again") : absl::StrCat("v", i))
-        << i << "\n" << c.Logs();
+        << i << "\n"
+        << c.Logs();
   }
   EXPECT_EQ(Get(c, 1, "/it/over"), "newer");
   EXPECT_EQ(Get(c, 2, "/it/gone"), "<absent>") << "a delete after the backup is replayed too";
@@ -164,15 +172,15 @@ TEST(DeltaTest, RestoreBackupToARevisionInTheMiddleOfADelta) {
   EXPECT_EQ(bare.exit_code, 2) << bare.output;
   EXPECT_NE(bare.output.find("--latest"), std::string::npos) << bare.output;
   // A point the deltas do not reach is refused before anything changes.
-  RunResult refused = c.Ctl({"restore-backup", "--to-revision", std::to_string(last + 1000),
-                             "--yes"});
+  RunResult refused =
+      c.Ctl({"restore-backup", "--to-revision", std::to_string(last + 1000), "--yes"});
   EXPECT_EQ(refused.exit_code, 1) << refused.output;
   EXPECT_NE(refused.output.find("refusing to restore"), std::string::npos) << refused.output;
   EXPECT_EQ(Get(c, 0, "/it/late"), "after the point");
 
-  RunResult r = c.Ctl({"restore-backup", "--to-revision", std::to_string(mid), "--yes", "--wait",
-                       "120"},
-                      true, 150s);
+  RunResult r =
+      c.Ctl({"restore-backup", "--to-revision", std::to_string(mid), "--yes", "--wait", "120"},
+            true, 150s);
   ASSERT_EQ(r.exit_code, 0) << r.output << c.Logs();
   EXPECT_NE(r.output.find("to revision " + std::to_string(mid)), std::string::npos) << r.output;
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
@@ -237,9 +245,9 @@ TEST(DeltaTest, ToTimeAndATamperedDeltaInTheMiddleOfTheChain) {
   const int64_t after_all = SecondBetweenWrites();
 
   // --to-time: the state as of a second between the first and the second write.
-  RunResult r = c.Ctl({"restore-backup", "--to-time", std::to_string(between), "--yes", "--wait",
-                       "120"},
-                      true, 150s);
+  RunResult r =
+      c.Ctl({"restore-backup", "--to-time", std::to_string(between), "--yes", "--wait", "120"},
+            true, 150s);
   ASSERT_EQ(r.exit_code, 0) << r.output << c.Logs();
   EXPECT_NE(r.output.find(base), std::string::npos) << r.output;
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
@@ -251,7 +259,8 @@ TEST(DeltaTest, ToTimeAndATamperedDeltaInTheMiddleOfTheChain) {
   // The delta holding the second write is damaged in the store: the chain stops before it.
   const std::string damaged = DeltaHolding(c, kTamperedAndTime, base, r2);
   ASSERT_FALSE(damaged.empty()) << "no delta of " << base << " holds revision " << r2;
-  ASSERT_NE(DeltaHolding(c, kTamperedAndTime, base, r3), damaged) << "the third write must be in a later delta";
+  ASSERT_NE(DeltaHolding(c, kTamperedAndTime, base, r3), damaged)
+      << "the third write must be in a later delta";
   {
     std::fstream f(damaged, std::ios::in | std::ios::out | std::ios::binary);
     f.seekg(0, std::ios::end);
@@ -272,9 +281,9 @@ TEST(DeltaTest, ToTimeAndATamperedDeltaInTheMiddleOfTheChain) {
   EXPECT_EQ(Get(c, 0, "/it/t4"), "after the first restore") << "a refused restore changes nothing";
 
   // Asked for a time past the damage: the restore stops at the last good delta and says so.
-  r = c.Ctl({"restore-backup", base, "--to-time", std::to_string(after_all), "--yes", "--wait",
-             "120"},
-            true, 150s);
+  r = c.Ctl(
+      {"restore-backup", base, "--to-time", std::to_string(after_all), "--yes", "--wait", "120"},
+      true, 150s);
   ASSERT_EQ(r.exit_code, 0) << r.output << c.Logs();
   EXPECT_NE(r.output.find("stop at revision"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("sha256 mismatch"), std::string::npos) << r.output;
@@ -289,9 +298,9 @@ TEST(DeltaTest, ToTimeAndATamperedDeltaInTheMiddleOfTheChain) {
   Write(c, "/it/t5", "after the second restore");
   std::error_code gone;
   ASSERT_TRUE(fs::remove(damaged, gone)) << damaged << ": " << gone.message();
-  r = c.Ctl({"restore-backup", base, "--to-time", std::to_string(after_all), "--yes", "--wait",
-             "120"},
-            true, 150s);
+  r = c.Ctl(
+      {"restore-backup", base, "--to-time", std::to_string(after_all), "--yes", "--wait", "120"},
+      true, 150s);
   ASSERT_EQ(r.exit_code, 0) << r.output << c.Logs();
   EXPECT_NE(r.output.find("stop at revision"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("its object is missing"), std::string::npos) << r.output;
@@ -474,22 +483,23 @@ TEST(DeltaTest, ADrillReplaysTheDeltasAndComparesAtTheRevisionTheyReach) {
   ASSERT_TRUE(WaitChainReaches(c, base, last)) << Chain(c, base).dump() << c.Logs();
 
   const std::string scratch = c.Root() + "/scratch";
-  RunResult ok = c.Ctl({"verify-backup", "--latest", "--scratch", scratch, "-o", "json"}, true,
-                       120s);
+  RunResult ok =
+      c.Ctl({"verify-backup", "--latest", "--scratch", scratch, "-o", "json"}, true, 120s);
   ASSERT_EQ(ok.exit_code, 0) << ok.output << c.Logs();
   // The JSON after the line the drill starts with (on stderr).
-  auto j = nlohmann::json::parse(ok.output.substr(std::min(ok.output.find("\n{"), ok.output.size())),
-                                 nullptr, false);
+  auto j = nlohmann::json::parse(
+      ok.output.substr(std::min(ok.output.find("\n{"), ok.output.size())), nullptr, false);
   ASSERT_TRUE(j.is_object()) << ok.output;
   EXPECT_EQ(j.value("backup", ""), base);
   EXPECT_GE(j.value("deltas", 0), 1) << ok.output;
   EXPECT_GE(j.value("to_revision", int64_t{0}), last) << "compared at the deltas' end\n"
-                                                       << ok.output;
+                                                      << ok.output;
   EXPECT_GT(j.value("to_revision", int64_t{0}), j.value("revision", int64_t{0})) << ok.output;
   EXPECT_NE(j.value("compared", "").find("every key"), std::string::npos) << ok.output;
   EXPECT_NE(j.value("compared", "").find("delta(s))"), std::string::npos) << ok.output;
   EXPECT_NE(j.value("compared", "").find("and the values changed since"), std::string::npos)
-      << "the base by etcd's hash, the deltas' changes value by value\n" << ok.output;
+      << "the base by etcd's hash, the deltas' changes value by value\n"
+      << ok.output;
   RunResult list = c.Ctl({"list-backups"});
   EXPECT_NE(list.output.find("deltas to rev"), std::string::npos) << list.output;
 

@@ -41,26 +41,26 @@ TEST(DocExamplesTest, TheRunnableExamplesRunAgainstALocalClusterAndPrintWhatTheD
                                       {"/var/tmp/", dir + "/"}});
   };
   for (const auto& e : examples) {
-    const std::string where = absl::StrCat(e["file"].get<std::string>(), ":",
-                                           e["line"].get<int>());
+    const std::string where = absl::StrCat(e["file"].get<std::string>(), ":", e["line"].get<int>());
     SCOPED_TRACE(where);
     const std::string body = map(e["body"].get<std::string>());
     // stewardctl reads the node's config from STEWARD_CONFIG when no --config is given, as it
     // reads /etc/steward/node.yaml on a node.
-    RunResult r = RunCommand(
-        {"/bin/bash", "-e", "-o", "pipefail", "-c",
-         absl::StrCat("export PATH='", bin, "':\"$PATH\" STEWARD_CONFIG='", c.ConfigPath(0),
-                      "'\n", body)},
-        std::chrono::seconds(120));
+    RunResult r = RunCommand({"/bin/bash", "-e", "-o", "pipefail", "-c",
+                              absl::StrCat("export PATH='", bin, "':\"$PATH\" STEWARD_CONFIG='",
+                                           c.ConfigPath(0), "'\n", body)},
+                             std::chrono::seconds(120));
     ASSERT_EQ(r.exit_code, 0) << where << ":\n" << body << "\n--- printed:\n" << r.output;
     const std::string shown = e["output"].get<std::string>();
     if (shown.empty()) continue;
     std::ofstream(dir + "/expected") << map(shown);
     std::ofstream(dir + "/actual") << r.output;
-    RunResult m = RunCommand({"/usr/bin/python3", script, "--match", dir + "/expected", dir + "/actual"},
-                             std::chrono::seconds(30));
+    RunResult m =
+        RunCommand({"/usr/bin/python3", script, "--match", dir + "/expected", dir + "/actual"},
+                   std::chrono::seconds(30));
     EXPECT_EQ(m.exit_code, 0) << where << ": the output differs from what the docs show\n"
-                              << m.output << "--- printed:\n" << r.output;
+                              << m.output << "--- printed:\n"
+                              << r.output;
   }
 }
 

@@ -60,7 +60,8 @@ std::vector<std::string> SeedEnvironment(const TestCluster& c, int i) {
 TEST(DropInTest, EtcdsEnvironmentStartsAClusterAndAWipedMemberRejoins) {
   TestCluster c(kEnv, 3, 3);
   std::vector<std::string> urls;
-  for (int i = 0; i < 3; ++i) urls.push_back(absl::StrCat("http://127.0.", kEnv, ".", 11 + i, ":2379"));
+  for (int i = 0; i < 3; ++i)
+    urls.push_back(absl::StrCat("http://127.0.", kEnv, ".", 11 + i, ":2379"));
   for (int i = 0; i < 3; ++i) c.StartAgentWith(i, {}, SeedEnvironment(c, i));
   ASSERT_TRUE(WaitFor([&] { return Healthy(urls, 3); }, 90s)) << c.Logs();
   ASSERT_TRUE(WaitFor([&] { return Plain(urls[0]).Put("/dropin/k", "v").ok(); }, 15s));
@@ -71,10 +72,13 @@ TEST(DropInTest, EtcdsEnvironmentStartsAClusterAndAWipedMemberRejoins) {
   c.StartAgentWith(2, {}, SeedEnvironment(c, 2));
   ASSERT_TRUE(WaitFor([&] { return Healthy(urls, 3); }, 120s)) << c.Logs();
   auto got = Plain(urls[2]).Get("/dropin/k");
-  ASSERT_TRUE(WaitFor([&] {
-    got = Plain(urls[2]).Get("/dropin/k");
-    return got.ok() && got->has_value();
-  }, 30s)) << c.Logs();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        got = Plain(urls[2]).Get("/dropin/k");
+        return got.ok() && got->has_value();
+      },
+      30s))
+      << c.Logs();
   EXPECT_EQ(**got, "v");
 }
 
@@ -84,32 +88,39 @@ TEST(DropInTest, EtcdWrappersFlagsStartAClusterBackedUpToAFile) {
   std::vector<std::string> urls;
   for (int i = 0; i < 3; ++i) urls.push_back(absl::StrCat("http://", host(i), ":52379"));
   for (int i = 0; i < 3; ++i) {
-    c.StartAgentWith(i, {
-        absl::StrCat("--name=controller-", i),
-        absl::StrCat("--initial-advertise-peer-urls=http://", host(i), ":52380"),
-        absl::StrCat("--listen-peer-urls=http://", host(i), ":52380"),
-        absl::StrCat("--listen-client-urls=http://", host(i), ":52379,http://127.0.0.1:52379"),
-        absl::StrCat("--advertise-client-urls=http://", host(i), ":52379"),
-        absl::StrCat("--initial-cluster=controller-0=http://", host(0), ":52380,controller-1=http://",
-                     host(1), ":52380,controller-2=http://", host(2), ":52380"),
-        "--initial-cluster-token=etcd-default",
-        absl::StrCat("--etcd-servers=", urls[0], ",", urls[1], ",", urls[2]),
-        absl::StrCat("--backup-dir=", c.Root(), "/backups"),
-        "--backup-file=/ignored/etcd.db",
-        "--backup-interval=1h",
-        "--healthcheck-interval=10s",
-        // Not one of etcd-wrapper's (its data lives in the container): steward's own.
-        absl::StrCat("--data-dir=", c.DataDir(i)),
-    }, {});
+    c.StartAgentWith(
+        i,
+        {
+            absl::StrCat("--name=controller-", i),
+            absl::StrCat("--initial-advertise-peer-urls=http://", host(i), ":52380"),
+            absl::StrCat("--listen-peer-urls=http://", host(i), ":52380"),
+            absl::StrCat("--listen-client-urls=http://", host(i), ":52379,http://127.0.0.1:52379"),
+            absl::StrCat("--advertise-client-urls=http://", host(i), ":52379"),
+            absl::StrCat("--initial-cluster=controller-0=http://", host(0),
+                         ":52380,controller-1=http://", host(1), ":52380,controller-2=http://",
+                         host(2), ":52380"),
+            "--initial-cluster-token=etcd-default",
+            absl::StrCat("--etcd-servers=", urls[0], ",", urls[1], ",", urls[2]),
+            absl::StrCat("--backup-dir=", c.Root(), "/backups"),
+            "--backup-file=/ignored/etcd.db",
+            "--backup-interval=1h",
+            "--healthcheck-interval=10s",
+            // Not one of etcd-wrapper's (its data lives in the container): steward's own.
+            absl::StrCat("--data-dir=", c.DataDir(i)),
+        },
+        {});
   }
   ASSERT_TRUE(WaitFor([&] { return Healthy(urls, 3); }, 90s)) << c.Logs();
   ASSERT_TRUE(WaitFor([&] { return Plain(urls[1]).Put("/wrapper/k", "v").ok(); }, 15s));
   // The leader takes a backup into --backup-dir once the cluster is up.
-  EXPECT_TRUE(WaitFor([&] {
-    std::error_code ec;
-    return fs::exists(c.Root() + "/backups/etcd-default/backups", ec) &&
-           !fs::is_empty(c.Root() + "/backups/etcd-default/backups", ec);
-  }, 60s)) << c.Logs();
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        std::error_code ec;
+        return fs::exists(c.Root() + "/backups/etcd-default/backups", ec) &&
+               !fs::is_empty(c.Root() + "/backups/etcd-default/backups", ec);
+      },
+      60s))
+      << c.Logs();
 }
 
 }  // namespace

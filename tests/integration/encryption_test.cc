@@ -1,6 +1,8 @@
 // Backups encrypted at rest (backup.encryption) with real agents and etcd 3.4 on 127.0.29.x:
 // no plaintext of a known value in the store, restore through the key, a key rotation with the
 // old key kept for older backups, and a wrong key refused before anything is stopped.
+#include "backup/encryption.h"
+
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -12,7 +14,6 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "backup/encryption.h"
 #include "harness.h"
 
 namespace steward::testing {
@@ -51,7 +52,8 @@ void Reload(TestCluster& c, const std::string& must_log) {
   for (int i = 0; i < 3; ++i) {
     const std::string log = absl::StrCat(c.Root(), "/agent-n", i + 1, ".log");
     ASSERT_TRUE(WaitFor([&] { return absl::StrContains(Slurp(log), must_log); }, 30s))
-        << "n" << i + 1 << " did not reload with " << must_log << "\n" << c.Logs();
+        << "n" << i + 1 << " did not reload with " << must_log << "\n"
+        << c.Logs();
   }
 }
 
@@ -73,13 +75,16 @@ TEST(EncryptionTest, BackupsHoldNoPlaintextRestoreThroughTheKeyAndSurviveARotati
   // A delta backup carries the value too (written after the automatic first backup).
   Put(c, "/it/secret2", kCanary);
   std::vector<fs::path> deltas;
-  ASSERT_TRUE(WaitFor([&] {
-    deltas.clear();
-    for (const auto& e : fs::recursive_directory_iterator(c.Root() + "/backups")) {
-      if (absl::EndsWith(e.path().string(), ".delta.zst")) deltas.push_back(e.path());
-    }
-    return !deltas.empty();
-  }, 30s)) << c.Logs();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        deltas.clear();
+        for (const auto& e : fs::recursive_directory_iterator(c.Root() + "/backups")) {
+          if (absl::EndsWith(e.path().string(), ".delta.zst")) deltas.push_back(e.path());
+        }
+        return !deltas.empty();
+      },
+      30s))
+      << c.Logs();
   for (const auto& d : deltas) EXPECT_EQ(Slurp(d).substr(0, 8), "STWDENC1") << d;
   EXPECT_FALSE(StoreHolds(c.Root() + "/backups", kCanary)) << "the store holds the value in clear";
   const std::string meta = Slurp(c.Root() + "/backups/it29/backups/" + first + "/meta.json");
@@ -103,23 +108,23 @@ TEST(EncryptionTest, BackupsHoldNoPlaintextRestoreThroughTheKeyAndSurviveARotati
   EXPECT_EQ(Get(c, 0, "/it/secret").value_or("<absent>"), kCanary);
 
   // Rotation: new backups under key2, key1 kept for the older ones.
-  c.ReplaceInConfigs("    key_file: " + c.Root() + "/key1\n",
-                     "    key_file: " + c.Root() + "/key2\n    old_key_files: [" + c.Root() +
-                         "/key1]\n");
+  c.ReplaceInConfigs(
+      "    key_file: " + c.Root() + "/key1\n",
+      "    key_file: " + c.Root() + "/key2\n    old_key_files: [" + c.Root() + "/key1]\n");
   Reload(c, "encrypted, key " + id2);
   const std::string second = TakeBackup(c);
   ASSERT_FALSE(second.empty());
-  EXPECT_TRUE(absl::StrContains(
-      Slurp(c.Root() + "/backups/it29/backups/" + second + "/meta.json"), id2));
+  EXPECT_TRUE(
+      absl::StrContains(Slurp(c.Root() + "/backups/it29/backups/" + second + "/meta.json"), id2));
   Put(c, "/it/secret", "changed again");
   RunResult r2 = c.Ctl({"restore-backup", first, "--yes", "--wait", "120"}, true, 150s);
   ASSERT_EQ(r2.exit_code, 0) << r2.output << c.Logs();
   EXPECT_EQ(Get(c, 0, "/it/secret").value_or("<absent>"), kCanary);
 
   // A wrong key (key3, nothing old): refused, naming the key, and nothing is stopped.
-  c.ReplaceInConfigs("    key_file: " + c.Root() + "/key2\n    old_key_files: [" + c.Root() +
-                         "/key1]\n",
-                     "    key_file: " + c.Root() + "/key3\n");
+  c.ReplaceInConfigs(
+      "    key_file: " + c.Root() + "/key2\n    old_key_files: [" + c.Root() + "/key1]\n",
+      "    key_file: " + c.Root() + "/key3\n");
   Reload(c, "encrypted, key " + id3);
   Put(c, "/it/secret", "after the rotation");
   std::vector<std::optional<pid_t>> etcd_before;

@@ -1,30 +1,28 @@
 #include "harness.h"
 
-#include "etcd/version.h"
-
-#include <gtest/gtest.h>
-
 #include <dirent.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
-#include <memory>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <sstream>
-#include <algorithm>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/strip.h"
 #include "common/files.h"
 #include "etcd/client.h"
+#include "etcd/version.h"
 #include "httplib.h"
 #include "pki/node_certs.h"
 #include "pki/pki.h"
@@ -99,8 +97,9 @@ std::string EtcdVersionOf(const std::string& binary) {
 }
 
 RunResult RunCommand(const std::vector<std::string>& argv, std::chrono::seconds timeout) {
-  std::string out = fs::temp_directory_path() / absl::StrCat("steward-run-", getpid(), "-",
-                                                              Clock::now().time_since_epoch().count());
+  std::string out =
+      fs::temp_directory_path() /
+      absl::StrCat("steward-run-", getpid(), "-", Clock::now().time_since_epoch().count());
   RunResult r;
   pid_t pid = Spawn(argv, out);
   if (pid <= 0) return r;
@@ -145,13 +144,12 @@ TestCluster::TestCluster(int subnet, int nodes, int size, const std::string& clu
     nodes_yaml += absl::StrCat("    - {name: n", i + 1, ", host: ", Host(i), "}\n");
   }
   for (int i = 0; i < nodes; ++i) {
-    std::string yaml = absl::StrCat("cluster:\n  name: it", subnet, "\n  size: ", size,
-                                    "\n", cluster_extra, "  nodes:\n", nodes_yaml, "node:\n  name: n", i + 1,
-                                    "\n  data_dir: ", DataDir(i), "\n  log_level: debug\n",
-                                    "etcd:\n  binary: /usr/bin/etcd\n  etcdutl: ", ETCDUTL_BIN,
-                                    "\n  stop_timeout: 5s\n",
-                                    "  restart_backoff_min: 200ms\n  restart_backoff_max: 2s\n", tls_yaml_,
-                                    absl::StrReplaceAll(top_extra, {{"ROOT", root_}}));
+    std::string yaml = absl::StrCat(
+        "cluster:\n  name: it", subnet, "\n  size: ", size, "\n", cluster_extra, "  nodes:\n",
+        nodes_yaml, "node:\n  name: n", i + 1, "\n  data_dir: ", DataDir(i),
+        "\n  log_level: debug\n", "etcd:\n  binary: /usr/bin/etcd\n  etcdutl: ", ETCDUTL_BIN,
+        "\n  stop_timeout: 5s\n", "  restart_backoff_min: 200ms\n  restart_backoff_max: 2s\n",
+        tls_yaml_, absl::StrReplaceAll(top_extra, {{"ROOT", root_}}));
     std::ofstream(ConfigPath(i)) << yaml;
     // Configs may hold an S3 secret: the agent refuses one that others can read.
     fs::permissions(ConfigPath(i), fs::perms::owner_read | fs::perms::owner_write);
@@ -267,12 +265,16 @@ void TestCluster::ReplaceInConfigs(const std::string& from, const std::string& t
   }
 }
 
-std::string TestCluster::ConfigPath(int i) const { return absl::StrCat(root_, "/n", i + 1, ".yaml"); }
+std::string TestCluster::ConfigPath(int i) const {
+  return absl::StrCat(root_, "/n", i + 1, ".yaml");
+}
 std::string TestCluster::DataDir(int i) const { return absl::StrCat(root_, "/n", i + 1); }
 std::string TestCluster::Host(int i) const {
   return absl::StrCat(netns_ ? "10.211." : "127.0.", subnet_, ".", 11 + i);
 }
-std::string TestCluster::ClientUrl(int i) const { return absl::StrCat("https://", Host(i), ":2379"); }
+std::string TestCluster::ClientUrl(int i) const {
+  return absl::StrCat("https://", Host(i), ":2379");
+}
 
 EtcdClient TestCluster::Client(std::vector<std::string> urls) const {
   EtcdClient::Options o;
@@ -442,11 +444,13 @@ void Put(const TestCluster& c, const std::string& k, const std::string& v) {
 std::optional<std::string> Get(const TestCluster& c, int node, const std::string& k) {
   EtcdClient r = c.Client({c.ClientUrl(node)});
   std::optional<std::string> out;
-  WaitFor([&] {
-    auto got = r.Get(k);
-    if (got.ok()) out = got->value_or("<absent>");
-    return got.ok();
-  }, std::chrono::seconds(15));
+  WaitFor(
+      [&] {
+        auto got = r.Get(k);
+        if (got.ok()) out = got->value_or("<absent>");
+        return got.ok();
+      },
+      std::chrono::seconds(15));
   return out;
 }
 

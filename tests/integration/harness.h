@@ -7,9 +7,9 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
-#include <memory>
 #include <vector>
 
 #include "config/config.h"
@@ -121,7 +121,7 @@ class TestCluster {
   bool SetUpNetns();
   void TearDownNetns();
   std::string Namespace(int i) const;
-  std::string Link(int i) const;  // node i's veth end in this namespace
+  std::string Link(int i) const;                   // node i's veth end in this namespace
   std::vector<std::string> Launcher(int i) const;  // what runs an agent in node i's namespace
 
   std::string root_;

@@ -14,9 +14,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "nlohmann/json.hpp"
 #include "etcd/client.h"
 #include "harness.h"
+#include "nlohmann/json.hpp"
 
 namespace steward::testing {
 namespace {
@@ -33,14 +33,22 @@ const char kTimers[] =
 const std::string kFast = std::string(kTimers) + "  idle_interval: 1s\n";
 
 enum Subnet {
-  kWiped = 31, kStale = 32, kSpare = 33, kResize = 34, kQuorum = 35, kLeaderDies = 36,
-  kNudged = 37, kLateLeader = 65
+  kWiped = 31,
+  kStale = 32,
+  kSpare = 33,
+  kResize = 34,
+  kQuorum = 35,
+  kLeaderDies = 36,
+  kNudged = 37,
+  kLateLeader = 65
 };
 
 void WriteKeys(const TestCluster& c, int n) {
   EtcdClient w = c.Client(c.ClientUrls());
   for (int i = 0; i < n; ++i) {
-    ASSERT_TRUE(WaitFor([&] { return w.Put(absl::StrCat("/it/k", i), absl::StrCat("v", i)).ok(); }, 15s)) << i;
+    ASSERT_TRUE(
+        WaitFor([&] { return w.Put(absl::StrCat("/it/k", i), absl::StrCat("v", i)).ok(); }, 15s))
+        << i;
   }
 }
 
@@ -49,10 +57,12 @@ void ExpectKeysThrough(const TestCluster& c, int node, int n) {
   for (int i = 0; i < n; ++i) {
     absl::StatusOr<std::optional<std::string>> got = absl::UnavailableError("not read");
     // Bounded retries: right after a membership change the node may be between elections.
-    WaitFor([&] {
-      got = r.Get(absl::StrCat("/it/k", i));
-      return got.ok();
-    }, 15s);
+    WaitFor(
+        [&] {
+          got = r.Get(absl::StrCat("/it/k", i));
+          return got.ok();
+        },
+        15s);
     ASSERT_TRUE(got.ok()) << got.status();
     ASSERT_TRUE(got->has_value()) << "key " << i << " missing through node " << node;
     EXPECT_EQ(**got, absl::StrCat("v", i));
@@ -80,11 +90,10 @@ TEST(HealTest, WipedNodeComesBackAsAHealthyVoterWithAllData) {
   EXPECT_NE(MemberIdOf(c, "n3"), old_id) << "n3 should be a new member";
   ExpectKeysThrough(c, 2, 200);
   // The history tells the heal in order: the leader removed the old entry and added n3 as a
-  // learner, n3's etcd joined on the leader's order, and the leader promoted it. (Events land a moment
-  // after the step: bounded retries.)
+  // learner, n3's etcd joined on the leader's order, and the leader promoted it. (Events land a
+  // moment after the step: bounded retries.)
   std::vector<std::string> seen;
-  const std::vector<std::string> want = {"remove-member/", "add-learner/", "join/n3",
-                                         "promote/"};
+  const std::vector<std::string> want = {"remove-member/", "add-learner/", "join/n3", "promote/"};
   auto in_order = [&] {
     auto r = c.Ctl({"history", "-o", "json"});
     if (r.exit_code != 0) return false;
@@ -123,10 +132,13 @@ TEST(HealTest, AWipeUnderASettledClusterIsHealedWithoutWaitingForTheIdlePass) {
   const uint64_t old_id = MemberIdOf(c, "n3");
   const auto wiped_at = std::chrono::steady_clock::now();
   fs::remove_all(fs::path(c.DataDir(2)) / "etcd");  // under the running agent and etcd
-  ASSERT_TRUE(WaitFor([&] {
-    const uint64_t id = MemberIdOf(c, "n3");
-    return id != 0 && id != old_id && c.WaitVoters({"n1", "n2", "n3"}, 1s);
-  }, 40s)) << c.Logs();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const uint64_t id = MemberIdOf(c, "n3");
+        return id != 0 && id != old_id && c.WaitVoters({"n1", "n2", "n3"}, 1s);
+      },
+      40s))
+      << c.Logs();
   const auto took = std::chrono::steady_clock::now() - wiped_at;
   EXPECT_LT(took, 40s);
   ExpectKeysThrough(c, 2, 50);
@@ -153,7 +165,8 @@ class Tarpit {
     a.sin_family = AF_INET;
     a.sin_port = htons(static_cast<uint16_t>(port));
     ::inet_pton(AF_INET, host.c_str(), &a.sin_addr);
-    listening_ = ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 && ::listen(fd_, 16) == 0;
+    listening_ =
+        ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 && ::listen(fd_, 16) == 0;
     thread_ = std::thread([this, listen_for, hold] {
       std::vector<int> held;
       const auto until = std::chrono::steady_clock::now() + listen_for;
@@ -204,12 +217,14 @@ TEST(HealTest, ANodeThatFindsTheLeaderLateStillTellsIt) {
     c.SignalAgent(0, SIGTERM);
     c.StartAgent(0);
     ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
-    ASSERT_TRUE(WaitFor([&] {
-      for (int i = 0; i < 3; ++i) {
-        if (c.AdminGet(i, "/leader").exit_code == 200) return true;
-      }
-      return false;
-    }, 30s));
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          for (int i = 0; i < 3; ++i) {
+            if (c.AdminGet(i, "/leader").exit_code == 200) return true;
+          }
+          return false;
+        },
+        30s));
   }
   ASSERT_NE(c.AdminGet(0, "/leader").exit_code, 200) << "n1 kept winning the leadership";
   std::this_thread::sleep_for(3s);  // every loop is in its idle sleep by now
@@ -221,10 +236,13 @@ TEST(HealTest, ANodeThatFindsTheLeaderLateStillTellsIt) {
   ASSERT_TRUE(tarpit.listening());
   const auto back_at = std::chrono::steady_clock::now();
   c.StartAgent(0);
-  ASSERT_TRUE(WaitFor([&] {
-    const uint64_t id = MemberIdOf(c, "n1");
-    return id != 0 && id != old_id && c.WaitVoters({"n1", "n2", "n3"}, 1s);
-  }, 60s)) << c.Logs();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const uint64_t id = MemberIdOf(c, "n1");
+        return id != 0 && id != old_id && c.WaitVoters({"n1", "n2", "n3"}, 1s);
+      },
+      60s))
+      << c.Logs();
   EXPECT_LT(std::chrono::steady_clock::now() - back_at, 60s);
   EXPECT_GT(tarpit.accepted(), 0u) << "the node never tried its own client URL: nothing tested";
   ExpectKeysThrough(c, 0, 20);
@@ -311,8 +329,9 @@ TEST(HealTest, QuorumLostWipesNothingAndRecovers) {
   RunResult status = c.Ctl({"status", "--timeout-ms", "20000"}, true, 60s);
   const auto took = std::chrono::steady_clock::now() - asked;
   EXPECT_LT(took, 15s) << "a call waited out its 20 s deadline\n" << status.output;
-  std::printf("status without a quorum: %lld ms\n",
-              static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
+  std::printf(
+      "status without a quorum: %lld ms\n",
+      static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
   EXPECT_EQ(status.exit_code, 1) << status.output;
   EXPECT_NE(status.output.find("QUORUM LOST"), std::string::npos) << status.output;
   EXPECT_NE(status.output.find("steward leader: none (the quorum is lost"), std::string::npos)
@@ -338,11 +357,13 @@ TEST(HealTest, LeaderKilledMidJoinIsFinishedByTheNext) {
   EtcdClient client = c.Client(c.ClientUrls());
   // Make sure the wiped node is not the steward leader.
   std::string leader;
-  ASSERT_TRUE(WaitFor([&] {
-    auto l = client.Get("/steward/it36/leader");
-    if (l.ok() && l->has_value()) leader = **l;
-    return !leader.empty();
-  }, 20s));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto l = client.Get("/steward/it36/leader");
+        if (l.ok() && l->has_value()) leader = **l;
+        return !leader.empty();
+      },
+      20s));
   int wiped = leader == "n3" ? 1 : 2;
   int leader_idx = leader[1] - '1';
   c.SignalAgent(wiped, SIGTERM);

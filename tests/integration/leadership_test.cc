@@ -115,11 +115,13 @@ TEST(LeadershipTest, AFreedLeaderKeyIsTakenAtOnce) {
   EtcdClient etcd = c.Client(c.ClientUrls());
   const std::string key = "/steward/it" + std::to_string(kSubnet) + "/leader";
   std::string leader;
-  ASSERT_TRUE(WaitFor([&] {
-    auto l = etcd.Get(key);
-    if (l.ok() && l->has_value()) leader = **l;
-    return !leader.empty();
-  }, 30s));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto l = etcd.Get(key);
+        if (l.ok() && l->has_value()) leader = **l;
+        return !leader.empty();
+      },
+      30s));
   // Let the followers look and open their watches.
   std::this_thread::sleep_for(3s);
   etcdserverpb::TxnRequest del;
@@ -127,11 +129,14 @@ TEST(LeadershipTest, AFreedLeaderKeyIsTakenAtOnce) {
   ASSERT_TRUE(etcd.Txn(del).ok());
   const auto freed = std::chrono::steady_clock::now();
   std::string next;
-  ASSERT_TRUE(WaitFor([&] {
-    auto l = etcd.Get(key);
-    if (l.ok() && l->has_value()) next = **l;
-    return !next.empty();
-  }, 25s)) << c.Logs();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto l = etcd.Get(key);
+        if (l.ok() && l->has_value()) next = **l;
+        return !next.empty();
+      },
+      25s))
+      << c.Logs();
   const auto took = std::chrono::steady_clock::now() - freed;
   EXPECT_NE(next, leader) << "the leader does not campaign: it still believes it leads";
   EXPECT_LT(took, 2s) << "the key was taken after "

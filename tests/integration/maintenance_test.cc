@@ -68,8 +68,8 @@ TEST(MaintenanceTest, PausedNodeIsNotReplacedUntilResumedAndMoveLeaderMovesLeade
   EXPECT_EQ(j.value("moved", true), false);
 
   // -o json: the lines for people on stderr, one document on stdout (printed last).
-  RunResult paused = c.Ctl({"pause", "--node", "n2", "--for", "10m", "--reason", "kernel upgrade",
-                            "-o", "json"});
+  RunResult paused =
+      c.Ctl({"pause", "--node", "n2", "--for", "10m", "--reason", "kernel upgrade", "-o", "json"});
   ASSERT_EQ(paused.exit_code, 0) << paused.output;
   const size_t doc = paused.output.find("{\n  \"command\"");
   ASSERT_NE(doc, std::string::npos) << paused.output;
@@ -154,8 +154,8 @@ TEST(MaintenanceTest, ANodeAddedToEveryConfigJoinsAfterAReload) {
   for (int i = 0; i < 3; ++i) c.SignalAgent(i, SIGHUP);
   c.StartAgent(3);
   // The reloaded agents see n4; their etcd kept running.
-  ASSERT_TRUE(WaitFor(
-      [&] { return c.Ctl({"status"}).output.find("n4") != std::string::npos; }, 30s))
+  ASSERT_TRUE(
+      WaitFor([&] { return c.Ctl({"status"}).output.find("n4") != std::string::npos; }, 30s))
       << c.Logs();
   for (int i = 0; i < 3; ++i) EXPECT_EQ(c.EtcdPid(i), etcd_before[static_cast<size_t>(i)]) << i;
   RunResult up = c.Ctl({"configure-cluster", "--size", "4"});

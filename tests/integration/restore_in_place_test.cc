@@ -4,8 +4,9 @@
 // etcd 3.5's `etcdutl snapshot restore --bump-revision --mark-compacted`; three members so
 // restored form a cluster under etcd 3.4 that serves the snapshot's data at the raised,
 // compacted revision, takes writes and keeps them across restarts; etcd 3.5 runs one too.
-#include <gtest/gtest.h>
+#include "etcd/restore_in_place.h"
 
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -17,7 +18,6 @@
 #include "absl/strings/str_cat.h"
 #include "etcd/bolt.h"
 #include "etcd/client.h"
-#include "etcd/restore_in_place.h"
 #include "etcd/wal.h"
 #include "harness.h"
 #include "nlohmann/json.hpp"
@@ -42,9 +42,9 @@ class RestoreInPlaceTest : public ::testing::Test {
  protected:
   void SetUp() override {
     // ctest runs these tests at once: each takes its own 20 addresses of 127.0.66.x.
-    static const std::vector<std::string> kTests = {"MakesTheSameEditsAsEtcdutl",
-                                                    "ThreeRestoredMembersServeTheSnapshotUnderEtcd34",
-                                                    "Etcd35RunsARestoredMember"};
+    static const std::vector<std::string> kTests = {
+        "MakesTheSameEditsAsEtcdutl", "ThreeRestoredMembersServeTheSnapshotUnderEtcd34",
+        "Etcd35RunsARestoredMember"};
     const std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
     const auto it = std::find(kTests.begin(), kTests.end(), test);
     ASSERT_NE(it, kTests.end()) << "give " << test << " its own addresses";
@@ -66,12 +66,12 @@ class RestoreInPlaceTest : public ::testing::Test {
   pid_t StartEtcd(const std::string& binary, const std::string& name, const std::string& ip,
                   const std::string& data_dir, const std::string& initial,
                   const std::string& token) {
-    pid_t pid = SpawnTo({binary, "--name", name, "--data-dir", data_dir, "--listen-client-urls",
-                         "http://" + ip + ":2379", "--advertise-client-urls",
-                         "http://" + ip + ":2379", "--listen-peer-urls", "http://" + ip + ":2380",
-                         "--initial-advertise-peer-urls", "http://" + ip + ":2380",
-                         "--initial-cluster", initial, "--initial-cluster-token", token},
-                        (dir_ / (name + ".log")).string());
+    pid_t pid = SpawnTo(
+        {binary, "--name", name, "--data-dir", data_dir, "--listen-client-urls",
+         "http://" + ip + ":2379", "--advertise-client-urls", "http://" + ip + ":2379",
+         "--listen-peer-urls", "http://" + ip + ":2380", "--initial-advertise-peer-urls",
+         "http://" + ip + ":2380", "--initial-cluster", initial, "--initial-cluster-token", token},
+        (dir_ / (name + ".log")).string());
     pids_.push_back(pid);
     return pid;
   }
@@ -93,8 +93,11 @@ class RestoreInPlaceTest : public ::testing::Test {
     pid_t pid = StartEtcd("/usr/bin/etcd", "src", ip, (dir_ / "src").string(),
                           "src=http://" + ip + ":2380", "src-token");
     // (A client made before etcd listens backs off: wait with etcdctl first.)
-    EXPECT_TRUE(WaitFor([&] { return Ctl("http://" + ip + ":2379", {"endpoint", "health"}).exit_code == 0; },
-                        20s))
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          return Ctl("http://" + ip + ":2379", {"endpoint", "health"}).exit_code == 0;
+        },
+        20s))
         << Log("src");
     EtcdClient client({"http://" + ip + ":2379"});
     for (int t = 0; t < 30; ++t) {
@@ -212,8 +215,8 @@ Fields SnapFile(const std::string& data_dir) {
   for (const auto& e : fs::directory_iterator(data_dir + "/member/snap")) {
     if (e.path().extension() != ".snap") continue;
     std::ifstream in(e.path(), std::ios::binary);
-    Fields wrapper = Decode(std::string((std::istreambuf_iterator<char>(in)),
-                                        std::istreambuf_iterator<char>()));
+    Fields wrapper =
+        Decode(std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()));
     if (wrapper[1].empty() || wrapper[2].empty()) return {};
     const std::string& data = wrapper[2][0];
     EXPECT_EQ(wrapper[1][0], std::to_string(Crc32c(0, data.data(), data.size())));
@@ -234,13 +237,12 @@ std::map<std::string, std::string> Bucket(const std::string& db, const std::stri
 TEST_F(RestoreInPlaceTest, MakesTheSameEditsAsEtcdutl) {
   MakeSnapshot();
   const std::string tool_dir = (dir_ / "tool").string();
-  RunResult tool = RunCommand({ETCDUTL_BIN, "snapshot", "restore", Snapshot(), "--name", "m2",
-                               "--initial-cluster", InitialFlag(Initial(3)),
-                               "--initial-cluster-token", "restored-token",
-                               "--initial-advertise-peer-urls", Initial(3)[1].second,
-                               "--data-dir", tool_dir, absl::StrCat("--bump-revision=", kBump),
-                               "--mark-compacted"},
-                              120s);
+  RunResult tool = RunCommand(
+      {ETCDUTL_BIN, "snapshot", "restore", Snapshot(), "--name", "m2", "--initial-cluster",
+       InitialFlag(Initial(3)), "--initial-cluster-token", "restored-token",
+       "--initial-advertise-peer-urls", Initial(3)[1].second, "--data-dir", tool_dir,
+       absl::StrCat("--bump-revision=", kBump), "--mark-compacted"},
+      120s);
   ASSERT_EQ(tool.exit_code, 0) << tool.output;
   const std::string ours_dir = (dir_ / "ours").string();
   ASSERT_TRUE(InPlace(ours_dir, "m2", 3, kBump).ok());
@@ -286,7 +288,8 @@ TEST_F(RestoreInPlaceTest, MakesTheSameEditsAsEtcdutl) {
   ours_md.erase(1);
   tool_md.erase(1);
   EXPECT_EQ(ours_md, tool_md);
-  auto ours_v2 = nlohmann::json::parse(ours_snap[1][0]), tool_v2 = nlohmann::json::parse(tool_snap[1][0]);
+  auto ours_v2 = nlohmann::json::parse(ours_snap[1][0]),
+       tool_v2 = nlohmann::json::parse(tool_snap[1][0]);
   EXPECT_EQ(ours_v2["Root"], tool_v2["Root"]);
   EXPECT_EQ(ours_v2["CurrentIndex"], tool_v2["CurrentIndex"]);
 
@@ -314,7 +317,8 @@ TEST_F(RestoreInPlaceTest, MakesTheSameEditsAsEtcdutl) {
   // every page reachable once, keys in order, branch keys their children's first keys.
   RunResult status = RunCommand({ETCDUTL_BIN, "snapshot", "status", ours_db, "-w", "json"}, 60s);
   EXPECT_EQ(status.exit_code, 0) << status.output;
-  RunResult tool_status = RunCommand({ETCDUTL_BIN, "snapshot", "status", tool_db, "-w", "json"}, 60s);
+  RunResult tool_status =
+      RunCommand({ETCDUTL_BIN, "snapshot", "status", tool_db, "-w", "json"}, 60s);
   ASSERT_EQ(tool_status.exit_code, 0) << tool_status.output;
   // Every bucket holds exactly what etcdutl's holds: status hashes every bucket's name and
   // every key and value in it.
@@ -336,7 +340,11 @@ TEST_F(RestoreInPlaceTest, ThreeRestoredMembersServeTheSnapshotUnderEtcd34) {
                              InitialFlag(initial), "restored-token"));
   }
   const std::string ep = "http://" + Ip(11) + ":2379";
-  ASSERT_TRUE(WaitFor([&] { return Ctl(ep, {"endpoint", "health"}).exit_code == 0; }, 30s))
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return Ctl(ep, {"endpoint", "health"}).exit_code == 0;
+      },
+      30s))
       << Log("m1");
   RunResult members = Ctl(ep, {"member", "list"});
   EXPECT_NE(members.output.find("m1"), std::string::npos) << members.output;
@@ -369,10 +377,15 @@ TEST_F(RestoreInPlaceTest, ThreeRestoredMembersServeTheSnapshotUnderEtcd34) {
     StartEtcd("/usr/bin/etcd", initial[i].first, Ip(11 + i), (dir_ / initial[i].first).string(),
               InitialFlag(initial), "restored-token");
   }
-  ASSERT_TRUE(WaitFor([&] { return Ctl(ep, {"endpoint", "health"}).exit_code == 0; }, 30s))
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return Ctl(ep, {"endpoint", "health"}).exit_code == 0;
+      },
+      30s))
       << Log("m1");
   EXPECT_EQ(Ctl(ep, {"get", "/after", "--print-value-only"}).output, "restore\n");
-  EXPECT_EQ(Ctl(ep, {"get", "/bulk499", "--print-value-only"}).output, std::string(3000, 'y') + "\n");
+  EXPECT_EQ(Ctl(ep, {"get", "/bulk499", "--print-value-only"}).output,
+            std::string(3000, 'y') + "\n");
   EXPECT_EQ(Ctl(ep, {"get", "/k7", "--print-value-only"}).output, "overwritten\n");
 }
 
@@ -382,7 +395,11 @@ TEST_F(RestoreInPlaceTest, Etcd35RunsARestoredMember) {
   ASSERT_TRUE(InPlace(dd, "m1", 1, kBump).ok());
   StartEtcd(ETCD35_BIN, "m1", Ip(11), dd, InitialFlag(Initial(1)), "restored-token");
   const std::string ep = "http://" + Ip(11) + ":2379";
-  ASSERT_TRUE(WaitFor([&] { return Ctl(ep, {"endpoint", "health"}).exit_code == 0; }, 30s))
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return Ctl(ep, {"endpoint", "health"}).exit_code == 0;
+      },
+      30s))
       << Log("m1");
   EXPECT_EQ(Ctl(ep, {"get", "/k7", "--print-value-only"}).output, "overwritten\n");
   EXPECT_EQ(Ctl(ep, {"put", "/after", "restore"}).exit_code, 0);

@@ -12,7 +12,6 @@
 //   - a last leaf of "key" so full that the bump's key overflows it;
 //   - a snapshot from etcd 3.5 (the first shape).
 #include <gtest/gtest.h>
-
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -119,9 +118,21 @@ class RawBolt {
     }
     return ~uint64_t{0};
   }
-  uint16_t U16(size_t at) const { uint16_t v = 0; std::memcpy(&v, b_.data() + at, 2); return v; }
-  uint32_t U32(size_t at) const { uint32_t v = 0; std::memcpy(&v, b_.data() + at, 4); return v; }
-  uint64_t U64(size_t at) const { uint64_t v = 0; std::memcpy(&v, b_.data() + at, 8); return v; }
+  uint16_t U16(size_t at) const {
+    uint16_t v = 0;
+    std::memcpy(&v, b_.data() + at, 2);
+    return v;
+  }
+  uint32_t U32(size_t at) const {
+    uint32_t v = 0;
+    std::memcpy(&v, b_.data() + at, 4);
+    return v;
+  }
+  uint64_t U64(size_t at) const {
+    uint64_t v = 0;
+    std::memcpy(&v, b_.data() + at, 8);
+    return v;
+  }
   std::string b_;
   uint32_t page_ = 4096;
   uint64_t root_ = 0;
@@ -131,8 +142,7 @@ class RestoreShapeTest : public ::testing::TestWithParam<int> {
  protected:
   void SetUp() override {
     first_ = 20 * GetParam();  // ctest runs the cases at once: 20 addresses each
-    dir_ = fs::temp_directory_path() /
-           absl::StrCat("restore_shape_", GetParam(), "_", ::getpid());
+    dir_ = fs::temp_directory_path() / absl::StrCat("restore_shape_", GetParam(), "_", ::getpid());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -149,19 +159,19 @@ class RestoreShapeTest : public ::testing::TestWithParam<int> {
 
   RunResult Ctl(int i, std::vector<std::string> args) {
     std::vector<std::string> argv = {"/usr/bin/env", "ETCDCTL_API=3", "/usr/bin/etcdctl",
-                                     "--endpoints", Ep(i), "--command-timeout=10s"};
+                                     "--endpoints",  Ep(i),           "--command-timeout=10s"};
     argv.insert(argv.end(), args.begin(), args.end());
     return RunCommand(argv, 60s);
   }
   pid_t StartEtcd(bool v35, const std::string& name, int ip, const std::string& initial,
                   const std::string& token) {
     const std::string url = "http://" + Ip(ip);
-    pid_t pid = SpawnTo({v35 ? ETCD35_BIN : "/usr/bin/etcd", "--name", name, "--data-dir",
-                         (dir_ / name).string(), "--listen-client-urls", url + ":2379",
-                         "--advertise-client-urls", url + ":2379", "--listen-peer-urls",
-                         url + ":2380", "--initial-advertise-peer-urls", url + ":2380",
-                         "--initial-cluster", initial, "--initial-cluster-token", token},
-                        (dir_ / (name + ".log")).string());
+    pid_t pid = SpawnTo(
+        {v35 ? ETCD35_BIN : "/usr/bin/etcd", "--name", name, "--data-dir", (dir_ / name).string(),
+         "--listen-client-urls", url + ":2379", "--advertise-client-urls", url + ":2379",
+         "--listen-peer-urls", url + ":2380", "--initial-advertise-peer-urls", url + ":2380",
+         "--initial-cluster", initial, "--initial-cluster-token", token},
+        (dir_ / (name + ".log")).string());
     pids_.push_back(pid);
     return pid;
   }
@@ -186,9 +196,9 @@ class RestoreShapeTest : public ::testing::TestWithParam<int> {
     auto removed = [&](int n) {
       // One learner at a time (etcd allows one): added, then removed.
       for (int i = 0; i < n; ++i) {
-        RunResult add = Ctl(1, {"member", "add", absl::StrCat("gone", i), "--learner",
-                                absl::StrCat("--peer-urls=http://127.0.68.", i + 1, ":2380"),
-                                "-w", "json"});
+        RunResult add =
+            Ctl(1, {"member", "add", absl::StrCat("gone", i), "--learner",
+                    absl::StrCat("--peer-urls=http://127.0.68.", i + 1, ":2380"), "-w", "json"});
         ASSERT_EQ(add.exit_code, 0) << add.output;
         const auto id = nlohmann::json::parse(add.output)["member"]["ID"].get<uint64_t>();
         char hex[17];
@@ -199,7 +209,8 @@ class RestoreShapeTest : public ::testing::TestWithParam<int> {
     switch (C().shape) {
       case Shape::kRemovedOutOfLineBigNewest:
         removed(45);
-        for (int i = 0; i < 60; ++i) ok({"put", absl::StrCat("/k", i), std::string(150, 'a' + i % 26)});
+        for (int i = 0; i < 60; ++i)
+          ok({"put", absl::StrCat("/k", i), std::string(150, 'a' + i % 26)});
         ok({"del", "/k7"});
         ok({"put", "/big", std::string(10000, 'B')});
         break;

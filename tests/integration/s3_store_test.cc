@@ -7,9 +7,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -20,11 +20,11 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "pki/pki.h"
 #include "backup/store.h"
-#include "harness.h"
 #include "common/status.h"
 #include "gtest/gtest.h"
+#include "harness.h"
+#include "pki/pki.h"
 #include "s3rver.h"
 
 namespace steward {
@@ -723,7 +723,8 @@ TEST(S3StorePrivateCaTest, AnEndpointBehindAPrivateCaNeedsItsCaFile) {
   req.ip_addresses = {"127.0.0.1"};
   req.server_auth = true;
   req.lifetime = std::chrono::hours(24);
-  ASSERT_TRUE(IssueCert(dir + "/ca.crt", dir + "/ca.key", req, dir + "/s3.crt", dir + "/s3.key").ok());
+  ASSERT_TRUE(
+      IssueCert(dir + "/ca.crt", dir + "/ca.key", req, dir + "/s3.crt", dir + "/s3.key").ok());
   auto server = S3rver::Start({kBucket}, "127.0.0.1", dir + "/s3.crt", dir + "/s3.key");
   ASSERT_TRUE(server.ok()) << server.status();
   ASSERT_EQ((*server)->Endpoint().rfind("https://", 0), 0u);
@@ -757,10 +758,9 @@ TEST(S3StorePrivateCaTest, AnEndpointBehindAPrivateCaNeedsItsCaFile) {
   using testing::RunCommand;
   using testing::RunResult;
   auto ctl = [&](const std::string& bundle) {
-    std::vector<std::string> argv = {
-        "/usr/bin/env", "AWS_ENDPOINT_URL=" + (*server)->Endpoint(),
-        absl::StrCat("AWS_ACCESS_KEY_ID=", S3rver::kAccessKey),
-        absl::StrCat("AWS_SECRET_ACCESS_KEY=", S3rver::kSecretKey)};
+    std::vector<std::string> argv = {"/usr/bin/env", "AWS_ENDPOINT_URL=" + (*server)->Endpoint(),
+                                     absl::StrCat("AWS_ACCESS_KEY_ID=", S3rver::kAccessKey),
+                                     absl::StrCat("AWS_SECRET_ACCESS_KEY=", S3rver::kSecretKey)};
     if (!bundle.empty()) argv.push_back("AWS_CA_BUNDLE=" + bundle);
     for (const char* a : {STEWARDCTL_BIN, "list-backups", "--backup-store"}) argv.push_back(a);
     argv.push_back(absl::StrCat("s3://", kBucket, "/it/private-ca"));

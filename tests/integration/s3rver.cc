@@ -138,7 +138,8 @@ absl::StatusOr<std::unique_ptr<S3rver>> S3rver::Start(const std::vector<std::str
       argv.push_back(b);
     }
     if (!tls_cert.empty()) {
-      for (const std::string& a : {std::string("--cert"), tls_cert, std::string("--key"), tls_key}) {
+      for (const std::string& a :
+           {std::string("--cert"), tls_cert, std::string("--key"), tls_key}) {
         argv.push_back(a);
       }
       s->tls_ = true;

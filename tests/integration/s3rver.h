@@ -63,7 +63,7 @@ class S3rver {
   std::string host_ = "127.0.0.1";
   bool tls_ = false;
   std::vector<std::string> argv_;  // how it was started, for Restart()
-  std::string dir_;  // temp dir: data/ and s3rver.log
+  std::string dir_;                // temp dir: data/ and s3rver.log
 };
 
 }  // namespace steward::testing

@@ -23,10 +23,17 @@ namespace {
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
-
 enum Subnet {
-  kMinority = 71, kNoStore = 72, kSkew = 73, kLeases = 74, kAlarm = 75,
-  kRoles = 76, kPartial = 77, kReimaged = 78, kMarker = 79, kWipeCluster = 80,
+  kMinority = 71,
+  kNoStore = 72,
+  kSkew = 73,
+  kLeases = 74,
+  kAlarm = 75,
+  kRoles = 76,
+  kPartial = 77,
+  kReimaged = 78,
+  kMarker = 79,
+  kWipeCluster = 80,
   kNoEtcdutl = 67,
 };
 
@@ -38,7 +45,8 @@ std::string ReadText(const std::string& path) {
 // Every agent's whole log (Logs() shows only the tails).
 std::string AgentLogs(const TestCluster& c, int nodes) {
   std::string out;
-  for (int i = 0; i < nodes; ++i) out += ReadText(absl::StrCat(c.Root(), "/agent-n", i + 1, ".log"));
+  for (int i = 0; i < nodes; ++i)
+    out += ReadText(absl::StrCat(c.Root(), "/agent-n", i + 1, ".log"));
   return out;
 }
 
@@ -73,7 +81,8 @@ TEST(SafetyTest, AMinorityOfMembersNeverRestoresOverTheLiveCluster) {
   EXPECT_FALSE(restored) << "a restore was started by a minority of the members:\n"
                          << ReadText(intent) << c.Logs();
   EXPECT_NE(AgentLogs(c, 5).find("of the last known voting members"), std::string::npos)
-      << "the coordinator must say why it waits\n" << c.Logs();
+      << "the coordinator must say why it waits\n"
+      << c.Logs();
 
   for (pid_t p : frozen) kill(p, SIGCONT);
   for (int i : {0, 1}) c.SignalAgent(i, SIGCONT);
@@ -97,12 +106,14 @@ TEST(SafetyTest, AMissingStoreRootMeansWaitNeverANewCluster) {
   fs::rename(root, c.Root() + "/backups-unmounted");
 
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
-  bool started = WaitFor([&] {
-    for (int i = 0; i < 3; ++i) {
-      if (c.EtcdPid(i)) return true;
-    }
-    return false;
-  }, 15s);
+  bool started = WaitFor(
+      [&] {
+        for (int i = 0; i < 3; ++i) {
+          if (c.EtcdPid(i)) return true;
+        }
+        return false;
+      },
+      15s);
   EXPECT_FALSE(started) << "an etcd was started while the store was missing\n" << c.Logs();
   EXPECT_FALSE(fs::exists(root)) << "an agent created the missing store root";
   EXPECT_NE(AgentLogs(c, 3).find("does not exist (not mounted?)"), std::string::npos) << c.Logs();
@@ -120,9 +131,9 @@ TEST(SafetyTest, ASkewedClockNeverMakesAnOlderBackupWin) {
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
   Put(c, "/it/phase", "one");
-  RunResult ahead = RunCommand({"/usr/bin/faketime", "-f", "+2h", STEWARDCTL_BIN, "backup", "--config",
-                                c.ConfigPath(0)},
-                               60s);
+  RunResult ahead = RunCommand(
+      {"/usr/bin/faketime", "-f", "+2h", STEWARDCTL_BIN, "backup", "--config", c.ConfigPath(0)},
+      60s);
   ASSERT_EQ(ahead.exit_code, 0) << ahead.output;
   Put(c, "/it/phase", "two");
   std::string normal = TakeBackup(c);
@@ -151,8 +162,8 @@ TEST(SafetyTest, ARestoreRevokesTheLeasesAndLocksItBroughtBack) {
   EtcdClient client = c.Client(c.ClientUrls());
   absl::StatusOr<int64_t> lease = absl::UnavailableError("not yet");
   ASSERT_TRUE(WaitFor([&] { return (lease = client.LeaseGrant(600s)).ok(); }, 15s));
-  ASSERT_TRUE(WaitFor([&] { return client.Put("/service/pg/leader", "old-primary", *lease).ok(); },
-                      15s));
+  ASSERT_TRUE(
+      WaitFor([&] { return client.Put("/service/pg/leader", "old-primary", *lease).ok(); }, 15s));
   Put(c, "/it/plain", "kept");
   ASSERT_FALSE(TakeBackup(c).empty());
   // Writes after the backup: the lost cluster served these revisions; none may be served again.
@@ -177,28 +188,37 @@ TEST(SafetyTest, ARestoreRevokesTheLeasesAndLocksItBroughtBack) {
     }
   }
   ASSERT_TRUE(first.has_value()) << c.Logs();
-  EXPECT_EQ(*first, "<absent>") << "a client saw the lock of the moment of the backup\n" << c.Logs();
+  EXPECT_EQ(*first, "<absent>") << "a client saw the lock of the moment of the backup\n"
+                                << c.Logs();
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 120s)) << c.Logs();
   const std::string intent = c.Root() + "/backups/it74/control/restore.json";
-  ASSERT_TRUE(WaitFor([&] {
-    auto j = nlohmann::json::parse(ReadText(intent), nullptr, false);
-    return !j.is_discarded() && j.value("done", false);
-  }, 60s)) << c.Logs();
-  EXPECT_NE(AgentLogs(c, 3).find("lease(s) that came with the backup"), std::string::npos) << c.Logs();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto j = nlohmann::json::parse(ReadText(intent), nullptr, false);
+        return !j.is_discarded() && j.value("done", false);
+      },
+      60s))
+      << c.Logs();
+  EXPECT_NE(AgentLogs(c, 3).find("lease(s) that came with the backup"), std::string::npos)
+      << c.Logs();
   // Path 11: the restored cluster's revision lies above every revision the lost one served.
   auto restored = c.Client(c.ClientUrls()).Status(c.ClientUrl(1), 2000ms);
   ASSERT_TRUE(restored.ok()) << restored.status();
   EXPECT_GT(restored->revision, before->revision) << c.Logs();
-  EXPECT_EQ(Get(c, 0, "/it/lost0"), "<absent>") << "restored from the backup, before the lost writes";
+  EXPECT_EQ(Get(c, 0, "/it/lost0"), "<absent>")
+      << "restored from the backup, before the lost writes";
   EXPECT_EQ(Get(c, 0, "/it/plain"), "kept") << c.Logs();
   EXPECT_EQ(Get(c, 1, "/service/pg/leader"), "<absent>")
-      << "the lock of the moment of the backup came back\n" << c.Logs();
+      << "the lock of the moment of the backup came back\n"
+      << c.Logs();
   EtcdClient after = c.Client(c.ClientUrls());
   absl::Status alive = absl::OkStatus();
-  WaitFor([&] {
-    alive = after.LeaseKeepAliveOnce(*lease);
-    return absl::IsNotFound(alive);
-  }, 15s);
+  WaitFor(
+      [&] {
+        alive = after.LeaseKeepAliveOnce(*lease);
+        return absl::IsNotFound(alive);
+      },
+      15s);
   EXPECT_TRUE(absl::IsNotFound(alive)) << "the old holder can still keep its lease: " << alive;
   // The restored cluster is a new generation: backups of it sort above the lost cluster's.
   RunResult backup = c.Ctl({"backup"});
@@ -236,10 +256,13 @@ TEST(SafetyTest, WithoutEtcdutlARestoreStillRaisesTheRevision) {
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 120s)) << c.Logs();
   const std::string intent = c.Root() + "/backups/it67/control/restore.json";
-  ASSERT_TRUE(WaitFor([&] {
-    auto j = nlohmann::json::parse(ReadText(intent), nullptr, false);
-    return !j.is_discarded() && j.value("done", false);
-  }, 60s)) << c.Logs();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto j = nlohmann::json::parse(ReadText(intent), nullptr, false);
+        return !j.is_discarded() && j.value("done", false);
+      },
+      60s))
+      << c.Logs();
   auto j = nlohmann::json::parse(ReadText(intent), nullptr, false);
   EXPECT_GT(j.value("bump_revision", int64_t{0}), 0) << ReadText(intent);
   const std::string logs = AgentLogs(c, 3);
@@ -251,11 +274,11 @@ TEST(SafetyTest, WithoutEtcdutlARestoreStillRaisesTheRevision) {
   EXPECT_EQ(Get(c, 0, "/it/kept"), "yes") << c.Logs();
   EXPECT_EQ(Get(c, 2, "/it/lost0"), "<absent>") << c.Logs();
   // The old revisions are compacted: a watcher from one of them is told so and re-lists.
-  RunResult old = RunCommand({"/usr/bin/env", "ETCDCTL_API=3", "/usr/bin/etcdctl", "--endpoints",
-                              c.ClientUrl(0), "--cacert", c.CaCert(), "--cert", c.AdminCert(),
-                              "--key", c.AdminKey(), "get", "/it/kept", "--rev",
-                              std::to_string(before->revision)},
-                             30s);
+  RunResult old =
+      RunCommand({"/usr/bin/env", "ETCDCTL_API=3", "/usr/bin/etcdctl", "--endpoints",
+                  c.ClientUrl(0), "--cacert", c.CaCert(), "--cert", c.AdminCert(), "--key",
+                  c.AdminKey(), "get", "/it/kept", "--rev", std::to_string(before->revision)},
+                 30s);
   EXPECT_NE(old.exit_code, 0) << old.output;
   EXPECT_NE(old.output.find("compacted"), std::string::npos) << old.output;
 }
@@ -264,8 +287,7 @@ TEST(SafetyTest, WithoutEtcdutlARestoreStillRaisesTheRevision) {
 // is taken all the same (it is exactly when one is wanted).
 TEST(SafetyTest, AnAlarmIsShownAsAnAlarmAndBackupsGoOn) {
   // (Without the leader's NOSPACE recovery, which would clear the alarm: space_test.cc.)
-  TestCluster c(kAlarm, 3, 3, std::string(kFastLeader) + "  recover_nospace: false\n",
-                kFileBackup);
+  TestCluster c(kAlarm, 3, 3, std::string(kFastLeader) + "  recover_nospace: false\n", kFileBackup);
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
   EtcdClient client = c.Client(c.ClientUrls());
@@ -273,10 +295,13 @@ TEST(SafetyTest, AnAlarmIsShownAsAnAlarmAndBackupsGoOn) {
   ASSERT_TRUE(st.ok()) << st.status();
   ASSERT_TRUE(WaitFor([&] { return client.AlarmActivate(st->member_id, "NOSPACE").ok(); }, 15s));
   RunResult status;
-  ASSERT_TRUE(WaitFor([&] {
-    status = c.Ctl({"status"});
-    return status.output.find("ALARM NOSPACE on n2") != std::string::npos;
-  }, 20s)) << status.output;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        status = c.Ctl({"status"});
+        return status.output.find("ALARM NOSPACE on n2") != std::string::npos;
+      },
+      20s))
+      << status.output;
   EXPECT_EQ(status.output.find("QUORUM LOST"), std::string::npos) << status.output;
   RunResult backup = c.Ctl({"backup"});
   EXPECT_EQ(backup.exit_code, 0) << backup.output;
@@ -301,8 +326,10 @@ TEST(SafetyTest, OnlyThisClustersAgentsMayGiveOrders) {
     r.uris = std::move(uris);
     r.lifetime = std::chrono::hours(1);
     EXPECT_TRUE(IssueCert(pki + "/ca.crt", pki + "/ca.key", r, pki + "/" + name + ".crt",
-                          pki + "/" + name + ".key").ok());
-    auto creds = TlsChannelCredentials(c.CaCert(), pki + "/" + name + ".crt", pki + "/" + name + ".key");
+                          pki + "/" + name + ".key")
+                    .ok());
+    auto creds =
+        TlsChannelCredentials(c.CaCert(), pki + "/" + name + ".crt", pki + "/" + name + ".key");
     EXPECT_TRUE(creds.ok());
     return *creds;
   };
@@ -365,14 +392,14 @@ TEST(SafetyTest, APartialDataDirIsSetAsideAndTheNodeHealed) {
   fs::create_directories(c.DataDir(2));
   // A real etcd join that fails (its peers cannot be reached) leaves the partial data dir.
   const std::string peer = absl::StrCat("http://", c.Host(2), ":2390");
-  RunResult join = RunCommand(
-      {"/usr/bin/etcd", "--name", "n3", "--data-dir", c.DataDir(2) + "/etcd",
-       "--initial-cluster-state", "existing", "--initial-cluster",
-       absl::StrCat("n3=", peer, ",n1=http://", c.Host(0), ":2391"),
-       "--initial-advertise-peer-urls", peer, "--listen-peer-urls", peer,
-       "--listen-client-urls", absl::StrCat("http://", c.Host(2), ":2392"),
-       "--advertise-client-urls", absl::StrCat("http://", c.Host(2), ":2392")},
-      30s);
+  RunResult join =
+      RunCommand({"/usr/bin/etcd", "--name", "n3", "--data-dir", c.DataDir(2) + "/etcd",
+                  "--initial-cluster-state", "existing", "--initial-cluster",
+                  absl::StrCat("n3=", peer, ",n1=http://", c.Host(0), ":2391"),
+                  "--initial-advertise-peer-urls", peer, "--listen-peer-urls", peer,
+                  "--listen-client-urls", absl::StrCat("http://", c.Host(2), ":2392"),
+                  "--advertise-client-urls", absl::StrCat("http://", c.Host(2), ":2392")},
+                 30s);
   ASSERT_NE(join.exit_code, 0) << join.output;
   ASSERT_TRUE(fs::exists(c.DataDir(2) + "/etcd/member/snap/db")) << join.output;
   ASSERT_FALSE(fs::exists(c.DataDir(2) + "/etcd/member/wal")) << join.output;
@@ -396,12 +423,15 @@ TEST(SafetyTest, AReimagedNodeWithoutAStoreNeverBootstrapsWhilePeersAreSilent) {
   Put(c, "/it/acknowledged", "yes");
   // Each agent has recorded that its member was part of a running cluster (the "joined"
   // marker, written once the member saw a leader): that is what the rule goes by.
-  ASSERT_TRUE(WaitFor([&] {
-    for (int i = 0; i < 3; ++i) {
-      if (!fs::exists(c.DataDir(i) + "/joined")) return false;
-    }
-    return true;
-  }, 30s)) << c.Logs();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        for (int i = 0; i < 3; ++i) {
+          if (!fs::exists(c.DataDir(i) + "/joined")) return false;
+        }
+        return true;
+      },
+      30s))
+      << c.Logs();
   for (int i = 0; i < 3; ++i) c.SignalAgent(i, SIGKILL);
   for (int i = 0; i < 3; ++i) c.KillEtcd(i);
   fs::remove_all(c.DataDir(0));
@@ -423,7 +453,8 @@ TEST(SafetyTest, AReimagedNodeWithoutAStoreNeverBootstrapsWhilePeersAreSilent) {
 // store's place. The leader must not mark that directory as this cluster's store, nor write
 // backups into it: it says why and holds backups until the real store is back.
 TEST(SafetyTest, AStoreThatLostItsMarkerIsNotMarkedAgain) {
-  TestCluster c(kMarker, 3, 3, kFastLeader, "backup:\n  store: file://ROOT/backups\n  interval: 2s\n");
+  TestCluster c(kMarker, 3, 3, kFastLeader,
+                "backup:\n  store: file://ROOT/backups\n  interval: 2s\n");
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
   const std::string root = c.Root() + "/backups";
@@ -441,10 +472,13 @@ TEST(SafetyTest, AStoreThatLostItsMarkerIsNotMarkedAgain) {
   fs::create_directories(root);  // the empty mount point
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
   RunResult got;
-  ASSERT_TRUE(WaitFor([&] {
-    got = c.Ctl({"get"});
-    return got.output.find("holds no marker of this cluster") != std::string::npos;
-  }, 30s)) << got.output << c.Logs();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        got = c.Ctl({"get"});
+        return got.output.find("holds no marker of this cluster") != std::string::npos;
+      },
+      30s))
+      << got.output << c.Logs();
   std::this_thread::sleep_for(5s);  // longer than backup.interval
   EXPECT_TRUE(fs::is_empty(root)) << "the leader wrote into a store that is not this cluster's";
   // The share is back: backups resume.

@@ -33,10 +33,10 @@ RunResult CtlStdout(const TestCluster& c, const std::vector<std::string>& args,
 
 // Debian's etcdctl 3.4 with the test's admin certificate, against one member.
 RunResult Etcdctl(const TestCluster& c, std::vector<std::string> args, int node = 0) {
-  std::vector<std::string> argv = {"/usr/bin/env",     "ETCDCTL_API=3", "/usr/bin/etcdctl",
-                                   "--endpoints",      c.ClientUrl(node), "--cacert",
-                                   c.CaCert(),         "--cert",          c.AdminCert(),
-                                   "--key",            c.AdminKey()};
+  std::vector<std::string> argv = {"/usr/bin/env", "ETCDCTL_API=3",   "/usr/bin/etcdctl",
+                                   "--endpoints",  c.ClientUrl(node), "--cacert",
+                                   c.CaCert(),     "--cert",          c.AdminCert(),
+                                   "--key",        c.AdminKey()};
   argv.insert(argv.end(), args.begin(), args.end());
   return RunCommand(argv, 60s);
 }
@@ -64,7 +64,8 @@ TEST(SnapshotFileTest, SaveIsEtcdctlsFormatAndExportRestoresWithEtcdctl) {
   EXPECT_NE(saved.output.find("saved snapshot of member n"), std::string::npos) << saved.output;
   EXPECT_NE(saved.output.find("sha256 trailer verified"), std::string::npos) << saved.output;
   EXPECT_NE(saved.output.find("snapshot of n"), std::string::npos)
-      << "the progress summary on stderr\n" << saved.output;
+      << "the progress summary on stderr\n"
+      << saved.output;
   EXPECT_FALSE(fs::exists(file + ".part"));
   ASSERT_TRUE(fs::exists(file));
   RunResult status = Etcdctl(c, {"snapshot", "status", file, "-w", "json"});
@@ -119,8 +120,7 @@ TEST(SnapshotFileTest, SaveIsEtcdctlsFormatAndExportRestoresWithEtcdctl) {
   RunResult exported = c.Ctl({"backup", "export", name, out});
   ASSERT_EQ(exported.exit_code, 0) << exported.output;
   std::cerr << "backup export said:\n" << exported.output;
-  EXPECT_NE(exported.output.find("exported backup " + name), std::string::npos)
-      << exported.output;
+  EXPECT_NE(exported.output.find("exported backup " + name), std::string::npos) << exported.output;
   EXPECT_FALSE(fs::exists(out + ".part"));
   const auto size = fs::file_size(out);
   RunResult again = c.Ctl({"backup", "export", name, out});
@@ -135,13 +135,12 @@ TEST(SnapshotFileTest, SaveIsEtcdctlsFormatAndExportRestoresWithEtcdctl) {
   // From the store alone, without any node's config (an operator's machine).
   const std::string bare = c.Root() + "/bare.db";
   RunResult store_only = c.Ctl({"backup", "export", name, bare, "--backup-store",
-                                absl::StrCat("file://", c.Root(), "/backups"), "--cluster",
-                                "it46"},
+                                absl::StrCat("file://", c.Root(), "/backups"), "--cluster", "it46"},
                                /*with_config=*/false);
   ASSERT_EQ(store_only.exit_code, 0) << store_only.output;
   EXPECT_EQ(ReadAll(bare), ReadAll(out));
-  RunResult missing = c.Ctl({"backup", "export", "20260101T000000Z-00000000000000000001",
-                             c.Root() + "/none.db"});
+  RunResult missing =
+      c.Ctl({"backup", "export", "20260101T000000Z-00000000000000000001", c.Root() + "/none.db"});
   EXPECT_EQ(missing.exit_code, 1) << missing.output;
   EXPECT_FALSE(fs::exists(c.Root() + "/none.db"));
 
@@ -184,14 +183,14 @@ TEST(SnapshotFileTest, RestoreFromAnEtcdctlSnapshotBringsItsKeysBack) {
   RunResult cut = c.Ctl({"restore-backup", "--from-file", c.Root() + "/cut.db", "--yes"});
   EXPECT_EQ(cut.exit_code, 1) << cut.output;
   EXPECT_NE(cut.output.find("refusing to restore"), std::string::npos) << cut.output;
-  RunResult cut2 = c.Ctl({"restore-backup", "--from-file", c.Root() + "/cut.db", "--yes",
-                          "--skip-hash-check"});
+  RunResult cut2 =
+      c.Ctl({"restore-backup", "--from-file", c.Root() + "/cut.db", "--yes", "--skip-hash-check"});
   EXPECT_EQ(cut2.exit_code, 1) << cut2.output;
   EXPECT_NE(cut2.output.find("truncated"), std::string::npos) << cut2.output;
   // Not a snapshot at all.
   WriteAll(c.Root() + "/text.db", std::string(100000, 'x'));
-  RunResult text = c.Ctl({"restore-backup", "--from-file", c.Root() + "/text.db", "--yes",
-                          "--skip-hash-check"});
+  RunResult text =
+      c.Ctl({"restore-backup", "--from-file", c.Root() + "/text.db", "--yes", "--skip-hash-check"});
   EXPECT_EQ(text.exit_code, 1) << text.output;
   EXPECT_NE(text.output.find("not a bbolt database"), std::string::npos) << text.output;
   // A missing file, and usage errors.
@@ -211,8 +210,8 @@ TEST(SnapshotFileTest, RestoreFromAnEtcdctlSnapshotBringsItsKeysBack) {
   for (const auto& b : before) EXPECT_FALSE(b.contains("imported_from")) << list.output;
 
   // The real file: imported, then the named restore with its safety backup.
-  RunResult r = c.Ctl({"restore-backup", "--from-file", file, "--yes", "--wait", "120"}, true,
-                      150s);
+  RunResult r =
+      c.Ctl({"restore-backup", "--from-file", file, "--yes", "--wait", "120"}, true, 150s);
   ASSERT_EQ(r.exit_code, 0) << r.output << c.Logs();
   std::cerr << "restore-backup --from-file said:\n" << r.output;  // the runbook quotes it
   EXPECT_NE(r.output.find("imported " + file + " as backup "), std::string::npos) << r.output;

@@ -38,10 +38,9 @@ void AddEtcdArgs(const TestCluster& c, int nodes, const std::string& args) {
     std::stringstream text;
     text << in.rdbuf();
     in.close();
-    const std::string yaml =
-        absl::StrReplaceAll(text.str(), {{"  stop_timeout: 5s\n",
-                                          absl::StrCat("  stop_timeout: 5s\n  extra_args: [", args,
-                                                       "]\n")}});
+    const std::string yaml = absl::StrReplaceAll(
+        text.str(), {{"  stop_timeout: 5s\n",
+                      absl::StrCat("  stop_timeout: 5s\n  extra_args: [", args, "]\n")}});
     ASSERT_NE(yaml, text.str()) << "no etcd section to extend in " << c.ConfigPath(i);
     std::ofstream(c.ConfigPath(i), std::ios::trunc) << yaml;
   }
@@ -55,7 +54,8 @@ TEST(SpaceTest, DefragEveryMemberLeaderLastAndAlarmsByHand) {
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
   // Garbage to defragment away: one key rewritten many times, then compacted by etcd's own
   // history (the sizes only have to be reported, not shrink).
-  for (int i = 0; i < 200; ++i) Put(c, "/it/space/k" + std::to_string(i % 5), std::string(4096, 'x'));
+  for (int i = 0; i < 200; ++i)
+    Put(c, "/it/space/k" + std::to_string(i % 5), std::string(4096, 'x'));
 
   RunResult table = c.Ctl({"defrag"});
   ASSERT_EQ(table.exit_code, 0) << table.output << c.Logs();
@@ -138,10 +138,13 @@ TEST(SpaceTest, TheLeaderClearsNospaceByItself) {
   EtcdClient client = c.Client(c.ClientUrls());
   // A steward leader first: under NOSPACE etcd refuses the lease and the leader key, so no
   // agent could become leader (README: the recovery needs a leader elected before the alarm).
-  ASSERT_TRUE(WaitFor([&] {
-    auto leader = client.Get(LeaderKey("it48"));
-    return leader.ok() && leader->has_value();
-  }, 30s)) << c.Logs();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto leader = client.Get(LeaderKey("it48"));
+        return leader.ok() && leader->has_value();
+      },
+      30s))
+      << c.Logs();
   // Four keys rewritten until etcd refuses: the history fills the backend, the live data stays
   // small, so compaction and defragmentation free nearly all of it.
   const std::string value(64 * 1024, 'v');
@@ -163,11 +166,11 @@ TEST(SpaceTest, TheLeaderClearsNospaceByItself) {
 
   // The leader compacts, defragments and disarms by itself: writes work again.
   const auto full = std::chrono::steady_clock::now();
-  ASSERT_TRUE(WaitFor([&] { return client.Put("/it/nospace/after", "ok").ok(); }, 30s))
-      << c.Logs();
+  ASSERT_TRUE(WaitFor([&] { return client.Put("/it/nospace/after", "ok").ok(); }, 30s)) << c.Logs();
   std::cerr << "NOSPACE after " << writes << " writes of 64 KiB; writes accepted again "
             << std::chrono::duration_cast<std::chrono::milliseconds>(
-                   std::chrono::steady_clock::now() - full).count()
+                   std::chrono::steady_clock::now() - full)
+                   .count()
             << " ms after the first refusal\n";
   auto alarms = client.AlarmList();
   ASSERT_TRUE(alarms.ok()) << alarms.status();
@@ -179,10 +182,13 @@ TEST(SpaceTest, TheLeaderClearsNospaceByItself) {
   }
   // The history says what the leader did.
   RunResult history;
-  ASSERT_TRUE(WaitFor([&] {
-    history = c.Ctl({"history", "-o", "json"});
-    return history.output.find("nospace-recover") != std::string::npos;
-  }, 15s)) << history.output;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        history = c.Ctl({"history", "-o", "json"});
+        return history.output.find("nospace-recover") != std::string::npos;
+      },
+      15s))
+      << history.output;
   nlohmann::json events = JsonIn(history.output);
   ASSERT_TRUE(events.is_array()) << history.output;
   bool recovered = false;
@@ -205,31 +211,42 @@ TEST(SpaceTest, NospaceWithoutAStewardLeaderIsClearedByTheLowestAgent) {
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
   EtcdClient client = c.Client(c.ClientUrls());
-  ASSERT_TRUE(WaitFor([&] {
-    auto leader = client.Get(LeaderKey("it59"));
-    return leader.ok() && leader->has_value();
-  }, 30s)) << c.Logs();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto leader = client.Get(LeaderKey("it59"));
+        return leader.ok() && leader->has_value();
+      },
+      30s))
+      << c.Logs();
   // Every agent stops (etcd keeps serving) until the leader key's lease is gone.
   for (int i = 0; i < 3; ++i) c.SignalAgent(i, SIGSTOP);
-  ASSERT_TRUE(WaitFor([&] {
-    auto leader = client.Get(LeaderKey("it59"));
-    return leader.ok() && !leader->has_value();
-  }, 30s));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto leader = client.Get(LeaderKey("it59"));
+        return leader.ok() && !leader->has_value();
+      },
+      30s));
   auto st = client.Status(c.ClientUrl(0), 2000ms);
   ASSERT_TRUE(st.ok()) << st.status();
   ASSERT_TRUE(WaitFor([&] { return client.AlarmActivate(st->member_id, "NOSPACE").ok(); }, 15s));
   EXPECT_FALSE(client.LeaseGrant(std::chrono::seconds(10)).ok()) << "NOSPACE refuses leases";
   for (int i = 0; i < 3; ++i) c.SignalAgent(i, SIGCONT);
-  ASSERT_TRUE(WaitFor([&] {
-    auto alarms = client.AlarmList();
-    return alarms.ok() && alarms->empty();
-  }, 90s)) << c.Logs();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto alarms = client.AlarmList();
+        return alarms.ok() && alarms->empty();
+      },
+      90s))
+      << c.Logs();
   EXPECT_TRUE(WaitFor([&] { return client.Put("/it/nospace/after", "ok").ok(); }, 15s));
   // Leadership can be taken again.
-  EXPECT_TRUE(WaitFor([&] {
-    auto leader = client.Get(LeaderKey("it59"));
-    return leader.ok() && leader->has_value();
-  }, 30s)) << c.Logs();
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto leader = client.Get(LeaderKey("it59"));
+        return leader.ok() && leader->has_value();
+      },
+      30s))
+      << c.Logs();
   EXPECT_NE(c.Logs().find("NOSPACE cleared"), std::string::npos) << c.Logs();
 }
 

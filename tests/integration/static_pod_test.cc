@@ -1,6 +1,7 @@
 // The static-pod runner (runner.kind: static-pod) with a stand-in kubelet (fake_kubelet.h):
 // a three-node cluster forms, is backed up, heals a member whose data dir was wiped, and is
-// restored from its backup — all through manifests the agents write and remove. Real agents and etcd on 127.0.85.x.
+// restored from its backup — all through manifests the agents write and remove. Real agents and
+// etcd on 127.0.85.x.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -46,17 +47,22 @@ TEST(StaticPodTest, AClusterFormsIsBackedUpHealsAndIsRestoredThroughStaticPods) 
   const pid_t old = kubelet.PidOf("etcd-steward-n2.yaml");
   fs::remove_all(c.DataDir(1) + "/etcd");
   kill(old, SIGKILL);
-  EXPECT_TRUE(WaitFor([&] {
-    const pid_t now = kubelet.PidOf("etcd-steward-n2.yaml");
-    return now > 0 && now != old;
-  }, 120s)) << c.Logs();
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        const pid_t now = kubelet.PidOf("etcd-steward-n2.yaml");
+        return now > 0 && now != old;
+      },
+      120s))
+      << c.Logs();
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 120s)) << c.Logs();
   EtcdClient n2 = c.Client(c.ClientUrl(1));
   absl::StatusOr<std::optional<std::string>> got = absl::UnavailableError("not read");
-  WaitFor([&] {
-    got = n2.Get("/static-pod/before");
-    return got.ok() && got->has_value();
-  }, 30s);
+  WaitFor(
+      [&] {
+        got = n2.Get("/static-pod/before");
+        return got.ok() && got->has_value();
+      },
+      30s);
   ASSERT_TRUE(got.ok()) << got.status();
   ASSERT_TRUE(got->has_value()) << "the healed member holds the data written before";
 
@@ -67,11 +73,15 @@ TEST(StaticPodTest, AClusterFormsIsBackedUpHealsAndIsRestoredThroughStaticPods) 
   ASSERT_EQ(r.exit_code, 0) << r.output << c.Logs();
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
   EtcdClient n1 = c.Client(c.ClientUrl(0));
-  ASSERT_TRUE(WaitFor([&] {
-    auto before = n1.Get("/static-pod/before");
-    auto after = n1.Get("/static-pod/after");
-    return before.ok() && before->has_value() && after.ok() && !after->has_value();
-  }, 30s)) << "the restored cluster holds what the backup held, and nothing newer\n" << c.Logs();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto before = n1.Get("/static-pod/before");
+        auto after = n1.Get("/static-pod/after");
+        return before.ok() && before->has_value() && after.ok() && !after->has_value();
+      },
+      30s))
+      << "the restored cluster holds what the backup held, and nothing newer\n"
+      << c.Logs();
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(fs::exists(c.Root() + "/manifests/etcd-steward-n" + std::to_string(i + 1) + ".yaml"),
               true);
@@ -80,8 +90,8 @@ TEST(StaticPodTest, AClusterFormsIsBackedUpHealsAndIsRestoredThroughStaticPods) 
   for (int i = 0; i < 3; ++i) c.SignalAgent(i, SIGTERM);
   // A stopped agent stops its etcd: the manifest is gone.
   for (int i = 0; i < 3; ++i) {
-    EXPECT_FALSE(fs::exists(c.Root() + "/manifests/etcd-steward-n" + std::to_string(i + 1) +
-                            ".yaml"));
+    EXPECT_FALSE(
+        fs::exists(c.Root() + "/manifests/etcd-steward-n" + std::to_string(i + 1) + ".yaml"));
   }
 }
 

@@ -11,6 +11,8 @@
 // same document, whatever the machine's speed.
 //
 // The cluster-free tests check the document's warnings and the page's self-containment.
+#include "admin/status_page.h"
+
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -25,7 +27,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "admin/status_page.h"
 #include "ctl/dashboard.h"
 #include "harness.h"
 #include "httplib.h"
@@ -90,10 +91,19 @@ void Stop(pid_t pid) {
 std::vector<std::string> ChromiumArgs(const std::string& chromium, const std::string& profile,
                                       const std::string& err, int budget_ms,
                                       const std::string& url) {
-  return {"/bin/sh", "-c", absl::StrCat("exec \"$0\" \"$@\" 2>>", err), chromium, "--headless",
-          "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-          "--user-data-dir=" + profile, absl::StrCat("--virtual-time-budget=", budget_ms),
-          "--dump-dom", url};
+  return {"/bin/sh",
+          "-c",
+          absl::StrCat("exec \"$0\" \"$@\" 2>>", err),
+          chromium,
+          "--headless",
+          "--no-sandbox",
+          "--disable-gpu",
+          "--disable-dev-shm-usage",
+          "--no-first-run",
+          "--user-data-dir=" + profile,
+          absl::StrCat("--virtual-time-budget=", budget_ms),
+          "--dump-dom",
+          url};
 }
 
 // Between Chromium and the dashboard: passes every request on, counts them, and holds the
@@ -217,10 +227,10 @@ TEST(StatusPageTest, PageShowsEveryMemberAndAKilledOneWithoutAReload) {
   // certificate, a loopback address (port 0: any free one; it prints its URL).
   const std::string host = "127.0.57.200";
   const std::string dash_log = c.Root() + "/dashboard.log";
-  pid_t dashboard = SpawnTo({STEWARDCTL_BIN, "dashboard", "--listen", host + ":0", "--config",
-                             c.ConfigPath(0), "--cacert", c.CaCert(), "--cert", c.AdminCert(),
-                             "--key", c.AdminKey()},
-                            dash_log);
+  pid_t dashboard =
+      SpawnTo({STEWARDCTL_BIN, "dashboard", "--listen", host + ":0", "--config", c.ConfigPath(0),
+               "--cacert", c.CaCert(), "--cert", c.AdminCert(), "--key", c.AdminKey()},
+              dash_log);
   ASSERT_GT(dashboard, 0);
   struct StopAtEnd {
     pid_t pid;
@@ -242,8 +252,8 @@ TEST(StatusPageTest, PageShowsEveryMemberAndAKilledOneWithoutAReload) {
 
   // One load: all three members appear, healthy, with the leader and the backups.
   const std::string err = c.Root() + "/chromium.err";
-  RunResult first = RunCommand(ChromiumArgs(chromium, c.Root() + "/chromium-1", err, 5000, url),
-                               90s);
+  RunResult first =
+      RunCommand(ChromiumArgs(chromium, c.Root() + "/chromium-1", err, 5000, url), 90s);
   ASSERT_EQ(first.exit_code, 0) << first.output << ReadText(err);
   const std::string& dom = first.output;
   EXPECT_NE(dom.find("id=\"members\""), std::string::npos) << dom;

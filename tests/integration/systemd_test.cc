@@ -33,11 +33,12 @@ TEST(SystemdTest, TheUnitVerifies) {
   std::string unit((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   ASSERT_FALSE(unit.empty());
   std::ofstream(dir / "node.yaml") << "# placeholder\n";
-  unit = std::regex_replace(unit, std::regex("ExecStart=\\S+ --config \\S+"),
-                            "ExecStart=" + std::string(STEWARD_BIN) + " --config " +
-                                (dir / "node.yaml").string());
+  unit = std::regex_replace(
+      unit, std::regex("ExecStart=\\S+ --config \\S+"),
+      "ExecStart=" + std::string(STEWARD_BIN) + " --config " + (dir / "node.yaml").string());
   std::ofstream(dir / "steward.service") << unit;
-  RunResult r = RunCommand({"/usr/bin/systemd-analyze", "verify", (dir / "steward.service").string()}, 60s);
+  RunResult r =
+      RunCommand({"/usr/bin/systemd-analyze", "verify", (dir / "steward.service").string()}, 60s);
   fs::remove_all(dir);
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
@@ -123,9 +124,9 @@ TEST(SystemdTest, UpgradingTheAgentNeverRestartsEtcd) {
   EXPECT_NE(fs::read_symlink(exe).string().find("(deleted)"), std::string::npos)
       << "the running agent is the old file";
   for (int i = 0; i < 3; ++i) kill(c.AgentPid(i), SIGHUP);  // systemctl reload
-  EXPECT_TRUE(WaitFor([&] {
-    return fs::read_symlink(exe).string() == (bin / "steward").string();
-  }, 30s)) << "the agent runs the new binary: " << fs::read_symlink(exe);
+  EXPECT_TRUE(
+      WaitFor([&] { return fs::read_symlink(exe).string() == (bin / "steward").string(); }, 30s))
+      << "the agent runs the new binary: " << fs::read_symlink(exe);
   ASSERT_TRUE(c.WaitHealthy(3, 60s)) << c.Logs();
   Put(c, "/upgrade/after", "1");
   for (int i = 0; i < 3; ++i) EXPECT_EQ(c.EtcdPid(i), etcd[static_cast<size_t>(i)]) << "node " << i;

@@ -10,21 +10,21 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <mutex>
 #include <atomic>
-#include <cerrno>
 #include <cctype>
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "common/files.h"
 #include "etcd/client.h"
-#include "harness.h"
 #include "etcd/keys.h"
+#include "harness.h"
 #include "nlohmann/json.hpp"
 #include "peer/client.h"
 #include "pki/node_certs.h"
@@ -96,7 +96,8 @@ std::string TlsError(const std::string& host, int port, const std::string& ca,
       int n = SSL_read(ssl, buf, sizeof(buf));
       bool timed_out = n <= 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
       if (n <= 0 && !timed_out) {
-        err = !alert_read.empty() ? alert_read : "connection closed by the server after the handshake";
+        err = !alert_read.empty() ? alert_read
+                                  : "connection closed by the server after the handshake";
       }
     }
     SSL_free(ssl);
@@ -134,7 +135,9 @@ TEST(TlsTest, ClientsWithoutOrWithForeignCertificatesAreRefusedEverywhere) {
   req.common_name = "intruder";
   req.client_auth = true;
   req.lifetime = std::chrono::hours(1);
-  ASSERT_TRUE(IssueCert(other + "/ca.crt", other + "/ca.key", req, other + "/c.crt", other + "/c.key").ok());
+  ASSERT_TRUE(
+      IssueCert(other + "/ca.crt", other + "/ca.key", req, other + "/c.crt", other + "/c.key")
+          .ok());
   auto foreign = TlsChannelCredentials(c.CaCert(), other + "/c.crt", other + "/c.key");
   ASSERT_TRUE(foreign.ok());
   auto none = NoClientCert(c.CaCert());
@@ -209,9 +212,8 @@ TEST(TlsTest, RotateCaReplacesTheCaWithoutAFailedWriteAndTheOldCaIsRefusedAfter)
   std::thread writer([&] {
     for (int i = 0; !stop; ++i) {
       const bool fresh_cert = use_new;
-      auto creds = TlsChannelCredentials(
-          both, fresh_cert ? fresh + "/admin.crt" : c.AdminCert(),
-          fresh_cert ? fresh + "/admin.key" : c.AdminKey());
+      auto creds = TlsChannelCredentials(both, fresh_cert ? fresh + "/admin.crt" : c.AdminCert(),
+                                         fresh_cert ? fresh + "/admin.key" : c.AdminKey());
       EtcdClient::Options o;
       o.timeout = 2000ms;
       o.credentials = *creds;
@@ -280,9 +282,9 @@ TEST(TlsTest, RotateCaReplacesTheCaWithoutAFailedWriteAndTheOldCaIsRefusedAfter)
   for (const char* through : {"1", "2"}) {
     std::vector<std::optional<pid_t>> etcd_before;
     for (int i = 0; i < 3; ++i) etcd_before.push_back(c.EtcdPid(i));
-    RunResult r = c.Ctl({"pki", "rotate-ca", "--new-ca-dir", fresh, "--yes", "--through-phase",
-                         through},
-                        true, 600s);
+    RunResult r =
+        c.Ctl({"pki", "rotate-ca", "--new-ca-dir", fresh, "--yes", "--through-phase", through},
+              true, 600s);
     ASSERT_EQ(r.exit_code, 0) << r.output << c.Logs();
     // Phase 2 restarts no etcd: the members read their new certificates at the next handshake.
     for (int i = 0; i < 3; ++i) {
@@ -294,15 +296,17 @@ TEST(TlsTest, RotateCaReplacesTheCaWithoutAFailedWriteAndTheOldCaIsRefusedAfter)
     }
     // status and history say where it stands.
     RunResult st = c.Ctl({"status"});
-    EXPECT_NE(st.output.find(absl::StrCat("n3: ", r.output.substr(r.output.find("CA rotation ") + 12, 16),
-                                          " phase ", through)),
-              std::string::npos)
+    EXPECT_NE(
+        st.output.find(absl::StrCat("n3: ", r.output.substr(r.output.find("CA rotation ") + 12, 16),
+                                    " phase ", through)),
+        std::string::npos)
         << st.output;
     RunResult history = c.Ctl({"history"});
     EXPECT_NE(history.output.find(absl::StrCat("phase ", through, " of CA rotation")),
               std::string::npos)
         << history.output;
-    ASSERT_TRUE(kill_steward_leader()) << "no steward leader found to kill, or it did not come back";
+    ASSERT_TRUE(kill_steward_leader())
+        << "no steward leader found to kill, or it did not come back";
     ASSERT_TRUE(healthy()) << c.Logs();
   }
   use_new = true;  // the application switches to a certificate from the new CA
@@ -333,14 +337,15 @@ TEST(TlsTest, RotateCaReplacesTheCaWithoutAFailedWriteAndTheOldCaIsRefusedAfter)
 std::string FilesConfig(const std::string& root, const std::string& host, const std::string& key,
                         const std::string& value) {
   std::map<std::string, std::string> f = {
-      {"cert_file", root + "/pki/server.crt"}, {"key_file", root + "/pki/server.key"},
+      {"cert_file", root + "/pki/server.crt"},      {"key_file", root + "/pki/server.key"},
       {"peer_cert_file", root + "/pki/server.crt"}, {"peer_key_file", root + "/pki/server.key"},
-      {"trusted_ca_file", root + "/pki/ca.crt"}, {"client_cert_file", root + "/pki/client.crt"},
+      {"trusted_ca_file", root + "/pki/ca.crt"},    {"client_cert_file", root + "/pki/client.crt"},
       {"client_key_file", root + "/pki/client.key"}};
   if (!key.empty()) f[key] = value;
-  std::string yaml = absl::StrCat("cluster:\n  name: files\n  size: 1\n  nodes:\n    - {name: n1, host: ",
-                                  host, "}\nnode:\n  name: n1\n  data_dir: ", root,
-                                  "/n1\netcd:\n  binary: /usr/bin/etcd\ntls:\n  mode: files\n");
+  std::string yaml =
+      absl::StrCat("cluster:\n  name: files\n  size: 1\n  nodes:\n    - {name: n1, host: ", host,
+                   "}\nnode:\n  name: n1\n  data_dir: ", root,
+                   "/n1\netcd:\n  binary: /usr/bin/etcd\ntls:\n  mode: files\n");
   for (const auto& [k, v] : f) yaml += absl::StrCat("  ", k, ": ", v, "\n");
   return yaml;
 }
@@ -350,8 +355,8 @@ TEST(TlsTest, FilesModeRefusesEachKindOfBadFileBeforeStartingEtcd) {
   const std::string root = c.Root(), host = c.Host(0);
   const std::string ca = root + "/pki/ca.crt", ca_key = root + "/pki/ca.key";
   auto issue = [&](const std::string& name, const std::string& ip, bool server,
-                   std::optional<std::chrono::system_clock::time_point> at, std::chrono::seconds life,
-                   bool agent_role = true) {
+                   std::optional<std::chrono::system_clock::time_point> at,
+                   std::chrono::seconds life, bool agent_role = true) {
     CertRequest r;
     r.common_name = name;
     if (agent_role) r.uris = {AgentRoleUri("files", "n1")};
@@ -360,7 +365,8 @@ TEST(TlsTest, FilesModeRefusesEachKindOfBadFileBeforeStartingEtcd) {
     r.client_auth = true;
     r.lifetime = life;
     r.issue_time = at;
-    absl::Status s = IssueCert(ca, ca_key, r, root + "/pki/" + name + ".crt", root + "/pki/" + name + ".key");
+    absl::Status s =
+        IssueCert(ca, ca_key, r, root + "/pki/" + name + ".crt", root + "/pki/" + name + ".key");
     ASSERT_TRUE(s.ok()) << s;
   };
   issue("server", host, true, std::nullopt, std::chrono::hours(24));
@@ -378,7 +384,8 @@ TEST(TlsTest, FilesModeRefusesEachKindOfBadFileBeforeStartingEtcd) {
       {"cert_file", root + "/pki/expired.crt", "expired"},
       {"cert_file", root + "/pki/otherhost.crt", "does not cover host"},
       // Other agents would refuse every order of an agent whose certificate lacks the role.
-      {"client_cert_file", root + "/pki/norole.crt", "lacks the subjectAltName URI steward://files/agent/n1"},
+      {"client_cert_file", root + "/pki/norole.crt",
+       "lacks the subjectAltName URI steward://files/agent/n1"},
       {"client_key_file", root + "/pki/server.key", "client key does not match"},
   };
   for (const Bad& b : bad) {
@@ -457,8 +464,8 @@ TEST(TlsTest, CheckExpirationListsEveryCertificateAndRenewRenewsThemNow) {
   const size_t brace = json.output.find('{');
   ASSERT_NE(brace, std::string::npos) << json.output;
   // (stderr's summary line follows the document in the output.)
-  auto j = nlohmann::json::parse(
-      json.output.substr(brace, json.output.rfind('}') - brace + 1), nullptr, false);
+  auto j = nlohmann::json::parse(json.output.substr(brace, json.output.rfind('}') - brace + 1),
+                                 nullptr, false);
   ASSERT_TRUE(j.is_object()) << json.output;
   // 3 nodes x (server, peer, agent, client, ca).
   EXPECT_EQ(j["certificates"].size(), 15u) << json.output;
@@ -475,7 +482,8 @@ TEST(TlsTest, CheckExpirationListsEveryCertificateAndRenewRenewsThemNow) {
   RunResult other = c.Ctl({"pki", "check", "--bundle", c.Root() + "/newpki/ca.crt"});
   EXPECT_EQ(other.exit_code, 1) << other.output;
   EXPECT_NE(other.output.find("4 certificate(s) this node uses now would be refused"),
-            std::string::npos) << other.output;
+            std::string::npos)
+      << other.output;
   EXPECT_NE(other.output.find("NOT in the bundle"), std::string::npos) << other.output;
   {
     std::ofstream both(c.Root() + "/both.pem");

@@ -65,10 +65,12 @@ TEST(TmpfsTest, ARamBackedNodeRestartedThreeTimesRejoinsEachTimeWithAllKeys) {
     EtcdClient n3 = c.Client(c.ClientUrl(2));
     for (int k = 1; k <= round; ++k) {
       absl::StatusOr<std::optional<std::string>> got = absl::UnavailableError("not read");
-      WaitFor([&] {
-        got = n3.Get(absl::StrCat("/ram/", k));
-        return got.ok() && got->has_value();
-      }, 30s);
+      WaitFor(
+          [&] {
+            got = n3.Get(absl::StrCat("/ram/", k));
+            return got.ok() && got->has_value();
+          },
+          30s);
       ASSERT_TRUE(got.ok() && got->has_value()) << "round " << round << ", key " << k;
     }
   }

@@ -41,8 +41,8 @@ void AddVersions(const TestCluster& c, int nodes, const std::string& versions_ya
     std::ifstream in(c.ConfigPath(i));
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     in.close();
-    text = absl::StrReplaceAll(text, {{"  restart_backoff_max: 2s\n",
-                                       "  restart_backoff_max: 2s\n" + versions_yaml}});
+    text = absl::StrReplaceAll(
+        text, {{"  restart_backoff_max: 2s\n", "  restart_backoff_max: 2s\n" + versions_yaml}});
     std::ofstream(c.ConfigPath(i)) << text;
   }
 }
@@ -61,8 +61,9 @@ std::vector<std::string> Versions(const TestCluster& c) {
 // Three agents listing Debian's etcd 3.4 (`v34`, also etcd.binary) and 3.5 (`v35`) in
 // etcd.versions, started; true once the three are healthy voters.
 bool StartWith34And35(TestCluster& c, const std::string& v34, const std::string& v35) {
-  AddVersions(c, 3, absl::StrCat("  versions:\n    ", v34, ": /usr/bin/etcd\n    ", v35, ": ",
-                                 ETCD35_BIN, "\n"));
+  AddVersions(
+      c, 3,
+      absl::StrCat("  versions:\n    ", v34, ": /usr/bin/etcd\n    ", v35, ": ", ETCD35_BIN, "\n"));
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
   return c.WaitVoters({"n1", "n2", "n3"}, 90s);
 }
@@ -95,14 +96,17 @@ TEST(UpgradeTest, ARollFrom34To35KeepsEveryAcknowledgedWrite) {
   });
   RunResult r = c.Ctl({"configure-cluster", "--etcd-version", v35});
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  const bool done = WaitFor([&] {
-    return Versions(c) == std::vector<std::string>{v35, v35, v35};
-  }, 180s);
+  const bool done = WaitFor(
+      [&] {
+        return Versions(c) == std::vector<std::string>{v35, v35, v35};
+      },
+      180s);
   std::this_thread::sleep_for(1s);
   stop = true;
   writer.join();
   ASSERT_TRUE(done) << "versions: " << Versions(c)[0] << " " << Versions(c)[1] << " "
-                    << Versions(c)[2] << "\n" << c.Logs();
+                    << Versions(c)[2] << "\n"
+                    << c.Logs();
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
   EXPECT_GT(acked.load(), 50);
   // Every acknowledged write is there.
@@ -129,10 +133,12 @@ TEST(UpgradeTest, ARollFrom34To35KeepsEveryAcknowledgedWrite) {
 TEST(UpgradeTest, AJumpFrom33To35GoesThrough34) {
   const std::string v33 = VersionOf(ETCD33_BIN), v34 = VersionOf("/usr/bin/etcd"),
                     v35 = VersionOf(ETCD35_BIN);
-  ASSERT_FALSE(v33.empty() || v35.empty()) << "etcd 3.3 or 3.5 is missing (.deps/, install-deps --test)";
+  ASSERT_FALSE(v33.empty() || v35.empty())
+      << "etcd 3.3 or 3.5 is missing (.deps/, install-deps --test)";
   TestCluster c(kJump, 3, 3, kFastLeader);
-  AddVersions(c, 3, absl::StrCat("  versions:\n    ", v33, ": ", ETCD33_BIN, "\n    ", v34,
-                                 ": /usr/bin/etcd\n    ", v35, ": ", ETCD35_BIN, "\n"));
+  AddVersions(c, 3,
+              absl::StrCat("  versions:\n    ", v33, ": ", ETCD33_BIN, "\n    ", v34,
+                           ": /usr/bin/etcd\n    ", v35, ": ", ETCD35_BIN, "\n"));
   // The cluster starts on 3.3: etcd.binary is the 3.3 one.
   for (int i = 0; i < 3; ++i) {
     std::ifstream in(c.ConfigPath(i));
@@ -149,13 +155,15 @@ TEST(UpgradeTest, AJumpFrom33To35GoesThrough34) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   // Seen along the way: never a 3.5 member beside a 3.3 one.
   bool mixed_33_35 = false;
-  const bool done = WaitFor([&] {
-    auto v = Versions(c);
-    const bool has33 = std::count(v.begin(), v.end(), v33) > 0;
-    const bool has35 = std::count(v.begin(), v.end(), v35) > 0;
-    mixed_33_35 |= has33 && has35;
-    return v == std::vector<std::string>{v35, v35, v35};
-  }, 240s);
+  const bool done = WaitFor(
+      [&] {
+        auto v = Versions(c);
+        const bool has33 = std::count(v.begin(), v.end(), v33) > 0;
+        const bool has35 = std::count(v.begin(), v.end(), v35) > 0;
+        mixed_33_35 |= has33 && has35;
+        return v == std::vector<std::string>{v35, v35, v35};
+      },
+      240s);
   ASSERT_TRUE(done) << c.Logs();
   EXPECT_FALSE(mixed_33_35) << "a member went to 3.5 while another was still on 3.3";
   ASSERT_TRUE(c.WaitHealthy(3, 60s)) << c.Logs();
@@ -197,17 +205,21 @@ TEST(UpgradeTest, AVersionMappedToSomethingThatIsNotEtcdIsRefusedBeforeAnySwitch
   TestCluster c(kBroken, 3, 3, kFastLeader);
   const std::string broken = c.Root() + "/etcd-broken";
   Script(broken, "echo 'this etcd does not start' >&2\nexit 1\n");
-  AddVersions(c, 3, absl::StrCat("  versions:\n    ", v34, ": /usr/bin/etcd\n    3.5.99: ",
-                                 broken, "\n"));
+  AddVersions(
+      c, 3, absl::StrCat("  versions:\n    ", v34, ": /usr/bin/etcd\n    3.5.99: ", broken, "\n"));
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 90s)) << c.Logs();
   RunResult r = c.Ctl({"configure-cluster", "--etcd-version", "3.5.99"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   RunResult got;
-  ASSERT_TRUE(WaitFor([&] {
-    got = c.Ctl({"get"});
-    return got.output.find("rolling upgrade to etcd 3.5.99 waits: on node n") != std::string::npos;
-  }, 30s)) << got.output << c.Logs();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        got = c.Ctl({"get"});
+        return got.output.find("rolling upgrade to etcd 3.5.99 waits: on node n") !=
+               std::string::npos;
+      },
+      30s))
+      << got.output << c.Logs();
   EXPECT_NE(got.output.find("this etcd does not start"), std::string::npos) << got.output;
   EXPECT_NE(got.output.find("desired etcd:   3.5.99"), std::string::npos) << got.output;
   std::this_thread::sleep_for(5s);
@@ -222,23 +234,28 @@ TEST(UpgradeTest, ABinaryThatDoesNotStartStopsTheRollWithTheWayBack) {
   const std::string v34 = VersionOf("/usr/bin/etcd");
   TestCluster c(kStartsNot, 3, 3, kFastLeader);
   const std::string bad = c.Root() + "/etcd-3.5.99";
-  Script(bad, "if [ \"$1\" = --version ]; then echo 'etcd Version: 3.5.99'; exit 0; fi\n"
-              "echo 'panic: this build cannot start' >&2\nexit 3\n");
-  AddVersions(c, 3, absl::StrCat("  versions:\n    ", v34, ": /usr/bin/etcd\n    3.5.99: ",
-                                 bad, "\n"));
+  Script(bad,
+         "if [ \"$1\" = --version ]; then echo 'etcd Version: 3.5.99'; exit 0; fi\n"
+         "echo 'panic: this build cannot start' >&2\nexit 3\n");
+  AddVersions(c, 3,
+              absl::StrCat("  versions:\n    ", v34, ": /usr/bin/etcd\n    3.5.99: ", bad, "\n"));
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 90s)) << c.Logs();
   RunResult r = c.Ctl({"configure-cluster", "--etcd-version", "3.5.99"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   ASSERT_TRUE(WaitFor([&] { return c.HealthyVoters().size() == 2; }, 60s)) << c.Logs();
   RunResult got;
-  ASSERT_TRUE(WaitFor([&] {
-    got = c.Ctl({"get"});
-    return got.output.find("rolling upgrade to etcd 3.5.99 stopped: n") != std::string::npos;
-  }, 60s)) << got.output << c.Logs();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        got = c.Ctl({"get"});
+        return got.output.find("rolling upgrade to etcd 3.5.99 stopped: n") != std::string::npos;
+      },
+      60s))
+      << got.output << c.Logs();
   EXPECT_NE(got.output.find("panic: this build cannot start"), std::string::npos) << got.output;
   EXPECT_NE(got.output.find(absl::StrCat("configure-cluster --etcd-version ", v34)),
-            std::string::npos) << got.output;
+            std::string::npos)
+      << got.output;
   EXPECT_EQ(c.HealthyVoters().size(), 2u) << "the roll went no further";
   r = c.Ctl({"configure-cluster", "--etcd-version", v34});
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -256,8 +273,12 @@ TEST(UpgradeTest, AfterARollAWipedNodeRejoinsOnTheClustersVersion) {
   ASSERT_TRUE(StartWith34And35(c, v34, v35)) << c.Logs();
   RunResult r = c.Ctl({"configure-cluster", "--etcd-version", v35});
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  ASSERT_TRUE(WaitFor([&] { return Versions(c) == std::vector<std::string>{v35, v35, v35}; },
-                      180s)) << c.Logs();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return Versions(c) == std::vector<std::string>{v35, v35, v35};
+      },
+      180s))
+      << c.Logs();
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
   Put(c, "/rejoin/k", "v");
   // The node dies with its disk and comes back empty.
@@ -272,14 +293,16 @@ TEST(UpgradeTest, AfterARollAWipedNodeRejoinsOnTheClustersVersion) {
   EXPECT_LE(Launches(c.DataDir(1) + "/etcd.log"), 2u);
   // History: the join is recorded once it joined, on 3.5; never "ok" before it joined.
   bool joined = false;
-  WaitFor([&] {
-    for (const auto& e : History(c)) {
-      if (e.value("action", "") != "join") continue;
-      EXPECT_NE(e.value("result", ""), "ok") << e.dump();
-      joined = joined || e.value("result", "").rfind("joined", 0) == 0;
-    }
-    return joined;
-  }, 20s);
+  WaitFor(
+      [&] {
+        for (const auto& e : History(c)) {
+          if (e.value("action", "") != "join") continue;
+          EXPECT_NE(e.value("result", ""), "ok") << e.dump();
+          joined = joined || e.value("result", "").rfind("joined", 0) == 0;
+        }
+        return joined;
+      },
+      20s);
   EXPECT_TRUE(joined);
   // Its agent restarted keeps running 3.5.
   c.SignalAgent(1, SIGTERM);
@@ -311,10 +334,13 @@ TEST(UpgradeTest, ARefusedJoinIsRecordedOnceWithEtcdsReasonAndBacksOff) {
   ASSERT_EQ(::listen(fd, 4), 0);
   c.StartAgent(2);
   RunResult got;
-  ASSERT_TRUE(WaitFor([&] {
-    got = c.Ctl({"get"});
-    return got.output.find("etcd refused its join") != std::string::npos;
-  }, 60s)) << got.output << c.Logs();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        got = c.Ctl({"get"});
+        return got.output.find("etcd refused its join") != std::string::npos;
+      },
+      60s))
+      << got.output << c.Logs();
   EXPECT_NE(got.output.find("address already in use"), std::string::npos) << got.output;
   std::this_thread::sleep_for(20s);
   size_t node_failures = 0;

@@ -1,13 +1,14 @@
 // ReadWalCommit and the J1 rule on real etcd 3.4 data dirs: a bootstrap that never had a
 // leader commits only the initial members' configuration entries; a member that had a leader
 // has committed more. Loopback 127.0.81.x.
+#include "etcd/wal.h"
+
 #include <chrono>
 #include <filesystem>
 #include <thread>
 
 #include "etcd/client.h"
 #include "etcd/flags.h"
-#include "etcd/wal.h"
 #include "gtest/gtest.h"
 #include "node/start_decision.h"
 #include "runner/process_runner.h"
@@ -59,10 +60,12 @@ class RealWalTest : public ::testing::Test {
 TEST_F(RealWalTest, ABootstrapWithoutALeaderCommitsOnlyTheInitialMembers) {
   // One of three initial members alone: no quorum, no leader, ever.
   const std::vector<std::pair<std::string, std::string>> initial = {
-      {"a", "http://127.0.81.11:2380"}, {"b", "http://127.0.81.12:2380"},
+      {"a", "http://127.0.81.11:2380"},
+      {"b", "http://127.0.81.12:2380"},
       {"c", "http://127.0.81.13:2380"}};
-  RunMember("a", "127.0.81.11", initial,
-            [&] { return fs::exists(dir_ / "a" / "member" / "wal"); }, milliseconds(10000));
+  RunMember(
+      "a", "127.0.81.11", initial, [&] { return fs::exists(dir_ / "a" / "member" / "wal"); },
+      milliseconds(10000));
   std::this_thread::sleep_for(milliseconds(100));
   auto commit = ReadWalCommit((dir_ / "a").string());
   ASSERT_TRUE(commit.ok()) << commit.status();
@@ -74,14 +77,15 @@ TEST_F(RealWalTest, AMemberThatHadALeaderHasCommittedMore) {
   const std::vector<std::pair<std::string, std::string>> initial = {
       {"a", "http://127.0.81.21:2380"}};
   bool wrote = false;
-  RunMember("a", "127.0.81.21", initial,
-            [&] {
-              // A fresh client each time: a channel made before etcd listened backs off.
-              EtcdClient client({"http://127.0.81.21:2379"});
-              wrote = wrote || client.Put("/k", "v").ok();
-              return wrote;
-            },
-            milliseconds(20000));
+  RunMember(
+      "a", "127.0.81.21", initial,
+      [&] {
+        // A fresh client each time: a channel made before etcd listened backs off.
+        EtcdClient client({"http://127.0.81.21:2379"});
+        wrote = wrote || client.Put("/k", "v").ok();
+        return wrote;
+      },
+      milliseconds(20000));
   ASSERT_TRUE(wrote) << "etcd never served a write";
   auto commit = ReadWalCommit((dir_ / "a").string());
   ASSERT_TRUE(commit.ok()) << commit.status();

@@ -67,8 +67,8 @@ void World::Boot(int i) {
   le.clock = n.clock.get();
   le.parallel = false;
   if (o_.upgraded) {  // what the agent's probe finds (Agent::Start)
-    std::vector<EtcdBinary> binaries = {{"", n.config.etcd.binary,
-                                         VersionOfBinary(n.config.etcd.binary), ""}};
+    std::vector<EtcdBinary> binaries = {
+        {"", n.config.etcd.binary, VersionOfBinary(n.config.etcd.binary), ""}};
     for (const auto& [version, path] : n.config.etcd.versions) {
       binaries.push_back({version, path, VersionOfBinary(path), ""});
     }

@@ -62,9 +62,8 @@ absl::Status World::RestoreCluster(int i, const std::string& backup, const Snaps
     }
     // Ground truth: a restore is justified only when no cluster can reach quorum any more.
     for (uint64_t c : ClustersAbleToReachQuorum()) {
-      Violation(absl::StrCat("restore ", restore_id, " of ", backup,
-                             " started while cluster ", HexId(c),
-                             " still holds a majority of its voters' data"));
+      Violation(absl::StrCat("restore ", restore_id, " of ", backup, " started while cluster ",
+                             HexId(c), " still holds a majority of its voters' data"));
     }
     // What the restore brings back: the backup, and the deltas its intent replays.
     int64_t delta_to = 0;
@@ -119,14 +118,15 @@ absl::Status World::RestoreCluster(int i, const std::string& backup, const Snaps
     // (Its deltas may take an older backup past the newest's revision: then it is the better.)
     if (!last_backup_.empty() && backup != last_backup_ &&
         std::max(data->second.revision, delta_to) < backups_[last_backup_].revision) {
-      Violation(absl::StrCat("restore ", restore_id, " chose backup ", backup,
-                             " (revision ", data->second.revision, ") over the newest, ",
-                             last_backup_, " (revision ", backups_[last_backup_].revision, ")"));
+      Violation(absl::StrCat("restore ", restore_id, " chose backup ", backup, " (revision ",
+                             data->second.revision, ") over the newest, ", last_backup_,
+                             " (revision ", backups_[last_backup_].revision, ")"));
     }
-    Trace(i, absl::StrCat("first to restore ", backup, " (", restore_id, "): ", lost,
-                          " acknowledged writes newer than the backup",
-                          delta_to > 0 ? absl::StrCat(" and its deltas to revision ", delta_to) : "",
-                          " are given up; ", owed.size(), " to be replayed"));
+    Trace(i,
+          absl::StrCat("first to restore ", backup, " (", restore_id, "): ", lost,
+                       " acknowledged writes newer than the backup",
+                       delta_to > 0 ? absl::StrCat(" and its deltas to revision ", delta_to) : "",
+                       " are given up; ", owed.size(), " to be replayed"));
   }
   if (!clusters_.count(cid)) {
     Cluster c;
@@ -145,10 +145,10 @@ absl::Status World::RestoreCluster(int i, const std::string& backup, const Snaps
     bool all_can_bump = true, all_config_can_bump = true;
     for (const auto& node : nodes_) {
       all_config_can_bump = all_config_can_bump && (!node->config.etcd.etcdutl.empty() ||
-                                                     node->config.etcd.restore_in_place);
-      all_can_bump = all_can_bump && (!node->config.etcd.etcdutl.empty() ||
-                                       (node->config.etcd.restore_in_place &&
-                                        !InPlaceRefuses(backup)));
+                                                    node->config.etcd.restore_in_place);
+      all_can_bump =
+          all_can_bump && (!node->config.etcd.etcdutl.empty() ||
+                           (node->config.etcd.restore_in_place && !InPlaceRefuses(backup)));
     }
     ++(r.bump_revision == 0 ? result_.unbumped_restores : result_.bumped_restores);
     // Not raised although a majority of its members could raise it (the others are healed by
@@ -284,7 +284,8 @@ void World::TakeDelta() {
     if (d.writes.empty()) return;
     auto m = WriteDelta(store_, chunk, n->spec.name);
     if (!m.ok()) {
-      Trace(n->index, absl::StrCat("delta after ", delta_base_, " not stored: ", m.status().message()));
+      Trace(n->index,
+            absl::StrCat("delta after ", delta_base_, " not stored: ", m.status().message()));
       return;
     }
     d.object_key = DeltaObjectKey("sim", delta_base_, m->name);
@@ -318,6 +319,5 @@ std::set<int> World::HeldByChain(const std::string& backup, int64_t to, int64_t*
   if (reached != nullptr) *reached = end;
   return out;
 }
-
 
 }  // namespace steward::sim

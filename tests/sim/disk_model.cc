@@ -22,17 +22,11 @@ void CopyData(const Disk& from, Disk& to) {
   to.wal_commit = from.wal_commit;
 }
 
-Disk& SimDisk::d() {
-  return w_->nodes()[node_]->disk;
-}
+Disk& SimDisk::d() { return w_->nodes()[node_]->disk; }
 
-std::string SimDisk::DataDir() const {
-  return w_->nodes()[node_]->config.EtcdDataDir();
-}
+std::string SimDisk::DataDir() const { return w_->nodes()[node_]->config.EtcdDataDir(); }
 
-DataDirState SimDisk::State() {
-  return d().state;
-}
+DataDirState SimDisk::State() { return d().state; }
 
 absl::StatusOr<WalIdentity> SimDisk::Identity() {
   if (d().state != DataDirState::kMember) return absl::NotFoundError("no WAL");
@@ -85,44 +79,77 @@ absl::Status SimDisk::RemoveData() {
 
 std::string SimDisk::Read(Marker m) {
   switch (m) {
-    case Marker::kJoined: return d().joined ? "1" : "";
-    case Marker::kInitialBootstrap: return d().bootstrapping ? "1" : "";
-    case Marker::kFenced: return d().fenced;
-    case Marker::kRestoreId: return d().restore_id;
-    case Marker::kLeaderTerm: return d().leader_term;
-    case Marker::kDestroyed: return d().destroyed;
-    case Marker::kEtcdVersion: return d().etcd_version;
+    case Marker::kJoined:
+      return d().joined ? "1" : "";
+    case Marker::kInitialBootstrap:
+      return d().bootstrapping ? "1" : "";
+    case Marker::kFenced:
+      return d().fenced;
+    case Marker::kRestoreId:
+      return d().restore_id;
+    case Marker::kLeaderTerm:
+      return d().leader_term;
+    case Marker::kDestroyed:
+      return d().destroyed;
+    case Marker::kEtcdVersion:
+      return d().etcd_version;
   }
   return "";
 }
 
 absl::Status SimDisk::Write(Marker m, const std::string& content) {
   switch (m) {
-    case Marker::kJoined: d().joined = true; break;
-    case Marker::kInitialBootstrap: d().bootstrapping = true; break;
-    case Marker::kFenced: d().fenced = content; break;
-    case Marker::kRestoreId: d().restore_id = content; break;
-    case Marker::kLeaderTerm: d().leader_term = content; break;
-    case Marker::kDestroyed: d().destroyed = content; break;
-    case Marker::kEtcdVersion: d().etcd_version = content; break;
+    case Marker::kJoined:
+      d().joined = true;
+      break;
+    case Marker::kInitialBootstrap:
+      d().bootstrapping = true;
+      break;
+    case Marker::kFenced:
+      d().fenced = content;
+      break;
+    case Marker::kRestoreId:
+      d().restore_id = content;
+      break;
+    case Marker::kLeaderTerm:
+      d().leader_term = content;
+      break;
+    case Marker::kDestroyed:
+      d().destroyed = content;
+      break;
+    case Marker::kEtcdVersion:
+      d().etcd_version = content;
+      break;
   }
   return absl::OkStatus();
 }
 
 absl::Status SimDisk::Remove(Marker m) {
   switch (m) {
-    case Marker::kJoined: d().joined = false; break;
-    case Marker::kInitialBootstrap: d().bootstrapping = false; break;
+    case Marker::kJoined:
+      d().joined = false;
+      break;
+    case Marker::kInitialBootstrap:
+      d().bootstrapping = false;
+      break;
     case Marker::kFenced:
       // The node's etcd will serve clients: no lease of the lost cluster may live on.
       if (!d().fenced.empty()) w_->CheckNoRestoredLease(node_);
       if (!d().fenced.empty()) w_->CheckReplayed(node_);
       d().fenced.clear();
       break;
-    case Marker::kRestoreId: d().restore_id.clear(); break;
-    case Marker::kLeaderTerm: d().leader_term.clear(); break;
-    case Marker::kDestroyed: d().destroyed.clear(); break;
-    case Marker::kEtcdVersion: d().etcd_version.clear(); break;
+    case Marker::kRestoreId:
+      d().restore_id.clear();
+      break;
+    case Marker::kLeaderTerm:
+      d().leader_term.clear();
+      break;
+    case Marker::kDestroyed:
+      d().destroyed.clear();
+      break;
+    case Marker::kEtcdVersion:
+      d().etcd_version.clear();
+      break;
   }
   return absl::OkStatus();
 }

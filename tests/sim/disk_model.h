@@ -27,8 +27,8 @@ class World;
 struct Disk {
   DataDirState state = DataDirState::kEmpty;
   uint64_t cluster = 0, member = 0;
-  int64_t rev = 0;            // the revision this member's data holds
-  std::vector<Member> seen;   // its locally served member list
+  int64_t rev = 0;           // the revision this member's data holds
+  std::vector<Member> seen;  // its locally served member list
   // Markers and files beside etcd's data dir (lost only with the whole node).
   bool joined = false, bootstrapping = false;
   // The WAL's commit index (ReadWalCommit): the initial members' configuration entries at a
@@ -36,9 +36,9 @@ struct Disk {
   uint64_t wal_commit = 0;
   bool EverJoined() const { return steward::EverJoined(joined, wal_commit, 3); }
   std::string restore_id;
-  std::string fenced;  // the "fenced" marker: the restore whose fenced start etcd is in
-  std::string leader_term;  // the "leader-term" marker (TermGuard's "<term> <leader>")
-  std::string destroyed;    // the "destroyed" marker: the destroy this node stopped etcd for
+  std::string fenced;        // the "fenced" marker: the restore whose fenced start etcd is in
+  std::string leader_term;   // the "leader-term" marker (TermGuard's "<term> <leader>")
+  std::string destroyed;     // the "destroyed" marker: the destroy this node stopped etcd for
   std::string etcd_version;  // the "etcd-version" marker (Options::upgraded)
   // The data set aside last (removed/<label>; one copy, as FsNodeDisk keeps), and a restore's
   // staged data dir.

@@ -63,8 +63,10 @@ absl::StatusOr<MemberInfo> SimEtcd::MemberAdd(const std::vector<std::string>& pe
   if (!c.ok()) return c.status();
   Cluster& cl = *c->first;
   for (const auto& m : cl.members) {
-    if (m.learner) return absl::FailedPreconditionError("etcdserver: too many learner members in cluster");
-    if (m.peer_url == peer_urls.front()) return absl::FailedPreconditionError("etcdserver: Peer URLs already exists");
+    if (m.learner)
+      return absl::FailedPreconditionError("etcdserver: too many learner members in cluster");
+    if (m.peer_url == peer_urls.front())
+      return absl::FailedPreconditionError("etcdserver: Peer URLs already exists");
   }
   // etcd derives the ID from the peer URLs and the answering member's Unix second.
   const Ms wall = w_->Wall(c->second);
@@ -77,7 +79,8 @@ absl::StatusOr<MemberInfo> SimEtcd::MemberAdd(const std::vector<std::string>& pe
   m.peer_url = peer_urls.front();
   m.learner = learner;
   cl.members.push_back(m);
-  w_->Trace(caller_, absl::StrCat("MemberAdd learner ", HexId(id), " ", m.peer_url, " to ", HexId(cl.id)));
+  w_->Trace(caller_,
+            absl::StrCat("MemberAdd learner ", HexId(id), " ", m.peer_url, " to ", HexId(cl.id)));
   MemberInfo mi;
   mi.id = id;
   mi.peer_urls = peer_urls;
@@ -129,7 +132,8 @@ absl::Status SimEtcd::MemberPromote(uint64_t id) {
   Cluster& cl = *c->first;
   Member* m = w_->FindMember(cl, id);
   if (m == nullptr) return absl::NotFoundError("etcdserver: member not found");
-  if (!m->learner) return absl::FailedPreconditionError("etcdserver: can only promote a learner member");
+  if (!m->learner)
+    return absl::FailedPreconditionError("etcdserver: can only promote a learner member");
   int n = w_->NodeOfMember(cl, id);
   if (n < 0 || !w_->InQuorum(n) || w_->nodes()[n]->disk.rev < cl.rev) {
     return absl::FailedPreconditionError(
@@ -146,7 +150,8 @@ absl::Status SimEtcd::Put(const std::string& key, const std::string& value, int6
   auto c = Quorum();
   if (!c.ok()) return c.status();
   Cluster& cl = *c->first;
-  if (lease != 0 && !cl.leases.count(lease)) return absl::NotFoundError("etcdserver: requested lease not found");
+  if (lease != 0 && !cl.leases.count(lease))
+    return absl::NotFoundError("etcdserver: requested lease not found");
   PutKv(cl, key, value, lease);
   ++cl.rev;
   Dirty();
@@ -212,26 +217,51 @@ absl::StatusOr<etcdserverpb::TxnResponse> SimEtcd::Txn(const etcdserverpb::TxnRe
     std::string hv, wv;
     bool is_string = false;
     switch (cmp.target()) {
-      case etcdserverpb::Compare::CREATE: have = kv ? kv->create : 0; want = cmp.create_revision(); break;
-      case etcdserverpb::Compare::MOD: have = kv ? kv->mod : 0; want = cmp.mod_revision(); break;
-      case etcdserverpb::Compare::VERSION: have = kv ? kv->version : 0; want = cmp.version(); break;
-      case etcdserverpb::Compare::LEASE: have = kv ? kv->lease : 0; want = cmp.lease(); break;
+      case etcdserverpb::Compare::CREATE:
+        have = kv ? kv->create : 0;
+        want = cmp.create_revision();
+        break;
+      case etcdserverpb::Compare::MOD:
+        have = kv ? kv->mod : 0;
+        want = cmp.mod_revision();
+        break;
+      case etcdserverpb::Compare::VERSION:
+        have = kv ? kv->version : 0;
+        want = cmp.version();
+        break;
+      case etcdserverpb::Compare::LEASE:
+        have = kv ? kv->lease : 0;
+        want = cmp.lease();
+        break;
       case etcdserverpb::Compare::VALUE:
         is_string = true;
-        if (kv == nullptr) { ok = false; continue; }  // etcd: a missing key fails VALUE compares
+        if (kv == nullptr) {
+          ok = false;
+          continue;
+        }  // etcd: a missing key fails VALUE compares
         hv = kv->value;
         wv = cmp.value();
         break;
-      default: return absl::UnimplementedError("compare target");
+      default:
+        return absl::UnimplementedError("compare target");
     }
     int r = is_string ? hv.compare(wv) : (have < want ? -1 : have > want ? 1 : 0);
     bool pass = false;
     switch (cmp.result()) {
-      case etcdserverpb::Compare::EQUAL: pass = r == 0; break;
-      case etcdserverpb::Compare::NOT_EQUAL: pass = r != 0; break;
-      case etcdserverpb::Compare::GREATER: pass = r > 0; break;
-      case etcdserverpb::Compare::LESS: pass = r < 0; break;
-      default: return absl::UnimplementedError("compare result");
+      case etcdserverpb::Compare::EQUAL:
+        pass = r == 0;
+        break;
+      case etcdserverpb::Compare::NOT_EQUAL:
+        pass = r != 0;
+        break;
+      case etcdserverpb::Compare::GREATER:
+        pass = r > 0;
+        break;
+      case etcdserverpb::Compare::LESS:
+        pass = r < 0;
+        break;
+      default:
+        return absl::UnimplementedError("compare result");
     }
     ok = ok && pass;
   }
@@ -242,7 +272,8 @@ absl::StatusOr<etcdserverpb::TxnResponse> SimEtcd::Txn(const etcdserverpb::TxnRe
     auto* r = resp.add_responses();
     if (op.has_request_put()) {
       const auto& p = op.request_put();
-      if (p.lease() != 0 && !cl.leases.count(p.lease())) return absl::NotFoundError("etcdserver: requested lease not found");
+      if (p.lease() != 0 && !cl.leases.count(p.lease()))
+        return absl::NotFoundError("etcdserver: requested lease not found");
       // A delta's write, replayed by a restore: the write is held again, at this revision.
       if (int w = 0; absl::StartsWith(p.key(), kWriteKeyPrefix) &&
                      absl::SimpleAtoi(p.key().substr(kWriteKeyPrefix.size()), &w)) {
@@ -325,8 +356,8 @@ absl::StatusOr<std::pair<Cluster*, int>> SimEtcd::Quorum() {
   return absl::UnavailableError("etcdserver: no leader reachable");
 }
 
-void SimEtcd::PutKv(Cluster& cl, const std::string& key, const std::string& value,
-                    int64_t lease, int64_t rev) {
+void SimEtcd::PutKv(Cluster& cl, const std::string& key, const std::string& value, int64_t lease,
+                    int64_t rev) {
   if (rev == 0) rev = cl.rev + 1;
   Kv& kv = cl.kv[key];
   if (kv.create == 0) kv.create = rev;
@@ -343,8 +374,6 @@ void SimEtcd::DropLeaseKeys(Cluster& cl, int64_t lease) {
   ++cl.rev;
 }
 
-void SimEtcd::Dirty() {
-  w_->Sleep(0);
-}
+void SimEtcd::Dirty() { w_->Sleep(0); }
 
 }  // namespace steward::sim

@@ -48,8 +48,10 @@ int World::Answering(int caller, const std::string& url) {
 
 bool World::InQuorum(int n) {
   Cluster* c = ClusterOf(n);
-  if (c == nullptr || c->leader == 0 || nodes_[n]->disk.state != DataDirState::kMember) return false;
-  if (!nodes_[n]->etcd_up || Paused(n) || FindMember(*c, nodes_[n]->disk.member) == nullptr) return false;
+  if (c == nullptr || c->leader == 0 || nodes_[n]->disk.state != DataDirState::kMember)
+    return false;
+  if (!nodes_[n]->etcd_up || Paused(n) || FindMember(*c, nodes_[n]->disk.member) == nullptr)
+    return false;
   int l = NodeOfMember(*c, c->leader);
   return l >= 0 && Reach(n, l);
 }

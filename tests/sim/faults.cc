@@ -137,7 +137,8 @@ void World::Fault() {
       break;
     case 8:
       kind = "partial-data";
-      if (!node.etcd_up && node.disk.state == DataDirState::kEmpty) node.disk.state = DataDirState::kPartial;
+      if (!node.etcd_up && node.disk.state == DataDirState::kEmpty)
+        node.disk.state = DataDirState::kPartial;
       break;
     case 9:
       kind = "reimage";

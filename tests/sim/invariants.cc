@@ -28,7 +28,8 @@ namespace steward::sim {
 
 void World::BeforeDataGoes(int i, const std::string& why) {
   Node& n = *nodes_[i];
-  Trace(i, absl::StrCat(why, " (member ", HexId(n.disk.member), " of cluster ", HexId(n.disk.cluster), ")"));
+  Trace(i, absl::StrCat(why, " (member ", HexId(n.disk.member), " of cluster ",
+                        HexId(n.disk.cluster), ")"));
   if (n.disk.state != DataDirState::kMember) return;
   ++result_.wipes;
   // Ground truth: a member of a live cluster (one whose voters still hold a majority of their
@@ -78,7 +79,8 @@ void World::CheckWrites(bool after_fault) {
   for (const auto& [id, c] : clusters_) {
     int64_t rev = -1;
     for (const auto& n : nodes_) {
-      if (n->disk.state == DataDirState::kMember && n->disk.cluster == id) rev = std::max(rev, n->disk.rev);
+      if (n->disk.state == DataDirState::kMember && n->disk.cluster == id)
+        rev = std::max(rev, n->disk.rev);
     }
     for (const auto& [r, w] : c.writes) {
       if (r <= rev) held[static_cast<size_t>(w)] = 1;
@@ -96,7 +98,8 @@ void World::CheckWrites(bool after_fault) {
     if (after_fault) {
       ++result_.writes_lost_to_faults;
     } else {
-      Violation(absl::StrCat("acknowledged write ", w, " is lost (no disk holds it) and no "
+      Violation(absl::StrCat("acknowledged write ", w,
+                             " is lost (no disk holds it) and no "
                              "justified restore gave it up"));
       return;
     }
@@ -161,8 +164,8 @@ void World::CheckOneQuorum() {
   if (clusters_.size() > 1) {
     auto able = ClustersAbleToReachQuorum();
     if (able.size() > 1) {
-      Violation(absl::StrCat("two clusters can reach quorum: ", HexId(able[0]), " and ",
-                             HexId(able[1])));
+      Violation(
+          absl::StrCat("two clusters can reach quorum: ", HexId(able[0]), " and ", HexId(able[1])));
     }
   }
 }
@@ -180,8 +183,9 @@ void World::CheckLiveness(const std::string& why) {
       Violation(absl::StrCat("not healthy ", o_.liveness_bound / 1000,
                              "s after the faults stopped: ", why));
     } else {
-      result_.end_state += survivors ? " (a minority survives with data: waiting for an operator is right)"
-                                     : " (total loss without a backup: waiting for an operator is right)";
+      result_.end_state +=
+          survivors ? " (a minority survives with data: waiting for an operator is right)"
+                    : " (total loss without a backup: waiting for an operator is right)";
     }
   }
 }

@@ -87,7 +87,9 @@ absl::Status World::Admit(int i, const peer::OrderHeader& h, const char* what, b
     v.leader = h.leader();
     return n.terms->Admit(v);
   }();
-  if (!s.ok()) Trace(i, absl::StrCat("refuses ", what, " from ", h.leader(), " term ", h.term(), ": ", s.message()));
+  if (!s.ok())
+    Trace(i, absl::StrCat("refuses ", what, " from ", h.leader(), " term ", h.term(), ": ",
+                          s.message()));
   return s;
 }
 

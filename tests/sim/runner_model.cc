@@ -6,9 +6,7 @@
 
 namespace steward::sim {
 
-Node& SimRunner::n() {
-  return *w_->nodes()[node_];
-}
+Node& SimRunner::n() { return *w_->nodes()[node_]; }
 
 std::optional<pid_t> SimRunner::Adopt() {
   return n().etcd_up ? std::optional<pid_t>(1000 + node_) : std::nullopt;
@@ -21,8 +19,8 @@ void SimRunner::Run(std::vector<std::string> flags) {
   // recorded the destroy), SD2 (it could read the mark) or creates something (a bootstrap,
   // a join, a restore on an empty dir).
   if (w_->destroyed() && !n().etcd_up) {
-    const bool gap = n().disk.destroyed.empty() && !w_->StoreUp() &&
-                     n().disk.state == DataDirState::kMember;
+    const bool gap =
+        n().disk.destroyed.empty() && !w_->StoreUp() && n().disk.state == DataDirState::kMember;
     if (!gap) {
       w_->Violation(absl::StrCat("node ", n().spec.name,
                                  " is asked to run etcd while the cluster is destroyed"));
@@ -43,21 +41,15 @@ absl::Status SimRunner::Stop() {
   return absl::OkStatus();
 }
 
-bool SimRunner::wanted() const {
-  return w_->nodes()[node_]->runner_wanted;
-}
+bool SimRunner::wanted() const { return w_->nodes()[node_]->runner_wanted; }
 
 std::optional<pid_t> SimRunner::pid() const {
   return w_->nodes()[node_]->etcd_up ? std::optional<pid_t>(1000 + node_) : std::nullopt;
 }
 
-int SimRunner::restarts() const {
-  return w_->nodes()[node_]->restarts;
-}
+int SimRunner::restarts() const { return w_->nodes()[node_]->restarts; }
 
-void SimRunner::SetBinary(const std::string& binary) {
-  n().binary = binary;
-}
+void SimRunner::SetBinary(const std::string& binary) { n().binary = binary; }
 
 void SimRunner::Supervise() {
   if (!n().runner_wanted || n().etcd_up || w_->Paused(node_)) return;

@@ -42,29 +42,47 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--seeds") seeds = std::stoi(next());
-    else if (a == "--steps") steps = std::stoi(next());
-    else if (a == "--seed") seed = std::stoull(next());
-    else if (a == "--nodes") nodes = std::stoi(next());
-    else if (a == "--no-faults") faults = false;
-    else if (a == "--lose-first-leader") lose_first_leader = true;
-    else if (a == "--trace") trace = true;
-    else if (a == "--fault-rate") fault_rate = std::stod(next());
-    else if (a == "--crash-rate") crash_rate = std::stod(next());
-    else if (a == "--trace-lines") trace_lines = std::stoul(next());
-    else if (a == "--destroy-at") destroy_at = std::stoi(next());
-    else if (a == "--undestroy-at") undestroy_at = std::stoi(next());
-    else if (a == "--deltas") delta_every = std::stoll(next());
-    else if (a == "--no-etcdutl") etcdutl = false;
-    else if (a == "--upgraded") upgraded = true;
-    else if (a == "--etcdutl-nodes") etcdutl_nodes = std::stoi(next());
-    else if (a == "--in-place-refusals") in_place_refusals = std::stod(next());
+    if (a == "--seeds")
+      seeds = std::stoi(next());
+    else if (a == "--steps")
+      steps = std::stoi(next());
+    else if (a == "--seed")
+      seed = std::stoull(next());
+    else if (a == "--nodes")
+      nodes = std::stoi(next());
+    else if (a == "--no-faults")
+      faults = false;
+    else if (a == "--lose-first-leader")
+      lose_first_leader = true;
+    else if (a == "--trace")
+      trace = true;
+    else if (a == "--fault-rate")
+      fault_rate = std::stod(next());
+    else if (a == "--crash-rate")
+      crash_rate = std::stod(next());
+    else if (a == "--trace-lines")
+      trace_lines = std::stoul(next());
+    else if (a == "--destroy-at")
+      destroy_at = std::stoi(next());
+    else if (a == "--undestroy-at")
+      undestroy_at = std::stoi(next());
+    else if (a == "--deltas")
+      delta_every = std::stoll(next());
+    else if (a == "--no-etcdutl")
+      etcdutl = false;
+    else if (a == "--upgraded")
+      upgraded = true;
+    else if (a == "--etcdutl-nodes")
+      etcdutl_nodes = std::stoi(next());
+    else if (a == "--in-place-refusals")
+      in_place_refusals = std::stod(next());
     else if (a == "--rules-off") {
       for (auto r : absl::StrSplit(next(), ',', absl::SkipEmpty())) off.insert(std::string(r));
     } else {
       std::cerr << "usage: steward_sim [--seeds N] [--steps M] [--seed S] [--nodes K] "
                    "[--no-faults] [--rules-off R1,W5] [--trace] [--destroy-at STEP "
-                   "--undestroy-at STEP] [--deltas MS] [--no-etcdutl] [--etcdutl-nodes K] [--in-place-refusals P]\n";
+                   "--undestroy-at STEP] [--deltas MS] [--no-etcdutl] [--etcdutl-nodes K] "
+                   "[--in-place-refusals P]\n";
       return 2;
     }
   }
@@ -105,7 +123,10 @@ int main(int argc, char** argv) {
     replayed += r.writes_replayed;
     bootstraps += r.bootstraps;
     wipes += r.wipes;
-    if (r.live_at_end) ++live; else if (r.ok) ++waiting;
+    if (r.live_at_end)
+      ++live;
+    else if (r.ok)
+      ++waiting;
     if (trace || (!r.ok && failed == 0)) {
       std::cout << "--- seed " << o.seed << (r.ok ? " ok" : " FAILED") << ": "
                 << (r.ok ? r.end_state : r.violation) << "\n";
@@ -113,23 +134,26 @@ int main(int argc, char** argv) {
     }
     if (!r.ok) {
       if (failed == 0) {
-        std::cout << "replay: steward_sim --seed " << o.seed << " --steps " << steps
-                  << " --nodes " << nodes << (off.empty() ? "" : " --rules-off ...") << "\n";
+        std::cout << "replay: steward_sim --seed " << o.seed << " --steps " << steps << " --nodes "
+                  << nodes << (off.empty() ? "" : " --rules-off ...") << "\n";
         first_failure = "seed " + std::to_string(o.seed) + ": " + r.violation;
       }
       ++failed;
     }
   }
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("seeds %d (from %llu), steps %lld, virtual time %.1f h\n", seeds,
               static_cast<unsigned long long>(seed), total_steps, virtual_ms / 3.6e6);
   std::printf("faults:");
   for (const auto& [kind, n] : faults_total) std::printf(" %s=%d", kind.c_str(), n);
-  std::printf("\nwrites acknowledged %lld, lost to faults that took every copy %lld, given up "
-              "by justified restores %lld\n", acked, lost_faults, lost_restores);
-  std::printf("restores %lld, bootstraps %lld, wipes %lld; healthy at the end %d, waiting for "
-              "an operator %d\n", restores, bootstraps, wipes, live, waiting);
+  std::printf(
+      "\nwrites acknowledged %lld, lost to faults that took every copy %lld, given up "
+      "by justified restores %lld\n",
+      acked, lost_faults, lost_restores);
+  std::printf(
+      "restores %lld, bootstraps %lld, wipes %lld; healthy at the end %d, waiting for "
+      "an operator %d\n",
+      restores, bootstraps, wipes, live, waiting);
   if (delta_every > 0) {
     std::printf("delta backups stored %lld; writes restores replayed from them %lld\n", deltas,
                 replayed);

@@ -109,7 +109,8 @@ TEST(SimulationMutations, WithLocalMemberListsALiveMemberIsWiped) {
   o.disabled_rules = {"L1"};
   ::testing::AssertionResult found = FindsLoss(o, 1, 145);
   EXPECT_TRUE(found);
-  EXPECT_NE(std::string(found.message()).find("wiped member"), std::string::npos) << found.message();
+  EXPECT_NE(std::string(found.message()).find("wiped member"), std::string::npos)
+      << found.message();
 }
 
 TEST(SimulationMutations, WithoutTheWalRuleALeaderNobodySawIsForgotten) {
@@ -181,11 +182,12 @@ TEST(SimulationMutations, CancellingARestoreAfterItsOrdersStrandsTheRestoredMemb
   o.crash_point_rate = 0.01;
   o.disabled_rules = {"R6"};
   // The first of 3,000 seeds that finds it since a restore raises the restored epoch is 224
-  // (1259 since the coordinator unfences the fenced leader after its followers, 224 before, since Settle checks the fenced cluster is its
-  // restore's and whether another coordinator settled it; 730 with that check read through a
-  // transaction; 709 before, since the leader reads the spec and the maintenance state in one
-  // transaction; 186 before that, 25 before a node stopped starting a member its cluster
-  // removed (RM3), 732 before the planner took maintenance into its observation), pinned here.
+  // (1259 since the coordinator unfences the fenced leader after its followers, 224 before, since
+  // Settle checks the fenced cluster is its restore's and whether another coordinator settled it;
+  // 730 with that check read through a transaction; 709 before, since the leader reads the spec and
+  // the maintenance state in one transaction; 186 before that, 25 before a node stopped starting a
+  // member its cluster removed (RM3), 732 before the planner took maintenance into its
+  // observation), pinned here.
   EXPECT_TRUE(FindsLoss(o, 1, 224));
 }
 
@@ -361,8 +363,10 @@ TEST(Simulation, DeltaHistoriesKeepEveryInvariant) {
     replayed += r.writes_replayed;
     lost += r.faults.count("delta-lost") ? r.faults.at("delta-lost") : 0;
   }
-  std::printf("40 histories with deltas: %d deltas stored, %d lost to faults, %d restores, %d "
-              "writes replayed\n", deltas, lost, restores, replayed);
+  std::printf(
+      "40 histories with deltas: %d deltas stored, %d lost to faults, %d restores, %d "
+      "writes replayed\n",
+      deltas, lost, restores, replayed);
   // The paths the invariants guard must have run (seeds 1-40 give ~700 deltas, ~50 restores,
   // ~300 replayed writes).
   EXPECT_GT(deltas, 200);
@@ -536,8 +540,8 @@ TEST(SimulationMutations, WithoutTheDestroyRulesADestroyedClusterComesBack) {
   // R7 off: 28, first seed 2 (the coordinator restores the destroyed cluster after a total loss).
   // (Seeds 1, 3 and 33 before the leader read the spec and the maintenance state in one
   // transaction.)
-  for (const auto& [rule, seed] : std::vector<std::pair<std::string, int>>{
-           {"SD1", 4}, {"SD2", 5}, {"R7", 2}}) {
+  for (const auto& [rule, seed] :
+       std::vector<std::pair<std::string, int>>{{"SD1", 4}, {"SD2", 5}, {"R7", 2}}) {
     Options o = DestroyRun(0);
     o.disabled_rules = {rule};
     EXPECT_TRUE(FindsLoss(o, 1, seed)) << rule;

@@ -58,9 +58,9 @@ using Ms = int64_t;  // virtual milliseconds since the start of the run
 struct Options {
   uint64_t seed = 1;
   int steps = 2000;
-  int nodes = 4;          // cluster.size is 3; the rest are spares
+  int nodes = 4;  // cluster.size is 3; the rest are spares
   bool faults = true;
-  double fault_rate = 0.03;      // chance of a fault per step
+  double fault_rate = 0.03;         // chance of a fault per step
   double crash_point_rate = 0.002;  // chance that a call crashes its caller
   // Liveness: after the fault phase, everything is healed and the cluster must be healthy at
   // its desired size within this much virtual time.
@@ -105,20 +105,20 @@ struct Options {
 
 struct Result {
   bool ok = true;
-  std::string violation;        // what broke
+  std::string violation;           // what broke
   std::vector<std::string> trace;  // the last events before it
   int steps = 0;
   Ms virtual_ms = 0;
   // Counters for the summary.
   std::map<std::string, int> faults;
   int writes_acked = 0;
-  int writes_lost_to_faults = 0;   // lost by a fault that took every copy
+  int writes_lost_to_faults = 0;    // lost by a fault that took every copy
   int writes_lost_to_restores = 0;  // newer than a justified restore's backup
   int restores = 0;
   // Restored clusters whose revision was raised, and not.
   int bumped_restores = 0, unbumped_restores = 0;
-  int deltas = 0;            // delta backups stored
-  int writes_replayed = 0;   // acknowledged writes a restore brought back from deltas
+  int deltas = 0;           // delta backups stored
+  int writes_replayed = 0;  // acknowledged writes a restore brought back from deltas
   int bootstraps = 0;
   int wipes = 0;
   int destroys = 0;  // the operator's destroys that marked the store

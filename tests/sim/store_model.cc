@@ -6,7 +6,8 @@ namespace steward::sim {
 
 absl::Status SimStore::Check() const {
   if (mode == Mode::kDown) return absl::UnavailableError("store down");
-  if (mode == Mode::kMissing) return absl::FailedPreconditionError("store root missing (not mounted?)");
+  if (mode == Mode::kMissing)
+    return absl::FailedPreconditionError("store root missing (not mounted?)");
   return absl::OkStatus();
 }
 

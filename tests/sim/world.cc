@@ -82,14 +82,14 @@ void World::Violation(const std::string& what) {
   static const char* kData[] = {"empty", "partial", "member"};
   for (const auto& n : nodes_) {
     const Disk& d = n->disk;
-    Trace(n->index, absl::StrCat("state: agent ", n->agent_up ? "up" : "down", ", etcd ",
-                                 n->etcd_up ? (n->serving_fence ? "up (fenced port)" : "up") : "down",
-                                 n->runner_wanted ? ", runner: wanted " : ", runner: not wanted ",
-                                 Flag(n->etcd_flags, "initial-cluster-state"),
-                                 ", data ", kData[static_cast<int>(d.state)], " cluster ",
-                                 HexId(d.cluster), " member ", HexId(d.member),
-                                 d.fenced.empty() ? "" : " fenced " + d.fenced, " restore ", d.restore_id,
-                                 d.EverJoined() ? " joined" : ""));
+    Trace(n->index,
+          absl::StrCat("state: agent ", n->agent_up ? "up" : "down", ", etcd ",
+                       n->etcd_up ? (n->serving_fence ? "up (fenced port)" : "up") : "down",
+                       n->runner_wanted ? ", runner: wanted " : ", runner: not wanted ",
+                       Flag(n->etcd_flags, "initial-cluster-state"), ", data ",
+                       kData[static_cast<int>(d.state)], " cluster ", HexId(d.cluster), " member ",
+                       HexId(d.member), d.fenced.empty() ? "" : " fenced " + d.fenced, " restore ",
+                       d.restore_id, d.EverJoined() ? " joined" : ""));
     // (Not the agents' objects: a violation can be found while one of them is inside a call,
     // holding its lock. The leader's last status line is in the cluster's status key below.)
   }
@@ -169,7 +169,8 @@ Result World::Run() {
         (step == o_.destroy_at || !destroyed_ || (step - o_.destroy_at) % 200 == 0)) {
       OperatorDestroy();
     }
-    if (o_.undestroy_at >= 0 && step >= o_.undestroy_at && (destroyed_ || step == o_.undestroy_at)) {
+    if (o_.undestroy_at >= 0 && step >= o_.undestroy_at &&
+        (destroyed_ || step == o_.undestroy_at)) {
       OperatorUndestroy();
     }
     if (step == o_.reimage_at) ScriptedReimage();
@@ -205,7 +206,7 @@ Result World::Run() {
   if (result_.ok) {
     HealAll();
     if (destroyed_ && o_.undestroy_at >= 0) OperatorUndestroy();  // the store is back
-    healing_ = true;  // no more crash points
+    healing_ = true;                                              // no more crash points
     const Ms deadline = now_ + o_.liveness_bound;
     std::string why;
     int k = 0;
@@ -234,7 +235,6 @@ Result World::Run() {
   result_.trace.assign(trace_.begin(), trace_.end());
   return result_;
 }
-
 
 namespace {
 

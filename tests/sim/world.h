@@ -54,7 +54,7 @@ struct Node {
   Ms restart_at = -1;  // a crashed node comes back then
   Ms paused_until = 0;
   bool etcd_up = false;
-  bool in_code = false;  // its Tick is on the stack
+  bool in_code = false;        // its Tick is on the stack
   bool serving_fence = false;  // etcd listens on the fence URL, not the client URL
   // The runner: what the agent asked for (ProcessRunner's state, which dies with the agent).
   bool runner_wanted = false;
@@ -96,7 +96,9 @@ class World {
 
   // The trace and the verdict (world.cc).
   void Trace(const std::string& line);
-  void Trace(int node, const std::string& line) { Trace(absl::StrCat(nodes_[node]->spec.name, " ", line)); }
+  void Trace(int node, const std::string& line) {
+    Trace(absl::StrCat(nodes_[node]->spec.name, " ", line));
+  }
   void Violation(const std::string& what);
 
   // Faults (faults.cc): a crash point in the caller's code.
@@ -176,7 +178,7 @@ class World {
 
  private:
   // An agent's life (agent_wiring.cc).
-  void Boot(int n);     // (re)start a node's agent: fresh objects, the disk as it was
+  void Boot(int n);  // (re)start a node's agent: fresh objects, the disk as it was
   void Kill(int n, bool etcd_too);
 
   // The step loop's parts (world.cc).
@@ -200,7 +202,8 @@ class World {
   // The writes the intact part of `backup`'s chain holds, its snapshot's included, up to
   // `to` (0: the whole intact chain). An object or meta gone from the store ends it.
   // `reached` (optional): the revision the intact part reaches.
-  std::set<int> HeldByChain(const std::string& backup, int64_t to, int64_t* reached = nullptr) const;
+  std::set<int> HeldByChain(const std::string& backup, int64_t to,
+                            int64_t* reached = nullptr) const;
 
   // Faults (faults.cc).
   void Fault();
@@ -262,8 +265,9 @@ class World {
   bool healing_ = false;
   bool in_pause_ = false;
   bool trap_sprung_ = false, trap_done_ = false;  // Options::lose_first_leader
-  bool destroyed_ = false;  // the store holds the operator's destroy mark
+  bool destroyed_ = false;                        // the store holds the operator's destroy mark
   bool undestroy_pending_ = false;
+
  public:
  public:
   int current_ = -1;  // the node whose code runs (only it can crash or pause mid-call)

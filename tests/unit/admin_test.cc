@@ -2,8 +2,8 @@
 // metrics registry's text format (common/metrics.h).
 #include <gtest/gtest.h>
 
-#include "common/metrics.h"
 #include "admin/readiness.h"
+#include "common/metrics.h"
 
 namespace steward {
 namespace {
@@ -30,7 +30,10 @@ TEST(ReadinessTest, EachReasonIsNamed) {
   const std::vector<std::pair<std::function<void(ReadyView&)>, std::string>> rows = {
       {[](ReadyView& v) { v.etcd_running = false; }, "not running"},
       {[](ReadyView& v) { v.fenced = true; }, "fenced"},
-      {[](ReadyView& v) { v.status_ok = false; v.status_error = "deadline"; },
+      {[](ReadyView& v) {
+         v.status_ok = false;
+         v.status_error = "deadline";
+       },
        "does not answer: deadline"},
       {[](ReadyView& v) { v.errors = {"raft: corrupt"}; }, "etcd reports: raft: corrupt"},
       {[](ReadyView& v) { v.has_leader = false; }, "no leader"},

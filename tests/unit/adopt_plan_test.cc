@@ -185,7 +185,8 @@ TEST(AdoptPlanTest, AD3_AnOldMemberOnANodesHostAndPeerPortIsNeverRemoved) {
   // Without AD3 the node's own rules would read "node back with an empty data dir" and remove
   // live members one by one.
   ClusterObservation o = Adopting();
-  for (int i = 0; i < 3; ++i) o.members[static_cast<size_t>(i)].peer_url = o.nodes[static_cast<size_t>(i)].peer_url;
+  for (int i = 0; i < 3; ++i)
+    o.members[static_cast<size_t>(i)].peer_url = o.nodes[static_cast<size_t>(i)].peer_url;
   for (int step = 0; step < 3; ++step) {
     Step s = PlanNextStep(o);
     EXPECT_EQ(s.kind, StepKind::kWait) << s.reason;

@@ -23,8 +23,11 @@ AuthView OnWithEverything() {
   AuthView v;
   v.mode = "on";
   v.root_role = true;
-  v.users = {{"root", {"root"}}, {"n1-client", {"root"}}, {"n2-client", {"root"}},
-             {"ops", {"root"}}, {"app", {"app"}}};
+  v.users = {{"root", {"root"}},
+             {"n1-client", {"root"}},
+             {"n2-client", {"root"}},
+             {"ops", {"root"}},
+             {"app", {"app"}}};
   v.node_users = {{"n1", "n1-client"}, {"n2", "n2-client"}};
   v.admin_users = {"ops"};
   return v;
@@ -70,8 +73,8 @@ TEST(DecideAuthTest, AlreadyOnAddsAMissingAgentAndGrantsALostRootRole) {  // AU5
   v.users["ops"] = {"readers"};  // someone took ops' root role away
   v.node_users["n4"] = "";       // unknown: nothing to do for it, no wait (auth is on)
   AuthPlan p = DecideAuth(v);
-  std::vector<AuthStep> want = {{S::kAddUser, "n3-client"}, {S::kGrantRoot, "n3-client"},
-                                {S::kGrantRoot, "ops"}};
+  std::vector<AuthStep> want = {
+      {S::kAddUser, "n3-client"}, {S::kGrantRoot, "n3-client"}, {S::kGrantRoot, "ops"}};
   EXPECT_EQ(p.steps, want);
   EXPECT_EQ(p.wait, "");
 }
@@ -93,8 +96,8 @@ TEST(DecideAuthTest, AnAgentNamedRootIsRootOnce) {
   v.node_users = {{"n1", "root"}};
   v.admin_users = {"root"};
   AuthPlan p = DecideAuth(v);
-  std::vector<AuthStep> want = {{S::kAddRootRole, ""}, {S::kAddUser, "root"},
-                                {S::kGrantRoot, "root"}, {S::kEnable, ""}};
+  std::vector<AuthStep> want = {
+      {S::kAddRootRole, ""}, {S::kAddUser, "root"}, {S::kGrantRoot, "root"}, {S::kEnable, ""}};
   EXPECT_EQ(p.steps, want);
 }
 
@@ -119,7 +122,8 @@ TEST(AccessTest, PrefixRangeEndIsEtcdsPrefix) {
 
 TEST(AccessTest, AGatewayCertificateHasNoCommonNameAndRenewalKeepsTheKind) {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("steward-auth-test-" + std::to_string(getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("steward-auth-test-" + std::to_string(getpid()));
   fs::remove_all(dir);
   std::ostringstream out, err;
   ASSERT_EQ(RunPkiInit(dir.string(), out, err), 0) << err.str();

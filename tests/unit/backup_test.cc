@@ -51,7 +51,8 @@ TEST(LayoutTest, MetaRoundTripsKeepingUint64Ids) {
   EXPECT_FALSE(MetaFromJson(R"({"name": "x"})").ok());
 }
 
-RetentionItem At(int64_t now, std::chrono::seconds age, const std::string& name, bool valid = true) {
+RetentionItem At(int64_t now, std::chrono::seconds age, const std::string& name,
+                 bool valid = true) {
   return {name, now - age.count(), valid};
 }
 
@@ -60,7 +61,8 @@ TEST(RetentionTest, KeepsRecentThenHourlyThenDailyAndNeverTheNewest) {
   RetentionConfig p;  // 1h all, 24h hourly, 30d daily
   std::vector<RetentionItem> items;
   // Every 10 minutes for the last 3 hours.
-  for (int i = 0; i < 18; ++i) items.push_back(At(now, seconds(i * 600 + 60), "r" + std::to_string(i)));
+  for (int i = 0; i < 18; ++i)
+    items.push_back(At(now, seconds(i * 600 + 60), "r" + std::to_string(i)));
   // Two in the same day, 5 days ago, and one 40 days ago.
   items.push_back(At(now, hours(5 * 24), "d5a"));
   items.push_back(At(now, hours(5 * 24) + seconds(600), "d5b"));
@@ -69,7 +71,8 @@ TEST(RetentionTest, KeepsRecentThenHourlyThenDailyAndNeverTheNewest) {
   auto gone = [&](const std::string& n) {
     return std::find(doomed.begin(), doomed.end(), n) != doomed.end();
   };
-  for (int i = 0; i < 6; ++i) EXPECT_FALSE(gone("r" + std::to_string(i))) << "within the hour: r" << i;
+  for (int i = 0; i < 6; ++i)
+    EXPECT_FALSE(gone("r" + std::to_string(i))) << "within the hour: r" << i;
   // Beyond the first hour, one per clock hour survives.
   int kept_hourly = 0;
   for (int i = 6; i < 18; ++i) kept_hourly += gone("r" + std::to_string(i)) ? 0 : 1;
@@ -83,10 +86,9 @@ TEST(RetentionTest, KeepsRecentThenHourlyThenDailyAndNeverTheNewest) {
 TEST(RetentionTest, NeverDeletesTheNewestValidBackupAndDropsOldIncompleteOnes) {
   const int64_t now = 1764110096;
   RetentionConfig p;
-  std::vector<RetentionItem> items = {At(now, hours(24 * 90), "ancient"),
-                                      At(now, hours(24 * 91), "older"),
-                                      At(now, hours(2), "partial", false),
-                                      At(now, seconds(10), "fresh-partial", false)};
+  std::vector<RetentionItem> items = {
+      At(now, hours(24 * 90), "ancient"), At(now, hours(24 * 91), "older"),
+      At(now, hours(2), "partial", false), At(now, seconds(10), "fresh-partial", false)};
   auto doomed = PlanRetention(items, now, p);
   EXPECT_EQ(std::count(doomed.begin(), doomed.end(), "ancient"), 0);
   EXPECT_EQ(std::count(doomed.begin(), doomed.end(), "older"), 1);

@@ -46,7 +46,9 @@ inline std::string Leaf(const std::vector<Kv>& kvs, size_t size) {
 }
 
 // An inline bucket's value: the bucket header (root 0, sequence 0), then its page.
-inline std::string InlineBucket(const std::vector<Kv>& kvs) { return std::string(16, '\0') + Leaf(kvs, 0); }
+inline std::string InlineBucket(const std::vector<Kv>& kvs) {
+  return std::string(16, '\0') + Leaf(kvs, 0);
+}
 
 inline std::string Rev(uint64_t main) {
   std::string k(17, '_');

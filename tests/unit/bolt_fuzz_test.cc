@@ -26,10 +26,10 @@
 #include <set>
 #include <string>
 
+#include "bolt_builder.h"
 #include "common/files.h"
 #include "etcd/bolt.h"
 #include "etcd/restore_in_place.h"
-#include "bolt_builder.h"
 
 namespace steward {
 namespace {
@@ -102,7 +102,8 @@ void Mutate(std::string& file, std::mt19937_64& rng, std::string& what) {
     }
     case 5: {
       const size_t at = below(file.size()), n = 1 + below(64);
-      for (size_t i = at; i < std::min(file.size(), at + n); ++i) file[i] = static_cast<char>(rng());
+      for (size_t i = at; i < std::min(file.size(), at + n); ++i)
+        file[i] = static_cast<char>(rng());
       what += " garbage@" + std::to_string(at);
       break;
     }
@@ -112,9 +113,15 @@ void Mutate(std::string& file, std::mt19937_64& rng, std::string& what) {
       const uint64_t extremes[] = {0, 1, 0xffff, 0xffffffff, ~uint64_t{0}, pages, pages + 1};
       const uint64_t v = extremes[below(7)];
       switch (below(3)) {
-        case 0: PutAt<uint16_t>(file, p * kPage + 10, static_cast<uint16_t>(v)); break;
-        case 1: PutAt<uint32_t>(file, p * kPage + 12, static_cast<uint32_t>(v)); break;
-        default: PutAt<uint64_t>(file, p * kPage, v); break;
+        case 0:
+          PutAt<uint16_t>(file, p * kPage + 10, static_cast<uint16_t>(v));
+          break;
+        case 1:
+          PutAt<uint32_t>(file, p * kPage + 12, static_cast<uint32_t>(v));
+          break;
+        default:
+          PutAt<uint64_t>(file, p * kPage, v);
+          break;
       }
       what += " header" + std::to_string(p);
       break;
@@ -125,10 +132,18 @@ void Mutate(std::string& file, std::mt19937_64& rng, std::string& what) {
       const uint64_t values[] = {0, 1, 2, 3, pages - 1, pages, pages + 7, 0xffffffff, ~uint64_t{0}};
       const uint64_t v = values[below(9)];
       switch (below(4)) {
-        case 0: PutAt<uint64_t>(file, m + 16, v); break;                          // root
-        case 1: PutAt<uint64_t>(file, m + 40, v); break;                          // pgid
-        case 2: PutAt<uint64_t>(file, m + 48, v); break;                          // txid
-        default: PutAt<uint32_t>(file, m + 8, static_cast<uint32_t>(v * 512)); break;  // page size
+        case 0:
+          PutAt<uint64_t>(file, m + 16, v);
+          break;  // root
+        case 1:
+          PutAt<uint64_t>(file, m + 40, v);
+          break;  // pgid
+        case 2:
+          PutAt<uint64_t>(file, m + 48, v);
+          break;  // txid
+        default:
+          PutAt<uint32_t>(file, m + 8, static_cast<uint32_t>(v * 512));
+          break;  // page size
       }
       ResealMeta(file, meta);
       what += " meta" + std::to_string(meta);
@@ -184,8 +199,8 @@ TEST_P(BoltFuzzTest, MutatedFilesAreRefusedOrYieldADbTheFullWalkAccepts) {
     std::string what;
     const int n = 1 + static_cast<int>(rng() % 3);
     for (int i = 0; i < n && !file.empty(); ++i) Mutate(file, rng, what);
-    const std::string where = "seed " + std::to_string(seed) + " iteration " +
-                              std::to_string(it) + ":" + what;
+    const std::string where =
+        "seed " + std::to_string(seed) + " iteration " + std::to_string(it) + ":" + what;
     const fs::path data = dir_ / "data", member = data / "member";
     fs::remove_all(data);
     fs::create_directories(member / "snap");
@@ -200,9 +215,10 @@ TEST_P(BoltFuzzTest, MutatedFilesAreRefusedOrYieldADbTheFullWalkAccepts) {
       walk_ok = (*f)->CheckAll().ok();
       if (walk_ok) {
         for (const char* bucket : {"key", "meta", "members", "members_removed", "lease"}) {
-          absl::Status s = (*f)->ForEach(bucket, [](std::string_view, std::string_view, uint32_t) {});
-          ASSERT_TRUE(s.ok() || absl::IsNotFound(s)) << where << ": the walk took the file but "
-                                                     << bucket << " cannot be read: " << s;
+          absl::Status s =
+              (*f)->ForEach(bucket, [](std::string_view, std::string_view, uint32_t) {});
+          ASSERT_TRUE(s.ok() || absl::IsNotFound(s))
+              << where << ": the walk took the file but " << bucket << " cannot be read: " << s;
         }
       } else {
         (void)(*f)->ReadBucket("members");
@@ -242,7 +258,8 @@ TEST_P(BoltFuzzTest, MutatedFilesAreRefusedOrYieldADbTheFullWalkAccepts) {
       EXPECT_EQ(KeyCount(db), keys + 1) << where << ": every key and the bumped revision";
       ASSERT_LE(fs::file_size(db), file.size() + 64 * kPage) << where;
       for (const std::string& f : Files(member)) {
-        const bool expected = f == "snap/db" || (f.rfind("snap/", 0) == 0 && f.ends_with(".snap")) ||
+        const bool expected = f == "snap/db" ||
+                              (f.rfind("snap/", 0) == 0 && f.ends_with(".snap")) ||
                               (f.rfind("wal/", 0) == 0 && f.ends_with(".wal"));
         ASSERT_TRUE(expected) << where << ": the edit wrote " << f;
       }
@@ -258,9 +275,7 @@ TEST_P(BoltFuzzTest, MutatedFilesAreRefusedOrYieldADbTheFullWalkAccepts) {
 
 INSTANTIATE_TEST_SUITE_P(Seeds, BoltFuzzTest,
                          ::testing::Values("etcd34-snapshot.db", "etcd35-snapshot.db"),
-                         [](const auto& info) {
-                           return std::string(info.param).substr(0, 6);
-                         });
+                         [](const auto& info) { return std::string(info.param).substr(0, 6); });
 
 }  // namespace
 }  // namespace steward

@@ -3,6 +3,8 @@
 // tests/integration/restore_in_place_test.cc; here the corner cases: which meta page is
 // written, an inline (empty) keyspace, etcd's sha256 trailer, damage and bad input refused with
 // the file left as it was.
+#include "etcd/bolt.h"
+
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -14,11 +16,10 @@
 #include <fstream>
 #include <map>
 
+#include "bolt_builder.h"
 #include "common/files.h"
-#include "etcd/bolt.h"
 #include "etcd/restore_in_place.h"
 #include "etcd/wal.h"
-#include "bolt_builder.h"
 
 namespace steward {
 namespace {
@@ -161,8 +162,8 @@ TEST_F(BoltTest, AWalSegmentThatDoesNotFitFailsTheRestore) {
   EXPECT_NE(s.message().find("preallocating"), std::string::npos) << s;
   EXPECT_NE(s.message().find(".wal"), std::string::npos) << s;
   EXPECT_FALSE(fs::exists(dir_ / "member/wal/0000000000000000-0000000000000000.wal"));
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir_ / "member/wal"), fs::directory_iterator()),
-            0) << "and no temp file is left";
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_ / "member/wal"), fs::directory_iterator()), 0)
+      << "and no temp file is left";
 }
 
 TEST_F(BoltTest, AnEmptyKeyspaceIsBumpedFromZero) {
@@ -308,9 +309,9 @@ TEST_F(BoltTest, SixtyFourKibPagesAreWalkedEditedAndTheirDamageRefused) {
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_TRUE((*f)->CheckAll().ok()) << (*f)->CheckAll();
   std::vector<std::string> keys;
-  ASSERT_TRUE((*f)->ForEach("key", [&](std::string_view k, std::string_view, uint32_t) {
-                    keys.emplace_back(k);
-                  }).ok());
+  ASSERT_TRUE((*f)->ForEach("key", [&](std::string_view k, std::string_view,
+                                       uint32_t) { keys.emplace_back(k); })
+                  .ok());
   EXPECT_EQ(keys.size(), 5u) << "four revisions and the bumped one";
   EXPECT_EQ(keys.back(), RevisionKey(17, 0));
   EXPECT_EQ(fs::file_size(Db()) % k64, 0u) << "new pages are whole 64 KiB pages";
@@ -354,7 +355,8 @@ TEST_F(BoltTest, ASourceWithAFreelistPageIsWalkedAndEdited) {
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_TRUE((*f)->CheckAll().ok()) << (*f)->CheckAll();
   int keys = 0;
-  ASSERT_TRUE((*f)->ForEach("key", [&](std::string_view, std::string_view, uint32_t) { ++keys; }).ok());
+  ASSERT_TRUE(
+      (*f)->ForEach("key", [&](std::string_view, std::string_view, uint32_t) { ++keys; }).ok());
   EXPECT_EQ(keys, 5);
   const std::string edited = ReadDb();
   uint64_t freelist = 0;
@@ -467,9 +469,12 @@ TEST_F(BoltTest, AnUnknownSchemaIsLeftToEtcdsOwnTool) {
     EXPECT_EQ(ReadDb(), c.db);
   }
   // etcd 3.5's own meta keys and every 3.4/3.5 bucket are known.
-  WriteDb(db_with({{"alarm", InlineBucket({}), 1}, {"auth", InlineBucket({}), 1},
-                   {"authRoles", InlineBucket({}), 1}, {"authUsers", InlineBucket({}), 1},
-                   {"cluster", InlineBucket({}), 1}, {"lease", InlineBucket({}), 1}},
+  WriteDb(db_with({{"alarm", InlineBucket({}), 1},
+                   {"auth", InlineBucket({}), 1},
+                   {"authRoles", InlineBucket({}), 1},
+                   {"authUsers", InlineBucket({}), 1},
+                   {"cluster", InlineBucket({}), 1},
+                   {"lease", InlineBucket({}), 1}},
                   meta35));
   absl::Status s = RestoreInPlace(Request());
   EXPECT_TRUE(s.ok()) << s;

@@ -89,8 +89,8 @@ TEST_F(ConfigTest, RestoreDrillsAreDailyByDefaultAndCanBeTurnedOff) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->backup.drill_interval, std::chrono::hours(24));
   EXPECT_EQ(c->backup.drill_scratch, "");
-  auto off = ParseConfig(Yaml() + "backup:\n  drill_interval: 0s\n  drill_scratch: /srv/x\n",
-                         "node.yaml");
+  auto off =
+      ParseConfig(Yaml() + "backup:\n  drill_interval: 0s\n  drill_scratch: /srv/x\n", "node.yaml");
   ASSERT_TRUE(off.ok()) << off.status();
   EXPECT_EQ(off->backup.drill_interval.count(), 0);
   EXPECT_EQ(off->backup.drill_scratch, "/srv/x");
@@ -146,10 +146,12 @@ TEST_F(ConfigTest, UnknownKeys) {
 TEST_F(ConfigTest, MissingRequiredKeys) {
   ExpectError("  name: demo\n", "", {"cluster.name", "is required"});
   ExpectError("  name: n1\n", "", {"node.name", "is required"});
-  ExpectError("{name: n2, host: 127.0.0.12}", "{name: n2}", {"cluster.nodes[1].host", "is required"});
-  ExpectError("  nodes:\n    - {name: n1, host: 127.0.0.11}\n    - {name: n2, host: 127.0.0.12}\n"
-              "    - {name: n3, host: 127.0.0.13}\n",
-              "", {"cluster.nodes", "is required"});
+  ExpectError("{name: n2, host: 127.0.0.12}", "{name: n2}",
+              {"cluster.nodes[1].host", "is required"});
+  ExpectError(
+      "  nodes:\n    - {name: n1, host: 127.0.0.11}\n    - {name: n2, host: 127.0.0.12}\n"
+      "    - {name: n3, host: 127.0.0.13}\n",
+      "", {"cluster.nodes", "is required"});
   auto empty = ParseConfig("", "node.yaml");
   ASSERT_FALSE(empty.ok());
   EXPECT_NE(empty.status().message().find("cluster"), std::string::npos);
@@ -171,13 +173,15 @@ TEST_F(ConfigTest, NodeNameNotAmongNodes) {
 }
 
 TEST_F(ConfigTest, SizeOutOfRange) {
-  ExpectError("size: 3", "size: 0", {"cluster.size", "between 1 and the number of nodes (3)", "got 0"});
+  ExpectError("size: 3", "size: 0",
+              {"cluster.size", "between 1 and the number of nodes (3)", "got 0"});
   ExpectError("size: 3", "size: 4", {"cluster.size", "got 4"});
   ExpectError("size: 3", "size: three", {"cluster.size", "must be an integer"});
 }
 
 TEST_F(ConfigTest, PortOutOfRangeOrClashing) {
-  ExpectError("client: 2379", "client: 70000", {"cluster.ports.client", "port 70000 is out of range"});
+  ExpectError("client: 2379", "client: 70000",
+              {"cluster.ports.client", "port 70000 is out of range"});
   ExpectError("admin: 2382", "admin: 0", {"cluster.ports.admin", "out of range"});
   ExpectError("peer: 2380", "peer: 2379", {"cluster.ports.peer", "already cluster.ports.client"});
 }
@@ -270,18 +274,21 @@ TEST_F(ConfigTest, LoadConfigReportsAMissingFile) {
 
 // Issue 9: values that would make the agent destroy things are refused, not obeyed.
 TEST_F(ConfigTest, ZeroPeriodsThatWouldReplaceOrPruneAreRefused) {
-  ExpectError("  ports:", "  replace_after: 0s\n  ports:", {"cluster.replace_after", "at least 1s"});
+  ExpectError(
+      "  ports:", "  replace_after: 0s\n  ports:", {"cluster.replace_after", "at least 1s"});
   ExpectError("  ports:", "  learner_timeout: 0s\n  ports:", {"cluster.learner_timeout"});
   ExpectError("tls:", "backup:\n  retention: {keep_all_for: 0s}\ntls:",
               {"backup.retention.keep_all_for", "greater than 0"});
-  ExpectError("tls:", "backup:\n  retention: {daily_for: 0s}\ntls:",
-              {"backup.retention.daily_for"});
+  ExpectError(
+      "tls:", "backup:\n  retention: {daily_for: 0s}\ntls:", {"backup.retention.daily_for"});
 }
 
 TEST_F(ConfigTest, OneMachineUnderTwoSpellingsIsRefused) {
-  ExpectError("- {name: n2, host: 127.0.0.12}", "- {name: n2, host: localhost}\n    - {name: n4, host: 127.0.0.1}",
+  ExpectError("- {name: n2, host: 127.0.0.12}",
+              "- {name: n2, host: localhost}\n    - {name: n4, host: 127.0.0.1}",
               {"cluster.nodes[2].host", "same address (127.0.0.1)", "localhost"});
-  ExpectError("- {name: n2, host: 127.0.0.12}", "- {name: n2, host: \"::1\"}\n    - {name: n4, host: \"[::1]\"}",
+  ExpectError("- {name: n2, host: 127.0.0.12}",
+              "- {name: n2, host: \"::1\"}\n    - {name: n4, host: \"[::1]\"}",
               {"cluster.nodes[2].host", "same address (::1)"});
 }
 
@@ -295,7 +302,8 @@ TEST_F(ConfigTest, AnS3SecretInAFileOthersCanReadIsRefused) {
   ::chmod(path.c_str(), 0644);
   auto c = LoadConfig(path);
   ASSERT_FALSE(c.ok());
-  EXPECT_NE(c.status().message().find("backup.s3.secret_access_key"), std::string::npos) << c.status();
+  EXPECT_NE(c.status().message().find("backup.s3.secret_access_key"), std::string::npos)
+      << c.status();
   EXPECT_NE(c.status().message().find("0644"), std::string::npos) << c.status();
   EXPECT_EQ(c.status().message().find("sekrit"), std::string::npos) << "the secret leaked";
   ::chmod(path.c_str(), 0640);
@@ -310,12 +318,17 @@ TEST_F(ConfigTest, S3CredentialsFromTheSharedFileAndACaFile) {
     void Set(const char* k, const char* v) {
       const char* old = std::getenv(k);
       saved.emplace_back(k, old ? std::optional<std::string>(old) : std::nullopt);
-      if (v) ::setenv(k, v, 1); else ::unsetenv(k);
+      if (v)
+        ::setenv(k, v, 1);
+      else
+        ::unsetenv(k);
     }
     ~Env() {
       for (auto it = saved.rbegin(); it != saved.rend(); ++it) {
-        if (it->second) ::setenv(it->first.c_str(), it->second->c_str(), 1);
-        else ::unsetenv(it->first.c_str());
+        if (it->second)
+          ::setenv(it->first.c_str(), it->second->c_str(), 1);
+        else
+          ::unsetenv(it->first.c_str());
       }
     }
   } env;
@@ -373,11 +386,12 @@ TEST_F(ConfigTest, S3CredentialsFromTheSharedFileAndACaFile) {
 TEST_F(ConfigTest, AClientConfigNeedsNotTheAgentsMachine) {
   const std::string path = (dir_ / "node.yaml").string();
   std::string text = Yaml();
-  text = absl::StrReplaceAll(text, {{"binary: /bin/true", "binary: /nonexistent/etcd"},
-                                    {"data_dir: " + (dir_ / "n1").string(),
-                                     "data_dir: /proc/nonexistent/n1"},
-                                    {"mode: off", "mode: issued\n  ca_cert: /nonexistent/ca.crt\n"
-                                                  "  ca_key: /nonexistent/ca.key"}});
+  text = absl::StrReplaceAll(
+      text, {{"binary: /bin/true", "binary: /nonexistent/etcd"},
+             {"data_dir: " + (dir_ / "n1").string(), "data_dir: /proc/nonexistent/n1"},
+             {"mode: off",
+              "mode: issued\n  ca_cert: /nonexistent/ca.crt\n"
+              "  ca_key: /nonexistent/ca.key"}});
   std::ofstream(path) << text;
   auto agent = LoadConfig(path);
   ASSERT_FALSE(agent.ok());
@@ -410,12 +424,14 @@ TEST_F(ConfigTest, RunnerSettingsAreCheckedAndNamed) {
   ExpectError("extra_args: []", "extra_args: []\nrunner:\n  kind: static-pod\n  manifest_dir: /tmp",
               {"runner.image", "is required"});
   ExpectError("extra_args: []",
-              "extra_args: []\nrunner:\n  kind: static-pod\n  image: etcd:3.4\n  manifest_dir: /nonexistent/manifests",
+              "extra_args: []\nrunner:\n  kind: static-pod\n  image: etcd:3.4\n  manifest_dir: "
+              "/nonexistent/manifests",
               {"runner.manifest_dir", "is not a directory"});
   ExpectError("extra_args: []", "extra_args: []\nrunner:\n  image: etcd:3.4",
               {"runner.image", "only used with runner.kind: static-pod"});
   ExpectError("extra_args: []",
-              "extra_args: []\nrunner:\n  kind: static-pod\n  image: etcd:3.4\n  manifest_dir: /tmp\n  pod_spec_file: /nonexistent.yaml",
+              "extra_args: []\nrunner:\n  kind: static-pod\n  image: etcd:3.4\n  manifest_dir: "
+              "/tmp\n  pod_spec_file: /nonexistent.yaml",
               {"runner.pod_spec_file", "cannot read"});
 }
 
@@ -478,24 +494,28 @@ TEST_F(ConfigTest, AdoptEndpointsAreCheckedAndNamed) {
          {"cluster.adopt.ca_file", "does not exist"});
   expect("  adopt: {endpoints: [http://127.0.0.21:2379], ca_file: /etc/hostname}\n",
          {"cluster.adopt.ca_file", "only used with https://"});
-  expect("  adopt: {endpoints: [https://127.0.0.21:2379], ca_file: /etc/hostname, "
-         "cert_file: /etc/hostname}\n",
-         {"cluster.adopt.key_file", "go together"});
+  expect(
+      "  adopt: {endpoints: [https://127.0.0.21:2379], ca_file: /etc/hostname, "
+      "cert_file: /etc/hostname}\n",
+      {"cluster.adopt.key_file", "go together"});
   expect("  adopt: {endpoints: [http://127.0.0.21:2379], token: x}\n",
          {"cluster.adopt.token", "unknown key"});
 }
 
 TEST_F(ConfigTest, MetricsPortIsCheckedAndExclusiveWithTheFlag) {
-  auto ok = ParseConfig(absl::StrReplaceAll(Yaml(), {{"admin: 2382}", "admin: 2382, metrics: 2393}"}}),
-                        "node.yaml");
+  auto ok = ParseConfig(
+      absl::StrReplaceAll(Yaml(), {{"admin: 2382}", "admin: 2382, metrics: 2393}"}}), "node.yaml");
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ(ok->cluster.ports.metrics, 2393);
   ExpectError("admin: 2382}", "admin: 2382, metrics: 2379}",
               {"cluster.ports.metrics", "port 2379 is already cluster.ports.client"});
-  ExpectError("admin: 2382}", "admin: 2382, metrics: 70000}", {"cluster.ports.metrics", "out of range"});
+  ExpectError("admin: 2382}", "admin: 2382, metrics: 70000}",
+              {"cluster.ports.metrics", "out of range"});
   auto both = ParseConfig(
-      absl::StrReplaceAll(Yaml(), {{"admin: 2382}", "admin: 2382, metrics: 2393}"},
-                                   {"extra_args: []", "extra_args: [\"--listen-metrics-urls=http://127.0.0.11:9999\"]"}}),
+      absl::StrReplaceAll(
+          Yaml(),
+          {{"admin: 2382}", "admin: 2382, metrics: 2393}"},
+           {"extra_args: []", "extra_args: [\"--listen-metrics-urls=http://127.0.0.11:9999\"]"}}),
       "node.yaml");
   ASSERT_FALSE(both.ok());
   EXPECT_NE(both.status().message().find("etcd.extra_args[0]: --listen-metrics-urls is set from "
@@ -518,8 +538,9 @@ TEST_F(ConfigTest, AuthModeIsCheckedAndNeedsTls) {
   ExpectError("tls:\n", "auth:\n  mod: on\ntls:\n", {"auth.mod", "unknown key"});
   ExpectError("tls:\n  mode: off\n", "auth:\n  mode: on\ntls:\n  mode: off\n",
               {"auth.mode", "needs TLS"});
-  auto off = ParseConfig(absl::StrReplaceAll(Yaml(), {{"tls:\n", "auth:\n  mode: off\n  "
-                                                                  "admin_users: [ops, bob]\ntls:\n"}}),
+  auto off = ParseConfig(absl::StrReplaceAll(Yaml(), {{"tls:\n",
+                                                       "auth:\n  mode: off\n  "
+                                                       "admin_users: [ops, bob]\ntls:\n"}}),
                          "node.yaml");
   ASSERT_TRUE(off.ok()) << off.status();
   EXPECT_EQ(off->auth.mode, "off");
@@ -559,17 +580,17 @@ TEST_F(ConfigTest, EncryptionKeyFilesAreCheckedAndNamed) {
   ExpectError("tls:\n", store + "    key_file: " + key + "\ntls:\n",
               {"backup.encryption.key_file", "readable by group or others"});
   ::chmod(key.c_str(), 0600);
-  auto c = ParseConfig(absl::StrReplaceAll(Yaml(), {{"tls:\n", store + "    key_file: " + key +
-                                                                    "\n    old_key_files: [" +
-                                                                    key + "]\ntls:\n"}}),
-                       "node.yaml");
+  auto c = ParseConfig(
+      absl::StrReplaceAll(Yaml(), {{"tls:\n", store + "    key_file: " + key +
+                                                  "\n    old_key_files: [" + key + "]\ntls:\n"}}),
+      "node.yaml");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->backup.encryption.key_file, key);
   EXPECT_EQ(c->backup.encryption.old_key_files.size(), 1u);
-  ExpectError("tls:\n", store + "    key_file: " + key + "\n    old_key_files: [/nonexistent/o]\ntls:\n",
+  ExpectError("tls:\n",
+              store + "    key_file: " + key + "\n    old_key_files: [/nonexistent/o]\ntls:\n",
               {"backup.encryption.old_key_files[0]", "/nonexistent/o"});
 }
 
 }  // namespace
 }  // namespace steward
-

@@ -1,5 +1,7 @@
 // Delta backups (backup/delta.h): the chain, the object checks, the restore point, and the
 // replay's transactions — on a file store, without etcd.
+#include "backup/delta.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -12,9 +14,7 @@
 #include <set>
 #include <thread>
 
-#include "backup/delta.h"
 #include "backup/delta_writer.h"
-#include "restore/settle.h"
 #include "backup/encryption.h"
 #include "backup/store.h"
 #include "ctl/snapshot_cmd.h"
@@ -70,8 +70,8 @@ DeltaMeta Meta(const BackupMeta& b, int64_t from, int64_t to) {
 TEST(DeltaChainTest, FollowsContiguousDeltasAndTakesTheFurthestOfOverlaps) {
   const BackupMeta b = Base(100);
   // Two writers for a moment stored (110, 120] and (110, 125]: both are the same history.
-  auto chain = BuildDeltaChain(b, {Meta(b, 125, 130), Meta(b, 100, 110), Meta(b, 110, 120),
-                                   Meta(b, 110, 125)});
+  auto chain = BuildDeltaChain(
+      b, {Meta(b, 125, 130), Meta(b, 100, 110), Meta(b, 110, 120), Meta(b, 110, 125)});
   ASSERT_EQ(chain.deltas.size(), 3u);
   EXPECT_EQ(chain.deltas[0].name, DeltaName(100, 110, "n1"));
   EXPECT_EQ(chain.deltas[1].name, DeltaName(110, 125, "n1"));
@@ -84,8 +84,8 @@ TEST(DeltaChainTest, FollowsContiguousDeltasAndTakesTheFurthestOfOverlaps) {
 // goes on through the overlap instead of stopping at 150 (review finding).
 TEST(DeltaChainTest, GoesOnThroughDeltasThatOverlapWithoutSharingAnEnd) {
   const BackupMeta b = Base(100);
-  auto chain = BuildDeltaChain(b, {Meta(b, 100, 150), Meta(b, 100, 130), Meta(b, 130, 160),
-                                   Meta(b, 160, 170)});
+  auto chain = BuildDeltaChain(
+      b, {Meta(b, 100, 150), Meta(b, 100, 130), Meta(b, 130, 160), Meta(b, 160, 170)});
   ASSERT_EQ(chain.deltas.size(), 3u) << chain.stopped;
   EXPECT_EQ(chain.deltas[0].to_revision, 150);
   EXPECT_EQ(chain.deltas[1].from_revision, 130);
@@ -340,7 +340,8 @@ class IdleEtcd : public EndlessEtcd {
     bool cancelled_ = false;
   };
   absl::StatusOr<std::unique_ptr<KeyWatch>> WatchRange(const std::string&, const std::string&,
-                                                       int64_t, std::chrono::milliseconds) override {
+                                                       int64_t,
+                                                       std::chrono::milliseconds) override {
     return std::unique_ptr<KeyWatch>(std::make_unique<Watch>());
   }
 };
@@ -355,8 +356,8 @@ TEST_F(DeltaWriterRunTest, ANewerFullBackupIsFollowedWithoutWrites) {
   DeltaWriter writer(config_, store_.get(), &etcd, [] { return true; });
   std::thread run([&] { writer.Run(); });
   auto following = [&](const std::string& name) {
-    const auto deadline = std::chrono::steady_clock::now() + DeltaWriter::kBaseCheckEvery +
-                          std::chrono::seconds(10);
+    const auto deadline =
+        std::chrono::steady_clock::now() + DeltaWriter::kBaseCheckEvery + std::chrono::seconds(10);
     while (std::chrono::steady_clock::now() < deadline) {
       if (writer.status().find("backup " + name) != std::string::npos) return true;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -466,9 +467,9 @@ TEST_F(DeltaStoreTest, WrittenDeltasReadBackAndFormTheRestorePoint) {
                 return absl::OkStatus();
               }).ok());
   EXPECT_EQ(seen, (std::vector<int64_t>{101, 103, 104}));
-  EXPECT_FALSE(ForEachDeltaRevision(*store_, b, 111, [](const backup::DeltaRevision&) {
-                 return absl::OkStatus();
-               }).ok())
+  EXPECT_FALSE(ForEachDeltaRevision(*store_, b, 111,
+                                    [](const backup::DeltaRevision&) { return absl::OkStatus(); })
+                   .ok())
       << "a point past the chain's end must be refused";
 
   // Another writer of a moment stored an overlapping delta: its repeats are skipped.
@@ -646,8 +647,8 @@ TEST_F(DeltaStoreTest, ARepeatFromASkewedClockDoesNotCutTheOlderChainShort) {
 }
 
 TEST_F(DeltaStoreTest, DeltasAreEncryptedLikeSnapshots) {
-  auto encrypted = NewEncryptedStore(NewFileStore(root_.string()),
-                                     MakeEncryptionKey(std::string(32, 'k')), {});
+  auto encrypted =
+      NewEncryptedStore(NewFileStore(root_.string()), MakeEncryptionKey(std::string(32, 'k')), {});
   const BackupMeta b = Base(10);
   backup::DeltaChunk c = Chunk(b, 10, 11);
   auto* r = c.add_revisions();
@@ -852,8 +853,8 @@ TEST_F(DeltaStoreTest, ReplayPacksRevisionsAndEndsWhereOneTransactionPerRevision
   for (const Case& t : {Case{false, 128, 60}, Case{true, 128, 20}, Case{true, 4, 40}}) {
     ReplayEtcd etcd(store_.get(), b, t.max_ops);
     int64_t replayed = 0;
-    absl::Status s = ReplayDeltas(*store_, b.cluster, b.name, 160, etcd, "guard", &replayed,
-                                  nullptr, t.pack);
+    absl::Status s =
+        ReplayDeltas(*store_, b.cluster, b.name, 160, etcd, "guard", &replayed, nullptr, t.pack);
     ASSERT_TRUE(s.ok()) << s;
     EXPECT_EQ(replayed, 60) << t.pack;
     EXPECT_EQ(etcd.kv, want) << "pack " << t.pack << ", limit " << t.max_ops;

@@ -1,8 +1,6 @@
 // When the leader's restore drills run (backup/drill_scheduler.h): the first one for a cluster
 // never drilled, one interval after the last one recorded in the store, and never while one runs.
 // The drills here find no backup (a real file store, empty), so they are skipped at once.
-#include "backup/drill_scheduler.h"
-
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,6 +9,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "backup/drill_scheduler.h"
 #include "backup/layout.h"
 #include "backup/store.h"
 #include "nlohmann/json.hpp"

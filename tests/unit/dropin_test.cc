@@ -1,9 +1,10 @@
 // Drop-in configuration (config/dropin.h): etcd's ETCD_* environment (docker-rejoinable-etcd,
 // seed 004) and etcd-wrapper's flags (seed 000), adapted to loopback, become node configs;
 // what cannot be expressed is an error naming the variable or flag.
+#include "config/dropin.h"
+
 #include <gtest/gtest.h>
 
-#include "config/dropin.h"
 #include "yaml-cpp/yaml.h"
 
 namespace steward {
@@ -74,26 +75,30 @@ TEST(DropInTest, OtherEtcdSettingsBecomeEtcdFlagsAndRenderedOnesAreIgnored) {
 TEST(DropInTest, WhatOneConfigCannotSayIsAnErrorNamingTheVariable) {
   // The seed's docker example: every node on one host, with its own ports.
   auto env = SeedEnvironment("etcd1", 1);
-  env["ETCD_INITIAL_CLUSTER"] =
-      "etcd1=http://192.168.99.100:1380,etcd2=http://192.168.99.100:2380";
+  env["ETCD_INITIAL_CLUSTER"] = "etcd1=http://192.168.99.100:1380,etcd2=http://192.168.99.100:2380";
   std::vector<std::string> warnings;
   auto c = FromEnv(env, &warnings);
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().message().find("ETCD_INITIAL_CLUSTER: the peer ports differ"),
-            std::string::npos) << c.status();
+            std::string::npos)
+      << c.status();
   env = SeedEnvironment("etcd9", 1);
   c = FromEnv(env, &warnings);
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().message().find("ETCD_NAME: \"etcd9\" is not in ETCD_INITIAL_CLUSTER"),
-            std::string::npos) << c.status();
+            std::string::npos)
+      << c.status();
 }
 
 std::vector<std::string> SeedWrapperFlags() {
   // Seed 000's pod spec, adapted to loopback and a file backup.
   return {"--name=controller-0",
-          "--cert-file=/pki/etcd.pem", "--key-file=/pki/etcd-key.pem",
-          "--peer-cert-file=/pki/etcd.pem", "--peer-key-file=/pki/etcd-key.pem",
-          "--trusted-ca-file=/pki/ca.pem", "--peer-trusted-ca-file=/pki/ca.pem",
+          "--cert-file=/pki/etcd.pem",
+          "--key-file=/pki/etcd-key.pem",
+          "--peer-cert-file=/pki/etcd.pem",
+          "--peer-key-file=/pki/etcd-key.pem",
+          "--trusted-ca-file=/pki/ca.pem",
+          "--peer-trusted-ca-file=/pki/ca.pem",
           "--initial-advertise-peer-urls=https://127.0.87.11:52380",
           "--listen-peer-urls=https://127.0.87.11:52380",
           "--listen-client-urls=https://127.0.87.11:52379,https://127.0.0.1:52379",
@@ -103,14 +108,18 @@ std::vector<std::string> SeedWrapperFlags() {
           "--initial-cluster-token=etcd-default",
           "--etcd-servers=https://127.0.87.11:52379,https://127.0.87.12:52379,"
           "https://127.0.87.13:52379",
-          "--backup-dir=/backups", "--backup-file=/backups/etcd.db",
-          "--backup-interval=30m", "--healthcheck-interval=10s", "--pod-update-interval=1m"};
+          "--backup-dir=/backups",
+          "--backup-file=/backups/etcd.db",
+          "--backup-interval=30m",
+          "--healthcheck-interval=10s",
+          "--pod-update-interval=1m"};
 }
 
 TEST(DropInTest, EtcdWrappersFlagsEachLandOnTheirSetting) {
   auto s = EtcdStyleFromWrapperFlags(SeedWrapperFlags());
   ASSERT_TRUE(s.ok()) << s.status();
-  EXPECT_EQ(s->warnings.size(), 3u) << "--backup-file, --healthcheck-interval, --pod-update-interval";
+  EXPECT_EQ(s->warnings.size(), 3u)
+      << "--backup-file, --healthcheck-interval, --pod-update-interval";
   std::vector<std::string> warnings;
   auto yaml = ConfigYamlFromEtcdStyle(*s, &warnings);
   ASSERT_TRUE(yaml.ok()) << yaml.status();
@@ -168,8 +177,9 @@ TEST(DropInTest, FlagsThatContradictTheConfigFileAreNamedWithBoth) {
   b->source = "/etc/steward/node.yaml";
   auto c = Contradictions(*a, *b);
   ASSERT_EQ(c.size(), 1u);
-  EXPECT_EQ(c[0], "node.name: \"etcd1\" from the flags contradicts \"etcd2\" in "
-                  "/etc/steward/node.yaml");
+  EXPECT_EQ(c[0],
+            "node.name: \"etcd1\" from the flags contradicts \"etcd2\" in "
+            "/etc/steward/node.yaml");
   EXPECT_TRUE(Contradictions(*a, *a).empty());
 }
 

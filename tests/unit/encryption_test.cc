@@ -54,7 +54,8 @@ class EncryptionTest : public ::testing::Test {
     if (!w.ok()) return w.status();
     // In uneven pieces, as a stream delivers them.
     for (size_t at = 0; at < content.size(); at += 7) {
-      if (absl::Status st = (*w)->Write(std::string_view(content).substr(at, 7)); !st.ok()) return st;
+      if (absl::Status st = (*w)->Write(std::string_view(content).substr(at, 7)); !st.ok())
+        return st;
     }
     return (*w)->Commit();
   }
@@ -67,8 +68,8 @@ class EncryptionTest : public ::testing::Test {
 
 TEST_F(EncryptionTest, RoundTripsAtEveryLengthAroundAChunkAndStoresNoPlaintext) {
   auto store = Store(key_);
-  for (size_t n : {size_t{0}, size_t{1}, size_t{15}, size_t{16}, size_t{17}, size_t{32},
-                   size_t{33}, size_t{100}}) {
+  for (size_t n : {size_t{0}, size_t{1}, size_t{15}, size_t{16}, size_t{17}, size_t{32}, size_t{33},
+                   size_t{100}}) {
     std::string content;
     for (size_t i = 0; i < n; ++i) content.push_back(static_cast<char>('a' + i % 26));
     ASSERT_TRUE(Write(*store, content).ok()) << n;
@@ -163,10 +164,11 @@ TEST_F(EncryptionTest, TheBackupPipelineRecordsTheKeyAndVerifiesThroughIt) {
   Sha256 h;
   h.Update(db);
   const std::string stream = db + h.Raw();
-  auto stored = StoreSnapshotStream(*store, meta, [&](const auto& sink) -> absl::StatusOr<uint64_t> {
-    if (absl::Status s = sink(stream); !s.ok()) return s;
-    return stream.size();
-  });
+  auto stored =
+      StoreSnapshotStream(*store, meta, [&](const auto& sink) -> absl::StatusOr<uint64_t> {
+        if (absl::Status s = sink(stream); !s.ok()) return s;
+        return stream.size();
+      });
   ASSERT_TRUE(stored.ok()) << stored.status();
   EXPECT_EQ(stored->encryption_key_id, key_.id);
   auto again = MetaFromJson(MetaToJson(*stored).dump());
@@ -234,8 +236,8 @@ class Trickle : public BackupStore {
 };
 
 TEST_F(EncryptionTest, ReadsInPiecesAndAReplacedObjectIsRefusedWhenMetaSaysEncrypted) {
-  auto store = NewEncryptedStore(std::make_unique<Trickle>(NewFileStore(dir_.string())), key_, {},
-                                 kChunk);
+  auto store =
+      NewEncryptedStore(std::make_unique<Trickle>(NewFileStore(dir_.string())), key_, {}, kChunk);
   std::string content;
   for (int i = 0; i < 90; ++i) content.push_back(static_cast<char>('A' + i % 50));
   ASSERT_TRUE(Write(*store, content).ok());
@@ -245,8 +247,8 @@ TEST_F(EncryptionTest, ReadsInPiecesAndAReplacedObjectIsRefusedWhenMetaSaysEncry
       out.append(d.data(), d.size());
       return absl::OkStatus();
     };
-    absl::Status s = expect_encrypted ? store->ReadEncrypted(kObject, id, sink)
-                                      : store->Read(kObject, sink);
+    absl::Status s =
+        expect_encrypted ? store->ReadEncrypted(kObject, id, sink) : store->Read(kObject, sink);
     if (!s.ok()) return s;
     return out;
   };

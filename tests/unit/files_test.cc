@@ -24,7 +24,8 @@ class FilesTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
   size_t Entries() const {
-    return static_cast<size_t>(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()));
+    return static_cast<size_t>(
+        std::distance(fs::directory_iterator(dir_), fs::directory_iterator()));
   }
   fs::path dir_;
 };
@@ -116,7 +117,8 @@ TEST_F(FilesTest, CommitReportsADirectoryItCannotSync) {
   fs::create_directories(locked);
   auto commit = [&locked]() -> absl::Status {
     auto f = AtomicFile::Create((locked / "f").string(), 0644);
-    if (!f.ok()) return absl::InternalError(std::string("create: ") + std::string(f.status().message()));
+    if (!f.ok())
+      return absl::InternalError(std::string("create: ") + std::string(f.status().message()));
     if (absl::Status s = f->Write("x"); !s.ok()) return absl::InternalError("write");
     return f->Commit();
   };

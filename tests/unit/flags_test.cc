@@ -21,7 +21,8 @@ cluster:
     - {name: n4, host: 127.0.0.14}
 node:
   name: )" + self + R"(
-  data_dir: /tmp/steward-flags-test/)" + self + R"(
+  data_dir: /tmp/steward-flags-test/)" +
+                           self + R"(
 etcd:
   binary: /bin/true
   extra_args: ["--heartbeat-interval=100", "--election-timeout=1000"]

@@ -1,7 +1,8 @@
 // ReadHistory: the events of several nodes, in time order.
+#include "control/history.h"
+
 #include <gtest/gtest.h>
 
-#include "control/history.h"
 #include "nlohmann/json.hpp"
 
 namespace steward {

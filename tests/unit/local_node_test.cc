@@ -2,12 +2,13 @@
 // a runner that records what it was asked, etcd handles and peers that answer as told. Each
 // test names the rule the node applies; the simulation (tests/sim/) runs the same code in
 // whole fault histories.
+#include "node/local_node.h"
+
 #include <gtest/gtest.h>
 
 #include <map>
 
 #include "absl/strings/str_cat.h"
-#include "node/local_node.h"
 #include "backup/layout.h"
 #include "control/records.h"
 

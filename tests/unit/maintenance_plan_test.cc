@@ -83,7 +83,8 @@ MemberView& Learner(ClusterObservation& o, int i) {
 
 void ExpectWait(const Step& s, const std::vector<std::string>& words) {
   EXPECT_EQ(s.kind, StepKind::kWait) << StepKindName(s.kind) << ": " << s.reason;
-  for (const auto& w : words) EXPECT_NE(s.reason.find(w), std::string::npos) << w << " in: " << s.reason;
+  for (const auto& w : words)
+    EXPECT_NE(s.reason.find(w), std::string::npos) << w << " in: " << s.reason;
 }
 
 TEST(MaintenancePlan, BaselineDeadMemberIsReplaced) {
@@ -98,8 +99,8 @@ TEST(MaintenancePlan, P1PausedDeadMemberIsNotReplaced) {
   ClusterObservation o = Cluster();
   Down(o, 2);
   Node(o, 2).paused = kNote;
-  ExpectWait(PlanNextStep(o), {"n2", "not replaced", "node n2 is paused until", "alice@host",
-                               "kernel upgrade"});
+  ExpectWait(PlanNextStep(o),
+             {"n2", "not replaced", "node n2 is paused until", "alice@host", "kernel upgrade"});
 }
 
 TEST(MaintenancePlan, P1AnotherDeadMemberIsStillReplaced) {
@@ -198,7 +199,8 @@ TEST(MaintenancePlan, P4ClusterPauseHoldsReplacementButPromotes) {
   ClusterObservation o = Cluster();
   Down(o, 2);
   o.cluster_paused = kNote;
-  ExpectWait(PlanNextStep(o), {"the cluster is paused until", "alice@host", "held: removing member"});
+  ExpectWait(PlanNextStep(o),
+             {"the cluster is paused until", "alice@host", "held: removing member"});
   // A caught-up learner is still promoted.
   o = Cluster(4, 3);
   o.desired_size = 4;

@@ -49,8 +49,8 @@ TEST(MemoryTrimTest, ReleasesReadOnlyLibraryPagesAndEverythingStillWorks) {
   std::ostringstream out;
   out << "pi " << 3.25;
   EXPECT_EQ(out.str(), "pi 3.25");
-  EXPECT_THROW(
-      { nlohmann::json parsed = nlohmann::json::parse("{not json"); }, nlohmann::json::parse_error);
+  EXPECT_THROW({ nlohmann::json parsed = nlohmann::json::parse("{not json"); },
+               nlohmann::json::parse_error);
   // A second release right after finds little left to release, and breaks nothing either.
   const MemoryRelease again = ReleaseIdleMemory();
   EXPECT_EQ(again.segments, r.segments) << Describe(again);

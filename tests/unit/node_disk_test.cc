@@ -2,6 +2,8 @@
 // a data dir's state, how it sets data aside and puts it back, its markers, a restore tool
 // cancelled by a shutting-down agent, and the tool as the fallback of a restore in place (which
 // itself is tested on real etcd DBs in tests/integration/restore_in_place_test.cc).
+#include "node/node_disk.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -11,7 +13,6 @@
 #include <fstream>
 #include <thread>
 
-#include "node/node_disk.h"
 #include "common/files.h"
 
 namespace steward {
@@ -43,11 +44,12 @@ class FsNodeDiskTest : public ::testing::Test {
   // data dir does not exist yet), then leaves a WAL there; exits `code` at the end.
   fs::path FakeTool(int code) {
     const fs::path tool = dir_ / "fake-restore";
-    std::ofstream(tool) << "#!/bin/sh\nsnap=\"$3\"; shift 3\n[ -f \"$snap\" ] || exit 3\n"
-                           "while [ $# -gt 0 ]; do [ \"$1\" = --data-dir ] && dd=\"$2\"; shift; done\n"
-                           "[ -e \"$dd\" ] && exit 4\nmkdir -p \"$dd/member/wal\" && "
-                           "echo ok > \"$dd/member/wal/0.wal\"\nexit "
-                        << code << "\n";
+    std::ofstream(tool)
+        << "#!/bin/sh\nsnap=\"$3\"; shift 3\n[ -f \"$snap\" ] || exit 3\n"
+           "while [ $# -gt 0 ]; do [ \"$1\" = --data-dir ] && dd=\"$2\"; shift; done\n"
+           "[ -e \"$dd\" ] && exit 4\nmkdir -p \"$dd/member/wal\" && "
+           "echo ok > \"$dd/member/wal/0.wal\"\nexit "
+        << code << "\n";
     fs::permissions(tool, fs::perms::owner_all);
     return tool;
   }

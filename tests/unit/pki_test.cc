@@ -1,6 +1,5 @@
 // The PKI library (CA, issuing, file checks, renewal) and `stewardctl pki init`, against real
 // OpenSSL. TLS is exercised by an in-memory handshake (a BIO pair): no ports, no processes.
-#include "pki/node_certs.h"
 #include "pki/pki.h"
 
 #include <gmock/gmock.h>
@@ -19,6 +18,7 @@
 #include "common/files.h"
 #include "common/status.h"
 #include "ctl/pki_cmd.h"
+#include "pki/node_certs.h"
 
 namespace steward {
 namespace {
@@ -598,7 +598,8 @@ TEST_F(PkiTest, PkiIssueClientWritesAClientOnlyCertificateAndNeverOverwrites) {
   std::ostringstream out2, err2;
   ASSERT_EQ(RunPkiIssueClient(pki.string(), "kube-apiserver-etcd-client", out2, err2), 0)
       << err2.str();
-  EXPECT_THAT(out2.str(), HasSubstr("--etcd-certfile " + (pki / "kube-apiserver-etcd-client.crt").string()));
+  EXPECT_THAT(out2.str(),
+              HasSubstr("--etcd-certfile " + (pki / "kube-apiserver-etcd-client.crt").string()));
   auto info = ReadCert((pki / "kube-apiserver-etcd-client.crt").string());
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_EQ(info->subject, "CN=kube-apiserver-etcd-client");

@@ -97,8 +97,7 @@ const NodeView* FindNode(const ClusterObservation& o, const std::string& name) {
 
 std::string Describe(const ClusterObservation& o) {
   std::string s = absl::StrCat("  desired=", o.desired_size, o.adopting ? " adopting" : "",
-                               " list_ok=", o.member_list_ok,
-                               " leader_index=", o.leader_raft_index,
+                               " list_ok=", o.member_list_ok, " leader_index=", o.leader_raft_index,
                                " learner_age=", o.learner_age.count(), "ms\n");
   for (const auto& n : o.nodes) {
     absl::StrAppend(&s, "  node ", n.name, " agent_up=", n.agent_up, " running=", n.etcd_running,
@@ -779,8 +778,7 @@ TEST(PlanSimTest, RandomFaultSequencesKeepInvariantsAndHeal) {
   constexpr int kSequences = 10000;
   constexpr int kEvents = 40;
   SimStats stats;
-  const milliseconds ms =
-      RunSequences("", kSequences, kEvents, 20240601, &RunSequence, stats);
+  const milliseconds ms = RunSequences("", kSequences, kEvents, 20240601, &RunSequence, stats);
   const std::string kinds = KindsText(stats);
   std::cout << "[ SIM      ] " << kSequences << " sequences x " << kEvents
             << " events: " << stats.steps << " planner steps checked (" << kinds << "); "

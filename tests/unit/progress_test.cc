@@ -91,7 +91,8 @@ TEST(ProgressTest, AFailedStreamEndsTheLiveLineWithoutASummary) {
     p.Update(1024);
     p.Done(/*ok=*/false);
   }
-  EXPECT_EQ(out.str(), "\rimport: 1.0 kB  1.0 kB/s\x1b[K\r\x1b[Kimport: 1.0 kB  1.0 kB/s (failed)\n");
+  EXPECT_EQ(out.str(),
+            "\rimport: 1.0 kB  1.0 kB/s\x1b[K\r\x1b[Kimport: 1.0 kB  1.0 kB/s (failed)\n");
   std::ostringstream plain;
   Progress q("import", 0, plain, /*tty=*/false, clock.now());
   q.Done(false);

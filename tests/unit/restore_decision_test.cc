@@ -1,14 +1,14 @@
 // Table tests of the total-loss -> restore decision (src/restore/decision.h), one
 // test per rule, named for it.
-#include "common/rules.h"
-#include "restore/decision.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <map>
 #include <random>
 #include <set>
+
+#include "common/rules.h"
+#include "restore/decision.h"
 
 namespace steward {
 namespace {
@@ -293,19 +293,19 @@ TEST(RestoreDecisionTest, R8_ABackupEveryMemberRefusesAsDamagedIsMarkedAndReplac
     bool automatic, settled, mark, replace;
   };
   const Row rows[] = {
-      {3, 0, 3, true, false, true, true},     // every member refused: replaced
-      {3, 0, 2, true, false, true, true},     // one silent: the other two leave no majority
-      {3, 0, 1, true, false, false, false},   // two may still restore it
-      {3, 1, 2, true, false, false, false},   // one applied it: the DB is whole
-      {3, 0, 3, false, false, true, false},   // an operator's restore: marked, not replaced
-      {3, 0, 3, true, true, true, false},     // settled (cannot be, but): never replaced
-      {5, 0, 3, true, false, true, true},     // 2 of 5 left: no majority
-      {5, 0, 2, true, false, false, false},   // 3 of 5 left could
+      {3, 0, 3, true, false, true, true},    // every member refused: replaced
+      {3, 0, 2, true, false, true, true},    // one silent: the other two leave no majority
+      {3, 0, 1, true, false, false, false},  // two may still restore it
+      {3, 1, 2, true, false, false, false},  // one applied it: the DB is whole
+      {3, 0, 3, false, false, true, false},  // an operator's restore: marked, not replaced
+      {3, 0, 3, true, true, true, false},    // settled (cannot be, but): never replaced
+      {5, 0, 3, true, false, true, true},    // 2 of 5 left: no majority
+      {5, 0, 2, true, false, false, false},  // 3 of 5 left could
       {0, 0, 0, true, false, false, false},
   };
   for (const Row& r : rows) {
-    DamagedBackupVerdict v = JudgeDamagedBackup(r.members, r.applied, r.refused, r.automatic,
-                                                r.settled);
+    DamagedBackupVerdict v =
+        JudgeDamagedBackup(r.members, r.applied, r.refused, r.automatic, r.settled);
     EXPECT_EQ(v.mark, r.mark) << r.members << " " << r.applied << " " << r.refused;
     EXPECT_EQ(v.replace, r.replace) << r.members << " " << r.applied << " " << r.refused;
   }
@@ -389,7 +389,8 @@ TEST(RestoreDecisionTest, RC1_RC5_TheCoordinatorTakesOneStepAtATimeInTheSafeOrde
   using S = RestoreStep;
   const Row rows[] = {
       {false, false, false, false, false, false, S::kPromise, "RC1: a term first"},
-      {true, false, false, false, false, false, S::kPromise, "RC1: the unfence orders need one too"},
+      {true, false, false, false, false, false, S::kPromise,
+       "RC1: the unfence orders need one too"},
       {false, true, false, false, false, false, S::kRecheck, "RC2: re-proved after the promises"},
       {true, true, false, false, false, false, S::kRecheck, "RC2: settled, re-proved all the same"},
       {false, true, true, false, false, false, S::kOrder, "the orders"},
@@ -423,11 +424,8 @@ TEST(RestoreDecisionTest, RC1_RC5_TheCoordinatorTakesOneStepAtATimeInTheSafeOrde
   RestoreStepView not_settling;
   not_settling.promised = not_settling.rechecked = not_settling.round_done = true;
   const Off offs[] = {
-      {"RC1", fresh, S::kRecheck},
-      {"RC2", promised, S::kOrder},
-      {"RC3", settled, S::kOrder},
-      {"RC4", not_settling, S::kSettle},
-      {"RC5", settled, S::kFinish},
+      {"RC1", fresh, S::kRecheck},       {"RC2", promised, S::kOrder}, {"RC3", settled, S::kOrder},
+      {"RC4", not_settling, S::kSettle}, {"RC5", settled, S::kFinish},
   };
   for (const Off& o : offs) {
     const RestoreStep on = NextRestoreStep(o.v);

@@ -1,9 +1,10 @@
 // The node's restore decision (node/restore_plan.h): one table test per rule NR1-NR4, and for
 // the refusals, what switching the rule off lets through (a mutation check).
+#include "node/restore_plan.h"
+
 #include <gtest/gtest.h>
 
 #include "common/rules.h"
-#include "node/restore_plan.h"
 
 namespace steward {
 namespace {

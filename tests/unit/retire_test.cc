@@ -87,7 +87,7 @@ TEST(RetireTest, T2_NoRemovalBelowQuorum) {
   ASSERT_EQ(s.kind, RetireStep::kRemove) << s.reason;
   EXPECT_EQ(s.member_id, 0x902u);
   v.members.erase(v.members.begin() + 1, v.members.begin() + 3);  // o2, o3 removed
-  v.members[1].healthy = false;                                  // n1 down
+  v.members[1].healthy = false;                                   // n1 down
   s = NextRetirement(v, kManaged, 0);
   EXPECT_EQ(s.kind, RetireStep::kRefuse);
   EXPECT_NE(s.reason.find("below quorum"), std::string::npos) << s.reason;
@@ -114,8 +114,8 @@ TEST(RetireTest, AnOldMemberOnANodesPeerUrlUnderAnotherNameIsNotTheNodes) {
   // unmanaged, so nothing is "done" while it is in the cluster.
   ClusterView v = Adopted(3);
   v.members.erase(v.members.begin() + 1, v.members.begin() + 3);  // o2, o3 retired already
-  v.members[0].member.peer_urls = {"http://127.0.0.11:2380"};      // o1 on n1's peer URL
-  v.members[1].member.peer_urls = {"http://127.0.0.21:2380"};      // n1 (for the count)
+  v.members[0].member.peer_urls = {"http://127.0.0.11:2380"};     // o1 on n1's peer URL
+  v.members[1].member.peer_urls = {"http://127.0.0.21:2380"};     // n1 (for the count)
   std::map<std::string, std::string> managed = kManaged;
   managed["http://127.0.0.21:2380"] = "n1";
   RetireStep s = NextRetirement(v, managed, 3);

@@ -120,8 +120,7 @@ TEST_F(SnapshotFileTest, RefusesWhatIsNotAnEtcdBboltFile) {
 
   auto other = InspectSnapshotFile(Write("o.db", EtcdLikeDb(false)));
   EXPECT_TRUE(absl::IsInvalidArgument(other.status())) << other.status();
-  EXPECT_NE(other.status().message().find("not etcd's"), std::string_view::npos)
-      << other.status();
+  EXPECT_NE(other.status().message().find("not etcd's"), std::string_view::npos) << other.status();
 
   auto truncated = InspectSnapshotFile(Write("tr.db", EtcdLikeDb().substr(0, 3 * kPage)));
   EXPECT_TRUE(absl::IsInvalidArgument(truncated.status())) << truncated.status();
@@ -202,7 +201,6 @@ TEST_F(SnapshotFileTest, ABadTrailerLeavesNothingInTheStore) {
   EXPECT_TRUE(objects->empty()) << objects->size() << " object(s) left, e.g. " << (*objects)[0].key;
 }
 
-
 // A fake etcd for PickUpToDateSource: members n1 (the leader), n2, n3 at u1..u3; each Status
 // call of a member returns the next of its scripted applied indexes (the last one repeats).
 class SourceEtcd : public EtcdApi {
@@ -224,8 +222,7 @@ class SourceEtcd : public EtcdApi {
 
   const std::vector<std::string>& endpoints() const override { return urls_; }
   absl::StatusOr<std::vector<MemberInfo>> MemberList(uint64_t*) override { return members_; }
-  absl::StatusOr<MemberStatus> Status(const std::string& url,
-                                      std::chrono::milliseconds) override {
+  absl::StatusOr<MemberStatus> Status(const std::string& url, std::chrono::milliseconds) override {
     if (down_[url]) return absl::UnavailableError("down");
     MemberStatus st;
     st.member_id = static_cast<uint64_t>(url[1] - '0');

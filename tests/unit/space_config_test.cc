@@ -19,11 +19,13 @@ cluster:
     - {name: n1, host: 127.0.0.11}
 node:
   name: n1
-  data_dir: )", std::filesystem::temp_directory_path().string(), "/steward-space-config-",
+  data_dir: )",
+                      std::filesystem::temp_directory_path().string(), "/steward-space-config-",
                       getpid(), R"(
 etcd:
   binary: /bin/true
-)", etcd_lines, "tls:\n  mode: off\n");
+)",
+                      etcd_lines, "tls:\n  mode: off\n");
 }
 
 absl::StatusOr<Config> Parse(const std::string& etcd_lines) {
@@ -48,9 +50,13 @@ TEST(SpaceConfigTest, DefaultIsPeriodicOneHour) {
 }
 
 TEST(SpaceConfigTest, PeriodicDurationsInEtcdsForm) {
-  for (const auto& [in, out] : std::vector<std::pair<std::string, std::string>>{
-           {"30m", "30m"}, {"90m", "90m"}, {"2h", "2h"}, {"1d", "24h"}, {"45s", "45s"},
-           {"1m30s", "90s"}, {"0", "0"}}) {
+  for (const auto& [in, out] : std::vector<std::pair<std::string, std::string>>{{"30m", "30m"},
+                                                                                {"90m", "90m"},
+                                                                                {"2h", "2h"},
+                                                                                {"1d", "24h"},
+                                                                                {"45s", "45s"},
+                                                                                {"1m30s", "90s"},
+                                                                                {"0", "0"}}) {
     auto c = Parse("  auto_compaction_retention: " + in + "\n");
     ASSERT_TRUE(c.ok()) << in << ": " << c.status();
     EXPECT_EQ(c->etcd.auto_compaction_mode, "periodic");

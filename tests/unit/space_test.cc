@@ -29,8 +29,8 @@ std::vector<std::string> Names(const std::vector<DefragMember>& ms) {
 }
 
 TEST(DefragOrderTest, FollowersAndLearnersFirstLeaderLast) {
-  auto order = DefragOrder({M(1, "n1", true, true), M(2, "n2"), M(3, "n3"),
-                            M(4, "n4", true, false, true)});
+  auto order =
+      DefragOrder({M(1, "n1", true, true), M(2, "n2"), M(3, "n3"), M(4, "n4", true, false, true)});
   EXPECT_EQ(Names(order), (std::vector<std::string>{"n2", "n3", "n4", "n1"}));
 }
 

@@ -169,7 +169,6 @@ TEST(StartDecisionTest, SD2_ANodeThatMissedTheDestroyRecordsIt) {
   EXPECT_EQ(DecideStart(v).action, StartAction::kStartOnData);
 }
 
-
 // RM3: a member's data is not started once its member is provably out of its cluster; a list
 // from another cluster, or none, proves nothing.
 TEST(StartDecisionTest, RM3_AMemberProvablyRemovedFromItsClusterIsNotStarted) {

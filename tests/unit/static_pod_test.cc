@@ -1,8 +1,9 @@
 // The static pod manifest (runner/static_pod.h): parsed back as YAML and checked field by
 // field, with and without a base Pod spec to merge into.
+#include "runner/static_pod.h"
+
 #include <gtest/gtest.h>
 
-#include "runner/static_pod.h"
 #include "yaml-cpp/yaml.h"
 
 namespace steward {

@@ -3,15 +3,18 @@
 // must not look the same).
 #include <gtest/gtest.h>
 
-#include "ctl/status.h"
 #include "control/history.h"
+#include "ctl/status.h"
 
 namespace steward {
 namespace {
 
 nlohmann::json State(int64_t at, int64_t refresh) {
-  nlohmann::json r = {{"leader", "n1"}, {"term", 3}, {"step", "none"},
-                      {"detail", "cluster at size 3, all members healthy"}, {"at", at}};
+  nlohmann::json r = {{"leader", "n1"},
+                      {"term", 3},
+                      {"step", "none"},
+                      {"detail", "cluster at size 3, all members healthy"},
+                      {"at", at}};
   if (refresh > 0) r["refresh"] = refresh;
   return {{"leader", "n1"}, {"reconciler", r}};
 }

@@ -1,11 +1,11 @@
 // What the agent's children (etcd, etcdctl, etcdutl) get from its environment, and running a
 // helper with a deadline and a cancel check (common/subprocess.h).
+#include "common/subprocess.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdlib>
-
-#include "common/subprocess.h"
 
 namespace steward {
 namespace {
@@ -49,8 +49,8 @@ TEST(RunProcessTest, AHelperSeesOnlyTheFilteredEnvironment) {
 
 TEST(RunProcessTest, ACancelledHelperIsKilled) {
   int asks = 0;
-  auto r = RunProcess({"/bin/sleep", "60"}, {}, std::chrono::seconds(60),
-                      [&] { return ++asks > 3; });
+  auto r =
+      RunProcess({"/bin/sleep", "60"}, {}, std::chrono::seconds(60), [&] { return ++asks > 3; });
   EXPECT_TRUE(absl::IsCancelled(r.status())) << r.status();
 }
 

@@ -10,8 +10,8 @@
 #include <future>
 #include <thread>
 
-#include "control/env.h"
 #include "common/fan_out.h"
+#include "control/env.h"
 
 namespace steward {
 namespace {
@@ -67,8 +67,14 @@ TEST(ThreadCacheTest, LaterTasksReuseWaitingThreadsAndIdleOnesEnd) {
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
       }
     };
-    cache.Run([&a, both] { both(); a.set_value(); });
-    cache.Run([&b, both] { both(); b.set_value(); });
+    cache.Run([&a, both] {
+      both();
+      a.set_value();
+    });
+    cache.Run([&b, both] {
+      both();
+      b.set_value();
+    });
     a.get_future().wait();
     b.get_future().wait();
     ASSERT_EQ(started.load(), 2);

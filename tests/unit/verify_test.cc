@@ -40,8 +40,9 @@ std::string Zstd(const std::string& in, bool checksum = true) {
 class VerifyTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = fs::path(::testing::TempDir()) / ("verify-" + std::to_string(::getpid()) + "-" +
-                                             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    root_ = fs::path(::testing::TempDir()) /
+            ("verify-" + std::to_string(::getpid()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(root_);
     fs::create_directories(root_);
     store_ = NewFileStore(root_.string());
@@ -97,7 +98,8 @@ TEST_F(VerifyTest, AGoodBackupPassesEveryLevelAndIsWrittenOutExactly) {
 // at a buffer's end, one byte past it, or several buffers long comes out byte for byte.
 TEST_F(VerifyTest, StreamsOfEveryLengthAroundTheWriteBufferAreWrittenOutExactly) {
   std::mt19937 rng(11);
-  for (size_t size : {size_t{8} << 20, (size_t{8} << 20) + 1, (size_t{4} << 20) - 1, size_t{13} << 20}) {
+  for (size_t size :
+       {size_t{8} << 20, (size_t{8} << 20) + 1, (size_t{4} << 20) - 1, size_t{13} << 20}) {
     std::string body(size - 32, '\0');
     for (auto& ch : body) ch = static_cast<char>('a' + rng() % 16);
     const std::string stream = body + Sha(body);

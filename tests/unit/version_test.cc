@@ -1,9 +1,10 @@
 // Versions and binaries (etcd/version.h, rules EV0-EV2 and U2/U8 in reconcile/plan.h): which
 // binary a join uses, when a node cannot join, what etcd's log says when it exits, and a roll
 // that checks every node's binary first.
+#include "etcd/version.h"
+
 #include <gtest/gtest.h>
 
-#include "etcd/version.h"
 #include "reconcile/plan.h"
 
 namespace steward {
@@ -57,13 +58,18 @@ TEST(VersionTest, ExitReasonFromEtcdsOwnLog) {
                 "higher than the maximum cluster version(3.4.0) supported\n"
                 "2026-11-28 06:30:00.2 C | etcdmain: incompatible with current running cluster\n"),
             "incompatible with current running cluster");
-  EXPECT_EQ(ExitReasonFromLog(
-                R"({"level":"info","msg":"closing etcd server"})" "\n"
-                R"({"level":"warn","msg":"failed to start etcd","error":"listen tcp: x"})" "\n"
-                R"({"level":"fatal","msg":"discovery failed","error":"listen tcp: bind: address already in use","stacktrace":"..."})" "\n"),
-            "discovery failed: listen tcp: bind: address already in use");
+  EXPECT_EQ(
+      ExitReasonFromLog(
+          R"({"level":"info","msg":"closing etcd server"})"
+          "\n"
+          R"({"level":"warn","msg":"failed to start etcd","error":"listen tcp: x"})"
+          "\n"
+          R"({"level":"fatal","msg":"discovery failed","error":"listen tcp: bind: address already in use","stacktrace":"..."})"
+          "\n"),
+      "discovery failed: listen tcp: bind: address already in use");
   EXPECT_EQ(ExitReasonFromLog("panic: runtime error\ngoroutine 1 [running]:\n"),
-            "panic: runtime error") << "a Go panic, not the stack below it";
+            "panic: runtime error")
+      << "a Go panic, not the stack below it";
   EXPECT_EQ(ExitReasonFromLog("this etcd does not start\n"), "this etcd does not start");
   EXPECT_EQ(ExitReasonFromLog(""), "");
 }

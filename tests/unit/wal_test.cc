@@ -2,9 +2,10 @@
 // (8-byte little-endian length, then a walpb.Record) with a zero-filled preallocated tail.
 #include "etcd/wal.h"
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
-#include <unistd.h>
 
 #include "gtest/gtest.h"
 
@@ -23,13 +24,16 @@ std::string Varint(uint64_t v) {
   return out;
 }
 
-std::string VarintField(int field, uint64_t v) { return Varint(static_cast<uint64_t>(field) << 3) + Varint(v); }
+std::string VarintField(int field, uint64_t v) {
+  return Varint(static_cast<uint64_t>(field) << 3) + Varint(v);
+}
 std::string BytesField(int field, const std::string& b) {
   return Varint((static_cast<uint64_t>(field) << 3) | 2) + Varint(b.size()) + b;
 }
 
 std::string Frame(int64_t type, const std::string& data) {
-  std::string rec = VarintField(1, static_cast<uint64_t>(type)) + VarintField(2, 12345) + BytesField(3, data);
+  std::string rec =
+      VarintField(1, static_cast<uint64_t>(type)) + VarintField(2, 12345) + BytesField(3, data);
   uint64_t len = rec.size();
   std::string out(reinterpret_cast<const char*>(&len), 8);
   return out + rec;
@@ -68,9 +72,9 @@ TEST_F(WalTest, NoWalIsNotFound) {
 
 TEST_F(WalTest, AFreshBootstrapCommitsOnlyTheInitialMembers) {
   // A leader's first entry (index 4) appended but not committed: still only the bootstrap.
-  Segment("0000000000000000-0000000000000000.wal",
-          Metadata(0xaa, 0xcc) + Entry(1, 1) + Entry(1, 2) + Entry(1, 3) + HardState(1, 3) +
-              Entry(2, 4));
+  Segment("0000000000000000-0000000000000000.wal", Metadata(0xaa, 0xcc) + Entry(1, 1) +
+                                                       Entry(1, 2) + Entry(1, 3) + HardState(1, 3) +
+                                                       Entry(2, 4));
   auto id = ReadWalIdentity(dir_.string());
   ASSERT_TRUE(id.ok()) << id.status();
   EXPECT_EQ(id->member_id, 0xaau);
