@@ -12,12 +12,14 @@
 #include "backup/delta.h"
 #include "backup/layout.h"
 #include "backup/pipeline.h"
+#include "control/env.h"
 #include "control/records.h"
 #include "ctl/common.h"
 #include "ctl/progress.h"
 #include "ctl/snapshot_cmd.h"
 #include "ctl/status.h"
 #include "etcd/version.h"
+#include "restore/settle.h"
 
 namespace steward {
 
