@@ -165,6 +165,13 @@ absl::Status Agent::WireClients(const std::shared_ptr<grpc::ChannelCredentials>&
       std::make_unique<EtcdClient>(std::vector<std::string>{config_.ClientUrl(config_.self())}, co);
   co.timeout = milliseconds(2000);
   cluster_client_ = std::make_unique<EtcdClient>(config_.ClusterClientUrls(), co);
+  // The watchdog's probes: a healthy member answers a linearizable read in milliseconds, and
+  // a slow disk in well under this; only a member that does not answer for the whole
+  // etcd.hang_restart_after is restarted.
+  co.timeout = milliseconds(3000);
+  watch_local_ =
+      std::make_unique<EtcdClient>(std::vector<std::string>{config_.ClientUrl(config_.self())}, co);
+  watch_peers_ = std::make_unique<EtcdClient>(others, co);
   for (int i = 0; i < config_.cluster.size; ++i) {
     const NodeSpec& n = config_.cluster.nodes[static_cast<size_t>(i)];
     if (n.name == config_.node.name) continue;
@@ -435,6 +442,14 @@ absl::Status Agent::Start() {
     pthread_setname_np(pthread_self(), "st-reconcile");
     ReconcileLoop();
   });
+  if (config_.etcd.hang_restart_after.count() > 0) {
+    hang_watch_ = std::make_unique<HangWatch>(config_.node.name, config_.etcd.hang_restart_after,
+                                              milliseconds(5000), Clock::Real(), WatchProbes());
+    watchdog_thread_ = std::thread([this] {
+      pthread_setname_np(pthread_self(), "st-watchdog");
+      WatchdogLoop();
+    });
+  }
   if (deltas_) {
     delta_thread_ = std::thread([this] {
       pthread_setname_np(pthread_self(), "st-deltas");
@@ -540,6 +555,7 @@ void Agent::Shutdown(bool stop_etcd) {
   control_wake_.Wake();
   if (deltas_) deltas_->Stop();
   if (delta_thread_.joinable()) delta_thread_.join();
+  if (watchdog_thread_.joinable()) watchdog_thread_.join();
   if (reconcile_thread_.joinable()) reconcile_thread_.join();
   if (leadership_thread_.joinable()) leadership_thread_.join();
   if (control_.joinable()) control_.join();

@@ -2,18 +2,21 @@
 //
 // Start(): prepare the node dir and TLS files, wire the real seams (gRPC clients, the node's
 // disk, the process runner, the backup store), adopt an etcd a previous agent left running,
-// serve the peer API, then start three threads:
+// serve the peer API, then start its threads:
 //   - control: this node's side (LocalNode::ControlPass: start etcd on its own when the start
 //     decision says so, D1, markers, fences), certificate renewal, and the restore
 //     coordinator's passes (restores are coordinated without etcd);
 //   - leadership: campaign for / keep the lease-backed leader key in etcd;
-//   - reconcile: while leading, run the reconciler (observe, plan one step, act).
+//   - reconcile: while leading, run the reconciler (observe, plan one step, act);
+//   - watchdog: probe this node's etcd and restart it in place when it hangs
+//     (node/hang_watch.h; off with etcd.hang_restart_after: 0).
 // Shutdown(): cancel what is in flight (a restore tool, orders waiting on peers), resign, stop
 // the threads and the peer API, then stop etcd.
 //
 // Where things are:
 //   agent.cc            wiring (the Wire* steps), Start/Shutdown, trust and renewal orders
-//   agent_loops.cc      the three loops and what each pass of them does
+//   agent_loops.cc      the control, leadership and reconcile loops, what each pass does
+//   watchdog.cc         the watchdog's loop and its probes
 //   control_wiring.h    WireControl: the control objects, linked (the simulation calls it too)
 //   agent_main.cc       main(): flags, config, logging, signals
 //   node/local_node.h   this node's side: start.cc (how a node starts etcd on its own),
@@ -42,6 +45,7 @@
 #include "etcd/client.h"
 #include "etcd/flags.h"
 #include "etcd/version.h"
+#include "node/hang_watch.h"
 #include "node/local_node.h"
 #include "node/node_disk.h"
 #include "node/start_decision.h"
@@ -103,6 +107,9 @@ class Agent {
   bool ActsForSpaceWithoutLeader();
   // Sleeps up to `d`; returns false if the agent is stopping.
   bool SleepFor(std::chrono::milliseconds d);
+  // The watchdog (node/hang_watch.h): its probes over this agent's handles, and its loop.
+  HangProbes WatchProbes();
+  void WatchdogLoop();
   // Brings the reconcile loop's next pass forward (a nudge from a node, or leadership won).
   void WakeReconciler();
   // Tells the steward leader this node's state changed (best effort). False when no leader is
@@ -127,6 +134,9 @@ class Agent {
   DirWatch control_wake_;
   std::unique_ptr<EtcdClient> cluster_client_;  // every node's client URL
   std::unique_ptr<EtcdClient> local_client_;    // this node's client URL
+  // The watchdog's own handles, with its probe deadline (the loops' clients keep theirs).
+  std::unique_ptr<EtcdClient> watch_local_, watch_peers_;
+  std::unique_ptr<HangWatch> hang_watch_;  // null: etcd.hang_restart_after is 0
   std::unique_ptr<TermGuard> terms_;
   std::unique_ptr<BackupStore> store_;  // null without backup.store
   std::unique_ptr<LocalNode> node_;
@@ -162,7 +172,7 @@ class Agent {
   CondVar cv_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool nudged_ ABSL_GUARDED_BY(mu_) = false;  // the reconcile loop should pass now
-  std::thread control_, leadership_thread_, reconcile_thread_, delta_thread_;
+  std::thread control_, leadership_thread_, reconcile_thread_, delta_thread_, watchdog_thread_;
 };
 
 // The agent's main(): flags, config, logging, signals. Returns the process exit status

@@ -23,6 +23,12 @@ constexpr Descriptor kDescriptors[] = {
     {"steward_etcd_running", "gauge", "1 while this node's etcd runs."},
     {"steward_etcd_restarts_total", "counter",
      "Times the agent restarted this node's etcd after it exited."},
+    {"steward_etcd_hung", "gauge",
+     "1 while this node's etcd runs but has not answered a linearizable read while the other "
+     "members serve (node/hang_decision.h), labelled with the rule (H5 waiting out the bound, "
+     "H6 stuck in I/O, H7 given up, H8 restarting)."},
+    {"steward_etcd_hang_restarts_total", "counter",
+     "Times the watchdog restarted this node's hung etcd in place (data kept)."},
     {"steward_member_raft_index", "gauge", "Raft index of this node's member."},
     {"steward_member_db_size_bytes", "gauge", "Backend size of this node's member."},
     {"steward_member_is_learner", "gauge", "1 while this node's member is a learner."},

@@ -95,6 +95,9 @@ struct EtcdConfig {
   std::chrono::milliseconds stop_timeout{10000};         // SIGTERM -> SIGKILL grace
   std::chrono::milliseconds restart_backoff_min{500};    // first restart delay
   std::chrono::milliseconds restart_backoff_max{30000};  // cap on restart delay
+  // The node's watchdog (node/hang_decision.h): etcd running but not answering a linearizable
+  // read this long, while the other members serve, is restarted in place (data kept). 0: off.
+  std::chrono::milliseconds hang_restart_after{30000};
   // <data_dir>/etcd.log is rotated past this size (copy, then truncate in place:
   // common/log_rotate.h); 0: never. runner.kind process only (a kubelet keeps a static pod's).
   uint64_t log_max_size = 64ULL << 20;

@@ -399,6 +399,13 @@ Config Parse(const YAML::Node& root) {
         GetDuration(ec, "etcd", "restart_backoff_min", c.etcd.restart_backoff_min);
     c.etcd.restart_backoff_max =
         GetDuration(ec, "etcd", "restart_backoff_max", c.etcd.restart_backoff_max);
+    c.etcd.hang_restart_after =
+        GetDuration(ec, "etcd", "hang_restart_after", c.etcd.hang_restart_after);
+    if (c.etcd.hang_restart_after.count() != 0 &&
+        c.etcd.hang_restart_after < std::chrono::seconds(10)) {
+      Fail("etcd.hang_restart_after",
+           "must be 0 (off) or at least 10s (a long fsync or a slow apply is not a hang)");
+    }
     if (c.etcd.restart_backoff_min.count() <= 0) {
       Fail("etcd.restart_backoff_min", "must be greater than 0");
     }

@@ -90,6 +90,9 @@ const std::vector<ConfigKey>& ConfigSchema() {
       Key("etcd.stop_timeout", "10s", "SIGTERM -> SIGKILL grace period"),
       Key("etcd.restart_backoff_min", "500ms", "the first wait before etcd is restarted"),
       Key("etcd.restart_backoff_max", "30s", "the longest, after repeated exits"),
+      Key("etcd.hang_restart_after", "30s",
+          "etcd running but not answering a linearizable read this long, while the other "
+          "members serve, is restarted in place, data kept (>= 10s; 0: never); docs/running.md"),
       Key("etcd.versions", "{}",
           "rolling upgrades: version -> binary (static-pod: image); see docs/upgrades.md"),
       Key("etcd.etcdctl", "/usr/bin/etcdctl",

@@ -122,6 +122,13 @@ class LocalNode : public NodeHandler {
   // data dir (or every cluster.idle_interval).
   bool Settled();
 
+  // The watchdog's view of what keeps etcd from answering reads by design (hang_decision.h,
+  // H2): a restore staged or fenced, a join under way, etcd held by the leader. "" if none.
+  std::string HangBusy();
+  // The watchdog's verdict on etcd ("" while it answers) and its restarts in place, reported
+  // in State() (NodeState.hang, hang_restarts).
+  void SetHang(std::string verdict, int restarts);
+
  private:
   // Starts (or keeps) etcd with `launch`; `on_data`: on the member data in place (not a join
   // or a bootstrap, which start on an empty dir). False (etcd stopped) if `on_data` and the
@@ -214,6 +221,9 @@ class LocalNode : public NodeHandler {
   std::atomic<uint64_t> log_offset_{0};    // etcd's log size when etcd was last started
   std::atomic<int> restarts_at_run_{0};    // the runner's restarts() then
   // EtcdExitReason's cache: the restarts count it was read at, and what it read.
+  Mutex hang_mu_;
+  std::string hang_ ABSL_GUARDED_BY(hang_mu_);
+  int hang_restarts_ ABSL_GUARDED_BY(hang_mu_) = 0;
   Mutex exit_mu_;
   int exit_read_at_ ABSL_GUARDED_BY(exit_mu_) = -1;
   std::string exit_reason_ ABSL_GUARDED_BY(exit_mu_);

@@ -54,6 +54,11 @@ peer::NodeState LocalNode::State() {
     }
   }
   s.set_etcd_exit(EtcdExitReason());
+  {
+    MutexLock lock(&hang_mu_);
+    s.set_hang(hang_);
+    s.set_hang_restarts(hang_restarts_);
+  }
   s.set_destroyed(disk_.Read(Marker::kDestroyed));
   if (config_.tls.enabled()) {
     MutexLock lock(&client_user_mu_);

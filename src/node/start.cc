@@ -297,6 +297,29 @@ bool LocalNode::Settled() {
          !Bootstrapping() && FencedRestoreId().empty() && HasMemberData();
 }
 
+std::string LocalNode::HangBusy() {
+  {
+    MutexLock lock(&restore_mu_);
+    if (!restoring_.empty()) return absl::StrCat("it is being restored (", restoring_, ")");
+  }
+  if (held_) return "the leader holds it stopped";
+  if (join_started_) return "it is joining the cluster";
+  if (Bootstrapping()) return "it is bootstrapping the cluster";
+  if (const std::string fenced = FencedRestoreId(); !fenced.empty()) {
+    return absl::StrCat("it serves only behind the fence of restore ", fenced);
+  }
+  // An order or a start decision holds mu_ (a join, a restore's apply, a version switch).
+  if (!mu_.TryLock()) return "an order is under way";
+  mu_.Unlock();
+  return "";
+}
+
+void LocalNode::SetHang(std::string verdict, int restarts) {
+  MutexLock lock(&hang_mu_);
+  hang_ = std::move(verdict);
+  hang_restarts_ = restarts;
+}
+
 void LocalNode::MaybeUnfenceSelf() {
   if (env_.store == nullptr) return;
   auto intent = ReadRestoreIntent(*env_.store, config_.cluster.name);

@@ -34,6 +34,11 @@ std::string MemberLabel(const MemberView& m) {
   return absl::StrCat(m.name.empty() ? "(unnamed)" : m.name, " (", plan_text::Hex(m.id), ")");
 }
 
+bool RestartingInPlace(const NodeView& n) {
+  if (RuleOff("HG1")) return false;
+  return n.hang.rfind("H5:", 0) == 0 || n.hang.rfind("H8:", 0) == 0;
+}
+
 Step MakeStep(StepKind kind, std::string reason) {
   Step s;
   s.kind = kind;
@@ -126,6 +131,14 @@ class Planner {
           return MakeStep(StepKind::kWait,
                           absl::StrCat("member ", MemberLabel(m), " is unhealthy (for ",
                                        Secs(m.unhealthy_for), "); not replaced: ", PausedNote(*n)));
+        }
+        if (const NodeView* n = NodeForMember(m); n != nullptr && RestartingInPlace(*n)) {
+          return MakeStep(
+              StepKind::kWait,
+              absl::StrCat("member ", MemberLabel(m), " is unhealthy (for ", Secs(m.unhealthy_for),
+                           "); not replaced while its agent "
+                           "restarts it in place: ",
+                           n->hang));  // HG1
         }
         if (auto back = PlanVersionRecovery(o_, m)) return *back;
         if (auto stalled = StalledRoll(m)) return *stalled;  // U8
@@ -421,7 +434,8 @@ class Planner {
       if (m.is_learner || m.healthy || m.unhealthy_for < o_.replace_after) continue;
       if (Unmanaged(m)) continue;  // AD1
       const NodeView* n = NodeForMember(m);
-      if (n != nullptr && !n->paused.empty()) continue;  // P1
+      if (n != nullptr && !n->paused.empty()) continue;     // P1
+      if (n != nullptr && RestartingInPlace(*n)) continue;  // HG1
       const NodeView* spare = Spare(n ? n->name : "");
       if (spare == nullptr) continue;
       // Removing a dead voter first is quorum-safe whenever the cluster has quorum, and etcd

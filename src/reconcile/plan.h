@@ -43,6 +43,9 @@ struct NodeView {
   std::vector<EtcdBinary> binaries;
   // Why its etcd last exited on its own, from etcd's log ("" if it has not).
   std::string etcd_exit;
+  // Its watchdog's verdict on a running etcd that does not answer reads ("" while it answers,
+  // or from an agent without one): "H5: ..." and so on (node/hang_decision.h). Rule HG1.
+  std::string hang;
   // The last join its etcd refused ("" none since), and how long until the node launches
   // etcd for a join again (it backs off after each refusal).
   std::string join_error;
@@ -140,6 +143,15 @@ std::string VersionBlock(const NodeView& n, const std::string& version);
 //      change nothing (the rules for a node's own entry would remove it).
 // AD4 (start_decision.h) and AD5 (restore/decision.h): while adopting, no node bootstraps and no
 // restore starts by itself.
+
+// A member whose node's own watchdog is restarting it in place (node/hang_decision.h). Rule,
+// with a table test (tests/unit/plan_test.cc):
+//   HG1 a dead member whose agent answers and reports its etcd hung but not given up (H5
+//       waiting out the bound, H8 restarting; not H6 stuck in I/O, not H7 given up) is not
+//       replaced: its data is good, and a restart in place is faster than any resync. The
+//       planner waits and says so. Once the watchdog gives up, or the agent stops answering,
+//       the rules for a dead member apply as before.
+bool RestartingInPlace(const NodeView& n);
 
 // Maintenance (reconcile/maintenance.h: stewardctl pause, drain, remove-node, readd-node).
 // Rules, each with a table test (tests/unit/maintenance_plan_test.cc):

@@ -121,6 +121,7 @@ NodeView Reconciler::ObserveNode(const NodeSpec& n, const absl::StatusOr<peer::N
       v.binaries.push_back(EtcdBinary{b.key(), b.path(), b.reported(), b.error()});
     }
     v.etcd_exit = st->etcd_exit();
+    v.hang = st->hang();
     v.join_error = st->join_error();
     v.join_retry_in = milliseconds(st->join_retry_ms());
     for (const auto& b : st->binaries()) {

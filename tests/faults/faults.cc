@@ -48,6 +48,8 @@ const char* FaultName(FaultKind k) {
       return "pause-node";
     case FaultKind::kPauseMajority:
       return "pause-majority";
+    case FaultKind::kHangEtcd:
+      return "hang-etcd";
     case FaultKind::kWipe:
       return "wipe";
     case FaultKind::kPartialDataDir:
@@ -195,6 +197,8 @@ FaultRig::FaultRig(int subnet, int nodes, int size, StoreKind store, bool upgrad
       subnet, nodes, size,
       std::string(kFastLeader) + "  replace_after: 8s\n  learner_timeout: 30s\n", backup,
       /*netns=*/geteuid() == 0);
+  // The watchdog's bound at its minimum, so that hang-etcd cycles are short.
+  c_->ReplaceInConfigs("  stop_timeout: 5s\n", "  stop_timeout: 5s\n  hang_restart_after: 10s\n");
   if (upgrade) {
     c_->ReplaceInConfigs(
         "  restart_backoff_max: 2s\n",
@@ -515,6 +519,16 @@ CycleResult FaultRig::Cycle(FaultKind kind, std::mt19937& rng) {
         pids.push_back(etcd_pid(voters[k]));
       }
       Pause(pids, 5s);
+      break;
+    }
+    case FaultKind::kHangEtcd: {
+      // Its agent restarts it after the bound; SIGCONT only if it is still the same process.
+      const int i = pick(voters);
+      const pid_t pid = etcd_pid(i);
+      if (pid <= 0) break;
+      ::kill(pid, SIGSTOP);
+      WaitFor([&] { return c_->EtcdPid(i) != pid; }, 20s);
+      if (c_->EtcdPid(i) == pid) ::kill(pid, SIGCONT);
       break;
     }
     case FaultKind::kWipe:

@@ -562,6 +562,31 @@ std::vector<Case> Cases() {
        0,
        "",
        {"n3", "unhealthy (for 59s)", "replaced after 60s"}},
+      {"HG1_NoReplacementWhileItsAgentRestartsItInPlace",
+       [](ClusterObservation& o) {
+         // n3's etcd runs but does not answer; its agent answers and waits out the hang bound.
+         if (MemberView* m = Member(o, "n3")) {
+           m->healthy = false;
+           m->unhealthy_for = seconds(90);
+         }
+         Node(o, 3).hang = "H5: etcd on n3 has not answered a read for 20s";
+       },
+       StepKind::kWait,
+       0,
+       "",
+       {"n3", "not replaced while its agent restarts it in place", "H5"}},
+      {"HG1_ReplacedOnceItsWatchdogGivesUp",
+       [](ClusterObservation& o) {
+         if (MemberView* m = Member(o, "n3")) {
+           m->healthy = false;
+           m->unhealthy_for = seconds(90);
+         }
+         Node(o, 3).hang = "H7: etcd on n3 still does not answer reads after 2 restarts";
+       },
+       StepKind::kRemoveMember,
+       InitialId(3),
+       "",
+       {"removing member n3", "spare n4 ready"}},
       {"NoReplacementWithoutSpare",
        [](ClusterObservation& o) {
          NodeDown(o, 3, seconds(600));

@@ -1,0 +1,144 @@
+// The watchdog thread: HangWatch (node/hang_watch.h) over this agent's handles. Its probes
+// are the agent's own clients with the watchdog's deadline, etcd's /metrics, and /proc.
+#include <pthread.h>
+#include <signal.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "agent/agent.h"
+#include "common/metrics.h"
+#include "etcd/keys.h"
+#include "httplib.h"
+#include "spdlog/spdlog.h"
+
+namespace steward {
+
+using std::chrono::milliseconds;
+
+namespace {
+
+// The state letter of /proc/<pid>/stat: after the command's closing parenthesis (the command
+// itself may hold spaces and parentheses).
+char ProcessState(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string s = text.str();
+  const size_t close = s.rfind(')');
+  if (close == std::string::npos || close + 2 >= s.size()) return '?';
+  return s[close + 2];
+}
+
+// etcd_disk_defrag_inflight's value in a /metrics text; nullopt without the metric.
+std::optional<bool> DefragInflight(const std::string& metrics) {
+  const std::string name = "\netcd_disk_defrag_inflight ";
+  const size_t at = metrics.find(name);
+  if (at == std::string::npos) return std::nullopt;
+  const size_t from = at + name.size();
+  const std::string value = metrics.substr(from, metrics.find('\n', from) - from);
+  double v = 0;
+  if (!absl::SimpleAtod(value, &v)) return std::nullopt;
+  return v > 0;
+}
+
+}  // namespace
+
+HangProbes Agent::WatchProbes() {
+  HangProbes p;
+  const std::string read_key = StatusKey(config_.cluster.name);
+  p.own_read = [this, read_key] { return watch_local_->Get(read_key).status(); };
+  p.others_read = [this](bool* self_learner) -> absl::Status {
+    if (watch_peers_->endpoints().empty()) {
+      return absl::UnavailableError("no other member");
+    }
+    auto members = watch_peers_->LinearizableMemberList();
+    if (!members.ok()) return members.status();
+    const std::string peer_url = config_.PeerUrl(config_.self());
+    for (const MemberInfo& m : *members) {
+      for (const std::string& u : m.peer_urls) {
+        if (u == peer_url) *self_learner = m.is_learner;
+      }
+    }
+    return absl::OkStatus();
+  };
+  p.defragmenting = [this]() -> std::optional<bool> {
+    const NodeSpec& self = config_.self();
+    const int port = config_.cluster.ports.metrics != 0 ? config_.cluster.ports.metrics
+                                                        : config_.cluster.ports.client;
+    auto get = [](auto& client) -> std::optional<std::string> {
+      client.set_connection_timeout(2);
+      client.set_read_timeout(2);
+      auto r = client.Get("/metrics");
+      if (!r || r->status != 200) return std::nullopt;
+      return r->body;
+    };
+    std::optional<std::string> body;
+    if (config_.tls.enabled() && config_.cluster.ports.metrics == 0) {
+      const TlsPaths tls = config_.Tls();
+      httplib::SSLClient c(self.host, port, tls.client_cert, tls.client_key);
+      c.set_ca_cert_path(tls.ca.c_str());
+      body = get(c);
+    } else {
+      httplib::Client c(self.host, port);
+      body = get(c);
+    }
+    if (!body) return std::nullopt;
+    return DefragInflight(*body);
+  };
+  p.process_state = [](pid_t pid) { return ProcessState(pid); };
+  p.pid = [this] { return runner_->pid(); };
+  p.wanted = [this] { return runner_->wanted(); };
+  p.busy = [this] { return node_->HangBusy(); };
+  p.restart = [this](pid_t pid, milliseconds grace) -> absl::Status {
+    // SIGTERM first: etcd syncs and closes its files. A stopped process acts on it only once
+    // continued. The runner (its supervisor) sees the exit and starts etcd again.
+    ::kill(pid, SIGTERM);
+    ::kill(pid, SIGCONT);
+    auto gone = [&](milliseconds limit) {
+      const auto deadline = std::chrono::steady_clock::now() + limit;
+      while (std::chrono::steady_clock::now() < deadline) {
+        if (runner_->pid() != pid) return true;
+        if (!SleepFor(milliseconds(100))) return true;  // the agent stops
+      }
+      return false;
+    };
+    if (gone(grace)) return absl::OkStatus();
+    spdlog::warn("etcd pid {} did not stop within {}ms; sending SIGKILL", pid, grace.count());
+    ::kill(pid, SIGKILL);
+    if (gone(milliseconds(5000))) return absl::OkStatus();
+    return absl::DeadlineExceededError(absl::StrCat("etcd pid ", pid, " survived SIGKILL (state ",
+                                                    std::string(1, ProcessState(pid)), ")"));
+  };
+  p.record = [this](const std::string& action, const std::string& reason,
+                    const std::string& result) {
+    if (history_) history_->Append(0, action, reason, result);
+  };
+  return p;
+}
+
+void Agent::WatchdogLoop() {
+  Metrics& m = Metrics::Global();
+  int counted = 0;
+  do {
+    const HangDecision d = hang_watch_->Round();
+    node_->SetHang(hang_watch_->verdict(), hang_watch_->restarts());
+    m.Clear("steward_etcd_hung");
+    if (d.action != HangAction::kHealthy && !hang_watch_->verdict().empty() && d.rule != "H2" &&
+        d.rule != "H3" && d.rule != "H4") {
+      m.Set("steward_etcd_hung", 1, {{"rule", d.rule}});
+    } else {
+      m.Set("steward_etcd_hung", 0);
+    }
+    if (const int n = hang_watch_->restarts(); n > counted) {
+      m.Add("steward_etcd_hang_restarts_total", n - counted);
+      counted = n;
+    }
+  } while (SleepFor(milliseconds(2000)));
+}
+
+}  // namespace steward

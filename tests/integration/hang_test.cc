@@ -1,0 +1,172 @@
+// A member that runs but does not answer (node/hang_decision.h): real agents and real etcd on
+// 127.0.X.0/24, etcd frozen with SIGSTOP past etcd.hang_restart_after. Its own agent restarts
+// it in place: same member, same data, no wipe, no resync, no spare; the leader waits for that
+// (HG1). While the quorum is lost nothing is restarted (H3).
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "harness.h"
+#include "nlohmann/json.hpp"
+
+namespace steward::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+enum Subnet { kFollower = 71, kLeader = 72, kQuorum = 73 };
+
+// The watchdog's bound at its minimum (10 s); the leader's replace_after above it, so that
+// without HG1 the spare would replace the member before the watchdog acts.
+constexpr char kHangEtcd[] = "  stop_timeout: 5s\n  hang_restart_after: 10s\n";
+constexpr char kTimers[] =
+    "  replace_after: 15s\n  leader_lease_ttl: 2s\n  reconcile_interval: 300ms\n"
+    "  idle_interval: 1s\n";
+
+void HangAfter(TestCluster& c) { c.ReplaceInConfigs("  stop_timeout: 5s\n", kHangEtcd); }
+
+// The node index (0-based) of etcd's leader, or -1.
+int EtcdLeader(const TestCluster& c) {
+  const ClusterView v = c.Status();
+  for (const MemberRow& m : v.members) {
+    if (m.member.id == v.leader_id && !m.member.name.empty()) {
+      return std::stoi(m.member.name.substr(1)) - 1;
+    }
+  }
+  return -1;
+}
+
+uint64_t MemberIdOf(const TestCluster& c, const std::string& name) {
+  for (const auto& m : c.Status().members) {
+    if (m.member.name == name) return m.member.id;
+  }
+  return 0;
+}
+
+// The history's actions, oldest first.
+std::vector<std::string> HistoryActions(const TestCluster& c) {
+  std::vector<std::string> out;
+  auto r = c.Ctl({"history", "-o", "json"});
+  if (r.exit_code != 0) return out;
+  auto j = nlohmann::json::parse(r.output, nullptr, false);
+  if (!j.is_array()) return out;
+  for (const auto& e : j) out.push_back(e.value("action", std::string()));
+  return out;
+}
+
+bool Has(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+// Waits (bounded) until node i runs an etcd other than `old`; returns how long that took.
+std::optional<std::chrono::milliseconds> WaitNewPid(const TestCluster& c, int i, pid_t old,
+                                                    std::chrono::seconds bound) {
+  const auto start = std::chrono::steady_clock::now();
+  if (!WaitFor(
+          [&] {
+            auto p = c.EtcdPid(i);
+            return p.has_value() && *p != old;
+          },
+          bound)) {
+    return std::nullopt;
+  }
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                               start);
+}
+
+TEST(HangTest, AStoppedFollowerIsRestartedInPlaceWithItsDataNotReplaced) {
+  TestCluster c(kFollower, 4, 3, kTimers);  // n4 is a ready spare
+  HangAfter(c);
+  for (int i = 0; i < 4; ++i) c.StartAgent(i);
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 90s)) << c.Logs();
+  for (int i = 0; i < 50; ++i) Put(c, absl::StrCat("/hang/k", i), absl::StrCat("v", i));
+  int victim = 2;
+  if (EtcdLeader(c) == victim) victim = 1;
+  const std::string name = absl::StrCat("n", victim + 1);
+  const uint64_t id = MemberIdOf(c, name);
+  ASSERT_NE(id, 0u);
+  const auto pid = c.EtcdPid(victim);
+  ASSERT_TRUE(pid.has_value());
+  ASSERT_EQ(::kill(*pid, SIGSTOP), 0);
+  // The bound (10 s) plus the probes' deadlines and the grace: well within 40 s.
+  const auto took = WaitNewPid(c, victim, *pid, 40s);
+  ::kill(*pid, SIGCONT);  // in case it was not restarted (it is then still ours)
+  ASSERT_TRUE(took.has_value()) << "etcd on " << name << " was not restarted\n" << c.Logs();
+  EXPECT_GE(*took, 9s) << "restarted before the bound";
+  std::cerr << "restarted in place " << took->count() << " ms after SIGSTOP\n";
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
+  EXPECT_EQ(MemberIdOf(c, name), id) << "the same member, not a new one";
+  for (int i = 0; i < 50; ++i) {
+    EXPECT_EQ(Get(c, victim, absl::StrCat("/hang/k", i)), absl::StrCat("v", i));
+  }
+  std::vector<std::string> actions;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        actions = HistoryActions(c);
+        return Has(actions, "hang-restart");
+      },
+      15s));
+  EXPECT_FALSE(Has(actions, "remove-member")) << "the leader replaced the member";
+  EXPECT_FALSE(Has(actions, "add-learner"));
+  EXPECT_EQ(c.EtcdProcessCount(victim), 1);
+}
+
+TEST(HangTest, AStoppedEtcdLeaderIsRestartedAndWritesGoOnThroughTheOthers) {
+  TestCluster c(kLeader, 3, 3, kTimers);
+  HangAfter(c);
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 90s)) << c.Logs();
+  const int leader = EtcdLeader(c);
+  ASSERT_GE(leader, 0);
+  const auto pid = c.EtcdPid(leader);
+  ASSERT_TRUE(pid.has_value());
+  std::vector<std::string> others;
+  for (int i = 0; i < 3; ++i) {
+    if (i != leader) others.push_back(c.ClientUrl(i));
+  }
+  EtcdClient w = c.Client(others);
+  ASSERT_EQ(::kill(*pid, SIGSTOP), 0);
+  const auto stopped = std::chrono::steady_clock::now();
+  // The others elect a leader of their own after etcd's election timeout (1 s by default).
+  ASSERT_TRUE(WaitFor([&] { return w.Put("/hang/after", "yes").ok(); }, 20s)) << c.Logs();
+  const auto resumed = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - stopped);
+  std::cerr << "writes resumed through the others " << resumed.count() << " ms after SIGSTOP\n";
+  EXPECT_LT(resumed, 10s);
+  const auto took = WaitNewPid(c, leader, *pid, 40s);
+  ::kill(*pid, SIGCONT);
+  ASSERT_TRUE(took.has_value()) << c.Logs();
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
+  EXPECT_EQ(Get(c, leader, "/hang/after"), "yes");
+}
+
+TEST(HangTest, NothingIsRestartedWhileTheQuorumIsLost) {
+  TestCluster c(kQuorum, 3, 3, kTimers);
+  HangAfter(c);
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 90s)) << c.Logs();
+  pid_t pids[3];
+  for (int i = 0; i < 3; ++i) {
+    auto p = c.EtcdPid(i);
+    ASSERT_TRUE(p.has_value());
+    pids[i] = *p;
+  }
+  // Two of three members frozen for twice the bound: no member answers a linearizable read,
+  // the running one included. That is a lost quorum, not a hung member (H3).
+  ::kill(pids[0], SIGSTOP);
+  ::kill(pids[1], SIGSTOP);
+  std::this_thread::sleep_for(25s);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(c.EtcdPid(i), pids[i]) << "n" << i + 1 << " restarted";
+  ::kill(pids[0], SIGCONT);
+  ::kill(pids[1], SIGCONT);
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(c.EtcdPid(i), pids[i]) << "n" << i + 1 << " restarted";
+  EXPECT_FALSE(Has(HistoryActions(c), "hang-restart"));
+}
+
+}  // namespace
+}  // namespace steward::testing
