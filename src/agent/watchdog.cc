@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -22,16 +23,28 @@ using std::chrono::milliseconds;
 
 namespace {
 
-// The state letter of /proc/<pid>/stat: after the command's closing parenthesis (the command
-// itself may hold spaces and parentheses).
-char ProcessState(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+// The state letter of one /proc/.../stat file: after the command's closing parenthesis (the
+// command itself may hold spaces and parentheses); '?' if unreadable.
+char StatState(const std::string& path) {
+  std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();
   const std::string s = text.str();
   const size_t close = s.rfind(')');
   if (close == std::string::npos || close + 2 >= s.size()) return '?';
   return s[close + 2];
+}
+
+// The process's state for DecideHang: 'D' when any of its threads waits in uninterruptible I/O
+// (etcd's main thread sleeps on a futex while the thread that fsyncs its WAL is stuck), else
+// the main thread's.
+char ProcessState(pid_t pid) {
+  std::error_code ec;
+  for (const auto& task :
+       std::filesystem::directory_iterator(absl::StrCat("/proc/", pid, "/task"), ec)) {
+    if (StatState(task.path().string() + "/stat") == 'D') return 'D';
+  }
+  return StatState(absl::StrCat("/proc/", pid, "/stat"));
 }
 
 // etcd_disk_defrag_inflight's value in a /metrics text; nullopt without the metric.

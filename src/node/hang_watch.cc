@@ -45,6 +45,10 @@ HangView HangWatch::Observe(std::chrono::steady_clock::time_point now) {
   v.others_serve = probes_.others_read(&learner).ok();
   if (v.busy.empty() && learner) v.busy = "it is a learner (a learner serves no linearizable read)";
   v.process_state = probes_.process_state(*pid);
+  // Out of uninterruptible I/O (a file system that thawed, a disk that answered again): its
+  // writes complete now, and it gets the whole bound to catch up before a restart.
+  if (last_state_ == 'D' && v.process_state != 'D') unanswered_since_ = now;
+  last_state_ = v.process_state;
   // A stopped process defragments nothing (and its /metrics would only time out).
   const bool stopped = v.process_state == 'T' || v.process_state == 't';
   v.defragmenting = !stopped && probes_.defragmenting().value_or(false);

@@ -7,7 +7,8 @@
 // It reaches the world only through HangProbes, so a test can give it any member's behaviour.
 // An episode starts with the first unanswered read and ends with the next answer. Its clock
 // counts only rounds in which the others serve and nothing explains the silence (H2-H4 stop
-// it), and starts again at each restart in place (a restarted etcd gets the whole bound).
+// it), and starts again at each restart in place (a restarted etcd gets the whole bound) and
+// when the process leaves uninterruptible I/O (its writes complete again).
 //
 // Not thread-safe: one thread owns it; verdict() and restarts() are copied out by the caller.
 #pragma once
@@ -75,7 +76,9 @@ class HangWatch {
   int episode_restarts_ = 0;
   int total_restarts_ = 0;
   std::string verdict_;
-  std::string last_rule_;  // the rule of the last round, to log a change once
+  std::string last_rule_;
+  char last_state_ = '?';  // the process state of the last round that read it  // the rule of the
+                           // last round, to log a change once
 };
 
 }  // namespace steward

@@ -142,14 +142,18 @@ class Planner {
         }
         if (auto back = PlanVersionRecovery(o_, m)) return *back;
         if (auto stalled = StalledRoll(m)) return *stalled;  // U8
-        // Nothing to do yet, but not "all healthy": say what is awaited.
+        // Nothing to do yet, but not "all healthy": say what is awaited, and what the
+        // member's own agent says of it (a hung etcd: node/hang_decision.h).
+        const NodeView* n = NodeForMember(m);
+        const std::string agent_says =
+            n != nullptr && !n->hang.empty() ? absl::StrCat("; its agent says: ", n->hang) : "";
         return MakeStep(StepKind::kWait,
                         m.unhealthy_for < o_.replace_after
                             ? absl::StrCat("member ", MemberLabel(m), " is unhealthy (for ",
-                                           Secs(m.unhealthy_for), "); it is replaced after ",
-                                           Secs(o_.replace_after))
+                                           Secs(m.unhealthy_for), agent_says,
+                                           "); it is replaced after ", Secs(o_.replace_after))
                             : absl::StrCat("member ", MemberLabel(m), " is unhealthy (for ",
-                                           Secs(m.unhealthy_for),
+                                           Secs(m.unhealthy_for), agent_says,
                                            "); no spare node is ready to "
                                            "replace it, and its node has not come back empty",
                                            SpareNote()));

@@ -4,8 +4,11 @@
 // (HG1). While the quorum is lost nothing is restarted (H3).
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mount.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <string>
 #include <thread>
 
@@ -18,7 +21,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-enum Subnet { kFollower = 71, kLeader = 72, kQuorum = 73 };
+enum Subnet { kFollower = 71, kLeader = 72, kQuorum = 73, kFrozen = 74 };
 
 // The watchdog's bound at its minimum (10 s); the leader's replace_after above it, so that
 // without HG1 the spare would replace the member before the watchdog acts.
@@ -166,6 +169,88 @@ TEST(HangTest, NothingIsRestartedWhileTheQuorumIsLost) {
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
   for (int i = 0; i < 3; ++i) EXPECT_EQ(c.EtcdPid(i), pids[i]) << "n" << i + 1 << " restarted";
   EXPECT_FALSE(Has(HistoryActions(c), "hang-restart"));
+}
+
+// An ext4 file system on a loop device, mounted on `dir` for the test's lifetime; frozen with
+// fsfreeze on demand. The destructor thaws it before it unmounts it, whatever the test did.
+class LoopDisk {
+ public:
+  LoopDisk(const std::string& image, const std::string& dir) : dir_(dir) {
+    std::filesystem::create_directories(dir);
+    auto mk =
+        RunCommand({"/bin/sh", "-c",
+                    absl::StrCat("truncate -s 256M ", image, " && mkfs.ext4 -q -F ", image,
+                                 " && mount -o loop ", image, " ", dir, " && chmod 700 ", dir)},
+                   60s);
+    error_ = mk.exit_code == 0 ? "" : mk.output;
+    mounted_ = error_.empty();
+  }
+  ~LoopDisk() {
+    Thaw();
+    if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);
+  }
+  const std::string& error() const { return error_; }
+  bool Freeze() {
+    frozen_ = RunCommand({"/bin/sh", "-c", "fsfreeze -f " + dir_}, 30s).exit_code == 0;
+    return frozen_;
+  }
+  void Thaw() {
+    if (frozen_) frozen_ = RunCommand({"/bin/sh", "-c", "fsfreeze -u " + dir_}, 30s).exit_code != 0;
+  }
+
+ private:
+  std::string dir_, error_;
+  bool mounted_ = false, frozen_ = false;
+};
+
+// A member's data dir frozen (fsfreeze of its own file system): etcd waits in uninterruptible
+// I/O, which no signal ends. Its agent names it (H6), restarts nothing, and once the file
+// system thaws the member serves again with every key, the same process.
+TEST(HangTest, AFrozenDataDirIsNamedAndTheMemberRecoversAfterTheThaw) {
+  if (::geteuid() != 0) GTEST_SKIP() << "a loop-mounted file system needs root";
+  TestCluster c(kFrozen, 3, 3, kTimers);
+  HangAfter(c);
+  const int victim = 2;
+  LoopDisk disk(c.Root() + "/n3.img", c.DataDir(victim));
+  if (!disk.error().empty()) GTEST_SKIP() << "cannot mount a loop device here: " << disk.error();
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 90s)) << c.Logs();
+  for (int i = 0; i < 30; ++i) Put(c, absl::StrCat("/frozen/k", i), absl::StrCat("v", i));
+  const auto pid = c.EtcdPid(victim);
+  ASSERT_TRUE(pid.has_value());
+  ASSERT_TRUE(disk.Freeze());
+  const auto frozen_at = std::chrono::steady_clock::now();
+  // Writes go on through the others meanwhile.
+  for (int i = 30; i < 40; ++i) Put(c, absl::StrCat("/frozen/k", i), absl::StrCat("v", i));
+  // Named on the node's /metrics (H6) and in the leader's reason in `stewardctl status`.
+  RunResult metrics;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        metrics = c.AdminGet(victim, "/metrics");
+        return metrics.output.find("steward_etcd_hung{rule=\"H6\"} 1") != std::string::npos;
+      },
+      45s))
+      << metrics.output.substr(0, 2000);
+  std::cerr << "named H6 "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(
+                   std::chrono::steady_clock::now() - frozen_at)
+                   .count()
+            << " ms after the freeze\n";
+  RunResult status;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        status = c.Ctl({"status"});
+        return status.output.find("does not complete writes") != std::string::npos;
+      },
+      20s))
+      << status.output;
+  EXPECT_EQ(c.EtcdPid(victim), pid) << "a frozen member was signalled";
+  disk.Thaw();
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
+  EXPECT_EQ(c.EtcdPid(victim), pid) << "restarted, though nothing was wrong once thawed";
+  for (int i = 0; i < 40; ++i) {
+    EXPECT_EQ(Get(c, victim, absl::StrCat("/frozen/k", i)), absl::StrCat("v", i));
+  }
 }
 
 }  // namespace

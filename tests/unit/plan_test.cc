@@ -587,6 +587,20 @@ std::vector<Case> Cases() {
        InitialId(3),
        "",
        {"removing member n3", "spare n4 ready"}},
+      {"AStuckMembersWaitSaysWhatItsAgentSays",
+       [](ClusterObservation& o) {
+         if (MemberView* m = Member(o, "n3")) {
+           m->healthy = false;
+           m->unhealthy_for = seconds(40);
+         }
+         Node(o, 3).hang =
+             "H6: etcd on n3 does not respond: its data dir's filesystem does not "
+             "complete writes";
+       },
+       StepKind::kWait,
+       0,
+       "",
+       {"n3", "its agent says: H6", "does not complete writes", "replaced after 60s"}},
       {"NoReplacementWithoutSpare",
        [](ClusterObservation& o) {
          NodeDown(o, 3, seconds(600));
