@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -208,19 +209,8 @@ std::set<std::string> HostAddresses(const std::string& host) {
   return out;
 }
 
-Config Parse(const YAML::Node& root) {
-  Config c;
-  if (!root || root.IsNull()) Fail("cluster", "is required (the file is empty)");
-  CheckKeys(root, "", ConfigKeysUnder(""));
-
-  // cluster
-  const YAML::Node cl = root["cluster"];
-  if (!cl) Fail("cluster", "is required");
-  CheckKeys(cl, "cluster", ConfigKeysUnder("cluster"));
-  c.cluster.name = GetString(cl, "cluster", "name", true);
-  if (!ValidName(c.cluster.name)) {
-    Fail("cluster.name", "must be 1-63 characters of letters, digits, '-', '_' or '.'");
-  }
+// cluster.nodes: each {name, host}, no name or host:port twice, no machine listed twice.
+void ParseNodes(const YAML::Node& cl, Config* c) {
   const YAML::Node nodes = cl["nodes"];
   if (!nodes || nodes.IsNull()) Fail("cluster.nodes", "is required");
   if (!nodes.IsSequence()) Fail("cluster.nodes", "must be a list of {name, host}");
@@ -248,44 +238,42 @@ Config Parse(const YAML::Node& root) {
                         it->second, "] and every node uses the same ports"));
     }
     seen_hosts[n.host] = i;
-    c.cluster.nodes.push_back(n);
+    c->cluster.nodes.push_back(n);
   }
   // The same machine under two spellings (127.0.0.1 and localhost, ::1 and [::1]).
   std::map<std::string, size_t> seen_addresses;
-  for (size_t i = 0; i < c.cluster.nodes.size(); ++i) {
-    for (const auto& a : HostAddresses(c.cluster.nodes[i].host)) {
+  for (size_t i = 0; i < c->cluster.nodes.size(); ++i) {
+    for (const auto& a : HostAddresses(c->cluster.nodes[i].host)) {
       auto [it, fresh] = seen_addresses.emplace(a, i);
       if (!fresh && it->second != i) {
         Fail(absl::StrCat("cluster.nodes[", i, "].host"),
-             absl::StrCat("\"", c.cluster.nodes[i].host, "\" is the same address (", a,
+             absl::StrCat("\"", c->cluster.nodes[i].host, "\" is the same address (", a,
                           ") as cluster.nodes[", it->second, "] (\"",
-                          c.cluster.nodes[it->second].host, "\"): one machine listed twice"));
+                          c->cluster.nodes[it->second].host, "\"): one machine listed twice"));
       }
     }
   }
-  const int n_nodes = static_cast<int>(c.cluster.nodes.size());
-  c.cluster.size = GetInt(cl, "cluster", "size", std::min(3, n_nodes));
-  if (c.cluster.size < 1 || c.cluster.size > n_nodes) {
-    Fail("cluster.size", absl::StrCat("must be between 1 and the number of nodes (", n_nodes,
-                                      "), got ", c.cluster.size));
-  }
+}
+
+// cluster.ports: each in range and none used twice.
+void ParsePorts(const YAML::Node& cl, Config* c) {
   if (const YAML::Node ports = cl["ports"]; ports && !ports.IsNull()) {
     CheckKeys(ports, "cluster.ports", ConfigKeysUnder("cluster.ports"));
-    c.cluster.ports.client = GetInt(ports, "cluster.ports", "client", c.cluster.ports.client);
-    c.cluster.ports.peer = GetInt(ports, "cluster.ports", "peer", c.cluster.ports.peer);
-    c.cluster.ports.agent = GetInt(ports, "cluster.ports", "agent", c.cluster.ports.agent);
-    c.cluster.ports.admin = GetInt(ports, "cluster.ports", "admin", c.cluster.ports.admin);
-    c.cluster.ports.fence = GetInt(ports, "cluster.ports", "fence", c.cluster.ports.fence);
-    c.cluster.ports.metrics = GetInt(ports, "cluster.ports", "metrics", c.cluster.ports.metrics);
+    c->cluster.ports.client = GetInt(ports, "cluster.ports", "client", c->cluster.ports.client);
+    c->cluster.ports.peer = GetInt(ports, "cluster.ports", "peer", c->cluster.ports.peer);
+    c->cluster.ports.agent = GetInt(ports, "cluster.ports", "agent", c->cluster.ports.agent);
+    c->cluster.ports.admin = GetInt(ports, "cluster.ports", "admin", c->cluster.ports.admin);
+    c->cluster.ports.fence = GetInt(ports, "cluster.ports", "fence", c->cluster.ports.fence);
+    c->cluster.ports.metrics = GetInt(ports, "cluster.ports", "metrics", c->cluster.ports.metrics);
   }
-  const std::pair<const char*, int> port_list[] = {{"client", c.cluster.ports.client},
-                                                   {"peer", c.cluster.ports.peer},
-                                                   {"agent", c.cluster.ports.agent},
-                                                   {"admin", c.cluster.ports.admin},
-                                                   {"fence", c.cluster.ports.fence}};
+  const std::pair<const char*, int> port_list[] = {{"client", c->cluster.ports.client},
+                                                   {"peer", c->cluster.ports.peer},
+                                                   {"agent", c->cluster.ports.agent},
+                                                   {"admin", c->cluster.ports.admin},
+                                                   {"fence", c->cluster.ports.fence}};
   std::map<int, std::string> seen_ports;
   std::vector<std::pair<const char*, int>> ports_in_use(std::begin(port_list), std::end(port_list));
-  if (c.cluster.ports.metrics != 0) ports_in_use.emplace_back("metrics", c.cluster.ports.metrics);
+  if (c->cluster.ports.metrics != 0) ports_in_use.emplace_back("metrics", c->cluster.ports.metrics);
   for (const auto& [name, port] : ports_in_use) {
     std::string key = absl::StrCat("cluster.ports.", name);
     if (port < 1 || port > 65535) {
@@ -296,138 +284,177 @@ Config Parse(const YAML::Node& root) {
     }
     seen_ports[port] = name;
   }
+}
 
-  c.cluster.replace_after = GetDuration(cl, "cluster", "replace_after", c.cluster.replace_after);
-  c.cluster.learner_timeout =
-      GetDuration(cl, "cluster", "learner_timeout", c.cluster.learner_timeout);
-  c.cluster.leader_lease_ttl =
-      GetDuration(cl, "cluster", "leader_lease_ttl", c.cluster.leader_lease_ttl);
-  c.cluster.reconcile_interval =
-      GetDuration(cl, "cluster", "reconcile_interval", c.cluster.reconcile_interval);
-  if (c.cluster.leader_lease_ttl < std::chrono::seconds(2)) {
+// cluster's timers and switches (replace_after, learner_timeout, the leader's intervals).
+void ParseTimers(const YAML::Node& cl, Config* c) {
+  c->cluster.replace_after = GetDuration(cl, "cluster", "replace_after", c->cluster.replace_after);
+  c->cluster.learner_timeout =
+      GetDuration(cl, "cluster", "learner_timeout", c->cluster.learner_timeout);
+  c->cluster.leader_lease_ttl =
+      GetDuration(cl, "cluster", "leader_lease_ttl", c->cluster.leader_lease_ttl);
+  c->cluster.reconcile_interval =
+      GetDuration(cl, "cluster", "reconcile_interval", c->cluster.reconcile_interval);
+  if (c->cluster.leader_lease_ttl < std::chrono::seconds(2)) {
     Fail("cluster.leader_lease_ttl", "must be at least 2s");
   }
   // 0 would replace a member on its first missed health check, or remove every learner at once.
-  if (c.cluster.replace_after < std::chrono::seconds(1)) {
+  if (c->cluster.replace_after < std::chrono::seconds(1)) {
     Fail("cluster.replace_after", "must be at least 1s (0 would replace members on any hiccup)");
   }
-  if (c.cluster.learner_timeout < std::chrono::seconds(1)) {
+  if (c->cluster.learner_timeout < std::chrono::seconds(1)) {
     Fail("cluster.learner_timeout", "must be at least 1s");
   }
-  if (c.cluster.reconcile_interval < std::chrono::milliseconds(100)) {
+  if (c->cluster.reconcile_interval < std::chrono::milliseconds(100)) {
     Fail("cluster.reconcile_interval", "must be at least 100ms");
   }
-  c.cluster.idle_interval = GetDuration(cl, "cluster", "idle_interval", c.cluster.idle_interval);
+  c->cluster.idle_interval = GetDuration(cl, "cluster", "idle_interval", c->cluster.idle_interval);
   // (At most 2m: /healthz calls a loop that has not come round for 5m stuck.)
-  if (c.cluster.idle_interval < c.cluster.reconcile_interval ||
-      c.cluster.idle_interval > std::chrono::minutes(2)) {
+  if (c->cluster.idle_interval < c->cluster.reconcile_interval ||
+      c->cluster.idle_interval > std::chrono::minutes(2)) {
     Fail("cluster.idle_interval", "must be between cluster.reconcile_interval and 2m");
   }
-  c.cluster.recover_nospace = GetBool(cl, "cluster", "recover_nospace", c.cluster.recover_nospace);
+  c->cluster.recover_nospace =
+      GetBool(cl, "cluster", "recover_nospace", c->cluster.recover_nospace);
+}
 
-  // node
-  const YAML::Node nd = root["node"];
+// node: which of cluster.nodes this agent is, its data dir and log level.
+void ParseNode(const YAML::Node& nd, Config* c) {
   if (!nd) Fail("node", "is required");
   CheckKeys(nd, "node", ConfigKeysUnder("node"));
-  c.node.name = GetString(nd, "node", "name", true);
-  if (!seen_names.count(c.node.name)) {
+  c->node.name = GetString(nd, "node", "name", true);
+  if (std::none_of(c->cluster.nodes.begin(), c->cluster.nodes.end(),
+                   [&](const NodeSpec& n) { return n.name == c->node.name; })) {
     std::vector<std::string> names;
-    for (const auto& n : c.cluster.nodes) names.push_back(n.name);
-    Fail("node.name", absl::StrCat("\"", c.node.name, "\" is not among cluster.nodes (",
+    for (const auto& n : c->cluster.nodes) names.push_back(n.name);
+    Fail("node.name", absl::StrCat("\"", c->node.name, "\" is not among cluster.nodes (",
                                    absl::StrJoin(names, ", "), ")"));
   }
-  c.node.data_dir =
-      GetString(nd, "node", "data_dir", false, absl::StrCat("/var/lib/steward/", c.node.name));
-  if (c.node.data_dir.empty()) Fail("node.data_dir", "must not be empty");
-  c.node.log_level = GetString(nd, "node", "log_level", false, c.node.log_level);
+  c->node.data_dir =
+      GetString(nd, "node", "data_dir", false, absl::StrCat("/var/lib/steward/", c->node.name));
+  if (c->node.data_dir.empty()) Fail("node.data_dir", "must not be empty");
+  c->node.log_level = GetString(nd, "node", "log_level", false, c->node.log_level);
   static const std::set<std::string> kLevels = {"trace", "debug", "info", "warn", "error"};
-  if (!kLevels.count(c.node.log_level)) {
+  if (!kLevels.count(c->node.log_level)) {
     Fail("node.log_level",
-         absl::StrCat("\"", c.node.log_level, "\" is not one of trace, debug, info, warn, error"));
+         absl::StrCat("\"", c->node.log_level, "\" is not one of trace, debug, info, warn, error"));
   }
+}
 
-  // etcd
-  if (const YAML::Node ec = root["etcd"]; ec && !ec.IsNull()) {
-    CheckKeys(ec, "etcd", ConfigKeysUnder("etcd"));
-    if (const YAML::Node vs = ec["versions"]; vs && !vs.IsNull()) {
-      if (!vs.IsMap())
-        Fail("etcd.versions", "must map versions to binaries, e.g. 3.5.16: /opt/etcd-3.5.16/etcd");
-      for (const auto& kv : vs) {
-        const std::string version = kv.first.as<std::string>("");
-        const std::string key = absl::StrCat("etcd.versions.", version);
-        const std::vector<std::string> parts = absl::StrSplit(version, '.');
-        bool ok = parts.size() == 3;
-        for (const auto& p : parts) {
-          int x = 0;
-          ok = ok && absl::SimpleAtoi(p, &x) && x >= 0;
-        }
-        if (!ok) Fail(key, "the key must be an etcd version like 3.5.16");
-        if (!kv.second.IsScalar() || kv.second.Scalar().empty()) {
-          Fail(key, "must be the path of that version's etcd binary (or its image)");
-        }
-        c.etcd.versions[version] = kv.second.Scalar();
-      }
+// etcd.versions: version -> binary (or image), for rolling upgrades.
+void ParseEtcdVersions(const YAML::Node& vs, Config* c) {
+  if (!vs || vs.IsNull()) return;
+  if (!vs.IsMap())
+    Fail("etcd.versions", "must map versions to binaries, e.g. 3.5.16: /opt/etcd-3.5.16/etcd");
+  for (const auto& kv : vs) {
+    const std::string version = kv.first.as<std::string>("");
+    const std::string key = absl::StrCat("etcd.versions.", version);
+    const std::vector<std::string> parts = absl::StrSplit(version, '.');
+    bool ok = parts.size() == 3;
+    for (const auto& p : parts) {
+      int x = 0;
+      ok = ok && absl::SimpleAtoi(p, &x) && x >= 0;
     }
-    c.etcd.binary = GetString(ec, "etcd", "binary", false, c.etcd.binary);
-    c.etcd.etcdctl = GetString(ec, "etcd", "etcdctl", false, c.etcd.etcdctl);
-    c.etcd.etcdutl = GetString(ec, "etcd", "etcdutl", false, "");
-    if (!c.etcd.etcdutl.empty()) CheckBinary("etcd.etcdutl", c.etcd.etcdutl);
-    c.etcd.restore_in_place = GetBool(ec, "etcd", "restore_in_place", c.etcd.restore_in_place);
-    if (const YAML::Node ea = ec["extra_args"]; ea && !ea.IsNull()) {
-      if (!ea.IsSequence()) Fail("etcd.extra_args", "must be a list of strings");
-      for (size_t i = 0; i < ea.size(); ++i) {
-        std::string key = absl::StrCat("etcd.extra_args[", i, "]");
-        if (!ea[i].IsScalar()) Fail(key, "must be a string");
-        std::string arg = ea[i].Scalar();
-        std::string flag = arg.substr(0, arg.find('='));
-        // etcd (Go's flag package) takes -flag as well as --flag.
-        if (flag.size() > 1 && flag[0] == '-' && flag[1] != '-') flag = "-" + flag;
-        if (ManagedFlags().count(flag)) {
-          Fail(key,
-               absl::StrCat(flag, " is set by steward from the config and cannot be overridden"));
-        }
-        if (std::string why = UnsafeFlag(flag, arg); !why.empty()) Fail(key, why);
-        if (flag == "--listen-metrics-urls" && c.cluster.ports.metrics != 0) {
-          Fail(key,
-               "--listen-metrics-urls is set from cluster.ports.metrics; set one or the other");
-        }
-        c.etcd.extra_args.push_back(arg);
-      }
+    if (!ok) Fail(key, "the key must be an etcd version like 3.5.16");
+    if (!kv.second.IsScalar() || kv.second.Scalar().empty()) {
+      Fail(key, "must be the path of that version's etcd binary (or its image)");
     }
-    c.etcd.stop_timeout = GetDuration(ec, "etcd", "stop_timeout", c.etcd.stop_timeout);
-    c.etcd.restart_backoff_min =
-        GetDuration(ec, "etcd", "restart_backoff_min", c.etcd.restart_backoff_min);
-    c.etcd.restart_backoff_max =
-        GetDuration(ec, "etcd", "restart_backoff_max", c.etcd.restart_backoff_max);
-    c.etcd.hang_restart_after =
-        GetDuration(ec, "etcd", "hang_restart_after", c.etcd.hang_restart_after);
-    if (c.etcd.hang_restart_after.count() != 0 &&
-        c.etcd.hang_restart_after < std::chrono::seconds(10)) {
-      Fail("etcd.hang_restart_after",
-           "must be 0 (off) or at least 10s (a long fsync or a slow apply is not a hang)");
-    }
-    if (c.etcd.restart_backoff_min.count() <= 0) {
-      Fail("etcd.restart_backoff_min", "must be greater than 0");
-    }
-    if (c.etcd.restart_backoff_max < c.etcd.restart_backoff_min) {
-      Fail("etcd.restart_backoff_max", "must not be less than etcd.restart_backoff_min");
-    }
-    if (const YAML::Node n = ec["log_max_size"]; n && !n.IsNull()) {
-      if (!n.IsScalar()) Fail("etcd.log_max_size", "must be a size such as 64MiB, or 0");
-      auto size = ParseByteSize(n.Scalar());
-      if (!size.ok()) Fail("etcd.log_max_size", std::string(size.status().message()));
-      if (*size != 0 && *size < (1ULL << 20)) {
-        Fail("etcd.log_max_size",
-             absl::StrCat("must be at least 1MiB (or 0: never rotate), got \"", n.Scalar(), "\""));
-      }
-      c.etcd.log_max_size = *size;
-    }
-    c.etcd.log_keep = GetInt(ec, "etcd", "log_keep", c.etcd.log_keep);
-    if (c.etcd.log_keep < 0 || c.etcd.log_keep > 100) {
-      Fail("etcd.log_keep", absl::StrCat("must be between 0 and 100, got ", c.etcd.log_keep));
-    }
-    ParseAutoCompaction(ec, &c);
+    c->etcd.versions[version] = kv.second.Scalar();
   }
+}
+
+// etcd.extra_args: appended to etcd's flags, never one steward sets or an unsafe one.
+void ParseExtraArgs(const YAML::Node& ea, Config* c) {
+  if (!ea || ea.IsNull()) return;
+  if (!ea.IsSequence()) Fail("etcd.extra_args", "must be a list of strings");
+  for (size_t i = 0; i < ea.size(); ++i) {
+    std::string key = absl::StrCat("etcd.extra_args[", i, "]");
+    if (!ea[i].IsScalar()) Fail(key, "must be a string");
+    std::string arg = ea[i].Scalar();
+    std::string flag = arg.substr(0, arg.find('='));
+    // etcd (Go's flag package) takes -flag as well as --flag.
+    if (flag.size() > 1 && flag[0] == '-' && flag[1] != '-') flag = "-" + flag;
+    if (ManagedFlags().count(flag)) {
+      Fail(key, absl::StrCat(flag, " is set by steward from the config and cannot be overridden"));
+    }
+    if (std::string why = UnsafeFlag(flag, arg); !why.empty()) Fail(key, why);
+    if (flag == "--listen-metrics-urls" && c->cluster.ports.metrics != 0) {
+      Fail(key, "--listen-metrics-urls is set from cluster.ports.metrics; set one or the other");
+    }
+    c->etcd.extra_args.push_back(arg);
+  }
+}
+
+// etcd: how etcd is run (absent: every default).
+void ParseEtcd(const YAML::Node& ec, Config* c) {
+  if (!ec || ec.IsNull()) return;
+  CheckKeys(ec, "etcd", ConfigKeysUnder("etcd"));
+  ParseEtcdVersions(ec["versions"], c);
+  c->etcd.binary = GetString(ec, "etcd", "binary", false, c->etcd.binary);
+  c->etcd.etcdctl = GetString(ec, "etcd", "etcdctl", false, c->etcd.etcdctl);
+  c->etcd.etcdutl = GetString(ec, "etcd", "etcdutl", false, "");
+  if (!c->etcd.etcdutl.empty()) CheckBinary("etcd.etcdutl", c->etcd.etcdutl);
+  c->etcd.restore_in_place = GetBool(ec, "etcd", "restore_in_place", c->etcd.restore_in_place);
+  ParseExtraArgs(ec["extra_args"], c);
+  c->etcd.stop_timeout = GetDuration(ec, "etcd", "stop_timeout", c->etcd.stop_timeout);
+  c->etcd.restart_backoff_min =
+      GetDuration(ec, "etcd", "restart_backoff_min", c->etcd.restart_backoff_min);
+  c->etcd.restart_backoff_max =
+      GetDuration(ec, "etcd", "restart_backoff_max", c->etcd.restart_backoff_max);
+  c->etcd.hang_restart_after =
+      GetDuration(ec, "etcd", "hang_restart_after", c->etcd.hang_restart_after);
+  if (c->etcd.hang_restart_after.count() != 0 &&
+      c->etcd.hang_restart_after < std::chrono::seconds(10)) {
+    Fail("etcd.hang_restart_after",
+         "must be 0 (off) or at least 10s (a long fsync or a slow apply is not a hang)");
+  }
+  if (c->etcd.restart_backoff_min.count() <= 0) {
+    Fail("etcd.restart_backoff_min", "must be greater than 0");
+  }
+  if (c->etcd.restart_backoff_max < c->etcd.restart_backoff_min) {
+    Fail("etcd.restart_backoff_max", "must not be less than etcd.restart_backoff_min");
+  }
+  if (const YAML::Node n = ec["log_max_size"]; n && !n.IsNull()) {
+    if (!n.IsScalar()) Fail("etcd.log_max_size", "must be a size such as 64MiB, or 0");
+    auto size = ParseByteSize(n.Scalar());
+    if (!size.ok()) Fail("etcd.log_max_size", std::string(size.status().message()));
+    if (*size != 0 && *size < (1ULL << 20)) {
+      Fail("etcd.log_max_size",
+           absl::StrCat("must be at least 1MiB (or 0: never rotate), got \"", n.Scalar(), "\""));
+    }
+    c->etcd.log_max_size = *size;
+  }
+  c->etcd.log_keep = GetInt(ec, "etcd", "log_keep", c->etcd.log_keep);
+  if (c->etcd.log_keep < 0 || c->etcd.log_keep > 100) {
+    Fail("etcd.log_keep", absl::StrCat("must be between 0 and 100, got ", c->etcd.log_keep));
+  }
+  ParseAutoCompaction(ec, c);
+}
+
+Config Parse(const YAML::Node& root) {
+  Config c;
+  if (!root || root.IsNull()) Fail("cluster", "is required (the file is empty)");
+  CheckKeys(root, "", ConfigKeysUnder(""));
+
+  // cluster
+  const YAML::Node cl = root["cluster"];
+  if (!cl) Fail("cluster", "is required");
+  CheckKeys(cl, "cluster", ConfigKeysUnder("cluster"));
+  c.cluster.name = GetString(cl, "cluster", "name", true);
+  if (!ValidName(c.cluster.name)) {
+    Fail("cluster.name", "must be 1-63 characters of letters, digits, '-', '_' or '.'");
+  }
+  ParseNodes(cl, &c);
+  const int n_nodes = static_cast<int>(c.cluster.nodes.size());
+  c.cluster.size = GetInt(cl, "cluster", "size", std::min(3, n_nodes));
+  if (c.cluster.size < 1 || c.cluster.size > n_nodes) {
+    Fail("cluster.size", absl::StrCat("must be between 1 and the number of nodes (", n_nodes,
+                                      "), got ", c.cluster.size));
+  }
+  ParsePorts(cl, &c);
+  ParseTimers(cl, &c);
+  ParseNode(root["node"], &c);
+  ParseEtcd(root["etcd"], &c);
   ParseRunner(root["runner"], &c);
   // A static pod runs the image's etcd: the host needs none.
   if (c.runner.kind == "process") {
