@@ -98,7 +98,7 @@ void DeltaWriter::Run() {
       continue;
     }
     bool newer_base = false;
-    absl::Status s = Session(&newer_base);
+    absl::Status s = RunSession(&newer_base);
     {
       MutexLock lock(&mu_);
       if (stopping_) return;  // Stop() cancelled the watch: not a failure
@@ -126,8 +126,296 @@ std::chrono::milliseconds DeltaWriter::CatchUpPause(double revisions_per_second,
   return std::chrono::milliseconds(static_cast<int64_t>(ms));
 }
 
-absl::Status DeltaWriter::Session(bool* newer_base) {
-  const auto interval = config_.backup.delta_interval;
+// One leadership's worth of the chain that follows `base`: the watch, the pending delta and
+// the catch-up rhythm (delta_writer.h says why each is so). Owned by Run()'s thread.
+class DeltaWriter::Session {
+ public:
+  Session(DeltaWriter* w, BackupMeta base, const DeltaChain& chain)
+      : w_(w),
+        interval_(w->config_.backup.delta_interval),
+        b_(std::move(base)),
+        cursor_(chain.end_revision),
+        stored_(static_cast<int64_t>(chain.deltas.size())) {}
+  ~Session() {
+    MutexLock lock(&w_->mu_);
+    w_->watch_.reset();
+  }
+
+  // Until leadership or the watch ends, on an error, or (`*newer_base` set) when a newer full
+  // backup is to be followed at once.
+  absl::Status Run(bool* newer_base);
+
+ private:
+  using TimePoint = std::chrono::steady_clock::time_point;
+  // etcd no longer holds the changes after the cursor (it answers so at once, or right after
+  // accepting the watch): only a new full backup can start a chain again.
+  absl::Status Compacted(const absl::Status& why);
+  // (Re)opens the watch from the cursor. OK with no watch when stopping.
+  absl::Status OpenWatch();
+  void CloseWatch();
+  absl::Status OpenFailed(const absl::Status& s) {
+    return absl::IsOutOfRange(s) ? Compacted(s) : Annotate(s, "watching the keyspace");
+  }
+  bool Stopping() {
+    MutexLock lock(&w_->mu_);
+    return w_->stopping_;
+  }
+  void ResetPending();
+  std::string ChainStatus() const;
+  // Stores the pending delta, if any.
+  absl::Status Flush();
+  // The next message's events into the pending delta (a revision is never stored twice).
+  void Take(std::vector<etcdserverpb::Event>& events);
+  // How far behind etcd the cursor is: logged when it falls behind and when it catches up.
+  void TrackLag();
+  // True (after storing what came) when a newer full backup is to be followed.
+  absl::StatusOr<bool> NewerBase();
+  // After many changes, with etcd's backlog read: closes the watch for a pause and opens it
+  // again from the cursor. `*end`: the session ends with the returned status.
+  absl::Status CatchUp(size_t events_read, bool* end);
+
+  DeltaWriter* w_;
+  const std::chrono::milliseconds interval_;
+  const BackupMeta b_;
+  int64_t cursor_;  // the last revision read (a whole revision)
+  int64_t stored_;  // deltas in the chain
+  std::shared_ptr<KeyWatch> watch_;
+  backup::DeltaChunk pending_;
+  size_t pending_bytes_ = 0;
+  int64_t lag_ = 0;  // revisions etcd had past the cursor at the last message read
+  bool falling_behind_ = false;
+  int64_t most_behind_ = 0;
+  TimePoint behind_since_ = std::chrono::steady_clock::now();
+  TimePoint next_flush_ = std::chrono::steady_clock::now();
+  TimePoint next_base_check_ = std::chrono::steady_clock::now() + kBaseCheckEvery;
+  size_t read_since_open_ = 0;  // events
+  // Where the last catch-up cycle began: its revisions over its time give the write rate.
+  int64_t cycle_cursor_ = 0;
+  TimePoint cycle_start_ = std::chrono::steady_clock::now();
+};
+
+absl::Status DeltaWriter::Session::Compacted(const absl::Status& why) {
+  spdlog::warn(
+      "delta backups: etcd no longer holds the changes after revision {} ({}); "
+      "taking a full backup to start a new chain from",
+      cursor_, why.message());
+  auto taken = BackupAndPrune(w_->config_, *w_->store_, *w_->etcd_, w_->config_.node.name);
+  if (!taken.ok()) return Annotate(taken.status(), "the full backup after a compaction");
+  return absl::OkStatus();
+}
+
+absl::Status DeltaWriter::Session::OpenWatch() {
+  if (Stopping()) return absl::OkStatus();
+  auto opened =
+      w_->etcd_->WatchRange(std::string(1, '\0'), std::string(1, '\0'), cursor_, kOpenTimeout);
+  if (!opened.ok()) return opened.status();
+  MutexLock lock(&w_->mu_);
+  if (w_->stopping_) return absl::OkStatus();
+  watch_ = std::move(*opened);
+  w_->watch_ = watch_;
+  return absl::OkStatus();
+}
+
+void DeltaWriter::Session::CloseWatch() {
+  {
+    MutexLock lock(&w_->mu_);
+    w_->watch_.reset();
+  }
+  watch_.reset();  // the stream closes outside the lock: Stop() and status() need not wait
+}
+
+void DeltaWriter::Session::ResetPending() {
+  pending_ = backup::DeltaChunk();  // Clear() would keep the stored values' buffers
+  pending_.set_cluster(b_.cluster);
+  pending_.set_cluster_id(b_.cluster_id);
+  pending_.set_base(b_.name);
+  pending_.set_from_revision(cursor_);
+  pending_bytes_ = 0;
+}
+
+std::string DeltaWriter::Session::ChainStatus() const {
+  std::string line =
+      absl::StrCat("backup ", b_.name, " + ", stored_, " delta(s), to revision ", cursor_);
+  if (falling_behind_) {
+    absl::StrAppend(&line, "; ", lag_, " revision(s) behind etcd (reading no faster than ",
+                    "deltas are stored; etcd holds the backlog)");
+  }
+  return line;
+}
+
+absl::Status DeltaWriter::Session::Flush() {
+  if (pending_.revisions().empty()) return absl::OkStatus();
+  pending_.set_to_revision(cursor_);
+  auto m = WriteDelta(*w_->store_, pending_, w_->config_.node.name);
+  if (!m.ok()) return m.status();
+  ++stored_;
+  spdlog::debug("delta backups: stored {} ({} events)", m->name, m->events);
+  Metrics::Global().Set("steward_delta_backup_revision", static_cast<double>(cursor_));
+  Metrics::Global().Set("steward_delta_backup_last_success_timestamp_seconds",
+                        static_cast<double>(NowMs() / 1000));
+  w_->SetStatus(ChainStatus());
+  ResetPending();
+  return absl::OkStatus();
+}
+
+void DeltaWriter::Session::Take(std::vector<etcdserverpb::Event>& events) {
+  // A revision may hold many events (a transaction, a delete of a range): all of them are
+  // stored. Only what is at or before the revision stored last is skipped.
+  const int64_t read_to = cursor_;
+  for (auto& e : events) {
+    const int64_t rev = e.kv().mod_revision();
+    if (rev <= read_to) continue;  // cannot happen on one stream; never store twice
+    if (w_->Keep(e.kv().key())) {
+      if (pending_.revisions().empty() ||
+          pending_.revisions(pending_.revisions_size() - 1).revision() != rev) {
+        auto* r = pending_.add_revisions();
+        r->set_revision(rev);
+        r->set_unix_ms(NowMs());
+      }
+      pending_bytes_ += e.kv().key().size() + e.kv().value().size() + 32;
+      *pending_.mutable_revisions(pending_.revisions_size() - 1)->add_events() = std::move(e);
+    }
+    // etcd sends a revision's events together: the cursor is a whole revision.
+    cursor_ = std::max(cursor_, rev);
+  }
+}
+
+void DeltaWriter::Session::TrackLag() {
+  lag_ = std::max<int64_t>(0, watch_->header_revision() - cursor_);
+  Metrics::Global().Set("steward_delta_backup_behind_revisions", static_cast<double>(lag_));
+  if (!falling_behind_ && lag_ >= kBehind) {
+    falling_behind_ = true;
+    most_behind_ = lag_;
+    behind_since_ = std::chrono::steady_clock::now();
+    spdlog::warn(
+        "delta backups: {} revisions behind etcd (at revision {}, etcd at {}): "
+        "writes come faster than deltas are stored; reading no faster than storing, "
+        "so etcd holds the backlog (a compaction past revision {} would end this "
+        "chain and start a new one from a full backup)",
+        lag_, cursor_, watch_->header_revision(), cursor_);
+    w_->SetStatus(ChainStatus());
+  } else if (falling_behind_) {
+    most_behind_ = std::max(most_behind_, lag_);
+    if (lag_ < kCaughtUp) {
+      falling_behind_ = false;
+      spdlog::info("delta backups: caught up with etcd after {}s (at most {} revisions behind)",
+                   std::chrono::duration_cast<std::chrono::seconds>(
+                       std::chrono::steady_clock::now() - behind_since_)
+                       .count(),
+                   most_behind_);
+      w_->SetStatus(ChainStatus());
+    }
+  }
+}
+
+absl::StatusOr<bool> DeltaWriter::Session::NewerBase() {
+  // A newer full backup (the scheduler's, or an operator's `stewardctl backup`) is followed
+  // from the next session, also when no writes come: a restore then needs its chain, not
+  // this one (checked even when idle: with nothing to flush the writer never noticed it).
+  if (std::chrono::steady_clock::now() < next_base_check_) return false;
+  next_base_check_ = std::chrono::steady_clock::now() + kBaseCheckEvery;
+  auto newest = NewestBase(*w_->store_, w_->config_.cluster.name, b_.cluster_id);
+  if (!newest.ok() || !newest->has_value() || (*newest)->name == b_.name) return false;
+  if (absl::Status s = Flush(); !s.ok()) return s;
+  spdlog::info("delta backups: backup {} is newer; following it", (*newest)->name);
+  return true;
+}
+
+absl::Status DeltaWriter::Session::CatchUp(size_t events_read, bool* end) {
+  // Under a steady stream of writes etcd would send each revision in a message of its own,
+  // and each costs this agent (and etcd) a round of transport work and thread wake-ups; read
+  // in catch-ups instead. The pause only delays when changes are read, never which: the watch
+  // reopens from the last revision read, and the delta interval is unchanged.
+  read_since_open_ += events_read;
+  const int64_t created = watch_->created_revision();  // 0: unknown, so no catch-ups
+  if (read_since_open_ < kBusy || created <= 0 || cursor_ < created) return absl::OkStatus();
+  // Many changes came and etcd's backlog is read: close the watch for a moment and open it
+  // again from here, so etcd sends the changes of the pause as a backlog, in few large
+  // messages, rather than each revision in a message of its own as it happens.
+  read_since_open_ = 0;
+  CloseWatch();
+  const auto now = std::chrono::steady_clock::now();
+  const double seconds = std::chrono::duration<double>(now - cycle_start_).count();
+  const double rate = seconds > 0 ? static_cast<double>(cursor_ - cycle_cursor_) / seconds : 0;
+  cycle_cursor_ = cursor_;
+  cycle_start_ = now;
+  w_->Sleep(CatchUpPause(rate, std::min<std::chrono::milliseconds>(kReadPause, interval_ / 2)));
+  if (!w_->leading_()) {  // store what came (Run, after the loop)
+    *end = true;
+    return Flush();
+  }
+  absl::Status reopened = OpenWatch();
+  if (reopened.ok() && watch_ != nullptr) return absl::OkStatus();
+  // Stopping, or etcd went away or compacted: what came before the pause is stored first (it
+  // follows the stored chain without a gap).
+  *end = true;
+  absl::Status stored = Flush();
+  if (reopened.ok()) return stored;
+  if (!stored.ok()) spdlog::warn("delta backups: storing a delta: {}", stored.message());
+  return OpenFailed(reopened);
+}
+
+absl::Status DeltaWriter::Session::Run(bool* newer_base) {
+  if (absl::Status s = OpenWatch(); !s.ok()) return OpenFailed(s);
+  if (watch_ == nullptr) return absl::OkStatus();  // stopping
+  spdlog::info("delta backups: following backup {} from revision {}", b_.name, cursor_);
+  w_->SetStatus(ChainStatus());
+  Metrics::Global().Set("steward_delta_backup_behind_revisions", 0);
+  ResetPending();
+  // Memory stays bounded under any write rate because this thread is the only reader of the
+  // watch and stores before it reads on: the pending delta (kMaxPendingBytes and one message
+  // more), one message that etcd keeps under its request bound (fragments) and gRPC's window.
+  // Writes faster than the store takes them wait in etcd's history instead: the writer falls
+  // behind (logged and in status()), and if etcd compacts past it, a full backup starts a new
+  // chain (Compacted).
+  next_flush_ = std::chrono::steady_clock::now() + interval_;
+  cycle_cursor_ = cursor_;
+  while (w_->leading_() && !Stopping()) {
+    const auto now = std::chrono::steady_clock::now();
+    auto until = [&](TimePoint t) {
+      return std::max<std::chrono::milliseconds>(
+          std::chrono::milliseconds(1),
+          std::chrono::duration_cast<std::chrono::milliseconds>(t - now));
+    };
+    const auto wait = until(next_flush_);
+    // Catching up: what etcd had when the watch opened comes without waiting long. Idle, no
+    // longer than the next look for a newer full backup.
+    const bool behind = cursor_ < watch_->created_revision();
+    const auto idle = std::min(interval_, until(next_base_check_));
+    auto events = watch_->Wait(behind                         ? std::min(kCatchUpWait, wait)
+                               : pending_.revisions().empty() ? idle
+                                                              : wait);
+    if (!events.ok()) {
+      // Whatever was received is history all the same: keep it before starting again (and
+      // before a compaction's full backup, whose retention may prune this chain's base).
+      if (absl::Status s = Flush(); !s.ok()) {
+        spdlog::warn("delta backups: storing what came before the watch ended: {}", s.message());
+      }
+      if (absl::IsOutOfRange(events.status())) return Compacted(events.status());
+      return Annotate(events.status(), "the watch ended");
+    }
+    Take(*events);
+    TrackLag();
+    auto newer = NewerBase();
+    if (!newer.ok()) return newer.status();
+    if (*newer) {
+      *newer_base = true;
+      return absl::OkStatus();
+    }
+    const bool due = std::chrono::steady_clock::now() >= next_flush_;
+    if ((due || pending_bytes_ >= kMaxPendingBytes) && !pending_.revisions().empty()) {
+      if (absl::Status s = Flush(); !s.ok()) return s;
+    }
+    if (due) next_flush_ = std::chrono::steady_clock::now() + interval_;
+    bool end = false;
+    absl::Status s = CatchUp(events->size(), &end);
+    if (end) return s;
+  }
+  // No longer leading, or stopping: the next leader goes on from what is stored.
+  return Flush();
+}
+
+absl::Status DeltaWriter::RunSession(bool* newer_base) {
   uint64_t cluster_id = 0;
   if (auto members = etcd_->MemberList(&cluster_id); !members.ok()) return members.status();
   auto base = NewestBase(*store_, config_.cluster.name, cluster_id);
@@ -136,239 +424,15 @@ absl::Status DeltaWriter::Session(bool* newer_base) {
     SetStatus("waiting for a full backup of this cluster");
     return absl::OkStatus();
   }
-  const BackupMeta& b = **base;
-  auto chain = ListDeltaChain(*store_, b);
+  auto chain = ListDeltaChain(*store_, **base);
   if (!chain.ok()) return chain.status();
   if (!chain->stopped.empty()) {
     // What follows a gap cannot be applied; the chain goes on from where it is whole.
-    spdlog::warn("delta backups of {}: {}; going on from revision {}", b.name, chain->stopped,
-                 chain->end_revision);
+    spdlog::warn("delta backups of {}: {}; going on from revision {}", (*base)->name,
+                 chain->stopped, chain->end_revision);
   }
-  int64_t cursor = chain->end_revision;
-  // etcd no longer holds the changes after `cursor` (it answers so at once, or right after
-  // accepting the watch): only a new full backup can start a chain again.
-  auto compacted = [&](const absl::Status& why) -> absl::Status {
-    spdlog::warn(
-        "delta backups: etcd no longer holds the changes after revision {} ({}); "
-        "taking a full backup to start a new chain from",
-        cursor, why.message());
-    auto taken = BackupAndPrune(config_, *store_, *etcd_, config_.node.name);
-    if (!taken.ok()) return Annotate(taken.status(), "the full backup after a compaction");
-    return absl::OkStatus();
-  };
-  std::shared_ptr<KeyWatch> watch;
-  // (Re)opens the watch from `cursor`. OK with no watch when stopping.
-  auto open_watch = [&]() -> absl::Status {
-    {
-      MutexLock lock(&mu_);
-      if (stopping_) return absl::OkStatus();
-    }
-    auto opened =
-        etcd_->WatchRange(std::string(1, '\0'), std::string(1, '\0'), cursor, kOpenTimeout);
-    if (!opened.ok()) return opened.status();
-    MutexLock lock(&mu_);
-    if (stopping_) return absl::OkStatus();
-    watch = std::move(*opened);
-    watch_ = watch;
-    return absl::OkStatus();
-  };
-  auto close_watch = [&] {
-    {
-      MutexLock lock(&mu_);
-      watch_.reset();
-    }
-    watch.reset();  // the stream closes outside the lock: Stop() and status() need not wait
-  };
-  auto open_failed = [&](const absl::Status& s) {
-    return absl::IsOutOfRange(s) ? compacted(s) : Annotate(s, "watching the keyspace");
-  };
-  struct Unset {
-    DeltaWriter* w;
-    ~Unset() {
-      MutexLock lock(&w->mu_);
-      w->watch_.reset();
-    }
-  } unset{this};
-  if (absl::Status s = open_watch(); !s.ok()) return open_failed(s);
-  if (watch == nullptr) return absl::OkStatus();  // stopping
-  spdlog::info("delta backups: following backup {} from revision {}", b.name, cursor);
-  SetStatus(absl::StrCat("backup ", b.name, " + ", chain->deltas.size(), " delta(s), to revision ",
-                         cursor));
-  Metrics::Global().Set("steward_delta_backup_behind_revisions", 0);
-
-  backup::DeltaChunk pending;
-  size_t pending_bytes = 0;
-  auto reset = [&] {
-    pending = backup::DeltaChunk();  // Clear() would keep the stored values' buffers
-    pending.set_cluster(b.cluster);
-    pending.set_cluster_id(b.cluster_id);
-    pending.set_base(b.name);
-    pending.set_from_revision(cursor);
-    pending_bytes = 0;
-  };
-  reset();
-  int64_t stored = chain->deltas.size();
-  // Memory stays bounded under any write rate because this thread is the only reader of the
-  // watch and stores before it reads on: the pending delta (kMaxPendingBytes and one message
-  // more), one message that etcd keeps under its request bound (fragments) and gRPC's window.
-  // Writes faster than the store takes them wait in etcd's history instead: the writer falls
-  // behind (logged and in status()), and if etcd compacts past it, a full backup starts a new
-  // chain (compacted(), above).
-  int64_t lag = 0;  // revisions etcd had past `cursor` at the last message read
-  bool falling_behind = false;
-  int64_t most_behind = 0;
-  auto behind_since = std::chrono::steady_clock::now();
-  auto chain_status = [&] {
-    std::string line =
-        absl::StrCat("backup ", b.name, " + ", stored, " delta(s), to revision ", cursor);
-    if (falling_behind) {
-      absl::StrAppend(&line, "; ", lag, " revision(s) behind etcd (reading no faster than ",
-                      "deltas are stored; etcd holds the backlog)");
-    }
-    return line;
-  };
-  auto flush = [&]() -> absl::Status {
-    if (pending.revisions().empty()) return absl::OkStatus();
-    pending.set_to_revision(cursor);
-    auto m = WriteDelta(*store_, pending, config_.node.name);
-    if (!m.ok()) return m.status();
-    ++stored;
-    spdlog::debug("delta backups: stored {} ({} events)", m->name, m->events);
-    Metrics::Global().Set("steward_delta_backup_revision", static_cast<double>(cursor));
-    Metrics::Global().Set("steward_delta_backup_last_success_timestamp_seconds",
-                          static_cast<double>(NowMs() / 1000));
-    SetStatus(chain_status());
-    reset();
-    return absl::OkStatus();
-  };
-  auto next_flush = std::chrono::steady_clock::now() + interval;
-  auto next_base_check = std::chrono::steady_clock::now() + kBaseCheckEvery;
-  size_t read_since_open = 0;  // events
-  // Where the last catch-up cycle began: its revisions over its time give the write rate.
-  int64_t cycle_cursor = cursor;
-  auto cycle_start = std::chrono::steady_clock::now();
-  while (leading_()) {
-    {
-      MutexLock lock(&mu_);
-      if (stopping_) break;  // store what came (below)
-    }
-    const auto now = std::chrono::steady_clock::now();
-    auto until = [&](std::chrono::steady_clock::time_point t) {
-      return std::max<std::chrono::milliseconds>(
-          std::chrono::milliseconds(1),
-          std::chrono::duration_cast<std::chrono::milliseconds>(t - now));
-    };
-    const auto wait = until(next_flush);
-    // Catching up: what etcd had when the watch opened comes without waiting long. Idle, no
-    // longer than the next look for a newer full backup.
-    const bool behind = cursor < watch->created_revision();
-    const auto idle = std::min(interval, until(next_base_check));
-    auto events = watch->Wait(behind                        ? std::min(kCatchUpWait, wait)
-                              : pending.revisions().empty() ? idle
-                                                            : wait);
-    if (!events.ok()) {
-      // Whatever was received is history all the same: keep it before starting again (and
-      // before a compaction's full backup, whose retention may prune this chain's base).
-      if (absl::Status s = flush(); !s.ok()) {
-        spdlog::warn("delta backups: storing what came before the watch ended: {}", s.message());
-      }
-      if (absl::IsOutOfRange(events.status())) return compacted(events.status());
-      return Annotate(events.status(), "the watch ended");
-    }
-    // A revision may hold many events (a transaction, a delete of a range): all of them are
-    // stored. Only what is at or before the revision stored last is skipped.
-    const int64_t read_to = cursor;
-    for (auto& e : *events) {
-      const int64_t rev = e.kv().mod_revision();
-      if (rev <= read_to) continue;  // cannot happen on one stream; never store twice
-      if (Keep(e.kv().key())) {
-        if (pending.revisions().empty() ||
-            pending.revisions(pending.revisions_size() - 1).revision() != rev) {
-          auto* r = pending.add_revisions();
-          r->set_revision(rev);
-          r->set_unix_ms(NowMs());
-        }
-        pending_bytes += e.kv().key().size() + e.kv().value().size() + 32;
-        *pending.mutable_revisions(pending.revisions_size() - 1)->add_events() = std::move(e);
-      }
-      // etcd sends a revision's events together: the cursor is a whole revision.
-      cursor = std::max(cursor, rev);
-    }
-    lag = std::max<int64_t>(0, watch->header_revision() - cursor);
-    Metrics::Global().Set("steward_delta_backup_behind_revisions", static_cast<double>(lag));
-    if (!falling_behind && lag >= kBehind) {
-      falling_behind = true;
-      most_behind = lag;
-      behind_since = std::chrono::steady_clock::now();
-      spdlog::warn(
-          "delta backups: {} revisions behind etcd (at revision {}, etcd at {}): "
-          "writes come faster than deltas are stored; reading no faster than storing, "
-          "so etcd holds the backlog (a compaction past revision {} would end this "
-          "chain and start a new one from a full backup)",
-          lag, cursor, watch->header_revision(), cursor);
-      SetStatus(chain_status());
-    } else if (falling_behind) {
-      most_behind = std::max(most_behind, lag);
-      if (lag < kCaughtUp) {
-        falling_behind = false;
-        spdlog::info("delta backups: caught up with etcd after {}s (at most {} revisions behind)",
-                     std::chrono::duration_cast<std::chrono::seconds>(
-                         std::chrono::steady_clock::now() - behind_since)
-                         .count(),
-                     most_behind);
-        SetStatus(chain_status());
-      }
-    }
-    // A newer full backup (the scheduler's, or an operator's `stewardctl backup`) is followed
-    // from the next session, also when no writes come: a restore then needs its chain, not
-    // this one (checked even when idle: with nothing to flush the writer never noticed it).
-    if (std::chrono::steady_clock::now() >= next_base_check) {
-      next_base_check = std::chrono::steady_clock::now() + kBaseCheckEvery;
-      auto newest = NewestBase(*store_, config_.cluster.name, b.cluster_id);
-      if (newest.ok() && newest->has_value() && (*newest)->name != b.name) {
-        if (absl::Status s = flush(); !s.ok()) return s;
-        spdlog::info("delta backups: backup {} is newer; following it", (*newest)->name);
-        *newer_base = true;
-        return absl::OkStatus();
-      }
-    }
-    const bool due = std::chrono::steady_clock::now() >= next_flush;
-    if ((due || pending_bytes >= kMaxPendingBytes) && !pending.revisions().empty()) {
-      if (absl::Status s = flush(); !s.ok()) return s;
-    }
-    if (due) next_flush = std::chrono::steady_clock::now() + interval;
-    // Under a steady stream of writes etcd would send each revision in a message of its own,
-    // and each costs this agent (and etcd) a round of transport work and thread wake-ups; read
-    // in catch-ups instead (below). The pause only delays when changes are read, never which:
-    // the watch reopens from the last revision read, and the delta interval is unchanged.
-    read_since_open += events->size();
-    const int64_t created = watch->created_revision();  // 0: unknown, so no catch-ups
-    if (read_since_open >= kBusy && created > 0 && cursor >= created) {
-      // Many changes came and etcd's backlog is read: close the watch for a moment and open it
-      // again from here, so etcd sends the changes of the pause as a backlog, in few large
-      // messages, rather than each revision in a message of its own as it happens.
-      read_since_open = 0;
-      close_watch();
-      const auto now = std::chrono::steady_clock::now();
-      const double seconds = std::chrono::duration<double>(now - cycle_start).count();
-      const double rate = seconds > 0 ? static_cast<double>(cursor - cycle_cursor) / seconds : 0;
-      cycle_cursor = cursor;
-      cycle_start = now;
-      Sleep(CatchUpPause(rate, std::min<std::chrono::milliseconds>(kReadPause, interval / 2)));
-      if (!leading_()) break;  // store what came (below)
-      absl::Status reopened = open_watch();
-      if (!reopened.ok() || watch == nullptr) {
-        // Stopping, or etcd went away or compacted: what came before the pause is stored
-        // first (it follows the stored chain without a gap).
-        absl::Status stored = flush();
-        if (reopened.ok()) return stored;
-        if (!stored.ok()) spdlog::warn("delta backups: storing a delta: {}", stored.message());
-        return open_failed(reopened);
-      }
-    }
-  }
-  // No longer leading, or stopping: the next leader goes on from what is stored.
-  return flush();
+  Session session(this, **base, *chain);
+  return session.Run(newer_base);
 }
 
 }  // namespace steward

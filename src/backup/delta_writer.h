@@ -75,9 +75,11 @@ class DeltaWriter {
                                                 std::chrono::milliseconds longest);
 
  private:
-  // One leadership's worth: returns when leadership or the watch ends, on an error, or (with
-  // `*newer_base` set) when a newer full backup is to be followed at once.
-  absl::Status Session(bool* newer_base);
+  // One leadership's worth (a Session over the newest full backup and its chain): returns
+  // when leadership or the watch ends, on an error, or (with `*newer_base` set) when a newer
+  // full backup is to be followed at once.
+  class Session;
+  absl::Status RunSession(bool* newer_base);
   bool Keep(const std::string& key) const;
   void SetStatus(std::string s);
   void Sleep(std::chrono::milliseconds d);
