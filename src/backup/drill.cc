@@ -387,12 +387,12 @@ absl::Status ReplayInto(BackupStore& store, const BackupMeta& meta, int64_t to_r
 
 }  // namespace
 
-absl::StatusOr<DrillResult> RunDrill(BackupStore& store, const std::string& cluster,
-                                     const BackupMeta& meta, EtcdApi& live,
-                                     const DrillOptions& options) {
-  DrillResult r;
-  r.backup = meta.name;
-  r.revision = meta.revision;
+namespace {
+
+// The scratch directory under options.scratch_root, or "" with `r` skipped when the disk has
+// too little room for the backup's DB.
+absl::StatusOr<std::string> MakeScratchDir(const DrillOptions& options, const BackupMeta& meta,
+                                           DrillResult* r) {
   std::error_code ec;
   fs::create_directories(options.scratch_root, ec);
   RemoveStaleScratch(options.scratch_root);
@@ -403,46 +403,31 @@ absl::StatusOr<DrillResult> RunDrill(BackupStore& store, const std::string& clus
   const uint64_t free_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
   const uint64_t need = meta.db_size + kScratchOverhead;
   if (free_bytes < need) {
-    r.skipped = true;
-    r.failure = absl::StrCat("skipped: ", options.scratch_root, " has ", free_bytes >> 20,
-                             " MiB free and the drill needs ", need >> 20, " MiB");
-    return r;
+    r->skipped = true;
+    r->failure = absl::StrCat("skipped: ", options.scratch_root, " has ", free_bytes >> 20,
+                              " MiB free and the drill needs ", need >> 20, " MiB");
+    return std::string();
   }
-  const std::string dir = absl::StrCat(options.scratch_root, "/", kScratchPrefix, ::getpid(), "-",
-                                       std::random_device{}() % 100000);
-  struct Remove {
-    std::string dir;
-    ~Remove() {
-      std::error_code e;
-      fs::remove_all(dir, e);
-    }
-  } remove{dir};
-  const std::string data = dir + "/data";
+  return absl::StrCat(options.scratch_root, "/", kScratchPrefix, ::getpid(), "-",
+                      std::random_device{}() % 100000);
+}
+
+// Fetches and checks the backup into `data` as a restore fetches it, then walks it and
+// restores it in place as the member `drill` on `peer`. A verdict on the backup goes to
+// r->failure; an error is no verdict (the store did not answer).
+absl::Status FetchAndRestore(BackupStore& store, const std::string& cluster, const BackupMeta& meta,
+                             const std::string& data, const std::string& peer, DrillResult* r) {
+  std::error_code ec;
   fs::create_directories(data + "/member/snap", ec);
   if (ec) return absl::InternalError(absl::StrCat("making ", data, ": ", ec.message()));
-
-  // The live cluster's hash at the backup's revision, asked for now: a member scans its DB
-  // for it (as etcd's own corruption check does) while this one restores the backup.
-  std::future<absl::StatusOr<EtcdApi::KvHash>> live_hash =
-      std::async(std::launch::async, [&live, revision = meta.revision] {
-        return live.HashKV(revision, std::chrono::seconds(120));
-      });
-
-  // Fetched and checked as a restore fetches it, then walked and restored in place.
-  auto t = Clock::now();
+  const auto t = Clock::now();
   VerifyOptions fetch;
   fetch.out_path = data + "/member/snap/db";
   if (absl::Status s = VerifyBackup(store, cluster, meta, fetch); !s.ok()) {
-    if (!absl::IsDataLoss(s)) return s;  // the store did not answer: no verdict
-    r.failure = absl::StrCat("the backup does not check out: ", s.message());
-    return r;
+    if (!absl::IsDataLoss(s)) return s;
+    r->failure = absl::StrCat("the backup does not check out: ", s.message());
+    return absl::OkStatus();
   }
-  auto peer_port = FreePort();
-  auto client_port = FreePort();
-  if (!peer_port.ok()) return peer_port.status();
-  if (!client_port.ok()) return client_port.status();
-  const std::string peer = absl::StrCat("http://127.0.0.1:", *peer_port);
-  const std::string client = absl::StrCat("http://127.0.0.1:", *client_port);
   InPlaceRestore restore;
   restore.data_dir = data;
   restore.name = "drill";
@@ -450,58 +435,52 @@ absl::StatusOr<DrillResult> RunDrill(BackupStore& store, const std::string& clus
   restore.token = "steward-drill";
   restore.initial_cluster = {{"drill", peer}};
   if (absl::Status s = RestoreInPlace(restore); !s.ok()) {
-    r.failure = IsDamagedDb(s) ? std::string(s.message())
-                               : absl::StrCat("the backup cannot be restored: ", s.message());
-    return r;
+    r->failure = IsDamagedDb(s) ? std::string(s.message())
+                                : absl::StrCat("the backup cannot be restored: ", s.message());
+    return absl::OkStatus();
   }
-  r.restore_ms = MsSince(t);
+  r->restore_ms = MsSince(t);
+  return absl::OkStatus();
+}
 
-  // The scratch etcd, until it serves.
-  t = Clock::now();
-  const std::string log = dir + "/etcd.log";
-  ScratchEtcd etcd;
-  if (absl::Status s = etcd.Start(options.etcd_binary,
-                                  {"--name",
-                                   "drill",
-                                   "--data-dir",
-                                   data,
-                                   "--listen-client-urls",
-                                   client,
-                                   "--advertise-client-urls",
-                                   client,
-                                   "--listen-peer-urls",
-                                   peer,
-                                   "--initial-advertise-peer-urls",
-                                   peer,
-                                   "--initial-cluster",
-                                   "drill=" + peer,
-                                   "--initial-cluster-token",
-                                   "steward-drill",
-                                   "--max-txn-ops",
-                                   std::to_string(kScratchMaxOps),
-                                   "--max-request-bytes",
-                                   kScratchRequestBytes},
-                                  log);
-      !s.ok()) {
-    return s;
-  }
-  // The client only once etcd listens: a gRPC channel whose first connects were refused
-  // kept failing its later ones here (connect timeouts) although etcd was serving.
-  const auto deadline = Clock::now() + options.start_bound;
-  while (Clock::now() < deadline && !etcd.Exited() && !Listening(*client_port)) {
-    std::this_thread::sleep_for(milliseconds(100));
-  }
-  // A channel of its own rather than an EtcdClient: those give a connection 100 ms to bring
-  // the server's first HTTP/2 frame, and etcd 3.4 on plain http (cmux) took longer here, every
-  // time (their members are reached over TLS).
+std::vector<std::string> ScratchFlags(const std::string& data, const std::string& client,
+                                      const std::string& peer) {
+  return {"--name",
+          "drill",
+          "--data-dir",
+          data,
+          "--listen-client-urls",
+          client,
+          "--advertise-client-urls",
+          client,
+          "--listen-peer-urls",
+          peer,
+          "--initial-advertise-peer-urls",
+          peer,
+          "--initial-cluster",
+          "drill=" + peer,
+          "--initial-cluster-token",
+          "steward-drill",
+          "--max-txn-ops",
+          std::to_string(kScratchMaxOps),
+          "--max-request-bytes",
+          kScratchRequestBytes};
+}
+
+// A channel of its own rather than an EtcdClient: those give a connection 100 ms to bring the
+// server's first HTTP/2 frame, and etcd 3.4 on plain http (cmux) took longer here, every time
+// (their members are reached over TLS).
+std::shared_ptr<grpc::Channel> ScratchChannel(int client_port) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 5000);
   args.SetMaxReceiveMessageSize(-1);
-  auto channel = grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", *client_port),
-                                           grpc::InsecureChannelCredentials(), args);
-  auto kv = etcdserverpb::KV::NewStub(channel);
-  TxnFn drill =
-      [&](const etcdserverpb::TxnRequest& req) -> absl::StatusOr<etcdserverpb::TxnResponse> {
+  return grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", client_port),
+                                   grpc::InsecureChannelCredentials(), args);
+}
+
+TxnFn ChannelTxn(const std::shared_ptr<grpc::Channel>& channel) {
+  std::shared_ptr<etcdserverpb::KV::Stub> kv = etcdserverpb::KV::NewStub(channel);
+  return [kv](const etcdserverpb::TxnRequest& req) -> absl::StatusOr<etcdserverpb::TxnResponse> {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     etcdserverpb::TxnResponse resp;
@@ -509,7 +488,20 @@ absl::StatusOr<DrillResult> RunDrill(BackupStore& store, const std::string& clus
     if (!gs.ok()) return absl::UnavailableError(absl::StrCat("Txn: ", gs.error_message()));
     return resp;
   };
-  TxnFn live_txn = [&](const etcdserverpb::TxnRequest& req) { return live.Txn(req); };
+}
+
+// Until the scratch etcd serves (bounded by options.start_bound): its key count at its own
+// revision. A verdict (it exited, or never served) goes to r->failure.
+absl::StatusOr<etcdserverpb::RangeResponse> WaitServing(ScratchEtcd& etcd, int client_port,
+                                                        const TxnFn& drill,
+                                                        const DrillOptions& options,
+                                                        const std::string& log, DrillResult* r) {
+  // The client only once etcd listens: a gRPC channel whose first connects were refused kept
+  // failing its later ones here (connect timeouts) although etcd was serving.
+  const auto deadline = Clock::now() + options.start_bound;
+  while (Clock::now() < deadline && !etcd.Exited() && !Listening(client_port)) {
+    std::this_thread::sleep_for(milliseconds(100));
+  }
   absl::StatusOr<etcdserverpb::RangeResponse> count = absl::UnavailableError("not asked yet");
   while (Clock::now() < deadline) {
     count = RangePage(drill, std::string(1, '\0'), 0, 0, /*count_only=*/true);
@@ -517,13 +509,114 @@ absl::StatusOr<DrillResult> RunDrill(BackupStore& store, const std::string& clus
     std::this_thread::sleep_for(milliseconds(200));
   }
   if (!count.ok()) {
-    r.failure =
+    r->failure =
         absl::StrCat(etcd.Exited() ? "etcd exited on the restored backup"
                                    : "etcd does not serve the restored "
                                      "backup within the bound",
                      " (", count.status().message(), "); its last words: ", LastLines(log, 3));
-    return r;
   }
+  return count;
+}
+
+// What the scratch etcd serves (after the deltas, to r->to_revision) against the live
+// cluster; the verdict goes to r->failure, what was compared to r->compared.
+absl::Status CompareWithLive(const std::string& cluster, const TxnFn& drill, int64_t head,
+                             EtcdApi& live, const ReplayedRevisions& map, const BaseHash& base,
+                             int64_t base_revision, int64_t total, const DrillOptions& options,
+                             DrillResult* r) {
+  const auto t = Clock::now();
+  const std::string reached = r->deltas == 0
+                                  ? absl::StrCat("revision ", r->to_revision)
+                                  : absl::StrCat("revision ", r->to_revision, " (the backup's ",
+                                                 base_revision, " + ", r->deltas, " delta(s))");
+  TxnFn live_txn = [&](const etcdserverpb::TxnRequest& req) { return live.Txn(req); };
+  int64_t keys = 0;
+  const bool with_deltas = r->deltas > 0;
+  const Sides sides{
+      drill,
+      head,
+      live_txn,
+      r->to_revision,
+      map,
+      ComparedRanges(cluster, with_deltas),
+      [&](const std::string& key) { return !with_deltas || KeptInDeltas(cluster, key); },
+      base.equal ? base_revision : -1};
+  // Without deltas an equal hash proves every revision up to the one compared, keys and
+  // deletions included: the pages would read the whole DB again on both sides (etcd reads a
+  // value even for a keys-only range) to prove nothing more. The counts are still compared.
+  absl::Status cmp = base.equal && !with_deltas ? CompareCounts(sides, total, &keys, &r->failure)
+                                                : CompareAll(sides, &keys, &r->failure);
+  if (cmp.ok() && r->failure.empty()) {
+    r->compared = absl::StrCat(
+        "every key (", keys, ") with its value and revision matches the live cluster at ", reached,
+        base.equal
+            ? absl::StrCat(": etcd's KV hash at revision ", base_revision, " is the live cluster's",
+                           with_deltas ? ", then every key and revision and the values "
+                                         "changed since"
+                                       : " and so is the count")
+            : absl::StrCat(" (", base.note, ")"),
+        with_deltas ? "; the agents' own status keys, which deltas do not keep, left out" : "");
+  } else if (!cmp.ok() && Compacted(cmp)) {
+    int64_t compared = 0;
+    r->failure.clear();
+    cmp = CompareSample(sides, options.sample, total, &compared, &r->failure);
+    if (cmp.ok() && r->failure.empty()) {
+      r->compared = absl::StrCat("the live cluster is compacted past ", reached, ": ", compared,
+                                 " sampled key(s) it has not changed since match");
+    }
+  }
+  if (!cmp.ok()) return Annotate(cmp, "comparing with the live cluster");
+  r->compare_ms = MsSince(t);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<DrillResult> RunDrill(BackupStore& store, const std::string& cluster,
+                                     const BackupMeta& meta, EtcdApi& live,
+                                     const DrillOptions& options) {
+  DrillResult r;
+  r.backup = meta.name;
+  r.revision = meta.revision;
+  auto dir = MakeScratchDir(options, meta, &r);
+  if (!dir.ok()) return dir.status();
+  if (r.skipped) return r;
+  struct Remove {
+    std::string dir;
+    ~Remove() {
+      std::error_code e;
+      fs::remove_all(dir, e);
+    }
+  } remove{*dir};
+  const std::string data = *dir + "/data";
+
+  // The live cluster's hash at the backup's revision, asked for now: a member scans its DB
+  // for it (as etcd's own corruption check does) while this one restores the backup.
+  std::future<absl::StatusOr<EtcdApi::KvHash>> live_hash =
+      std::async(std::launch::async, [&live, revision = meta.revision] {
+        return live.HashKV(revision, std::chrono::seconds(120));
+      });
+  auto peer_port = FreePort();
+  auto client_port = FreePort();
+  if (!peer_port.ok()) return peer_port.status();
+  if (!client_port.ok()) return client_port.status();
+  const std::string peer = absl::StrCat("http://127.0.0.1:", *peer_port);
+  const std::string client = absl::StrCat("http://127.0.0.1:", *client_port);
+  if (absl::Status s = FetchAndRestore(store, cluster, meta, data, peer, &r); !s.ok()) return s;
+  if (!r.failure.empty()) return r;
+
+  // The scratch etcd, until it serves.
+  auto t = Clock::now();
+  const std::string log = *dir + "/etcd.log";
+  ScratchEtcd etcd;
+  if (absl::Status s = etcd.Start(options.etcd_binary, ScratchFlags(data, client, peer), log);
+      !s.ok()) {
+    return s;
+  }
+  auto channel = ScratchChannel(*client_port);
+  const TxnFn drill = ChannelTxn(channel);
+  auto count = WaitServing(etcd, *client_port, drill, options, log, &r);
+  if (!count.ok()) return r;
   r.start_ms = MsSince(t);
 
   // The snapshot's own revision. meta.revision is the source's revision just before the stream
@@ -560,53 +653,15 @@ absl::StatusOr<DrillResult> RunDrill(BackupStore& store, const std::string& clus
     r.to_revision = chain->end_revision;
   }
   r.replay_ms = MsSince(t);
-  const std::string reached = r.deltas == 0
-                                  ? absl::StrCat("revision ", r.to_revision)
-                                  : absl::StrCat("revision ", r.to_revision, " (the backup's ",
-                                                 base_revision, " + ", r.deltas, " delta(s))");
   auto total = RangePage(drill, std::string(1, '\0'), head, 0, /*count_only=*/true);
   if (!total.ok()) return Annotate(total.status(), "counting the scratch etcd's keys");
 
   // What it serves against the live cluster.
-  t = Clock::now();
-  int64_t keys = 0;
-  const bool with_deltas = r.deltas > 0;
-  const Sides sides{
-      drill,
-      head,
-      live_txn,
-      r.to_revision,
-      map,
-      ComparedRanges(cluster, with_deltas),
-      [&](const std::string& key) { return !with_deltas || KeptInDeltas(cluster, key); },
-      base.equal ? base_revision : -1};
-  // Without deltas an equal hash proves every revision up to the one compared, keys and
-  // deletions included: the pages would read the whole DB again on both sides (etcd reads a
-  // value even for a keys-only range) to prove nothing more. The counts are still compared.
-  absl::Status cmp = base.equal && !with_deltas
-                         ? CompareCounts(sides, total->count(), &keys, &r.failure)
-                         : CompareAll(sides, &keys, &r.failure);
-  if (cmp.ok() && r.failure.empty()) {
-    r.compared = absl::StrCat(
-        "every key (", keys, ") with its value and revision matches the live cluster at ", reached,
-        base.equal
-            ? absl::StrCat(": etcd's KV hash at revision ", base_revision, " is the live cluster's",
-                           with_deltas ? ", then every key and revision and the values "
-                                         "changed since"
-                                       : " and so is the count")
-            : absl::StrCat(" (", base.note, ")"),
-        with_deltas ? "; the agents' own status keys, which deltas do not keep, left out" : "");
-  } else if (!cmp.ok() && Compacted(cmp)) {
-    int64_t compared = 0;
-    r.failure.clear();
-    cmp = CompareSample(sides, options.sample, total->count(), &compared, &r.failure);
-    if (cmp.ok() && r.failure.empty()) {
-      r.compared = absl::StrCat("the live cluster is compacted past ", reached, ": ", compared,
-                                " sampled key(s) it has not changed since match");
-    }
+  if (absl::Status s = CompareWithLive(cluster, drill, head, live, map, base, base_revision,
+                                       total->count(), options, &r);
+      !s.ok()) {
+    return s;
   }
-  if (!cmp.ok()) return Annotate(cmp, "comparing with the live cluster");
-  r.compare_ms = MsSince(t);
   r.keys = total->count();
   if (r.failure.empty() && !chain->stopped.empty()) {
     // What is there matches, but a restore now would stop where the chain does.
