@@ -115,35 +115,32 @@ absl::StatusOr<int64_t> ParsePointTime(const std::string& text) {
   return secs * 1000;
 }
 
-int RunRestoreBackup(const Common& c, const std::string& name_arg, bool yes, bool force,
-                     int wait_seconds, PointInTime pit) {
-  WithStore w = OpenFromConfig(c, "restore-backup");
-  if (w.rc != 0) return w.rc;
-  const Config& config = *w.config;
-  std::string name = name_arg;
-  if (name.empty()) {
-    // The newest complete backup at or before the point, and its deltas after it.
-    pit.deltas = true;
-    auto listed = ListBackups(*w.store, config.cluster.name);
-    if (!listed.ok()) {
-      std::cerr << "stewardctl: " << listed.status().message() << "\n";
-      return 1;
-    }
-    std::vector<BackupMeta> complete;
-    for (const auto& b : *listed) {
-      // An imported file is restored by naming it, never chosen (as the agents never do).
-      // Nor one a restore found damaged.
-      if (b.meta && b.meta->imported_from.empty() && b.damaged.empty()) {
-        complete.push_back(*b.meta);
-      }
-    }
-    auto choice = ChooseRestoreBase(*w.store, complete, pit.to_revision, pit.to_unix_ms);
-    if (!choice.ok()) {
-      std::cerr << "stewardctl: " << choice.status().message() << "\n";
-      return 1;
-    }
-    name = complete[choice->first].name;
+namespace {
+
+// The newest complete backup at or before the point (never an imported file, nor one a
+// restore found damaged: the agents never choose those either); "" with the error printed.
+std::string ChooseBackup(BackupStore& store, const Config& config, const PointInTime& pit) {
+  auto listed = ListBackups(store, config.cluster.name);
+  if (!listed.ok()) {
+    std::cerr << "stewardctl: " << listed.status().message() << "\n";
+    return "";
   }
+  std::vector<BackupMeta> complete;
+  for (const auto& b : *listed) {
+    if (b.meta && b.meta->imported_from.empty() && b.damaged.empty()) complete.push_back(*b.meta);
+  }
+  auto choice = ChooseRestoreBase(store, complete, pit.to_revision, pit.to_unix_ms);
+  if (!choice.ok()) {
+    std::cerr << "stewardctl: " << choice.status().message() << "\n";
+    return "";
+  }
+  return complete[choice->first].name;
+}
+
+// Backup `name`'s meta.json, once nothing refuses a restore of it (an adoption, a damaged
+// mark, a restore under way, a destroyed cluster); nullopt with the reason printed.
+std::optional<BackupMeta> RestorableBackup(BackupStore& store, const Config& config,
+                                           const std::string& name) {
   if (config.cluster.adopt.enabled()) {
     // The agents restore only their own nodes: the members no agent manages would go on
     // running the old cluster beside the restored one.
@@ -151,58 +148,64 @@ int RunRestoreBackup(const Common& c, const std::string& name_arg, bool yes, boo
                  "agent manages would keep running the old cluster next to the restored one. "
                  "Retire them (retire-unmanaged) or stop them, remove cluster.adopt from every "
                  "config, then restore.\n";
-    return 1;
+    return std::nullopt;
   }
-  auto text = w.store->Get(MetaKey(config.cluster.name, name));
+  auto text = store.Get(MetaKey(config.cluster.name, name));
   if (!text.ok()) {
     std::cerr << "stewardctl: backup " << name << ": " << text.status().message() << "\n";
-    return 1;
+    return std::nullopt;
   }
   auto meta = MetaFromJson(*text);
   if (!meta.ok()) {
     std::cerr << "stewardctl: backup " << name << ": " << meta.status().message() << "\n";
-    return 1;
+    return std::nullopt;
   }
-  if (auto mark = w.store->Get(DamagedMarkKey(config.cluster.name, name)); mark.ok()) {
+  if (auto mark = store.Get(DamagedMarkKey(config.cluster.name, name)); mark.ok()) {
     // Every node walks the DB before it stops etcd and would refuse it: say so now.
     auto j = nlohmann::json::parse(*mark, nullptr, false);
     std::cerr << "stewardctl: refusing to restore backup " << name << ": a restore found its DB "
               << "damaged (" << (j.is_object() ? j.value("reason", "") : std::string("?"))
               << "). Nothing was changed. Name an older backup (list-backups), or none to let "
               << "stewardctl choose.\n";
-    return 1;
+    return std::nullopt;
   }
-  if (RestoreMayBeUnderWay(*w.store, config.cluster.name)) return 1;
-  if (DestroyedRefuses(*w.store, config.cluster.name)) return 1;
-  // The deltas after the backup, each read and checked, up to the point asked for.
+  if (RestoreMayBeUnderWay(store, config.cluster.name)) return std::nullopt;
+  if (DestroyedRefuses(store, config.cluster.name)) return std::nullopt;
+  return *meta;
+}
+
+// Where the restore of `meta` stops: the deltas after it, each read and checked, up to the
+// point asked for; nullopt (printed) when this backup cannot give that point.
+std::optional<RestorePoint> PointFor(BackupStore& store, const std::string& name,
+                                     const BackupMeta& meta, const PointInTime& pit) {
   RestorePoint point;
-  point.revision = meta->revision;
-  if (pit.to_revision != 0 && (meta->revision_max == 0 || meta->revision_max > pit.to_revision)) {
+  point.revision = meta.revision;
+  if (pit.to_revision != 0 && (meta.revision_max == 0 || meta.revision_max > pit.to_revision)) {
     std::cerr << "stewardctl: refusing to restore: backup " << name << " may hold changes after "
               << "revision " << pit.to_revision << " (its snapshot reaches revision "
-              << (meta->revision_max == 0 ? std::string("unknown")
-                                          : std::to_string(meta->revision_max))
+              << (meta.revision_max == 0 ? std::string("unknown")
+                                         : std::to_string(meta.revision_max))
               << "); name an older backup, or none to let stewardctl choose. Nothing was "
               << "changed.\n";
-    return 1;
+    return std::nullopt;
   }
-  if (pit.to_unix_ms != 0 && meta->unix_time * 1000 > pit.to_unix_ms) {
+  if (pit.to_unix_ms != 0 && meta.unix_time * 1000 > pit.to_unix_ms) {
     std::cerr << "stewardctl: refusing to restore: backup " << name << " was taken at "
-              << UtcTime(meta->unix_time) << ", after the time asked for; name an older backup, "
+              << UtcTime(meta.unix_time) << ", after the time asked for; name an older backup, "
               << "or none. Nothing was changed.\n";
-    return 1;
+    return std::nullopt;
   }
   if (pit.deltas) {
-    auto found = FindRestorePoint(*w.store, *meta, pit.to_revision, pit.to_unix_ms);
+    auto found = FindRestorePoint(store, meta, pit.to_revision, pit.to_unix_ms);
     if (!found.ok()) {
       std::cerr << "stewardctl: reading the deltas of backup " << name << ": "
                 << found.status().message() << "\n";
-      return 1;
+      return std::nullopt;
     }
     point = *found;
     if (pit.to_revision != 0 && point.revision < pit.to_revision) {
       // Asked for a later point than the chain proves: never restore less than asked for.
-      auto chain = ListDeltaChain(*w.store, *meta);
+      auto chain = ListDeltaChain(store, meta);
       const bool chain_ends_early =
           !point.stopped.empty() || !chain.ok() || chain->end_revision < pit.to_revision;
       if (chain_ends_early) {
@@ -210,7 +213,7 @@ int RunRestoreBackup(const Common& c, const std::string& name_arg, bool yes, boo
                   << " reach revision " << point.revision << ", not " << pit.to_revision
                   << (point.stopped.empty() ? "" : " (" + point.stopped + ")")
                   << ". Nothing was changed.\n";
-        return 1;
+        return std::nullopt;
       }
     }
     if (!point.stopped.empty()) {
@@ -225,48 +228,51 @@ int RunRestoreBackup(const Common& c, const std::string& name_arg, bool yes, boo
                 << "; the restore stops there\n";
     }
   }
-  if (!yes) {
-    std::cout << "This stops every etcd member of cluster " << config.cluster.name
-              << " and replaces all of its data with backup " << name << " (revision "
-              << meta->revision << ", taken " << UtcTime(meta->unix_time) << ")"
-              << DescribePoint(point)
-              << ". Writes since then are lost (a fresh backup is taken first).\n";
-    if (!Confirmed()) {
-      std::cout << "not restoring\n";
-      return 1;
-    }
-  }
-  Progress verifying = Progress::ToStderr("verifying backup " + name, meta->compressed_size);
-  VerifyOptions verify;
-  verify.progress = verifying.Callback();
-  absl::Status verified = VerifyBackup(*w.store, config.cluster.name, *meta, verify);
-  verifying.Done(verified.ok());
-  if (absl::Status s = verified; !s.ok()) {
-    std::cerr << "stewardctl: refusing to restore: " << s.message() << "\n";
-    return 1;
-  }
-  EtcdClient::Options o = ClientOptions(c);
-  EtcdClient client(config.ClusterClientUrls(), o);
-  // etcd does not support downgrades: a backup from a newer minor version than a member runs
-  // is refused before anything is stopped. (Each node checks again before it restores.)
-  if (auto from = ParseVersion(meta->etcd_version)) {
+  return point;
+}
+
+// The operator's yes, unless --yes was given.
+bool ConfirmRestore(bool yes, const Config& config, const std::string& name, const BackupMeta& meta,
+                    const RestorePoint& point) {
+  if (yes) return true;
+  std::cout << "This stops every etcd member of cluster " << config.cluster.name
+            << " and replaces all of its data with backup " << name << " (revision "
+            << meta.revision << ", taken " << UtcTime(meta.unix_time) << ")" << DescribePoint(point)
+            << ". Writes since then are lost (a fresh backup is taken first).\n";
+  if (Confirmed()) return true;
+  std::cout << "not restoring\n";
+  return false;
+}
+
+// etcd does not support downgrades: a backup from a newer minor version than a member runs
+// is refused before anything is stopped. (Each node checks again before it restores.)
+bool NoDowngrade(EtcdClient& client, const Config& config, const std::string& name,
+                 const BackupMeta& meta) {
+  if (auto from = ParseVersion(meta.etcd_version)) {
     for (const std::string& url : config.ClusterClientUrls()) {
       auto st = client.Status(url, std::chrono::milliseconds(2000));
       auto to = st.ok() ? ParseVersion(st->version) : std::nullopt;
       if (to && ((*from)[0] > (*to)[0] || ((*from)[0] == (*to)[0] && (*from)[1] > (*to)[1]))) {
         std::cerr << "stewardctl: refusing to restore: backup " << name << " was taken from etcd "
-                  << meta->etcd_version << ", and the member at " << url << " runs " << st->version
+                  << meta.etcd_version << ", and the member at " << url << " runs " << st->version
                   << ", an older version (etcd does not support downgrades); "
                   << "upgrade the cluster first (configure-cluster --etcd-version)\n";
-        return 1;
+        return false;
       }
     }
   }
-  // No retention here: it must not prune the very backup being restored.
+  return true;
+}
+
+// A fresh backup of the current cluster before it is replaced (no retention: it must not
+// prune the very backup being restored): the backup, or why it failed when --force allows
+// that; nullopt (printed) when it failed and the writes since `name` would be lost.
+std::optional<absl::StatusOr<BackupMeta>> SafetyBackup(EtcdClient& client, BackupStore& store,
+                                                       const Config& config, bool force) {
   absl::StatusOr<BackupMeta> fresh = absl::UnavailableError("no healthy member");
   if (auto source = PickBackupSource(client); source.ok()) {
     Progress progress = Progress::ToStderr("safety backup of " + source->member, 0);
-    fresh = TakeBackup(client, *source, *w.store, config.cluster.name, "stewardctl",
+    fresh = TakeBackup(client, *source, store, config.cluster.name, "stewardctl",
                        std::chrono::minutes(30), progress.Callback());
     progress.Done(fresh.ok());
   } else {
@@ -279,13 +285,19 @@ int RunRestoreBackup(const Common& c, const std::string& name_arg, bool yes, boo
     std::cerr << "stewardctl: refusing to restore: the safety backup of the current cluster "
               << "failed (" << fresh.status().message() << "). Nothing was changed. Pass "
               << "--force to restore anyway (for example when every member is lost).\n";
-    return 1;
+    return std::nullopt;
   } else {
     std::cerr << "warning: --force: no fresh backup before the restore ("
               << fresh.status().message() << ")\n";
   }
-  // Raise the revision only where the agents can (etcd.etcdutl or the in-place restore): this
-  // config, and every agent that answers, must say so.
+  return fresh;
+}
+
+// What the intent asks for: the backup, how far its deltas go, past which revision, and
+// whether the revision can be raised (this config, and every agent that answers, must say so).
+IntentRequest RequestFor(const Config& config, const EtcdClient::Options& o,
+                         const std::string& name, const RestorePoint& point,
+                         const absl::StatusOr<BackupMeta>& fresh) {
   IntentRequest request;
   request.backup = name;
   request.requested_by = "stewardctl";
@@ -308,6 +320,41 @@ int RunRestoreBackup(const Common& c, const std::string& name_arg, bool yes, boo
   }
   request.now_unix = Clock::Real()->UnixSeconds();
   request.nonce = [&config] { return RealControlEnv(config, nullptr).nonce(); };
+  return request;
+}
+
+}  // namespace
+
+int RunRestoreBackup(const Common& c, const std::string& name_arg, bool yes, bool force,
+                     int wait_seconds, PointInTime pit) {
+  WithStore w = OpenFromConfig(c, "restore-backup");
+  if (w.rc != 0) return w.rc;
+  const Config& config = *w.config;
+  std::string name = name_arg;
+  if (name.empty()) {
+    pit.deltas = true;  // the newest backup at or before the point, and its deltas after it
+    name = ChooseBackup(*w.store, config, pit);
+    if (name.empty()) return 1;
+  }
+  const std::optional<BackupMeta> meta = RestorableBackup(*w.store, config, name);
+  if (!meta) return 1;
+  const std::optional<RestorePoint> point = PointFor(*w.store, name, *meta, pit);
+  if (!point || !ConfirmRestore(yes, config, name, *meta, *point)) return 1;
+  Progress verifying = Progress::ToStderr("verifying backup " + name, meta->compressed_size);
+  VerifyOptions verify;
+  verify.progress = verifying.Callback();
+  absl::Status verified = VerifyBackup(*w.store, config.cluster.name, *meta, verify);
+  verifying.Done(verified.ok());
+  if (!verified.ok()) {
+    std::cerr << "stewardctl: refusing to restore: " << verified.message() << "\n";
+    return 1;
+  }
+  EtcdClient::Options o = ClientOptions(c);
+  EtcdClient client(config.ClusterClientUrls(), o);
+  if (!NoDowngrade(client, config, name, *meta)) return 1;
+  const auto fresh = SafetyBackup(client, *w.store, config, force);
+  if (!fresh) return 1;
+  const IntentRequest request = RequestFor(config, o, name, *point, *fresh);
   auto prepared = PrepareRestoreIntent(*w.store, config, request);
   if (!prepared.ok()) {
     std::cerr << "stewardctl: " << prepared.status().message() << "\n";
@@ -315,7 +362,7 @@ int RunRestoreBackup(const Common& c, const std::string& name_arg, bool yes, boo
   }
   const RestoreIntent& intent = *prepared;
   if (intent.delta_to > 0) {
-    std::cerr << "restoring backup " << name << DescribePoint(point) << "\n";
+    std::cerr << "restoring backup " << name << DescribePoint(*point) << "\n";
   }
   if (absl::Status s = WriteRestoreIntent(*w.store, config.cluster.name, intent); !s.ok()) {
     std::cerr << "stewardctl: recording the restore: " << s.message() << "\n";
