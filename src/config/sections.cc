@@ -23,6 +23,115 @@
 
 namespace steward::config_internal {
 
+// backup.retention: how long every backup, then hourly and daily ones, are kept.
+void ParseRetention(const YAML::Node& r, BackupConfig& bc) {
+  if (!r || r.IsNull()) return;
+  CheckKeys(r, "backup.retention", ConfigKeysUnder("backup.retention"));
+  bc.retention.keep_all_for =
+      GetDuration(r, "backup.retention", "keep_all_for", bc.retention.keep_all_for);
+  bc.retention.hourly_for =
+      GetDuration(r, "backup.retention", "hourly_for", bc.retention.hourly_for);
+  bc.retention.daily_for = GetDuration(r, "backup.retention", "daily_for", bc.retention.daily_for);
+}
+
+// backup.s3: the S3-compatible store's endpoint and credentials (as given; the environment
+// and the shared credentials file fill them in later: CheckS3Store).
+void ParseS3Keys(const YAML::Node& s, BackupConfig& bc) {
+  if (!s || s.IsNull()) return;
+  CheckKeys(s, "backup.s3", ConfigKeysUnder("backup.s3"));
+  bc.s3.endpoint = GetString(s, "backup.s3", "endpoint", false, "");
+  bc.s3.region = GetString(s, "backup.s3", "region", false, "");
+  bc.s3.path_style = GetBool(s, "backup.s3", "path_style", false);
+  bc.s3.access_key_id = GetString(s, "backup.s3", "access_key_id", false, "");
+  bc.s3.secret_access_key = GetString(s, "backup.s3", "secret_access_key", false, "");
+  bc.s3.session_token = GetString(s, "backup.s3", "session_token", false, "");
+  bc.s3.profile = GetString(s, "backup.s3", "profile", false, "");
+  bc.s3.ca_file = GetString(s, "backup.s3", "ca_file", false, "");
+}
+
+// backup.encryption: the key, and the old keys that still decrypt older backups.
+void ParseEncryption(const YAML::Node& e, BackupConfig& bc) {
+  if (!e || e.IsNull()) return;
+  const std::string p = "backup.encryption";
+  CheckKeys(e, p, ConfigKeysUnder(p));
+  bc.encryption.key_file = GetString(e, p, "key_file", true, "");
+  if (const YAML::Node old = e["old_key_files"]; old && !old.IsNull()) {
+    if (!old.IsSequence()) Fail(p + ".old_key_files", "must be a list of key files");
+    for (size_t i = 0; i < old.size(); ++i) {
+      if (!old[i].IsScalar() || old[i].Scalar().empty()) {
+        Fail(absl::StrCat(p, ".old_key_files[", i, "]"), "must be a file name");
+      }
+      bc.encryption.old_key_files.push_back(old[i].Scalar());
+    }
+  }
+  // The key is needed by every backup and restore: a bad one is a config error now, not
+  // a failed backup at 3 a.m. (Only where the agent runs: stewardctl may lack the file.)
+  if (t_host_checks) {
+    if (auto k = LoadEncryptionKey(bc.encryption.key_file); !k.ok()) {
+      Fail(p + ".key_file", std::string(k.status().message()));
+    }
+    for (size_t i = 0; i < bc.encryption.old_key_files.size(); ++i) {
+      if (auto k = LoadEncryptionKey(bc.encryption.old_key_files[i]); !k.ok()) {
+        Fail(absl::StrCat(p, ".old_key_files[", i, "]"), std::string(k.status().message()));
+      }
+    }
+  }
+}
+
+// S3 credentials missing from the config, from the shared credentials file, as the AWS CLI
+// and SDKs read it (backup.s3.profile, AWS_PROFILE, or "default").
+void SharedS3Credentials(BackupConfig& bc) {
+  const bool named = !bc.s3.profile.empty() || !EnvOr("AWS_PROFILE", "").empty();
+  const std::string profile =
+      !bc.s3.profile.empty() ? bc.s3.profile : EnvOr("AWS_PROFILE", "default");
+  const std::string path = SharedCredentialsPath();
+  auto text =
+      path.empty() ? absl::StatusOr<std::string>(absl::NotFoundError("no $HOME")) : ReadFile(path);
+  if (text.ok()) {
+    auto creds = ParseSharedCredentials(*text, profile, path);
+    if (creds.ok()) {
+      bc.s3.access_key_id = creds->access_key_id;
+      bc.s3.secret_access_key = creds->secret_access_key;
+      if (bc.s3.session_token.empty()) bc.s3.session_token = creds->session_token;
+    } else if (named || !absl::IsNotFound(creds.status())) {
+      Fail(bc.s3.profile.empty() ? "backup.s3" : "backup.s3.profile",
+           std::string(creds.status().message()));
+    }
+  } else if (named) {
+    Fail(bc.s3.profile.empty() ? "backup.s3" : "backup.s3.profile",
+         absl::StrCat("profile ", profile, ": cannot read the shared credentials file ",
+                      path.empty() ? "(no $HOME)" : path, ": ", text.status().message()));
+  }
+}
+
+// An s3:// store: a bucket, a region, and credentials from the config, the environment or
+// the shared credentials file; a CA file that holds a certificate.
+void CheckS3Store(BackupConfig& bc) {
+  std::string rest = bc.store.substr(5);
+  if (rest.empty() || rest[0] == '/')
+    Fail("backup.store", "an S3 store needs a bucket: s3://bucket/prefix");
+  if (bc.s3.region.empty())
+    bc.s3.region = EnvOr("AWS_DEFAULT_REGION", EnvOr("AWS_REGION", "us-east-1"));
+  if (bc.s3.access_key_id.empty()) bc.s3.access_key_id = EnvOr("AWS_ACCESS_KEY_ID", "");
+  if (bc.s3.secret_access_key.empty()) bc.s3.secret_access_key = EnvOr("AWS_SECRET_ACCESS_KEY", "");
+  if (bc.s3.session_token.empty()) bc.s3.session_token = EnvOr("AWS_SESSION_TOKEN", "");
+  if (bc.s3.access_key_id.empty() || bc.s3.secret_access_key.empty()) SharedS3Credentials(bc);
+  if (bc.s3.access_key_id.empty() || bc.s3.secret_access_key.empty()) {
+    Fail("backup.s3",
+         "no credentials: set backup.s3.access_key_id/secret_access_key, "
+         "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or a profile in the shared "
+         "credentials file (backup.s3.profile or AWS_PROFILE)");
+  }
+  if (!bc.s3.ca_file.empty() && t_host_checks) {
+    auto pem = ReadFile(bc.s3.ca_file);
+    if (!pem.ok()) {
+      Fail("backup.s3.ca_file", std::string(pem.status().message()));
+    } else if (pem->find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
+      Fail("backup.s3.ca_file", absl::StrCat(bc.s3.ca_file, " holds no PEM certificate"));
+    }
+  }
+}
+
 void ParseBackup(const YAML::Node& b, Config* c) {
   BackupConfig& bc = c->backup;
   if (b && !b.IsNull()) {
@@ -36,52 +145,9 @@ void ParseBackup(const YAML::Node& b, Config* c) {
     bc.drill_interval = GetDuration(b, "backup", "drill_interval", bc.drill_interval);
     bc.drill_scratch = GetString(b, "backup", "drill_scratch", false, "");
     bc.low_memory_stream = GetBool(b, "backup", "low_memory_stream", bc.low_memory_stream);
-    if (const YAML::Node r = b["retention"]; r && !r.IsNull()) {
-      CheckKeys(r, "backup.retention", ConfigKeysUnder("backup.retention"));
-      bc.retention.keep_all_for =
-          GetDuration(r, "backup.retention", "keep_all_for", bc.retention.keep_all_for);
-      bc.retention.hourly_for =
-          GetDuration(r, "backup.retention", "hourly_for", bc.retention.hourly_for);
-      bc.retention.daily_for =
-          GetDuration(r, "backup.retention", "daily_for", bc.retention.daily_for);
-    }
-    if (const YAML::Node s = b["s3"]; s && !s.IsNull()) {
-      CheckKeys(s, "backup.s3", ConfigKeysUnder("backup.s3"));
-      bc.s3.endpoint = GetString(s, "backup.s3", "endpoint", false, "");
-      bc.s3.region = GetString(s, "backup.s3", "region", false, "");
-      bc.s3.path_style = GetBool(s, "backup.s3", "path_style", false);
-      bc.s3.access_key_id = GetString(s, "backup.s3", "access_key_id", false, "");
-      bc.s3.secret_access_key = GetString(s, "backup.s3", "secret_access_key", false, "");
-      bc.s3.session_token = GetString(s, "backup.s3", "session_token", false, "");
-      bc.s3.profile = GetString(s, "backup.s3", "profile", false, "");
-      bc.s3.ca_file = GetString(s, "backup.s3", "ca_file", false, "");
-    }
-    if (const YAML::Node e = b["encryption"]; e && !e.IsNull()) {
-      const std::string p = "backup.encryption";
-      CheckKeys(e, p, ConfigKeysUnder(p));
-      bc.encryption.key_file = GetString(e, p, "key_file", true, "");
-      if (const YAML::Node old = e["old_key_files"]; old && !old.IsNull()) {
-        if (!old.IsSequence()) Fail(p + ".old_key_files", "must be a list of key files");
-        for (size_t i = 0; i < old.size(); ++i) {
-          if (!old[i].IsScalar() || old[i].Scalar().empty()) {
-            Fail(absl::StrCat(p, ".old_key_files[", i, "]"), "must be a file name");
-          }
-          bc.encryption.old_key_files.push_back(old[i].Scalar());
-        }
-      }
-      // The key is needed by every backup and restore: a bad one is a config error now, not
-      // a failed backup at 3 a.m. (Only where the agent runs: stewardctl may lack the file.)
-      if (t_host_checks) {
-        if (auto k = LoadEncryptionKey(bc.encryption.key_file); !k.ok()) {
-          Fail(p + ".key_file", std::string(k.status().message()));
-        }
-        for (size_t i = 0; i < bc.encryption.old_key_files.size(); ++i) {
-          if (auto k = LoadEncryptionKey(bc.encryption.old_key_files[i]); !k.ok()) {
-            Fail(absl::StrCat(p, ".old_key_files[", i, "]"), std::string(k.status().message()));
-          }
-        }
-      }
-    }
+    ParseRetention(b["retention"], bc);
+    ParseS3Keys(b["s3"], bc);
+    ParseEncryption(b["encryption"], bc);
   }
   if (bc.interval < std::chrono::seconds(1)) Fail("backup.interval", "must be at least 1s");
   if (bc.delta_interval.count() != 0 && bc.delta_interval < std::chrono::milliseconds(100)) {
@@ -105,53 +171,7 @@ void ParseBackup(const YAML::Node& b, Config* c) {
     }
     CheckDataDir("backup.store", dir);
   } else if (bc.store.rfind("s3://", 0) == 0) {
-    std::string rest = bc.store.substr(5);
-    if (rest.empty() || rest[0] == '/')
-      Fail("backup.store", "an S3 store needs a bucket: s3://bucket/prefix");
-    if (bc.s3.region.empty())
-      bc.s3.region = EnvOr("AWS_DEFAULT_REGION", EnvOr("AWS_REGION", "us-east-1"));
-    if (bc.s3.access_key_id.empty()) bc.s3.access_key_id = EnvOr("AWS_ACCESS_KEY_ID", "");
-    if (bc.s3.secret_access_key.empty())
-      bc.s3.secret_access_key = EnvOr("AWS_SECRET_ACCESS_KEY", "");
-    if (bc.s3.session_token.empty()) bc.s3.session_token = EnvOr("AWS_SESSION_TOKEN", "");
-    if (bc.s3.access_key_id.empty() || bc.s3.secret_access_key.empty()) {
-      // The shared credentials file, as the AWS CLI and SDKs read it.
-      const bool named = !bc.s3.profile.empty() || !EnvOr("AWS_PROFILE", "").empty();
-      const std::string profile =
-          !bc.s3.profile.empty() ? bc.s3.profile : EnvOr("AWS_PROFILE", "default");
-      const std::string path = SharedCredentialsPath();
-      auto text = path.empty() ? absl::StatusOr<std::string>(absl::NotFoundError("no $HOME"))
-                               : ReadFile(path);
-      if (text.ok()) {
-        auto creds = ParseSharedCredentials(*text, profile, path);
-        if (creds.ok()) {
-          bc.s3.access_key_id = creds->access_key_id;
-          bc.s3.secret_access_key = creds->secret_access_key;
-          if (bc.s3.session_token.empty()) bc.s3.session_token = creds->session_token;
-        } else if (named || !absl::IsNotFound(creds.status())) {
-          Fail(bc.s3.profile.empty() ? "backup.s3" : "backup.s3.profile",
-               std::string(creds.status().message()));
-        }
-      } else if (named) {
-        Fail(bc.s3.profile.empty() ? "backup.s3" : "backup.s3.profile",
-             absl::StrCat("profile ", profile, ": cannot read the shared credentials file ",
-                          path.empty() ? "(no $HOME)" : path, ": ", text.status().message()));
-      }
-    }
-    if (bc.s3.access_key_id.empty() || bc.s3.secret_access_key.empty()) {
-      Fail("backup.s3",
-           "no credentials: set backup.s3.access_key_id/secret_access_key, "
-           "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or a profile in the shared "
-           "credentials file (backup.s3.profile or AWS_PROFILE)");
-    }
-    if (!bc.s3.ca_file.empty() && t_host_checks) {
-      auto pem = ReadFile(bc.s3.ca_file);
-      if (!pem.ok()) {
-        Fail("backup.s3.ca_file", std::string(pem.status().message()));
-      } else if (pem->find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
-        Fail("backup.s3.ca_file", absl::StrCat(bc.s3.ca_file, " holds no PEM certificate"));
-      }
-    }
+    CheckS3Store(bc);
   } else {
     Fail("backup.store", absl::StrCat("\"", bc.store, "\" is not a file:// or s3:// URL"));
   }
