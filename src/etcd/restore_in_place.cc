@@ -221,9 +221,10 @@ uint64_t InitialClusterId(std::vector<uint64_t> member_ids) {
   return id;
 }
 
-absl::Status RestoreInPlace(const InPlaceRestore& r, bool* db_changed) {
-  if (db_changed) *db_changed = false;
-  namespace fs = std::filesystem;
+namespace {
+
+// The initial cluster's members, checked and in member-ID order, with `r.name` among them.
+absl::StatusOr<std::vector<Member>> InitialMembers(const InPlaceRestore& r) {
   // What the restore tool would refuse or read differently (a name given twice is one member
   // with two URLs to etcd; etcd normalises URLs) is refused here before anything is written,
   // so that the tool runs and says what is wrong.
@@ -256,62 +257,53 @@ absl::Status RestoreInPlace(const InPlaceRestore& r, bool* db_changed) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the advertised peer URL ", r.peer_url, " is not ", r.name, "'s in the initial cluster"));
   }
-  // Everything that is encoded as JSON, before the DB is touched (a name or URL that is not
-  // UTF-8 cannot be).
-  std::map<std::string, std::string> in_members;
-  std::string v2_store;
-  try {
-    for (const auto& m : members) in_members[absl::StrFormat("%x", m.id)] = MemberJson(m);
-    v2_store = V2Store(members);
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("the initial cluster: ", e.what()));
-  }
-  std::vector<uint64_t> ids;
-  for (const auto& m : members) ids.push_back(m.id);
-  const uint64_t cluster_id = InitialClusterId(ids);
-  // The new log: one configuration entry per member, all committed at term 1; its snapshot
-  // (and the DB's consistent index) at the last of them.
-  const uint64_t term = 1, commit = members.size();
+  return members;
+}
 
-  const fs::path member_dir = fs::path(r.data_dir) / "member";
-  // 1. The DB, edited in one bbolt transaction.
-  {
-    auto db = BoltFile::Open((member_dir / "snap" / "db").string(), /*writable=*/!r.check_only);
-    if (!db.ok()) return db.status();
-    // Every page, before anything is written: the edit reads only what it changes, and damage
-    // elsewhere would otherwise pass, for etcd to panic on when it starts (ETCD-NOTES).
-    if (absl::Status s = (*db)->CheckAll(); !s.ok()) return s;
-    if (absl::Status s = CheckSchema(**db); !s.ok()) return s;
-    if (absl::Status s = (*db)->ReplaceBucket("members", in_members); !s.ok()) return s;
-    if (absl::Status s = (*db)->ReplaceBucket("members_removed", {}); !s.ok()) return s;
-    if (absl::Status s = (*db)->Put("meta", "consistent_index", BigEndian64(commit)); !s.ok()) {
-      return s;
-    }
-    if (absl::Status s = (*db)->Put("meta", "term", BigEndian64(term)); !s.ok()) return s;
-    if (r.bump_revision > 0) {
-      auto last = (*db)->LastKey("key");
-      if (!last.ok()) return last.status();
-      int64_t latest = 0;  // (as etcdutl counts an empty keyspace)
-      if (!last->empty()) {
-        auto rev = MainRevision(*last);
-        if (!rev) return absl::DataLossError("the DB's newest key is not a revision");
-        latest = *rev;
-      }
-      const std::string bumped = RevisionKey(latest + static_cast<int64_t>(r.bump_revision), 0);
-      // An empty value at the raised revision makes it the DB's newest. A compaction scheduled
-      // at it (and not yet finished: etcd finishes it when it starts) makes a watch or read
-      // from an older revision fail rather than silently miss events.
-      if (absl::Status s = (*db)->Put("key", bumped, ""); !s.ok()) return s;
-      if (absl::Status s = (*db)->Put("meta", "scheduledCompactRev", bumped); !s.ok()) return s;
-    }
-    if (r.check_only) return absl::OkStatus();
-    // A failed commit may have written the meta page: count it as changed.
-    if (db_changed) *db_changed = true;
-    if (absl::Status s = (*db)->Commit(); !s.ok()) return s;
+// 1. The DB, edited in one bbolt transaction: the members, the consistent index and term,
+// and the raised revision.
+absl::Status EditDb(const InPlaceRestore& r, const std::string& db_path,
+                    const std::map<std::string, std::string>& in_members, uint64_t term,
+                    uint64_t commit, bool* db_changed) {
+  auto db = BoltFile::Open(db_path, /*writable=*/!r.check_only);
+  if (!db.ok()) return db.status();
+  // Every page, before anything is written: the edit reads only what it changes, and damage
+  // elsewhere would otherwise pass, for etcd to panic on when it starts (ETCD-NOTES).
+  if (absl::Status s = (*db)->CheckAll(); !s.ok()) return s;
+  if (absl::Status s = CheckSchema(**db); !s.ok()) return s;
+  if (absl::Status s = (*db)->ReplaceBucket("members", in_members); !s.ok()) return s;
+  if (absl::Status s = (*db)->ReplaceBucket("members_removed", {}); !s.ok()) return s;
+  if (absl::Status s = (*db)->Put("meta", "consistent_index", BigEndian64(commit)); !s.ok()) {
+    return s;
   }
+  if (absl::Status s = (*db)->Put("meta", "term", BigEndian64(term)); !s.ok()) return s;
+  if (r.bump_revision > 0) {
+    auto last = (*db)->LastKey("key");
+    if (!last.ok()) return last.status();
+    int64_t latest = 0;  // (as etcdutl counts an empty keyspace)
+    if (!last->empty()) {
+      auto rev = MainRevision(*last);
+      if (!rev) return absl::DataLossError("the DB's newest key is not a revision");
+      latest = *rev;
+    }
+    const std::string bumped = RevisionKey(latest + static_cast<int64_t>(r.bump_revision), 0);
+    // An empty value at the raised revision makes it the DB's newest. A compaction scheduled
+    // at it (and not yet finished: etcd finishes it when it starts) makes a watch or read
+    // from an older revision fail rather than silently miss events.
+    if (absl::Status s = (*db)->Put("key", bumped, ""); !s.ok()) return s;
+    if (absl::Status s = (*db)->Put("meta", "scheduledCompactRev", bumped); !s.ok()) return s;
+  }
+  if (r.check_only) return absl::OkStatus();
+  // A failed commit may have written the meta page: count it as changed.
+  if (db_changed) *db_changed = true;
+  if (absl::Status s = (*db)->Commit(); !s.ok()) return s;
+  return absl::OkStatus();
+}
 
-  // 2. The .snap file: snappb.Snapshot{crc = 1, data = 2} around raftpb.Snapshot{data = 1,
-  // metadata = 2 {conf_state = 1, index = 2, term = 3}}.
+// 2. The .snap file: snappb.Snapshot{crc = 1, data = 2} around raftpb.Snapshot{data = 1,
+// metadata = 2 {conf_state = 1, index = 2, term = 3}}.
+std::string SnapFile(const std::vector<Member>& members, const std::string& v2_store, uint64_t term,
+                     uint64_t commit) {
   std::string metadata;
   BytesField(&metadata, 1, ConfState(members));
   UintField(&metadata, 2, commit);
@@ -322,16 +314,19 @@ absl::Status RestoreInPlace(const InPlaceRestore& r, bool* db_changed) {
   std::string snap_file;
   UintField(&snap_file, 1, Crc32c(0, raft_snap.data(), raft_snap.size()));
   BytesField(&snap_file, 2, raft_snap);
-  const fs::path snap_path =
-      member_dir / "snap" / absl::StrFormat("%016x-%016x.snap", term, commit);
-  if (absl::Status s = WriteFileAtomic(snap_path.string(), snap_file, 0644); !s.ok()) return s;
+  return snap_file;
+}
 
-  // 3. The WAL: crc, metadata (etcdserverpb.Metadata{node_id = 1, cluster_id = 2}), an empty
-  // snapshot record (as every new WAL starts), the entries, the hard state, and the snapshot.
+// 3. The WAL's records: crc, metadata (etcdserverpb.Metadata{node_id = 1, cluster_id = 2}),
+// an empty snapshot record (as every new WAL starts), the entries, the hard state, and the
+// snapshot.
+std::string WalBytes(const std::vector<Member>& members, uint64_t self_id, uint64_t cluster_id,
+                     const std::map<std::string, std::string>& in_members, uint64_t term,
+                     uint64_t commit) {
   WalEncoder wal;
   wal.Add(kCrcType, "", /*is_crc_record=*/true);
   std::string md;
-  UintField(&md, 1, self->id);
+  UintField(&md, 1, self_id);
   UintField(&md, 2, cluster_id);
   wal.Add(kMetadataType, md);
   wal.Add(kSnapshotType, "");
@@ -340,7 +335,7 @@ absl::Status RestoreInPlace(const InPlaceRestore& r, bool* db_changed) {
     std::string cc;
     UintField(&cc, 2, 0);
     UintField(&cc, 3, members[i].id);
-    BytesField(&cc, 4, in_members[absl::StrFormat("%x", members[i].id)]);
+    BytesField(&cc, 4, in_members.at(absl::StrFormat("%x", members[i].id)));
     // raftpb.Entry{type = 1 (ConfChange = 1), term = 2, index = 3, data = 4}.
     std::string e;
     UintField(&e, 1, 1);
@@ -359,16 +354,68 @@ absl::Status RestoreInPlace(const InPlaceRestore& r, bool* db_changed) {
   UintField(&ws, 2, term);
   BytesField(&ws, 3, ConfState(members));
   wal.Add(kSnapshotType, ws);
-  const fs::path wal_dir = member_dir / "wal";
+  return wal.bytes();
+}
+
+// The WAL's one segment, preallocated to etcd's segment size, as etcd's own WAL and etcdutl's
+// restore make it: a disk too small for it fails the restore here, before etcd starts.
+absl::Status WriteWal(const std::filesystem::path& member_dir, const std::string& bytes) {
+  const std::filesystem::path wal_dir = member_dir / "wal";
   if (absl::Status s = MakeDirs(wal_dir.string(), 0700); !s.ok()) return s;
-  // The segment is preallocated to etcd's segment size, as etcd's own WAL and etcdutl's
-  // restore make it: a disk too small for it fails the restore here, before etcd starts.
   auto segment =
       AtomicFile::Create((wal_dir / "0000000000000000-0000000000000000.wal").string(), 0600);
   if (!segment.ok()) return segment.status();
-  if (absl::Status s = segment->Write(wal.bytes()); !s.ok()) return s;
+  if (absl::Status s = segment->Write(bytes); !s.ok()) return s;
   if (absl::Status s = segment->Preallocate(kWalSegmentBytes); !s.ok()) return s;
   if (absl::Status s = segment->Commit(); !s.ok()) return s;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RestoreInPlace(const InPlaceRestore& r, bool* db_changed) {
+  if (db_changed) *db_changed = false;
+  namespace fs = std::filesystem;
+  auto members = InitialMembers(r);
+  if (!members.ok()) return members.status();
+  const uint64_t self_id = std::find_if(members->begin(), members->end(), [&](const Member& m) {
+                             return m.name == r.name;
+                           })->id;
+  // Everything that is encoded as JSON, before the DB is touched (a name or URL that is not
+  // UTF-8 cannot be).
+  std::map<std::string, std::string> in_members;
+  std::string v2_store;
+  try {
+    for (const auto& m : *members) in_members[absl::StrFormat("%x", m.id)] = MemberJson(m);
+    v2_store = V2Store(*members);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("the initial cluster: ", e.what()));
+  }
+  std::vector<uint64_t> ids;
+  for (const auto& m : *members) ids.push_back(m.id);
+  const uint64_t cluster_id = InitialClusterId(ids);
+  // The new log: one configuration entry per member, all committed at term 1; its snapshot
+  // (and the DB's consistent index) at the last of them.
+  const uint64_t term = 1, commit = members->size();
+
+  const fs::path member_dir = fs::path(r.data_dir) / "member";
+  if (absl::Status s =
+          EditDb(r, (member_dir / "snap" / "db").string(), in_members, term, commit, db_changed);
+      !s.ok() || r.check_only) {
+    return s;
+  }
+  const fs::path snap_path =
+      member_dir / "snap" / absl::StrFormat("%016x-%016x.snap", term, commit);
+  if (absl::Status s =
+          WriteFileAtomic(snap_path.string(), SnapFile(*members, v2_store, term, commit), 0644);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s =
+          WriteWal(member_dir, WalBytes(*members, self_id, cluster_id, in_members, term, commit));
+      !s.ok()) {
+    return s;
+  }
   // The new directories' entries, down from the data dir (the files' own were synced).
   for (const fs::path& d : {member_dir, fs::path(r.data_dir)}) {
     if (absl::Status s = SyncDir(d.string()); !s.ok()) return s;
