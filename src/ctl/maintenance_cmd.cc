@@ -152,9 +152,7 @@ int StorePause(const Config& config, EtcdClient& client, const PauseArgs& a, con
       removed = true;
       return false;
     }
-    m.pauses.erase(std::remove_if(m.pauses.begin(), m.pauses.end(),
-                                  [&](const Pause& x) { return x.node == p.node; }),
-                   m.pauses.end());
+    m.DropPause(p.node);
     m.pauses.push_back(p);
     return true;
   });
@@ -219,9 +217,7 @@ int RunResume(const Common& c, const std::string& node) {
     const Pause* p = m.PauseFor(node);
     if (p == nullptr) return false;
     ended = *p;
-    m.pauses.erase(std::remove_if(m.pauses.begin(), m.pauses.end(),
-                                  [&](const Pause& x) { return x.node == node; }),
-                   m.pauses.end());
+    m.DropPause(node);
     return true;
   });
   if (!done.ok()) {
@@ -483,12 +479,8 @@ int RunRemoveNode(const Common& c, const std::string& node, const std::string& r
   // The mark first: from now on the leader neither re-adds the node nor replaces onto it.
   RemovedNode mark{node, WhoAmI(), reason, UnixNow(), member_id};
   auto marked = UpdateDoc(client, MaintenanceKey(config->cluster.name), [&](Maintenance& m) {
-    m.removed.erase(std::remove_if(m.removed.begin(), m.removed.end(),
-                                   [&](const RemovedNode& r) { return r.node == node; }),
-                    m.removed.end());
-    m.pauses.erase(std::remove_if(m.pauses.begin(), m.pauses.end(),
-                                  [&](const Pause& p) { return p.node == node; }),
-                   m.pauses.end());
+    m.DropRemoved(node);
+    m.DropPause(node);
     m.removed.push_back(mark);
     return true;
   });
@@ -509,9 +501,7 @@ int RunRemoveNode(const Common& c, const std::string& node, const std::string& r
     if (!why.empty()) {
       // Undo the mark: the node stays as it was.
       auto undone = UpdateDoc(client, MaintenanceKey(config->cluster.name), [&](Maintenance& m) {
-        m.removed.erase(std::remove_if(m.removed.begin(), m.removed.end(),
-                                       [&](const RemovedNode& r) { return r.node == node; }),
-                        m.removed.end());
+        m.DropRemoved(node);
         return true;
       });
       std::cerr << "stewardctl: remove-node: refusing at the last check: " << why << "; "
@@ -577,9 +567,7 @@ int RunReaddNode(const Common& c, const std::string& node) {
     const RemovedNode* r = m.Removed(node);
     if (r == nullptr) return false;
     was = *r;
-    m.removed.erase(std::remove_if(m.removed.begin(), m.removed.end(),
-                                   [&](const RemovedNode& x) { return x.node == node; }),
-                    m.removed.end());
+    m.DropRemoved(node);
     return true;
   });
   if (!done.ok()) {

@@ -23,6 +23,18 @@ const RemovedNode* Maintenance::Removed(const std::string& node) const {
   return nullptr;
 }
 
+void Maintenance::DropPause(const std::string& node) {
+  pauses.erase(
+      std::remove_if(pauses.begin(), pauses.end(), [&](const Pause& p) { return p.node == node; }),
+      pauses.end());
+}
+
+void Maintenance::DropRemoved(const std::string& node) {
+  removed.erase(std::remove_if(removed.begin(), removed.end(),
+                               [&](const RemovedNode& r) { return r.node == node; }),
+                removed.end());
+}
+
 void Maintenance::DropExpired(int64_t now) {
   pauses.erase(std::remove_if(pauses.begin(), pauses.end(),
                               [now](const Pause& p) { return !p.ActiveAt(now); }),

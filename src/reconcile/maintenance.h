@@ -54,6 +54,9 @@ struct Maintenance {
 
   const Pause* PauseFor(const std::string& node) const;
   const RemovedNode* Removed(const std::string& node) const;
+  // Drops `node`'s pause, or its removed mark (none: nothing changes).
+  void DropPause(const std::string& node);
+  void DropRemoved(const std::string& node);
   // Drops pauses that ended before `now` (stewardctl does when it rewrites the document).
   void DropExpired(int64_t now);
 };

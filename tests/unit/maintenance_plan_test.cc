@@ -87,6 +87,19 @@ void ExpectWait(const Step& s, const std::vector<std::string>& words) {
     EXPECT_NE(s.reason.find(w), std::string::npos) << w << " in: " << s.reason;
 }
 
+TEST(MaintenanceDoc, DropPauseAndDropRemovedTouchOnlyThatNode) {
+  Maintenance m;
+  m.pauses = {Pause{"n1", "a", "x", 0, 10}, Pause{"", "a", "cluster", 0, 10}};
+  m.removed = {RemovedNode{"n1", "a", "gone", 0, 1}, RemovedNode{"n2", "a", "gone", 0, 2}};
+  m.DropPause("n1");
+  m.DropRemoved("n2");
+  m.DropRemoved("n9");  // none: nothing changes
+  ASSERT_EQ(m.pauses.size(), 1u);
+  EXPECT_EQ(m.pauses[0].node, "");
+  ASSERT_EQ(m.removed.size(), 1u);
+  EXPECT_EQ(m.removed[0].node, "n1");
+}
+
 TEST(MaintenancePlan, BaselineDeadMemberIsReplaced) {
   ClusterObservation o = Cluster();
   Down(o, 2);
