@@ -527,8 +527,13 @@ CycleResult FaultRig::Cycle(FaultKind kind, std::mt19937& rng) {
       const pid_t pid = etcd_pid(i);
       if (pid <= 0) break;
       ::kill(pid, SIGSTOP);
-      WaitFor([&] { return c_->EtcdPid(i) != pid; }, 20s);
-      if (c_->EtcdPid(i) == pid) ::kill(pid, SIGCONT);
+      // The bound (10 s) plus the watchdog's probes and the grace: within 30 s.
+      const bool restarted = WaitFor([&] { return c_->EtcdPid(i) != pid; }, 30s);
+      if (!restarted) {
+        ::kill(pid, SIGCONT);
+        ADD_FAILURE() << "hang-etcd: n" << i + 1 << "'s etcd (pid " << pid
+                      << ") was not restarted in place within 30 s";
+      }
       break;
     }
     case FaultKind::kWipe:

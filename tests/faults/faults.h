@@ -38,8 +38,8 @@ enum class FaultKind {
   kPauseEtcd,          // SIGSTOP of an etcd for 5 s
   kPauseNode,          // SIGSTOP of an agent and its etcd for 5 s (a minority)
   kPauseMajority,      // SIGSTOP of two of three members' nodes for 5 s
-  kHangEtcd,           // SIGSTOP of a voter's etcd for 20 s, past the hang bound (10 s): its
-                       // agent restarts it in place (node/hang_decision.h), data kept
+  kHangEtcd,           // SIGSTOP of a voter's etcd past the hang bound (10 s): its agent must
+                       // restart it in place within 30 s (node/hang_decision.h), data kept
   kWipe,               // a node's etcd data dir deleted (agent and etcd killed, agent restarted)
   kPartialDataDir,     // a node's WAL deleted, its snap dir left (a half-written data dir)
   kQuorumStop,         // two of three nodes killed, brought back 3 s later
