@@ -445,6 +445,155 @@ int RunGet(const Common& c) {
 
 constexpr char kDefaultConfig[] = "/etc/steward/node.yaml";
 
+namespace {
+
+// The values -o/-w takes.
+CLI::Validator Outputs() { return CLI::IsMember({"table", "json", "simple"}); }
+
+// The -o/-w flag of a command that prints the cluster's state.
+void AddOutputFlag(CLI::App* sub, Common* common) {
+  sub->add_option("-o,-w,--output,--write-out", common->output, "table, json or simple")
+      ->check(Outputs());
+}
+
+// status, configure-cluster, get, history.
+void AddClusterCommands(CLI::App& app, Common* common, Commands* commands) {
+  CLI::App* status = app.add_subcommand("status", "show the cluster at a glance");
+  AddCommonFlags(status, common, false);
+  AddOutputFlag(status, common);
+  commands->push_back({status, [common] { return RunStatus(*common); }});
+
+  struct Configure {
+    int size = 0;
+    std::string etcd_version;
+    bool untested = false;
+  };
+  auto o = std::make_shared<Configure>();
+  CLI::App* configure = app.add_subcommand(
+      "configure-cluster", "set the desired cluster size or etcd version (a rolling upgrade)");
+  AddCommonFlags(configure, common, false);
+  configure->add_option("--size", o->size, "desired number of voting members");
+  configure->add_option("--etcd-version", o->etcd_version,
+                        "desired etcd version (one of etcd.versions): members switch one at a "
+                        "time, followers first, one minor version per round");
+  configure->add_flag("--untested", o->untested,
+                      "roll to a release this project has never run (etcd 3.6 and later)");
+  commands->push_back({configure, [common, o] {
+                         return RunConfigureCluster(*common, o->size, o->etcd_version, o->untested);
+                       }});
+
+  CLI::App* get = app.add_subcommand("get", "show the desired spec, the leader and what it does");
+  AddCommonFlags(get, common, false);
+  AddOutputFlag(get, common);
+  commands->push_back({get, [common] { return RunGet(*common); }});
+
+  struct History {
+    std::string since;
+    int limit = 1000;
+  };
+  auto h = std::make_shared<History>();
+  CLI::App* history = app.add_subcommand(
+      "history", "the leader's decisions and the orders nodes carried out, oldest first");
+  AddCommonFlags(history, common, false);
+  AddOutputFlag(history, common);
+  history->add_option("--since", h->since, "only events of the last DURATION (e.g. 10m, 2h)");
+  history->add_option("--limit", h->limit, "at most this many (the newest)")
+      ->check(CLI::Range(1, 100000));
+  commands->push_back({history, [common, h] { return RunHistory(*common, h->since, h->limit); }});
+}
+
+// backup, list-backups, restore-backup, retire-unmanaged.
+void AddBackupRestoreCommands(CLI::App& app, Common* common, Commands* commands) {
+  CLI::App* backup = app.add_subcommand("backup", "take a backup now; prints its name");
+  AddCommonFlags(backup, common, false);
+  commands->push_back({backup, [common] { return RunBackup(*common); }});
+  CLI::App* list = app.add_subcommand("list-backups", "list the backups in the backup store");
+  AddCommonFlags(list, common, false);
+  AddOutputFlag(list, common);
+  commands->push_back({list, [common] { return RunListBackups(*common); }});
+
+  struct Restore {
+    std::string name;
+    bool yes = false, force = false, latest = false;
+    int wait_seconds = 300;
+    int64_t to_revision = 0;
+    std::string to_time;
+  };
+  auto r = std::make_shared<Restore>();
+  CLI::App* restore = app.add_subcommand(
+      "restore-backup", "stop every member and restore the whole cluster from a backup");
+  AddCommonFlags(restore, common, false);
+  restore->add_option("name", r->name, "the backup's name (see list-backups)");
+  // --latest, --to-revision and --to-time are read back through get_option
+  // (ctl/snapshot_cmd.cc), which extends this command.
+  restore->add_flag("--latest", r->latest,
+                    "instead of a name: the newest backup and every delta backup stored after "
+                    "it (the newest restorable point)");
+  restore->add_option("--to-revision", r->to_revision,
+                      "replay the backup's deltas up to this revision (refused if they do not "
+                      "reach it)");
+  restore->add_option("--to-time", r->to_time,
+                      "replay the deltas received up to this UTC time (2026-11-27T08:40:00Z or "
+                      "Unix seconds)");
+  restore->add_flag("--yes", r->yes, "do not ask for confirmation");
+  restore->add_flag("--force", r->force,
+                    "restore even when the safety backup of the current cluster fails");
+  restore->add_option("--wait", r->wait_seconds, "seconds to wait for the cluster to be back");
+  commands->push_back({restore, [common, r] {
+                         return RunRestoreBackup(*common, r->name, r->yes, r->force,
+                                                 r->wait_seconds);
+                       }});
+
+  struct Retire {
+    bool yes = false, force = false;
+  };
+  auto t = std::make_shared<Retire>();
+  CLI::App* retire = app.add_subcommand(
+      "retire-unmanaged",
+      "after adopting a cluster (cluster.adopt): remove the members no agent manages, one at a "
+      "time, keeping quorum (a backup first)");
+  AddCommonFlags(retire, common, false);
+  retire->add_flag("--yes", t->yes, "do not ask for confirmation");
+  retire->add_flag("--force", t->force, "go on when the backup before the first removal fails");
+  commands->push_back(
+      {retire, [common, t] { return RunRetireUnmanaged(*common, t->yes, t->force); }});
+}
+
+// pki init, pki issue (here), and pki check-expiration, pki rotate-ca (`files`: files of their
+// own).
+void AddPkiCommands(CLI::App& app, Common* common, Commands* files, Commands* commands) {
+  struct Pki {
+    std::string dir;
+    std::string client_name;
+    PkiIssueOptions issue;
+  };
+  auto p = std::make_shared<Pki>();
+  CLI::App* pki = app.add_subcommand("pki", "certificates for TLS");
+  CLI::App* pki_init = pki->add_subcommand("init", "create a CA and an admin client certificate");
+  pki->require_subcommand(1);
+  pki_init->add_option("--dir", p->dir, "directory for ca.crt, ca.key, admin.crt, admin.key")
+      ->required();
+  commands->push_back({pki_init, [p] { return RunPkiInit(p->dir); }});
+  CLI::App* pki_issue = pki->add_subcommand(
+      "issue", "issue a client certificate from the CA (e.g. a Kubernetes API server's)");
+  pki_issue->add_option("--dir", p->dir, "the directory of `pki init` (ca.crt, ca.key)")
+      ->required();
+  pki_issue
+      ->add_option("--client", p->client_name, "the certificate's name (CN; NAME.crt, NAME.key)")
+      ->required();
+  pki_issue->add_flag("--gateway", p->issue.gateway,
+                      "for etcd's HTTP gateway (Patroni): the name in O, no CN; it logs in with a "
+                      "password");
+  pki_issue->add_flag("--renew", p->issue.renew, "replace the existing NAME.crt and NAME.key");
+  commands->push_back(
+      {pki_issue,
+       [p] { return RunPkiIssueClient(p->dir, p->client_name, p->issue, std::cout, std::cerr); }});
+  AddPkiCheckCommands(pki, common, files);
+  AddRotateCaCommand(pki, common, files);
+}
+
+}  // namespace
+
 int CtlMain(int argc, char** argv) {
   CLI::App app{
       "stewardctl: inspect and operate an etcd-steward cluster\n"
@@ -454,7 +603,6 @@ int CtlMain(int argc, char** argv) {
   Common common;
   // The common flags are taken before the subcommand (as etcdctl takes its global flags) or
   // after it, and from etcdctl's environment variables (a flag wins over a variable).
-  const auto outputs = CLI::IsMember({"table", "json", "simple"});
   app.add_option("--config", common.config_path,
                  "any node's steward config file (default /etc/steward/node.yaml if present)")
       ->envname("STEWARD_CONFIG");
@@ -473,77 +621,13 @@ int CtlMain(int argc, char** argv) {
   app.add_option("--encryption-key-file", common.encryption_key_files,
                  "with --backup-store: a backup.encryption key file (repeat for old keys)");
   app.add_option("-o,-w,--output,--write-out", common.output, "table, json or simple (table)")
-      ->check(outputs);
-  auto add_common = [&common](CLI::App* sub) { AddCommonFlags(sub, &common, false); };
-  Commands commands;  // the commands in files of their own
+      ->check(Outputs());
+  // In the order `stewardctl --help` lists them. The commands in files of their own come first
+  // when one runs: one may sit under a command of this file (backup export).
+  Commands commands, here;
   AddMaintenanceCommands(app, &common, &commands);
-  CLI::App* status = app.add_subcommand("status", "show the cluster at a glance");
-  add_common(status);
-  status->add_option("-o,-w,--output,--write-out", common.output, "table, json or simple")
-      ->check(outputs);
-  int size = 0;
-  std::string etcd_version;
-  CLI::App* configure = app.add_subcommand(
-      "configure-cluster", "set the desired cluster size or etcd version (a rolling upgrade)");
-  add_common(configure);
-  configure->add_option("--size", size, "desired number of voting members");
-  configure->add_option("--etcd-version", etcd_version,
-                        "desired etcd version (one of etcd.versions): members switch one at a "
-                        "time, followers first, one minor version per round");
-  bool untested = false;
-  configure->add_flag("--untested", untested,
-                      "roll to a release this project has never run (etcd 3.6 and later)");
-  CLI::App* get = app.add_subcommand("get", "show the desired spec, the leader and what it does");
-  add_common(get);
-  get->add_option("-o,-w,--output,--write-out", common.output, "table, json or simple")
-      ->check(outputs);
-  std::string since;
-  int history_limit = 1000;
-  CLI::App* history = app.add_subcommand(
-      "history", "the leader's decisions and the orders nodes carried out, oldest first");
-  add_common(history);
-  history->add_option("-o,-w,--output,--write-out", common.output, "table, json or simple")
-      ->check(outputs);
-  history->add_option("--since", since, "only events of the last DURATION (e.g. 10m, 2h)");
-  history->add_option("--limit", history_limit, "at most this many (the newest)")
-      ->check(CLI::Range(1, 100000));
-  CLI::App* backup = app.add_subcommand("backup", "take a backup now; prints its name");
-  add_common(backup);
-  CLI::App* list = app.add_subcommand("list-backups", "list the backups in the backup store");
-  add_common(list);
-  list->add_option("-o,-w,--output,--write-out", common.output, "table, json or simple")
-      ->check(outputs);
-  std::string restore_name;
-  bool yes = false;
-  bool force = false;
-  int wait_seconds = 300;
-  CLI::App* restore = app.add_subcommand(
-      "restore-backup", "stop every member and restore the whole cluster from a backup");
-  add_common(restore);
-  restore->add_option("name", restore_name, "the backup's name (see list-backups)");
-  bool restore_latest = false;  // read back through get_option (ctl/snapshot_cmd.cc)
-  restore->add_flag("--latest", restore_latest,
-                    "instead of a name: the newest backup and every delta backup stored after "
-                    "it (the newest restorable point)");
-  int64_t to_revision = 0;
-  std::string to_time;
-  restore->add_option("--to-revision", to_revision,
-                      "replay the backup's deltas up to this revision (refused if they do not "
-                      "reach it)");
-  restore->add_option("--to-time", to_time,
-                      "replay the deltas received up to this UTC time (2026-11-27T08:40:00Z or "
-                      "Unix seconds)");
-  restore->add_flag("--yes", yes, "do not ask for confirmation");
-  restore->add_flag("--force", force,
-                    "restore even when the safety backup of the current cluster fails");
-  restore->add_option("--wait", wait_seconds, "seconds to wait for the cluster to be back");
-  CLI::App* retire = app.add_subcommand(
-      "retire-unmanaged",
-      "after adopting a cluster (cluster.adopt): remove the members no agent manages, one at a "
-      "time, keeping quorum (a backup first)");
-  add_common(retire);
-  retire->add_flag("--yes", yes, "do not ask for confirmation");
-  retire->add_flag("--force", force, "go on when the backup before the first removal fails");
+  AddClusterCommands(app, &common, &here);
+  AddBackupRestoreCommands(app, &common, &here);
   AddSnapshotCommands(app, &common, &commands);  // after backup and restore-backup: it extends them
   AddBackupCommands(app, &common, &commands);    // backup delete, backup prune
   AddRecoverCommands(app, &common, &commands);
@@ -553,26 +637,7 @@ int CtlMain(int argc, char** argv) {
   AddVerifyCommands(app, &common, &commands);
   DashboardOptions dashboard_options;
   CLI::App* dashboard = AddDashboardCommand(app, &dashboard_options);
-  std::string pki_dir;
-  CLI::App* pki = app.add_subcommand("pki", "certificates for TLS");
-  CLI::App* pki_init = pki->add_subcommand("init", "create a CA and an admin client certificate");
-  pki->require_subcommand(1);
-  pki_init->add_option("--dir", pki_dir, "directory for ca.crt, ca.key, admin.crt, admin.key")
-      ->required();
-  std::string client_name;
-  CLI::App* pki_issue = pki->add_subcommand(
-      "issue", "issue a client certificate from the CA (e.g. a Kubernetes API server's)");
-  pki_issue->add_option("--dir", pki_dir, "the directory of `pki init` (ca.crt, ca.key)")
-      ->required();
-  pki_issue->add_option("--client", client_name, "the certificate's name (CN; NAME.crt, NAME.key)")
-      ->required();
-  PkiIssueOptions issue_options;
-  pki_issue->add_flag("--gateway", issue_options.gateway,
-                      "for etcd's HTTP gateway (Patroni): the name in O, no CN; it logs in with a "
-                      "password");
-  pki_issue->add_flag("--renew", issue_options.renew, "replace the existing NAME.crt and NAME.key");
-  AddPkiCheckCommands(pki, &common, &commands);
-  AddRotateCaCommand(pki, &common, &commands);
+  AddPkiCommands(app, &common, &commands, &here);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -593,21 +658,11 @@ int CtlMain(int argc, char** argv) {
                           std::pair{&common.key, &dashboard_options.key}}) {
     if (to->empty()) *to = *from;
   }
-  // First: a command in a file of its own may sit under a built-in one (backup export).
-  for (const Command& c : commands) {
-    if (c.app->parsed()) return c.run();
+  for (const Commands* list : {&commands, &here}) {
+    for (const Command& c : *list) {
+      if (c.app->parsed()) return c.run();
+    }
   }
-  if (pki_init->parsed()) return RunPkiInit(pki_dir);
-  if (pki_issue->parsed())
-    return RunPkiIssueClient(pki_dir, client_name, issue_options, std::cout, std::cerr);
-  if (status->parsed()) return RunStatus(common);
-  if (configure->parsed()) return RunConfigureCluster(common, size, etcd_version, untested);
-  if (get->parsed()) return RunGet(common);
-  if (history->parsed()) return RunHistory(common, since, history_limit);
-  if (backup->parsed()) return RunBackup(common);
-  if (list->parsed()) return RunListBackups(common);
-  if (restore->parsed()) return RunRestoreBackup(common, restore_name, yes, force, wait_seconds);
-  if (retire->parsed()) return RunRetireUnmanaged(common, yes, force);
   if (dashboard->parsed()) return RunDashboard(dashboard_options);
   return 2;
 }
