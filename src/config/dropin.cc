@@ -148,74 +148,80 @@ absl::StatusOr<EtcdStyle> EtcdStyleFromWrapperFlags(const std::vector<std::strin
   return s;
 }
 
-absl::StatusOr<std::string> ConfigYamlFromEtcdStyle(const EtcdStyle& s,
-                                                    std::vector<std::string>* warnings) {
-  const std::string& name = s.Get("name");
-  if (name.empty()) return Bad(s, "name", "is required");
-  if (s.Get("initial-cluster").empty()) return Bad(s, "initial-cluster", "is required");
-  // The nodes, their hosts and the peer port (one port for every node, as steward's config has).
-  std::vector<std::pair<std::string, std::string>> nodes;
+namespace {
+
+// The cluster as etcd's settings describe it: the nodes and their hosts, one peer port and one
+// client port for every node, the scheme, and this node's entry.
+struct EtcdStyleCluster {
+  std::vector<std::pair<std::string, std::string>> nodes;  // name, host
   int peer_port = 0;
+  int client_port = 2379;
   std::string scheme;
+  std::string self_host;
+};
+
+// initial-cluster (and this node's advertised peer URL in it).
+absl::Status ReadInitialCluster(const EtcdStyle& s, const std::string& name, EtcdStyleCluster* c) {
+  // The nodes, their hosts and the peer port (one port for every node, as steward's config has).
   for (const std::string& entry : List(s.Get("initial-cluster"))) {
     std::pair<std::string, std::string> kv = absl::StrSplit(entry, absl::MaxSplits('=', 1));
     auto url = ParseUrl(kv.second);
     if (kv.first.empty() || !url.ok()) {
       return Bad(s, "initial-cluster", absl::StrCat("\"", entry, "\" is not name=URL"));
     }
-    if (peer_port != 0 && url->port != peer_port) {
+    if (c->peer_port != 0 && url->port != c->peer_port) {
       return Bad(s, "initial-cluster",
                  "the peer ports differ between nodes; steward uses one peer port on every node");
     }
-    peer_port = url->port;
-    if (!scheme.empty() && url->scheme != scheme) {
+    c->peer_port = url->port;
+    if (!c->scheme.empty() && url->scheme != c->scheme) {
       return Bad(s, "initial-cluster", "mixes http and https");
     }
-    scheme = url->scheme;
-    nodes.emplace_back(kv.first, url->host);
+    c->scheme = url->scheme;
+    c->nodes.emplace_back(kv.first, url->host);
   }
-  const auto self =
-      std::find_if(nodes.begin(), nodes.end(), [&](const auto& n) { return n.first == name; });
-  if (self == nodes.end()) {
+  const auto self = std::find_if(c->nodes.begin(), c->nodes.end(),
+                                 [&](const auto& n) { return n.first == name; });
+  if (self == c->nodes.end()) {
     return Bad(s, "name", absl::StrCat("\"", name, "\" is not in ", s.From("initial-cluster")));
   }
   if (const std::string& adv = s.Get("initial-advertise-peer-urls"); !adv.empty()) {
     auto u = ParseUrl(List(adv).front());
-    if (!u.ok() || u->host != self->second || u->port != peer_port) {
+    if (!u.ok() || u->host != self->second || u->port != c->peer_port) {
       return Bad(s, "initial-advertise-peer-urls",
                  absl::StrCat("does not match this node's entry in ", s.From("initial-cluster")));
     }
   }
-  // The client port, from this node's advertised client URL; the other nodes' (if given) must
-  // use the same.
-  int client_port = 2379;
+  c->self_host = self->second;
+  return absl::OkStatus();
+}
+
+// The client port, from this node's advertised client URL; the other nodes' (if given) must
+// use the same.
+absl::Status ReadClientPort(const EtcdStyle& s, EtcdStyleCluster* c) {
   if (const std::string& adv = s.Get("advertise-client-urls"); !adv.empty()) {
     auto u = ParseUrl(List(adv).front());
     if (!u.ok()) return Bad(s, "advertise-client-urls", Msg(u.status()));
-    if (u->host != self->second) {
+    if (u->host != c->self_host) {
       return Bad(s, "advertise-client-urls",
-                 absl::StrCat("names host ", u->host, ", not this node's ", self->second));
+                 absl::StrCat("names host ", u->host, ", not this node's ", c->self_host));
     }
-    client_port = u->port;
+    c->client_port = u->port;
   }
   for (const std::string& other : List(s.Get("other-peers-client-urls"))) {
     auto u = ParseUrl(other);
     if (!u.ok()) return Bad(s, "other-peers-client-urls", Msg(u.status()));
-    if (u->port != client_port) {
+    if (u->port != c->client_port) {
       return Bad(s, "other-peers-client-urls",
                  "the client ports differ between nodes; steward uses one client port on "
                  "every node");
     }
   }
-  // etcd listens where it advertises (steward renders both from the node's host and ports).
-  for (const char* key : {"listen-client-urls", "listen-peer-urls"}) {
-    if (!s.Get(key).empty()) {
-      warnings->push_back(
-          absl::StrCat(s.From(key),
-                       " is accepted and ignored: etcd listens on the URL it advertises, on "
-                       "this node's host (loopback clients use that address too)"));
-    }
-  }
+  return absl::OkStatus();
+}
+
+// initial-cluster-token names the cluster; "etcd" (warned) when it is unset or no valid name.
+std::string ClusterName(const EtcdStyle& s, std::vector<std::string>* warnings) {
   std::string cluster = s.Get("initial-cluster-token");
   const bool valid = !cluster.empty() && cluster.size() <= 63 &&
                      std::all_of(cluster.begin(), cluster.end(), [](char c) {
@@ -233,27 +239,11 @@ absl::StatusOr<std::string> ConfigYamlFromEtcdStyle(const EtcdStyle& s,
     cluster = "etcd";
   }
 
-  YAML::Emitter y;
-  y << YAML::BeginMap;
-  y << YAML::Key << "cluster" << YAML::Value << YAML::BeginMap;
-  y << YAML::Key << "name" << YAML::Value << cluster;
-  y << YAML::Key << "size" << YAML::Value << static_cast<int>(nodes.size());
-  y << YAML::Key << "nodes" << YAML::Value << YAML::BeginSeq;
-  for (const auto& [n, host] : nodes) {
-    y << YAML::Flow << YAML::BeginMap << YAML::Key << "name" << YAML::Value << n << YAML::Key
-      << "host" << YAML::Value << host << YAML::EndMap;
-  }
-  y << YAML::EndSeq;
-  y << YAML::Key << "ports" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "client"
-    << YAML::Value << client_port << YAML::Key << "peer" << YAML::Value << peer_port
-    << YAML::EndMap;
-  y << YAML::EndMap;
+  return cluster;
+}
 
-  y << YAML::Key << "node" << YAML::Value << YAML::BeginMap;
-  y << YAML::Key << "name" << YAML::Value << name;
-  if (!s.Get("data-dir").empty()) y << YAML::Key << "data_dir" << YAML::Value << s.Get("data-dir");
-  y << YAML::EndMap;
-
+// The node's etcd extra arguments, the static-pod runner and the backup store, as given.
+void EmitEtcdRunnerBackup(const EtcdStyle& s, YAML::Emitter& y) {
   std::vector<std::string> extra;
   for (const auto& [key, v] : s.values) {
     if (key.rfind("extra:", 0) == 0)
@@ -292,8 +282,10 @@ absl::StatusOr<std::string> ConfigYamlFromEtcdStyle(const EtcdStyle& s,
     }
     y << YAML::EndMap;
   }
+}
 
-  // TLS: etcd's certificate files, or plain text as the URLs say.
+// TLS: etcd's certificate files, or plain text as the URLs say.
+absl::Status EmitTls(const EtcdStyle& s, const std::string& scheme, YAML::Emitter& y) {
   const bool certs = !s.Get("cert-file").empty();
   if (scheme == "https" && !certs) {
     return Bad(s, "initial-cluster", "uses https, and no certificate is given (cert-file)");
@@ -323,6 +315,53 @@ absl::StatusOr<std::string> ConfigYamlFromEtcdStyle(const EtcdStyle& s,
     y << YAML::Key << "client_key_file" << YAML::Value << s.Get("key-file");
   }
   y << YAML::EndMap;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ConfigYamlFromEtcdStyle(const EtcdStyle& s,
+                                                    std::vector<std::string>* warnings) {
+  const std::string& name = s.Get("name");
+  if (name.empty()) return Bad(s, "name", "is required");
+  if (s.Get("initial-cluster").empty()) return Bad(s, "initial-cluster", "is required");
+  EtcdStyleCluster c;
+  if (absl::Status st = ReadInitialCluster(s, name, &c); !st.ok()) return st;
+  if (absl::Status st = ReadClientPort(s, &c); !st.ok()) return st;
+  // etcd listens where it advertises (steward renders both from the node's host and ports).
+  for (const char* key : {"listen-client-urls", "listen-peer-urls"}) {
+    if (!s.Get(key).empty()) {
+      warnings->push_back(
+          absl::StrCat(s.From(key),
+                       " is accepted and ignored: etcd listens on the URL it advertises, on "
+                       "this node's host (loopback clients use that address too)"));
+    }
+  }
+  const std::string cluster = ClusterName(s, warnings);
+
+  YAML::Emitter y;
+  y << YAML::BeginMap;
+  y << YAML::Key << "cluster" << YAML::Value << YAML::BeginMap;
+  y << YAML::Key << "name" << YAML::Value << cluster;
+  y << YAML::Key << "size" << YAML::Value << static_cast<int>(c.nodes.size());
+  y << YAML::Key << "nodes" << YAML::Value << YAML::BeginSeq;
+  for (const auto& [n, host] : c.nodes) {
+    y << YAML::Flow << YAML::BeginMap << YAML::Key << "name" << YAML::Value << n << YAML::Key
+      << "host" << YAML::Value << host << YAML::EndMap;
+  }
+  y << YAML::EndSeq;
+  y << YAML::Key << "ports" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "client"
+    << YAML::Value << c.client_port << YAML::Key << "peer" << YAML::Value << c.peer_port
+    << YAML::EndMap;
+  y << YAML::EndMap;
+
+  y << YAML::Key << "node" << YAML::Value << YAML::BeginMap;
+  y << YAML::Key << "name" << YAML::Value << name;
+  if (!s.Get("data-dir").empty()) y << YAML::Key << "data_dir" << YAML::Value << s.Get("data-dir");
+  y << YAML::EndMap;
+
+  EmitEtcdRunnerBackup(s, y);
+  if (absl::Status st = EmitTls(s, c.scheme, y); !st.ok()) return st;
   y << YAML::EndMap;
   return std::string(y.c_str()) + "\n";
 }
