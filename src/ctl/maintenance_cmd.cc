@@ -410,6 +410,119 @@ int DesiredSize(EtcdClient& client, const Config& config) {
   return config.cluster.size;
 }
 
+namespace {
+
+// remove-node's yes (unless --yes) and its backup first (unless --force goes on without one).
+// False (printed) when the removal stops here.
+bool ConfirmAndBackUp(const Common& c, const Config& config, EtcdClient& client,
+                      const std::string& node, const std::string& label, bool yes, bool force) {
+  std::cout << "This removes member " << label << " of node " << node << " from the cluster "
+            << "for good: the steward leader does not add the node back until stewardctl "
+            << "readd-node " << node << "."
+            << (config.backup.store.empty() ? " There is no backup store (backup.store)."
+                                            : " A backup is taken first.")
+            << "\n";
+  if (!yes && !Confirmed()) {
+    std::cout << "not removing\n";
+    return false;
+  }
+  // A backup first, from the store in the config.
+  WithStore w;
+  if (!config.backup.store.empty()) w = OpenFromConfig(c, "remove-node");
+  if (config.backup.store.empty() || w.rc != 0) {
+    if (!force) {
+      std::cerr << "stewardctl: remove-node: refusing: no backup store to take a backup in "
+                << (config.backup.store.empty() ? "(backup.store is not set)" : "")
+                << "; pass --force to go on without one\n";
+      return false;
+    }
+    std::cerr << "warning: --force: no backup before the removal\n";
+  } else if (auto meta = BackupAndPrune(config, *w.store, client, "stewardctl"); meta.ok()) {
+    std::cerr << "took a backup first: " << meta->name << "\n";
+  } else if (!force) {
+    std::cerr << "stewardctl: remove-node: refusing: the backup failed (" << meta.status().message()
+              << "); pass --force to go on without one; nothing "
+              << "was changed\n";
+    return false;
+  } else {
+    std::cerr << "warning: --force: no backup before the removal (" << meta.status().message()
+              << ")\n";
+  }
+  return true;
+}
+
+// The member of `node` removed, checked again right before (the first check may be minutes
+// old: the backup); the mark undone when that check refuses. False (printed) when it did not
+// end with the member gone.
+bool RemoveAtLastCheck(EtcdClient& client, const Config& config, const EtcdClient::Options& o,
+                       const std::string& node, const std::string& peer_url, uint64_t member_id,
+                       const std::string& label) {
+  // Checked again right before the removal: the view above may be minutes old (the backup).
+  ClusterView now = CollectStatus(client, o.timeout, {}, /*linearizable=*/true);
+  std::string why = now.reachable ? RemovalRefusal(now, node, peer_url)
+                                  : absl::StrCat("the cluster does not answer: ", now.error);
+  const MemberRow* again = now.reachable ? MemberOn(now, peer_url) : nullptr;
+  if (why.empty() && again != nullptr && again->member.id != member_id) {
+    why = absl::StrCat("node ", node, "'s member changed to ", Label(*again), " since the check");
+  }
+  if (!why.empty()) {
+    // Undo the mark: the node stays as it was.
+    auto undone = UpdateDoc(client, MaintenanceKey(config.cluster.name), [&](Maintenance& m) {
+      m.DropRemoved(node);
+      return true;
+    });
+    std::cerr << "stewardctl: remove-node: refusing at the last check: " << why << "; "
+              << (undone.ok() ? "the node is not marked as removed"
+                              : "the node is still marked as removed (readd-node undoes it)")
+              << "\n";
+    return false;
+  }
+  if (again != nullptr) {
+    std::cerr << "removing member " << label << "\n";
+    if (absl::Status s = client.MemberRemove(member_id); !s.ok()) {
+      // A timed-out removal may still have been applied: the member list tells.
+      std::cerr << "warning: removing " << label << ": " << s.message() << "\n";
+    }
+    if (!WaitGone(client, member_id, std::chrono::seconds(30))) {
+      std::cerr << "stewardctl: remove-node: member " << label << " is still in the member "
+                << "list after 30s; node " << node << " is marked as removed, so the leader "
+                << "removes it (see stewardctl status)\n";
+      NudgeLeader(client, config, o);
+      return false;
+    }
+  }
+  return true;
+}
+
+// What remove-node did, and what the cluster's size is now.
+void ReportRemoved(EtcdClient& client, const Config& config, const std::string& node,
+                   bool had_member, const std::string& label, std::chrono::milliseconds timeout) {
+  ClusterView after = CollectStatus(client, timeout);
+  int remaining = 0;
+  auto doc = ReadDoc(client, MaintenanceKey(config.cluster.name));
+  for (const auto& n : config.cluster.nodes) {
+    if (!doc.ok() || doc->m.Removed(n.name) == nullptr) ++remaining;
+  }
+  const int desired = DesiredSize(client, config);
+  if (had_member) {
+    std::cout << "removed member " << label << " of node " << node << "; " << after.healthy_voters
+              << " of " << after.voters << " voting members healthy\n";
+  }
+  std::cout << "node " << node << " is marked as removed: the steward leader does not add it "
+            << "back (stewardctl readd-node " << node << " undoes this)\n";
+  if (remaining < desired) {
+    std::cout << "desired size " << desired << " is clamped to the " << remaining
+              << " node(s) not removed: the cluster stays at " << remaining << " voting members\n";
+  } else {
+    std::cout << "desired size stays " << desired << ": the leader adds a spare node if the "
+              << "cluster has fewer voting members\n";
+  }
+  std::cout << "the agent and etcd on " << node << " are not stopped by this; stop them there "
+            << "(the agent starts nothing while the node is marked)\n";
+}
+
+}  // namespace
+
 int RunRemoveNode(const Common& c, const std::string& node, const std::string& reason_in, bool yes,
                   bool force) {
   int rc = 0;
@@ -442,39 +555,8 @@ int RunRemoveNode(const Common& c, const std::string& node, const std::string& r
   if (row == nullptr) {
     std::cout << "node " << node << " has no etcd member; it is only marked as removed, so the "
               << "steward leader does not add it back\n";
-  } else {
-    std::cout << "This removes member " << label << " of node " << node << " from the cluster "
-              << "for good: the steward leader does not add the node back until stewardctl "
-              << "readd-node " << node << "."
-              << (config->backup.store.empty() ? " There is no backup store (backup.store)."
-                                               : " A backup is taken first.")
-              << "\n";
-    if (!yes && !Confirmed()) {
-      std::cout << "not removing\n";
-      return 1;
-    }
-    // A backup first, from the store in the config.
-    WithStore w;
-    if (!config->backup.store.empty()) w = OpenFromConfig(c, "remove-node");
-    if (config->backup.store.empty() || w.rc != 0) {
-      if (!force) {
-        std::cerr << "stewardctl: remove-node: refusing: no backup store to take a backup in "
-                  << (config->backup.store.empty() ? "(backup.store is not set)" : "")
-                  << "; pass --force to go on without one\n";
-        return 1;
-      }
-      std::cerr << "warning: --force: no backup before the removal\n";
-    } else if (auto meta = BackupAndPrune(*config, *w.store, client, "stewardctl"); meta.ok()) {
-      std::cerr << "took a backup first: " << meta->name << "\n";
-    } else if (!force) {
-      std::cerr << "stewardctl: remove-node: refusing: the backup failed ("
-                << meta.status().message() << "); pass --force to go on without one; nothing "
-                << "was changed\n";
-      return 1;
-    } else {
-      std::cerr << "warning: --force: no backup before the removal (" << meta.status().message()
-                << ")\n";
-    }
+  } else if (!ConfirmAndBackUp(c, *config, client, node, label, yes, force)) {
+    return 1;
   }
   // The mark first: from now on the leader neither re-adds the node nor replaces onto it.
   RemovedNode mark{node, WhoAmI(), reason, UnixNow(), member_id};
@@ -489,65 +571,11 @@ int RunRemoveNode(const Common& c, const std::string& node, const std::string& r
               << " as removed: " << marked.status().message() << "; nothing was changed\n";
     return 1;
   }
-  if (row != nullptr) {
-    // Checked again right before the removal: the view above may be minutes old (the backup).
-    ClusterView now = CollectStatus(client, o.timeout, {}, /*linearizable=*/true);
-    std::string why = now.reachable ? RemovalRefusal(now, node, peer_url)
-                                    : absl::StrCat("the cluster does not answer: ", now.error);
-    const MemberRow* again = now.reachable ? MemberOn(now, peer_url) : nullptr;
-    if (why.empty() && again != nullptr && again->member.id != member_id) {
-      why = absl::StrCat("node ", node, "'s member changed to ", Label(*again), " since the check");
-    }
-    if (!why.empty()) {
-      // Undo the mark: the node stays as it was.
-      auto undone = UpdateDoc(client, MaintenanceKey(config->cluster.name), [&](Maintenance& m) {
-        m.DropRemoved(node);
-        return true;
-      });
-      std::cerr << "stewardctl: remove-node: refusing at the last check: " << why << "; "
-                << (undone.ok() ? "the node is not marked as removed"
-                                : "the node is still marked as removed (readd-node undoes it)")
-                << "\n";
-      return 1;
-    }
-    if (again != nullptr) {
-      std::cerr << "removing member " << label << "\n";
-      if (absl::Status s = client.MemberRemove(member_id); !s.ok()) {
-        // A timed-out removal may still have been applied: the member list tells.
-        std::cerr << "warning: removing " << label << ": " << s.message() << "\n";
-      }
-      if (!WaitGone(client, member_id, std::chrono::seconds(30))) {
-        std::cerr << "stewardctl: remove-node: member " << label << " is still in the member "
-                  << "list after 30s; node " << node << " is marked as removed, so the leader "
-                  << "removes it (see stewardctl status)\n";
-        NudgeLeader(client, *config, o);
-        return 1;
-      }
-    }
+  if (row != nullptr && !RemoveAtLastCheck(client, *config, o, node, peer_url, member_id, label)) {
+    return 1;
   }
   NudgeLeader(client, *config, o);
-  ClusterView after = CollectStatus(client, o.timeout);
-  int remaining = 0;
-  auto doc = ReadDoc(client, MaintenanceKey(config->cluster.name));
-  for (const auto& n : config->cluster.nodes) {
-    if (!doc.ok() || doc->m.Removed(n.name) == nullptr) ++remaining;
-  }
-  const int desired = DesiredSize(client, *config);
-  if (row != nullptr) {
-    std::cout << "removed member " << label << " of node " << node << "; " << after.healthy_voters
-              << " of " << after.voters << " voting members healthy\n";
-  }
-  std::cout << "node " << node << " is marked as removed: the steward leader does not add it "
-            << "back (stewardctl readd-node " << node << " undoes this)\n";
-  if (remaining < desired) {
-    std::cout << "desired size " << desired << " is clamped to the " << remaining
-              << " node(s) not removed: the cluster stays at " << remaining << " voting members\n";
-  } else {
-    std::cout << "desired size stays " << desired << ": the leader adds a spare node if the "
-              << "cluster has fewer voting members\n";
-  }
-  std::cout << "the agent and etcd on " << node << " are not stopped by this; stop them there "
-            << "(the agent starts nothing while the node is marked)\n";
+  ReportRemoved(client, *config, node, row != nullptr, label, o.timeout);
   return 0;
 }
 
