@@ -21,7 +21,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-enum Subnet { kFollower = 71, kLeader = 72, kQuorum = 73, kFrozen = 74 };
+// One subnet per test, used by no other test file (127.0.102-105.x).
+enum Subnet { kFollower = 102, kLeader = 103, kQuorum = 104, kFrozen = 105 };
 
 // The watchdog's bound at its minimum (10 s); the leader's replace_after above it, so that
 // without HG1 the spare would replace the member before the watchdog acts.
