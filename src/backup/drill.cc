@@ -15,6 +15,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "backup/delta.h"
 #include "backup/drill_scratch.h"
 #include "backup/pipeline.h"
@@ -22,6 +23,7 @@
 #include "common/mutex.h"
 #include "common/status.h"
 #include "common/subprocess.h"
+#include "etcd/agreement.h"
 #include "etcd/bolt.h"
 #include "etcd/client.h"
 #include "etcd/keys.h"
@@ -301,6 +303,7 @@ constexpr char kScratchRequestBytes[] = "41943040";  // the above, with room for
 struct BaseHash {
   bool equal = false;
   std::string note;
+  std::optional<EtcdApi::KvHash> ours;  // the scratch etcd's, once compacted like the live one
 };
 BaseHash HashBase(const std::shared_ptr<grpc::Channel>& channel,
                   const absl::StatusOr<EtcdApi::KvHash>& theirs, int64_t revision) {
@@ -336,6 +339,7 @@ BaseHash HashBase(const std::shared_ptr<grpc::Channel>& channel,
     }
     ours = hash();
   }
+  if (ours.ok()) out.ours = EtcdApi::KvHash{ours->hash(), ours->compact_revision()};
   if (!ours.ok()) {
     out.note = absl::StrCat("the scratch etcd gave no KV hash (", ours.status().message(), ")");
   } else if (ours->compact_revision() != theirs->compact_revision) {
@@ -348,6 +352,45 @@ BaseHash HashBase(const std::shared_ptr<grpc::Channel>& channel,
     out.equal = true;
   }
   return out;
+}
+
+// When a drill fails: which side is the odd one out. The backup's hash at `revision` against
+// every live member's (etcd/agreement.h): a live member that differs from a majority the
+// backup agrees with is named, and so is a backup that differs from an agreeing majority.
+std::string OddOneOut(EtcdApi& live, int64_t revision, const BaseHash& base) {
+  if (!base.ours) return "";
+  auto members = live.MemberList();
+  if (!members.ok()) return "";
+  int voters = 0;
+  std::vector<HashSample> samples;
+  for (const auto& m : *members) {
+    voters += m.is_learner ? 0 : 1;
+    HashSample s;
+    s.member = m.name;
+    s.voter = !m.is_learner;
+    if (!m.client_urls.empty()) {
+      if (auto h = live.HashKVOf(m.client_urls.front(), revision, std::chrono::seconds(120));
+          h.ok()) {
+        s.hash = *h;
+      }
+    }
+    samples.push_back(std::move(s));
+  }
+  const HashVerdict v = JudgeHashes(revision, samples, voters);
+  if (!v.majority || v.compact_revision != base.ours->compact_revision) {
+    return absl::StrCat("whose side is wrong is not known: the live members' hash check ", v.text);
+  }
+  if (base.ours->hash == v.majority_hash) {
+    return v.differing.empty()
+               ? absl::StrCat("the backup's KV hash at revision ", revision,
+                              " is the one a majority of the live members holds")
+               : absl::StrCat("the backup agrees with the majority of the live members (",
+                              absl::StrJoin(v.agreeing, ", "), "); the odd one out is live member ",
+                              absl::StrJoin(v.differing, ", "), ", not the backup");
+  }
+  return absl::StrCat("the backup is the odd one out: its KV hash at revision ", revision,
+                      " differs from the one the live members ", absl::StrJoin(v.agreeing, ", "),
+                      " agree on");
 }
 
 // Replays the deltas of `meta` up to `to_revision` into the scratch etcd, keys put under a
@@ -668,6 +711,11 @@ absl::StatusOr<DrillResult> RunDrill(BackupStore& store, const std::string& clus
     r.failure = absl::StrCat(r.compared, "; but the backup's deltas stop at revision ",
                              chain->end_revision, ": ", chain->stopped);
   }
+  if (!r.failure.empty() && !base.equal) {
+    if (std::string odd = OddOneOut(live, base_revision, base); !odd.empty()) {
+      absl::StrAppend(&r.failure, "; ", odd);
+    }
+  }
   r.passed = r.failure.empty();
   return r;
 }
@@ -690,6 +738,14 @@ absl::Status RecordDrill(BackupStore& store, const std::string& cluster, const D
                       {"start_ms", r.start_ms},   {"hash_ms", r.hash_ms},
                       {"replay_ms", r.replay_ms}, {"compare_ms", r.compare_ms}};
   return store.Put(absl::StrCat(BackupsPrefix(cluster), r.backup, "/verified.json"), j.dump());
+}
+
+std::string DrillRefutes(const std::string& verified_json) {
+  auto j = nlohmann::json::parse(verified_json, nullptr, false);
+  if (!j.is_object() || j.value("passed", true) || j.value("skipped", false)) return "";
+  const std::string failure = j.value("failure", std::string());
+  if (failure.find(", not the backup") != std::string::npos) return "";
+  return absl::StrCat("its restore drill failed: ", failure);
 }
 
 std::string DescribeDrill(const std::string& verified_json) {

@@ -86,5 +86,9 @@ absl::Status RecordDrill(BackupStore& store, const std::string& cluster, const D
 
 // One line for list-backups' VERIFIED column from a verified.json ("" if unreadable).
 std::string DescribeDrill(const std::string& verified_json);
+// Why the last drill (`verified_json`) speaks against restoring the backup, "" if it does not: a
+// drill that failed, unless it found a live member, not the backup, to be the odd one out. Such
+// a backup is never the newest restorable point, and an automatic restore skips it.
+std::string DrillRefutes(const std::string& verified_json);
 
 }  // namespace steward

@@ -18,11 +18,14 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/mutex.h"
 #include "common/sha256.h"
 #include "common/status.h"
+#include "etcd/agreement.h"
 #include "etcd/keys.h"
 #include "nlohmann/json.hpp"
+#include "spdlog/spdlog.h"
 
 namespace steward {
 namespace {
@@ -290,14 +293,28 @@ bool FrameHasChecksum(std::string_view d) {
          (static_cast<unsigned char>(d[4]) & 0x04) != 0;
 }
 
+// The members whose data differs from a majority's that agrees (etcd/agreement.h): never a
+// backup's source. Without such a majority, or without an answer, nobody is left out (a backup
+// is still better than none), and a split is said.
+std::set<std::string> Disagreeing(EtcdApi& etcd) {
+  auto v = CompareMembers(etcd, std::chrono::seconds(30));
+  if (!v.ok()) return {};
+  if (v->split) spdlog::warn("backup: hash check {}; backing up anyway", v->text);
+  if (!v->differing.empty()) {
+    spdlog::warn("backup: not from {}: hash check {}", absl::StrJoin(v->differing, ", "), v->text);
+  }
+  return {v->differing.begin(), v->differing.end()};
+}
+
 }  // namespace
 
 absl::StatusOr<BackupSource> PickBackupSource(EtcdApi& etcd) {
   auto members = etcd.MemberList();
   if (!members.ok()) return Annotate(members.status(), "choosing a member to back up");
+  const std::set<std::string> avoid = Disagreeing(etcd);
   std::optional<BackupSource> leader;
   for (const auto& m : *members) {
-    if (m.is_learner || m.client_urls.empty()) continue;
+    if (m.is_learner || m.client_urls.empty() || avoid.count(m.name) != 0) continue;
     // Generous: a loaded member answering slowly is still a fine source.
     auto st = etcd.Status(m.client_urls.front(), std::chrono::milliseconds(3000));
     // An alarm (NOSPACE above all) is exactly when a backup is wanted: only a member without
@@ -325,12 +342,13 @@ absl::StatusOr<BackupSource> PickUpToDateSource(EtcdApi& etcd, std::chrono::mill
     auto st = etcd.Status(m.client_urls.front(), std::chrono::milliseconds(3000));
     if (st.ok() && st->leader != 0 && st->leader == st->member_id) target = st->raft_index;
   }
+  const std::set<std::string> avoid = Disagreeing(etcd);
   const auto deadline = std::chrono::steady_clock::now() + bound;
   while (true) {
     std::optional<BackupSource> best, leader;
     uint64_t best_applied = 0;
     for (const auto& m : *members) {
-      if (m.is_learner || m.client_urls.empty()) continue;
+      if (m.is_learner || m.client_urls.empty() || avoid.count(m.name) != 0) continue;
       auto st = etcd.Status(m.client_urls.front(), std::chrono::milliseconds(3000));
       if (!st.ok() || !FailureErrors(*st).empty() || st->leader == 0) continue;
       BackupSource src{m.client_urls.front(), m.name};

@@ -68,6 +68,12 @@ struct ClusterConfig {
   // The steward leader clears a NOSPACE alarm by itself: compact, defragment member by member,
   // disarm (reconcile/space.h). false: an operator does it (stewardctl defrag, alarm disarm).
   bool recover_nospace = true;
+  // The steward leader compares etcd's HashKV of every member at one revision this often (and
+  // after a member restarts or a restore); 0: never (reconcile/divergence.h).
+  std::chrono::milliseconds hash_check_interval{300000};
+  // A member whose data differs from a majority that agrees is set aside and rejoined (plan
+  // rule DV4). false: named in status, /metrics and the history, never repaired.
+  bool repair_diverged = true;
   AdoptConfig adopt;
 };
 

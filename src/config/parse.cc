@@ -316,6 +316,14 @@ void ParseTimers(const YAML::Node& cl, Config* c) {
   }
   c->cluster.recover_nospace =
       GetBool(cl, "cluster", "recover_nospace", c->cluster.recover_nospace);
+  c->cluster.hash_check_interval =
+      GetDuration(cl, "cluster", "hash_check_interval", c->cluster.hash_check_interval);
+  if (c->cluster.hash_check_interval.count() != 0 &&
+      c->cluster.hash_check_interval < std::chrono::seconds(1)) {
+    Fail("cluster.hash_check_interval", "must be 0 (off) or at least 1s");
+  }
+  c->cluster.repair_diverged =
+      GetBool(cl, "cluster", "repair_diverged", c->cluster.repair_diverged);
 }
 
 // node: which of cluster.nodes this agent is, its data dir and log level.

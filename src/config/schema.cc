@@ -61,6 +61,12 @@ const std::vector<ConfigKey>& ConfigSchema() {
       Key("cluster.recover_nospace", "true",
           "the leader clears a NOSPACE alarm itself: compact, defragment member by member "
           "(leader last), disarm; false: leave it to an operator"),
+      Key("cluster.hash_check_interval", "5m",
+          "the leader compares every member's data (etcd HashKV at one revision) this often, "
+          "and after a member restarts or a restore; 0: never; else >= 1s"),
+      Key("cluster.repair_diverged", "true",
+          "a member whose data differs from a majority that agrees (in two checks in a row) is "
+          "set aside and rejoined; false: only named in status, /metrics and the history"),
       Commented("cluster.adopt", "",
                 "optional: take over a running cluster no agent created (docs/adopt.md). While "
                 "set: no bootstrap, no automatic restore. Its keys:"),

@@ -312,6 +312,11 @@ int RunListBackups(const Common& c) {
       if (!b.damaged.empty()) {
         note += absl::StrCat(note.empty() ? "" : "; ", "DAMAGED, never restored: ", b.damaged);
       }
+      const std::string refuted = DrillRefutes(b.verified_json);
+      if (!refuted.empty()) {
+        note += absl::StrCat(note.empty() ? "" : "; ", "not restored automatically: ", refuted);
+      }
+      const bool restorable = b.damaged.empty() && refuted.empty();
       std::string deltas = "-";
       if (auto it = chains.find(m.name); it != chains.end() && !it->second.deltas.empty()) {
         const DeltaChain& ch = it->second;
@@ -320,13 +325,13 @@ int RunListBackups(const Common& c) {
         if (!ch.stopped.empty()) {
           note += absl::StrCat(note.empty() ? "" : "; ", "deltas stop: ", ch.stopped);
         }
-        if (newest_point.empty() && b.damaged.empty()) {
+        if (newest_point.empty() && restorable) {
           newest_point = absl::StrCat("revision ", ch.end_revision, ", received ",
                                       UtcTime(ch.deltas.back().last_unix_ms / 1000), " (backup ",
                                       m.name, " + ", ch.deltas.size(), " delta(s))");
         }
       }
-      if (newest_point.empty() && b.damaged.empty()) {
+      if (newest_point.empty() && restorable) {
         newest_point = absl::StrCat("revision ", m.revision, ", taken ", UtcTime(m.unix_time),
                                     " (backup ", m.name, ")");
       }

@@ -152,6 +152,11 @@ class EtcdApi {
                                         std::chrono::milliseconds /*timeout*/) {
     return absl::UnimplementedError("no HashKV");
   }
+  // The same of the member at `endpoint` (etcd/agreement.h compares members by it).
+  virtual absl::StatusOr<KvHash> HashKVOf(const std::string& /*endpoint*/, int64_t /*revision*/,
+                                          std::chrono::milliseconds /*timeout*/) {
+    return absl::UnimplementedError("no HashKV");
+  }
   virtual absl::StatusOr<MemberStatus> Status(const std::string& endpoint,
                                               std::chrono::milliseconds timeout) = 0;
   // Streams a snapshot of `endpoint`'s backend to `sink` (the last 32 bytes of the stream are

@@ -488,6 +488,19 @@ absl::StatusOr<EtcdApi::KvHash> EtcdClient::HashKV(int64_t revision,
   return KvHash{resp.hash(), resp.compact_revision()};
 }
 
+absl::StatusOr<EtcdApi::KvHash> EtcdClient::HashKVOf(const std::string& endpoint,
+                                                     int64_t revision,
+                                                     std::chrono::milliseconds timeout) {
+  grpc::ClientContext ctx;
+  SetDeadline(ctx, timeout);
+  etcdserverpb::HashKVRequest req;
+  req.set_revision(revision);
+  etcdserverpb::HashKVResponse resp;
+  grpc::Status gs = StubsFor(endpoint).maintenance->HashKV(&ctx, req, &resp);
+  if (!gs.ok()) return FromGrpc(gs, absl::StrCat("HashKV ", endpoint));
+  return KvHash{resp.hash(), resp.compact_revision()};
+}
+
 absl::Status EtcdClient::Defragment(const std::string& endpoint,
                                     std::chrono::milliseconds timeout) {
   grpc::ClientContext ctx;

@@ -147,6 +147,8 @@ class EtcdClient : public EtcdApi {
   // `physical`: returns once the compaction has been applied to the backend.
   absl::Status Compact(int64_t revision, bool physical, std::chrono::milliseconds timeout);
   absl::StatusOr<KvHash> HashKV(int64_t revision, std::chrono::milliseconds timeout) override;
+  absl::StatusOr<KvHash> HashKVOf(const std::string& endpoint, int64_t revision,
+                                  std::chrono::milliseconds timeout) override;
   // Maintenance.MoveLeader: asks `leader_endpoint`, which must be the current etcd leader's
   // client URL (any other member answers FailedPrecondition "not leader"), to hand leadership
   // to voting member `target`. etcd returns once the transfer is done or has timed out.

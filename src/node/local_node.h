@@ -148,6 +148,7 @@ class LocalNode : public NodeHandler {
   EtcdLaunch LaunchForData();
   // REQUIRES: mu_ held. Drops the fence and restarts etcd on its client URL.
   absl::Status UnfenceLocked(const std::string& restore_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status RestartEtcdLocked(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeUnfenceSelf();
   // FailedPrecondition while this node stopped its etcd for a destroy (SD1): no order starts it.
   absl::Status RefuseWhileDestroyed(const char* what);

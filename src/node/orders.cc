@@ -347,6 +347,10 @@ absl::Status LocalNode::SwitchVersion(const peer::SwitchVersionRequest& req) {
 
 absl::Status LocalNode::RestartEtcd(const std::string& why) {
   MutexLock lock(&mu_);
+  return RestartEtcdLocked(why);
+}
+
+absl::Status LocalNode::RestartEtcdLocked(const std::string& why) {
   if (absl::Status s = RefuseWhileDestroyed("restart etcd"); !s.ok()) return s;
   // Not running, or nothing to run on: it reads its files at its next start anyway.
   if (!runner_.wanted() || !HasMemberData()) return absl::OkStatus();
@@ -363,6 +367,13 @@ absl::Status LocalNode::RestartEtcd(const std::string& why) {
 
 absl::Status LocalNode::Unfence(const peer::UnfenceRequest& req) {
   MutexLock lock(&mu_);
+  if (req.republish() && FencedRestoreId().empty()) {
+    // The member list still names another client URL than ours: etcd publishes its own only
+    // when it starts.
+    return RestartEtcdLocked(absl::StrCat("restore ", req.restore_id(),
+                                          ": the member list does not show this member's client "
+                                          "URL; restarting etcd to publish it again"));
+  }
   return UnfenceLocked(req.restore_id());
 }
 

@@ -113,6 +113,7 @@ class Planner {
     std::optional<Step> stale = RemoveStaleEntries();
     if (stale && stale->kind != StepKind::kWait) return *stale;
     std::optional<Step> next = DriveLearner();
+    if (!next) next = RepairDiverged();
     if (!next) next = ReplaceDeadMembers();
     if (!next) next = Resize();
     if (next && (next->kind != StepKind::kWait || !stale)) return *next;
@@ -265,6 +266,37 @@ class Planner {
     if (CanRemove(m)) return Remove(m, why);
     return MakeStep(StepKind::kWait, absl::StrCat("member ", MemberLabel(m), " should go (", why,
                                                   ") but removing it would lose quorum"));
+  }
+
+  // DV4-DV5.
+  std::optional<Step> RepairDiverged() const {
+    if (!o_.hash_split.empty() && !RuleOff("DV5")) {
+      return MakeStep(StepKind::kWait, absl::StrCat("hash check ", o_.hash_split));
+    }
+    for (const auto& m : o_.members) {
+      if (m.diverged.empty()) continue;
+      const std::string what =
+          absl::StrCat("its data differs from a majority's that agrees (hash check ", m.diverged,
+                       ")");
+      const NodeView* n = NodeForMember(m);
+      if (Unmanaged(m)) {  // AD1
+        return MakeStep(StepKind::kWait,
+                        absl::StrCat("member ", MemberLabel(m), ": ", what,
+                                     "; no agent manages it (cluster.adopt): its operator must "
+                                     "repair or retire it"));
+      }
+      if (n != nullptr && !n->paused.empty()) {  // P1
+        return MakeStep(StepKind::kWait, absl::StrCat("member ", MemberLabel(m), ": ", what,
+                                                      "; not repaired: ", PausedNote(*n)));
+      }
+      if (!o_.repair_diverged) {
+        return MakeStep(StepKind::kWait,
+                        absl::StrCat("member ", MemberLabel(m), ": ", what,
+                                     "; not repaired (cluster.repair_diverged is off)"));
+      }
+      return RemoveOrWait(m, absl::StrCat(what, "; its data is set aside and it rejoins"));
+    }
+    return std::nullopt;
   }
 
   // A node holding the data of a member that is no longer in the list: set the data aside so

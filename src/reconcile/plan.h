@@ -65,6 +65,9 @@ struct MemberView {
   // How long it has been unhealthy, as the leader has watched it (0 if healthy).
   std::chrono::milliseconds unhealthy_for{0};
   std::string version;  // the etcd version its Status reported ("" if unknown)
+  // Its data differs from a majority's that agrees, in kDivergedChecks hash checks in a row
+  // (reconcile/divergence.h): the last check's verdict. "" otherwise. Rule DV4.
+  std::string diverged;
 };
 
 struct ClusterObservation {
@@ -88,6 +91,10 @@ struct ClusterObservation {
   // Non-empty while the whole cluster is paused (stewardctl pause without --node): until when,
   // by whom and why (rule P4).
   std::string cluster_paused;
+  // cluster.repair_diverged (rule DV4), and the last hash check's verdict when no majority
+  // agreed ("" otherwise; rule DV3, etcd/agreement.h).
+  bool repair_diverged = true;
+  std::string hash_split;
 };
 
 enum class StepKind {
@@ -152,6 +159,17 @@ std::string VersionBlock(const NodeView& n, const std::string& version);
 //       planner waits and says so. Once the watchdog gives up, or the agent stops answering,
 //       the rules for a dead member apply as before.
 bool RestartingInPlace(const NodeView& n);
+
+// A member whose data differs (etcd/agreement.h, reconcile/divergence.h). Rules, with table
+// tests (tests/unit/plan_test.cc):
+//   DV4 a member named diverged (MemberView.diverged) is removed, quorum-checked as every
+//       removal, once no learner is on its way; then the ordinary rules set its node's data
+//       aside (never deleted) and rejoin it learner-first. Not while its node is paused (P1),
+//       not an unmanaged member (AD1), not with cluster.repair_diverged off: then the planner
+//       says what differs and waits. The reconciler checks the hashes once more right before
+//       it removes one.
+//   DV5 without a majority that agrees (obs.hash_split) nothing is removed for its data: the
+//       planner waits and says who holds which hash.
 
 // Maintenance (reconcile/maintenance.h: stewardctl pause, drain, remove-node, readd-node).
 // Rules, each with a table test (tests/unit/maintenance_plan_test.cc):

@@ -38,7 +38,8 @@ Reconciler::Reconciler(const Config& config, EtcdApi* etcd, BackupStore* store,
       backups_(backups),
       restore_pending_(std::move(restore_pending)),
       confirm_leader_(std::move(confirm_leader)),
-      raise_epoch_(std::move(raise_epoch)) {
+      raise_epoch_(std::move(raise_epoch)),
+      divergence_(env_.clock, config.cluster.hash_check_interval) {
   // Every step series from the start at 0, so increase() sees the first of each.
   for (StepKind k : {StepKind::kRemoveMember, StepKind::kAddLearner, StepKind::kJoin,
                      StepKind::kPromote, StepKind::kWipe, StepKind::kSwitchVersion}) {
@@ -188,6 +189,9 @@ void Reconciler::ObserveMembers(const std::vector<MemberInfo>& members, ClusterO
       if (st->leader != 0) etcd_leader = st->leader;
       index_by_id[m.id] = st->raft_index;
     }
+    // A member back from being down (or new) is checked at once: a restart is when etcd's own
+    // data is read again, and a new member's snapshot is when a wrong copy would spread.
+    if (v.healthy && unhealthy_since_.count(m.id) != 0) divergence_.Soon();
     if (!v.healthy) {
       auto it = unhealthy_since_.find(m.id);
       SteadyTime since = it == unhealthy_since_.end() ? now : it->second;
@@ -268,6 +272,7 @@ bool Reconciler::Pass(uint64_t leader_term) {
     if (backups_ != nullptr) backups_->OnNewLeadership();
   }
   if (restore_pending_ && restore_pending_()) {
+    restore_was_pending_ = true;
     Step wait;
     wait.kind = StepKind::kWait;
     wait.reason = "a restore from backup is under way; membership changes wait for it";
@@ -304,6 +309,9 @@ bool Reconciler::Pass(uint64_t leader_term) {
     RecordVoters(*obs);
     RecordRevision();
   }
+  if (restore_was_pending_) divergence_.Soon();  // every restore ends with a check
+  restore_was_pending_ = false;
+  ObserveDivergence(*obs, term);
   Step step = PlanNextStep(*obs);
   ExportMembers(*obs);
   // While a learner is on its way, look again soon: it catches up in a fraction of a second.
@@ -324,6 +332,13 @@ bool Reconciler::Pass(uint64_t leader_term) {
   }
   if (confirm_leader_ && !confirm_leader_()) {
     spdlog::warn("not acting ({}): no longer the leader", StepKindName(step.kind));
+    return false;
+  }
+  if (std::string why; !StillDiverged(step, *obs, &why)) {
+    Step wait;
+    wait.kind = StepKind::kWait;
+    wait.reason = why;
+    Publish(wait, term, "");
     return false;
   }
   if (std::string why; !RecordVotersBefore(step, *obs, &why)) {
@@ -589,6 +604,49 @@ absl::Status Reconciler::Act(const Step& step, uint64_t term) {
       return absl::OkStatus();
   }
   return absl::OkStatus();
+}
+
+void Reconciler::ObserveDivergence(ClusterObservation& obs, uint64_t term) {
+  obs.repair_diverged = config_.cluster.repair_diverged;
+  divergence_.Maybe(*etcd_);
+  const auto& last = divergence_.last();
+  if (!last) return;
+  if (last->split) obs.hash_split = last->text;
+  const std::map<std::string, std::string> diverged = divergence_.Diverged();
+  for (auto& m : obs.members) {
+    auto it = diverged.find(m.name);
+    if (it == diverged.end()) continue;
+    m.diverged = it->second;
+    if (recorded_diverged_.insert(m.name).second) {
+      spdlog::error("member {} holds data that differs from a majority's: hash check {}",
+                    m.name, it->second);
+      Record(term, "diverged", absl::StrCat("member ", m.name, ": hash check ", it->second),
+             config_.cluster.repair_diverged ? "to be repaired" : "not repaired (repair off)");
+    }
+  }
+  for (auto it = recorded_diverged_.begin(); it != recorded_diverged_.end();) {
+    it = diverged.count(*it) != 0 ? std::next(it) : recorded_diverged_.erase(it);
+  }
+}
+
+bool Reconciler::StillDiverged(const Step& step, const ClusterObservation& obs,
+                               std::string* why) {
+  if (step.kind != StepKind::kRemoveMember) return true;
+  const MemberView* target = nullptr;
+  for (const auto& m : obs.members) {
+    if (m.id == step.member_id) target = &m;
+  }
+  if (target == nullptr || target->diverged.empty()) return true;
+  absl::StatusOr<HashVerdict> v = divergence_.CheckNow(*etcd_);
+  if (v.ok() && v->majority &&
+      std::count(v->differing.begin(), v->differing.end(), target->name) != 0) {
+    divergence_.Forget(target->name);  // its next incarnation starts clean
+    return true;
+  }
+  *why = absl::StrCat("member ", target->name, " was to be repaired, but the hash check right "
+                      "before it says: ",
+                      v.ok() ? v->text : std::string(v.status().message()));
+  return false;
 }
 
 void Reconciler::Publish(const Step& step, uint64_t term, const std::string& error) {

@@ -29,6 +29,7 @@
 #include "etcd/api.h"
 #include "etcd/keys.h"
 #include "peer/api.h"
+#include "reconcile/divergence.h"
 #include "reconcile/maintenance.h"
 #include "reconcile/plan.h"
 
@@ -131,6 +132,14 @@ class Reconciler {
   std::string recorded_wait_;    // the last wait recorded in the history, digits removed
   int64_t published_at_ = 0;     // unix seconds of the last report written
   History* history_ = nullptr;
+  // The hash check (reconcile/divergence.h), and the members already recorded as diverged.
+  DivergenceWatch divergence_;
+  std::set<std::string> recorded_diverged_;
+  bool restore_was_pending_ = false;
+  // Runs a due hash check and puts its findings into `obs` (rules DV4-DV5).
+  void ObserveDivergence(ClusterObservation& obs, uint64_t term);
+  // DV4's last look: false (with why) if the member `step` removes no longer differs.
+  bool StillDiverged(const Step& step, const ClusterObservation& obs, std::string* why);
   // Records a decision in the history, if there is one.
   void Record(uint64_t term, const std::string& action, const std::string& reason,
               const std::string& result);

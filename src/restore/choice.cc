@@ -2,6 +2,7 @@
 // deltas reach, the intent for it (PrepareRestoreIntent), and the replacement of an automatic
 // restore that can never settle. The rest of the coordinator is in coordinator.cc.
 #include "absl/strings/str_cat.h"
+#include "backup/drill.h"
 #include "backup/delta.h"
 #include "backup/pipeline.h"
 #include "common/status.h"
@@ -70,6 +71,10 @@ std::optional<std::string> RestoreCoordinator::NewestValidBackup() {
       spdlog::warn("restore: skipping backup {}: {}", b.name, b.damaged);
       continue;
     }
+    if (std::string refuted = DrillRefutes(b.verified_json); !refuted.empty()) {
+      spdlog::warn("restore: skipping backup {}: {}", b.name, refuted);
+      continue;
+    }
     // The stored bytes against meta.json; every node checks them again as it fetches them,
     // before it touches its data.
     VerifyOptions opts;
@@ -94,6 +99,7 @@ absl::StatusOr<RestorePoint> RestoreCoordinator::DeltaPointFor(std::string* back
   std::vector<BackupMeta> candidates;
   for (const auto& b : *listed) {
     if (!b.meta || !b.meta->imported_from.empty() || !b.damaged.empty()) continue;
+    if (!DrillRefutes(b.verified_json).empty()) continue;
     if (candidates.empty() && b.name != *backup) continue;
     candidates.push_back(*b.meta);
   }

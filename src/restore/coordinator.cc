@@ -468,17 +468,19 @@ void RestoreCoordinator::UnfenceMembers(const RestoreIntent& intent,
   peer::UnfenceRequest unfence;
   *unfence.mutable_header() = header;
   unfence.set_restore_id(intent.id);
+  std::vector<std::string> fenced;
+  for (const auto& [name, url] : intent.initial_cluster) {
+    auto st = agents_.at(name)->GetState(milliseconds(1000));
+    if (st.ok() && st->fenced()) fenced.push_back(name);
+  }
+  WaitFencedPublished(intent, fenced);
   const std::string leader = FencedLeader(intent);
   for (const bool leader_round : {false, true}) {
     std::vector<std::function<absl::Status()>> unfence_calls;
-    for (const auto& [name, url] : intent.initial_cluster) {
+    for (const auto& name : fenced) {
       if ((name == leader) != leader_round) continue;
       PeerApi* c = agents_.at(name).get();
-      unfence_calls.push_back([c, unfence] {
-        auto st = c->GetState(milliseconds(1000));
-        if (!st.ok() || !st->fenced()) return absl::OkStatus();
-        return c->Unfence(unfence, milliseconds(30000));
-      });
+      unfence_calls.push_back([c, unfence] { return c->Unfence(unfence, milliseconds(30000)); });
     }
     for (const absl::Status& s : FanOut(env_.parallel, unfence_calls)) {
       if (!s.ok()) spdlog::warn("restore {}: unfencing: {}", intent.id, s.message());
@@ -486,8 +488,87 @@ void RestoreCoordinator::UnfenceMembers(const RestoreIntent& intent,
   }
 }
 
+void RestoreCoordinator::WaitFencedPublished(const RestoreIntent& intent,
+                                             const std::vector<std::string>& fenced_nodes) {
+  // A fenced etcd publishes its fence URL through raft once it has joined. Unfenced before
+  // that publish is applied, its entry may be left naming the fence port (seen in CI, etcd
+  // 3.4: the member list kept the fence URL after the member published its client URL), so
+  // clients that read the member list would go to a closed port. Bounded: past it, Finish
+  // finds and repairs such an entry.
+  auto fenced = MembersClient(intent, &Config::FenceUrl);
+  const auto deadline = env_.clock->Now() + std::chrono::seconds(10);
+  std::string waiting;
+  while (env_.clock->Now() < deadline) {
+    if (env_.stopping && env_.stopping()) return;
+    auto stale = StalePublishes(*fenced, intent, fenced_nodes, &Config::FenceUrl, true);
+    if (stale.ok() && stale->empty()) return;
+    waiting = stale.ok() ? absl::StrJoin(*stale, ", ") : "the member list";
+    env_.clock->SleepFor(milliseconds(100));
+  }
+  spdlog::warn("restore {}: unfencing although {} has not published its fence URL yet",
+               intent.id, waiting);
+}
+
+absl::StatusOr<std::vector<std::string>> RestoreCoordinator::StalePublishes(
+    EtcdApi& etcd, const RestoreIntent& intent, const std::vector<std::string>& nodes,
+    std::string (Config::*url)(const NodeSpec&) const, bool unpublished_is_stale) const {
+  auto members = etcd.MemberList();
+  if (!members.ok()) return members.status();
+  std::vector<std::string> stale;
+  for (const auto& [name, peer_url] : intent.initial_cluster) {
+    if (std::find(nodes.begin(), nodes.end(), name) == nodes.end()) continue;
+    const NodeSpec* node = nullptr;
+    for (const auto& n : config_.cluster.nodes) {
+      if (n.name == name) node = &n;
+    }
+    if (node == nullptr) continue;
+    for (const MemberInfo& m : *members) {
+      if (m.peer_urls.empty() || m.peer_urls.front() != peer_url) continue;
+      if (m.client_urls.empty() && !unpublished_is_stale) continue;  // never started
+      if (m.client_urls != std::vector<std::string>{(config_.*url)(*node)}) stale.push_back(name);
+    }
+  }
+  return stale;
+}
+
+absl::Status RestoreCoordinator::RepublishStale(const RestoreIntent& intent,
+                                                const peer::OrderHeader& header,
+                                                const std::vector<std::string>& restored,
+                                                EtcdApi& unfenced) {
+  auto stale = StalePublishes(unfenced, intent, restored, &Config::ClientUrl, false);
+  if (!stale.ok() || stale->empty()) return absl::OkStatus();
+  // One member per pass, and only while the others are a quorum without it: its etcd restarts.
+  const std::string name = stale->front();
+  size_t others = 0;
+  for (const auto& [n, peer_url] : intent.initial_cluster) {
+    if (n == name) continue;
+    for (const auto& spec : config_.cluster.nodes) {
+      if (spec.name != n) continue;
+      auto st = unfenced.Status(config_.ClientUrl(spec), milliseconds(1000));
+      if (st.ok() && st->leader != 0) ++others;
+    }
+  }
+  const size_t quorum = intent.initial_cluster.size() / 2 + 1;
+  if (others < quorum) {
+    return absl::UnavailableError(absl::StrCat(
+        "member ", name, " does not list its client URL, and restarting it would cost the quorum"));
+  }
+  peer::UnfenceRequest again;
+  *again.mutable_header() = header;
+  again.set_restore_id(intent.id);
+  again.set_republish(true);
+  spdlog::warn(
+      "restore {}: member {} does not list its client URL in the member list (a fenced run's "
+      "publish); ordering it to restart etcd so that it publishes it again",
+      intent.id, name);
+  if (absl::Status s = agents_.at(name)->Unfence(again, milliseconds(30000)); !s.ok()) return s;
+  return absl::UnavailableError(
+      absl::StrCat("member ", name, " republishes its client URL (its entry named another)"));
+}
+
 absl::Status RestoreCoordinator::Finish(RestoreIntent& intent, const Observed& o, bool was_settled,
-                                        const std::vector<std::string>& missing) {
+                                        const std::vector<std::string>& missing,
+                                        const peer::OrderHeader& header) {
   // A fresh client: the long-lived one's channels back off after the refusals of the fence.
   auto unfenced_client = MembersClient(intent, &Config::ClientUrl);
   if (!WaitForLeader(*unfenced_client, std::chrono::seconds(30))) {
@@ -516,6 +597,9 @@ absl::Status RestoreCoordinator::Finish(RestoreIntent& intent, const Observed& o
   std::vector<std::string> restored;
   for (const auto& [name, url] : intent.initial_cluster) {
     if (std::find(missing.begin(), missing.end(), name) == missing.end()) restored.push_back(name);
+  }
+  if (absl::Status s = RepublishStale(intent, header, restored, *unfenced_client); !s.ok()) {
+    return s;
   }
   // The restored cluster's voting members are the intent's initial cluster, restored or not.
   // Recorded before the restore is done: until then the leader changes no membership, and a
@@ -586,7 +670,7 @@ absl::Status RestoreCoordinator::Execute(RestoreIntent intent) {
         view.unfenced = true;
         break;
       case RestoreStep::kFinish:
-        return Finish(intent, o, was_settled, missing);
+        return Finish(intent, o, was_settled, missing, header);
       case RestoreStep::kStop:
         return absl::UnavailableError("the round did not settle the restore");
     }

@@ -99,12 +99,26 @@ class RestoreCoordinator {
   // Every fenced member back to its client URL (best effort: an agent does it by itself once
   // it reads that the restore is settled).
   void UnfenceMembers(const RestoreIntent& intent, const peer::OrderHeader& header);
+  // Before the unfence: waits (bounded) until each of `fenced_nodes` lists its fence URL in the
+  // member list, so that no fenced run's publish is still on its way when etcd restarts.
+  void WaitFencedPublished(const RestoreIntent& intent,
+                           const std::vector<std::string>& fenced_nodes);
+  // Which of `nodes` the member list (read through `etcd`) shows with client URLs other than
+  // `url` gives (with `unpublished_is_stale`: also those that published none yet).
+  absl::StatusOr<std::vector<std::string>> StalePublishes(
+      EtcdApi& etcd, const RestoreIntent& intent, const std::vector<std::string>& nodes,
+      std::string (Config::*url)(const NodeSpec&) const, bool unpublished_is_stale) const;
+  // After the unfence: a restored member whose entry does not list its client URL (clients
+  // that read the member list would go to its closed fence port) is ordered to restart etcd,
+  // one per pass and only while the others keep a quorum. Unavailable while one is fixed.
+  absl::Status RepublishStale(const RestoreIntent& intent, const peer::OrderHeader& header,
+                              const std::vector<std::string>& restored, EtcdApi& unfenced);
   // The member that leads the fenced cluster ("" if none answers as leader).
   std::string FencedLeader(const RestoreIntent& intent);
   // Once the restored cluster answers on its client URLs: records its voters and the restore
   // done (or closes a settled restore whose cluster was lost as a whole since).
   absl::Status Finish(RestoreIntent& intent, const Observed& o, bool was_settled,
-                      const std::vector<std::string>& missing);
+                      const std::vector<std::string>& missing, const peer::OrderHeader& header);
   // steward_restores_total{kind, result} for the admin port, and the event history.
   void CountRestore(const RestoreIntent& intent, const char* result);
   History* history_ = nullptr;

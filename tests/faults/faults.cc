@@ -9,7 +9,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -17,6 +19,7 @@
 #include "backup/open.h"
 #include "backup/pipeline.h"
 #include "control/records.h"
+#include "etcd/agreement.h"
 #include "etcd/keys.h"
 #include "pki/node_certs.h"
 
@@ -50,6 +53,8 @@ const char* FaultName(FaultKind k) {
       return "pause-majority";
     case FaultKind::kHangEtcd:
       return "hang-etcd";
+    case FaultKind::kFlipValue:
+      return "flip-value";
     case FaultKind::kWipe:
       return "wipe";
     case FaultKind::kPartialDataDir:
@@ -99,6 +104,31 @@ std::string FaultUnavailable(FaultKind k) {
 namespace {
 
 std::string Key(int64_t seq) { return absl::StrFormat("f/%010d", seq); }
+
+// Changes the first byte of `value` where it follows `key` (within a KeyValue record) in the
+// bbolt file at `db`, in every copy: the page structure stays valid, so etcd serves the changed
+// value. The file's etcd must be stopped. Returns how many copies were changed.
+int FlipValue(const std::string& db, const std::string& key, const std::string& value) {
+  std::string bytes;
+  {
+    std::ifstream in(db, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    bytes = s.str();
+  }
+  int n = 0;
+  for (size_t at = bytes.find(key); at != std::string::npos; at = bytes.find(key, at + 1)) {
+    // key (field 1), three revisions and a version as varints, then the value (field 5).
+    const size_t v = bytes.find(value, at + key.size());
+    if (v == std::string::npos || v > at + key.size() + 48) continue;
+    bytes[v] = static_cast<char>(bytes[v] ^ 0x01);
+    ++n;
+  }
+  if (n == 0) return 0;
+  std::ofstream out(db, std::ios::binary | std::ios::in | std::ios::out);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  return out.good() ? n : -1;
+}
 
 std::unique_ptr<EtcdClient> NewClient(const TestCluster& c, std::chrono::milliseconds timeout) {
   EtcdClient::Options o;
@@ -195,7 +225,9 @@ FaultRig::FaultRig(int subnet, int nodes, int size, StoreKind store, bool upgrad
                          "    access_key_id: S3RVER\n    secret_access_key: S3RVER\n");
   c_ = std::make_unique<TestCluster>(
       subnet, nodes, size,
-      std::string(kFastLeader) + "  replace_after: 8s\n  learner_timeout: 30s\n", backup,
+      std::string(kFastLeader) +
+          "  replace_after: 8s\n  learner_timeout: 30s\n  hash_check_interval: 2s\n",
+      backup,
       /*netns=*/geteuid() == 0);
   // The watchdog's bound at its minimum, so that hang-etcd cycles are short.
   c_->ReplaceInConfigs("  stop_timeout: 5s\n", "  stop_timeout: 5s\n  hang_restart_after: 10s\n");
@@ -534,6 +566,47 @@ CycleResult FaultRig::Cycle(FaultKind kind, std::mt19937& rng) {
         ADD_FAILURE() << "hang-etcd: n" << i + 1 << "'s etcd (pid " << pid
                       << ") was not restarted in place within 30 s";
       }
+      break;
+    }
+    case FaultKind::kFlipValue: {
+      const int i = pick(other_than(EtcdLeaderNode()));
+      const std::map<int64_t, Acked> ledger = writer_->Ledger();
+      if (ledger.empty()) break;
+      // The oldest acknowledged write still held: long in the DB file.
+      const auto& [seq, acked] = *ledger.begin();
+      const std::string name = absl::StrCat("n", i + 1);
+      uint64_t old_id = 0;
+      for (const auto& m : c_->Status().members) {
+        if (m.member.name == name) old_id = m.member.id;
+      }
+      c_->SignalAgent(i, SIGTERM);
+      if (!WaitFor([&] { return !c_->EtcdPid(i).has_value(); }, 20s)) KillNode(i);
+      const int flipped = FlipValue(c_->DataDir(i) + "/etcd/member/snap/db", Key(seq), acked.value);
+      c_->StartAgent(i);
+      if (flipped <= 0) {
+        r.note = absl::StrCat(Key(seq), " not found in ", name, "'s DB file");
+        break;
+      }
+      const auto start = SteadyClock::now();
+      auto client = NewClient(*c_, 10s);
+      const bool repaired = WaitFor(
+          [&] {
+            // The old member is gone (set aside) and the cluster is whole again and agrees.
+            for (const auto& m : c_->Status().members) {
+              if (m.member.id == old_id) return false;
+            }
+            auto v = CompareMembers(*client, 10s);
+            return v.ok() && v->majority && v->differing.empty() &&
+                   v->agreeing.size() == static_cast<size_t>(size_);
+          },
+          150s);
+      r.note = absl::StrCat(name, "'s ", Key(seq), " changed: ",
+                            repaired ? "repaired" : "NOT repaired", " in ",
+                            std::chrono::duration_cast<std::chrono::milliseconds>(
+                                SteadyClock::now() - start)
+                                .count(),
+                            " ms");
+      if (!repaired) r.violations.push_back("flip-value: " + r.note);
       break;
     }
     case FaultKind::kWipe:

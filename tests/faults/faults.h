@@ -40,6 +40,8 @@ enum class FaultKind {
   kPauseMajority,      // SIGSTOP of two of three members' nodes for 5 s
   kHangEtcd,           // SIGSTOP of a voter's etcd past the hang bound (10 s): its agent must
                        // restart it in place within 30 s (node/hang_decision.h), data kept
+  kFlipValue,          // a byte of a stored value changed in a stopped follower's DB file: the
+                       // leader's hash check must name it and rejoin it (reconcile/divergence.h)
   kWipe,               // a node's etcd data dir deleted (agent and etcd killed, agent restarted)
   kPartialDataDir,     // a node's WAL deleted, its snap dir left (a half-written data dir)
   kQuorumStop,         // two of three nodes killed, brought back 3 s later

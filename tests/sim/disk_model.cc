@@ -12,6 +12,7 @@ void ClearData(Disk& d) {
   d.rev = 0;
   d.seen.clear();
   d.wal_commit = 0;
+  d.diverged = false;
 }
 void CopyData(const Disk& from, Disk& to) {
   to.state = from.state;
@@ -20,6 +21,7 @@ void CopyData(const Disk& from, Disk& to) {
   to.rev = from.rev;
   to.seen = from.seen;
   to.wal_commit = from.wal_commit;
+  to.diverged = from.diverged;
 }
 
 Disk& SimDisk::d() { return w_->nodes()[node_]->disk; }

@@ -40,6 +40,7 @@ struct Disk {
   std::string leader_term;   // the "leader-term" marker (TermGuard's "<term> <leader>")
   std::string destroyed;     // the "destroyed" marker: the destroy this node stopped etcd for
   std::string etcd_version;  // the "etcd-version" marker (Options::upgraded)
+  bool diverged = false;     // its data changed behind etcd's back (Options::diverge)
   // The data set aside last (removed/<label>; one copy, as FsNodeDisk keeps), and a restore's
   // staged data dir.
   std::shared_ptr<Disk> removed;

@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/rules.h"
+#include "etcd/keys.h"
 #include "etcd/member_id.h"
 #include "sim/disk_model.h"
 #include "sim/world.h"
@@ -155,6 +156,7 @@ absl::Status SimEtcd::Put(const std::string& key, const std::string& value, int6
   PutKv(cl, key, value, lease);
   ++cl.rev;
   Dirty();
+  if (key == StatusKey("sim")) w_->CheckRepair(value);
   w_->CallPoint(caller_);
   return absl::OkStatus();
 }
@@ -337,6 +339,23 @@ absl::StatusOr<MemberStatus> SimEtcd::Status(const std::string& url, millisecond
   }
   st.version = VersionOfBinary(w_->nodes()[n]->binary);
   return st;
+}
+
+absl::StatusOr<EtcdApi::KvHash> SimEtcd::HashKVOf(const std::string& url, int64_t revision,
+                                                  milliseconds) {
+  w_->CallPoint(caller_);
+  w_->Refresh();
+  int n = w_->Answering(caller_, url);
+  if (n < 0) return absl::DeadlineExceededError(absl::StrCat(url, " does not answer"));
+  const Disk& d = w_->nodes()[n]->disk;
+  Cluster* cl = w_->ClusterOf(n);
+  const int64_t held = w_->InQuorum(n) && cl != nullptr ? cl->rev : d.rev;
+  if (revision > held) {
+    return absl::OutOfRangeError("etcdserver: mvcc: required revision is a future revision");
+  }
+  uint64_t h = (d.cluster * 0x9e3779b97f4a7c15ULL) ^ (static_cast<uint64_t>(revision) * 0xff51afd7ULL);
+  if (d.diverged) h ^= 0xc4ceb9fe1a85ec53ULL * (d.member | 1);
+  return KvHash{static_cast<uint32_t>(h ^ (h >> 32)), 1};
 }
 
 absl::StatusOr<uint64_t> SimEtcd::Snapshot(const std::string&,

@@ -46,6 +46,9 @@ class SimEtcd : public EtcdApi {
   absl::Status LeaseKeepAliveOnce(int64_t lease) override;
   absl::StatusOr<etcdserverpb::TxnResponse> Txn(const etcdserverpb::TxnRequest& req) override;
   absl::StatusOr<MemberStatus> Status(const std::string& url, std::chrono::milliseconds) override;
+  // A hash of the cluster and the revision, different for a member whose disk diverged.
+  absl::StatusOr<KvHash> HashKVOf(const std::string& url, int64_t revision,
+                                  std::chrono::milliseconds) override;
   absl::StatusOr<uint64_t> Snapshot(const std::string&,
                                     const std::function<absl::Status(std::string_view)>&,
                                     std::chrono::milliseconds) override;

@@ -91,6 +91,21 @@ void World::Fault() {
       return;
     }
   }
+  // flip-value: one member's data changed (a bit flipped on its disk), never two at once (then
+  // no majority agrees, and nothing is repaired by design). Its own stream, as the deltas'.
+  if (o_.diverge && diverge_rng_() % 6 == 0) {
+    bool any = false;
+    for (const auto& m : nodes_) any = any || m->disk.diverged;
+    const int n = static_cast<int>(diverge_rng_() % nodes_.size());
+    Disk& d = nodes_[n]->disk;
+    if (!any && d.state == DataDirState::kMember && d.member != 0) {
+      d.diverged = true;
+      ++result_.faults["flip-value"];
+      Trace(n, "FAULT flip-value: its data now differs from the others'");
+      dirty_ = true;
+      return;
+    }
+  }
   in_fault_ = true;
   const int n = static_cast<int>(rng_() % nodes_.size());
   const std::string name = nodes_[n]->spec.name;

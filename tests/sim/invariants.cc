@@ -135,6 +135,22 @@ void World::CheckNoRestoredLease(int i) {
   }
 }
 
+void World::CheckRepair(const std::string& report) {
+  if (!o_.diverge) return;
+  const std::string said = "removing member ";
+  const size_t at = report.find(said);
+  if (at == std::string::npos || report.find("its data differs") == std::string::npos) return;
+  const size_t from = at + said.size();
+  const std::string name = report.substr(from, report.find(' ', from) - from);
+  for (const auto& n : nodes_) {
+    if (n->spec.name != name) continue;
+    const Disk& d = n->disk;
+    if (!d.diverged && !(d.removed && d.removed->diverged)) {
+      Violation(absl::StrCat("member ", name, " was repaired for its data, which agreed"));
+    }
+  }
+}
+
 bool World::Healthy(std::string* why) {
   Refresh();
   for (const auto& [id, c] : clusters_) {
@@ -147,7 +163,8 @@ bool World::Healthy(std::string* why) {
       }
       ++voters;
       int n = NodeOfMember(c, m.id);
-      if (n >= 0 && InQuorum(n) && !nodes_[n]->serving_fence) ++up;
+      // Options::diverge: a voter whose data differs is not healthy until it is repaired.
+      if (n >= 0 && InQuorum(n) && !nodes_[n]->serving_fence && !nodes_[n]->disk.diverged) ++up;
     }
     if (voters == 3 && up == 3 && learners == 0) {
       *why = absl::StrCat("cluster ", HexId(id), " healthy with 3 voters");

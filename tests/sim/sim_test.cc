@@ -89,6 +89,34 @@ TEST(Simulation, WithoutFaultsTheClusterFormsAndStaysHealthy) {
   return FindsLoss(o, seeds);
 }
 
+TEST(Simulation, OnlyMembersWhoseDataDiffersAreRepairedAndEachIs) {
+  // flip-value faults besides the others: the leader's hash check (reconcile/divergence.h)
+  // repairs a member whose data differs, never one whose data agrees, and none is left voting.
+  int flips = 0, live = 0;
+  for (uint64_t seed = 1; seed <= 12; ++seed) {
+    Options o;
+    o.seed = seed;
+    o.steps = 2500;
+    o.diverge = true;
+    Result r = RunSimulation(o);
+    ASSERT_TRUE(r.ok) << Explain(r, seed);
+    flips += r.faults["flip-value"];
+    live += r.live_at_end ? 1 : 0;
+  }
+  EXPECT_GE(flips, 12);
+  EXPECT_GE(live, 4) << "histories that end healthy have repaired every flipped member";
+}
+
+// Mutation: without DV2 a hash held by a minority may be taken for the cluster's, and a member
+// whose data agrees is repaired (from the wrong one).
+TEST(SimulationMutations, WithoutTheMajorityRuleACorrectMemberIsRepaired) {
+  Options o;
+  o.steps = 2500;
+  o.diverge = true;
+  o.disabled_rules = {"DV2"};
+  EXPECT_TRUE(FindsLoss(o, 30));
+}
+
 TEST(SimulationMutations, WithoutTheLastVotersRuleAMinorityRestoresOverALiveCluster) {
   // Issue 9, path 1: a restore must be proven by a majority of the last known voters.
   EXPECT_TRUE(FindsLossWithRulesOff({"R1"}, 5, 100, 3000));

@@ -101,6 +101,11 @@ struct Options {
   // A scripted fault at this step (-1: never): the first node whose etcd runs a member is
   // re-imaged (killed with its disk, markers included) and comes back empty.
   int reimage_at = -1;
+  // flip-value faults (drawn from a stream of their own, so runs without them are unchanged): a
+  // member's data changes behind etcd's back, so its HashKV differs. The leader checks every 5 s
+  // (cluster.hash_check_interval; off otherwise). Only a member whose data differs may be
+  // repaired for it (rules DV1-DV5), and at the end no such member may still vote.
+  bool diverge = false;
 };
 
 struct Result {

@@ -24,7 +24,11 @@ namespace steward::sim {
 using std::chrono::milliseconds;
 
 World::World(const Options& o)
-    : o_(o), rng_(o.seed), next_delta_(o.delta_every), delta_rng_(o.seed ^ 0xde17a5) {
+    : o_(o),
+      rng_(o.seed),
+      next_delta_(o.delta_every),
+      delta_rng_(o.seed ^ 0xde17a5),
+      diverge_rng_(o.seed ^ 0xd17e) {
   Config base;
   base.cluster.name = "sim";
   base.cluster.size = 3;
@@ -34,6 +38,7 @@ World::World(const Options& o)
   base.tls.mode = "off";
   base.backup.store = "sim://store";
   base.backup.auto_restore = true;
+  base.cluster.hash_check_interval = o.diverge ? milliseconds(5000) : milliseconds(0);
   if (o.etcdutl) base.etcd.etcdutl = "/sim/etcdutl";
   base.etcd.binary = kEtcd34;
   if (o.upgraded) base.etcd.versions = {{"3.4.23", kEtcd34}, {"3.5.16", kEtcd35}};

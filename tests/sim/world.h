@@ -100,6 +100,9 @@ class World {
     Trace(absl::StrCat(nodes_[node]->spec.name, " ", line));
   }
   void Violation(const std::string& what);
+  // Options::diverge: the leader's report `report` (its status key) says a member is removed
+  // for its data: that member's data must differ (invariants.cc).
+  void CheckRepair(const std::string& report);
 
   // Faults (faults.cc): a crash point in the caller's code.
   void CallPoint(int caller);  // may throw CrashPoint
@@ -252,6 +255,7 @@ class World {
   Ms delta_switch_at_ = -1;
   Ms next_delta_ = 0;
   std::mt19937_64 delta_rng_;
+  std::mt19937_64 diverge_rng_;  // Options::diverge's faults
   // Writes a restore's replay owes the cluster it restored (held in the store until then).
   std::map<uint64_t, std::set<int>> pending_replay_;
   // Leases each restored cluster brought back from its backup (none may outlive the fence).

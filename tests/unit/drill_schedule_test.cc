@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "backup/drill.h"
 #include "backup/drill_scheduler.h"
 #include "backup/layout.h"
 #include "backup/store.h"
@@ -154,6 +155,25 @@ TEST(ReplayedRevisionsTest, TranslatesTheScratchRevisionsToTheLiveOnes) {
   EXPECT_EQ(map.Live(104), 106);
   EXPECT_EQ(map.Live(105), 106);
   EXPECT_EQ(map.Live(106), 107);
+}
+
+// A failed drill keeps a backup from being restored automatically, unless the drill found a
+// live member, not the backup, to be the odd one out; a passed or skipped drill never does.
+TEST(DrillRefutes, OnlyADrillThatFailedOnTheBackupsAccount) {
+  auto drill = [](bool passed, bool skipped, const std::string& failure) {
+    return nlohmann::json{{"passed", passed}, {"skipped", skipped}, {"failure", failure}}.dump();
+  };
+  EXPECT_EQ(DrillRefutes(""), "");
+  EXPECT_EQ(DrillRefutes(drill(true, false, "")), "");
+  EXPECT_EQ(DrillRefutes(drill(false, true, "too little disk")), "");
+  EXPECT_EQ(DrillRefutes(drill(false, false, "etcd's KV hash at revision 9 differs; the backup "
+                                             "agrees with the majority of the live members (n1, "
+                                             "n3); the odd one out is live member n2, not the "
+                                             "backup")),
+            "");
+  EXPECT_NE(DrillRefutes(drill(false, false, "key /a differs")).find("key /a differs"),
+            std::string::npos);
+  EXPECT_NE(DrillRefutes(drill(false, false, "the backup is the odd one out: ...")), "");
 }
 
 }  // namespace

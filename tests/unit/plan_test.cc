@@ -587,6 +587,76 @@ std::vector<Case> Cases() {
        InitialId(3),
        "",
        {"removing member n3", "spare n4 ready"}},
+      // --- a member whose data differs (DV4-DV5) ---
+      {"DV4_ADivergedMemberIsRemovedToBeSetAsideAndRejoined",
+       [](ClusterObservation& o) {
+         Member(o, "n2")->diverged =
+             "at revision 90: n1, n3 agree (hash 00000007); n2 hold 00000009, which differs";
+       },
+       StepKind::kRemoveMember,
+       InitialId(2),
+       "",
+       {"removing member n2", "its data differs from a majority's", "n2 hold 00000009",
+        "set aside and it rejoins"}},
+      {"DV4_NotRemovedWhenThatWouldLoseQuorum",
+       [](ClusterObservation& o) {
+         Member(o, "n2")->diverged = "n2 hold 00000009, which differs";
+         Member(o, "n3")->healthy = false;
+         Member(o, "n3")->unhealthy_for = seconds(5);
+       },
+       StepKind::kWait,
+       0,
+       "",
+       {"n2", "would lose quorum"}},
+      {"DV4_NotRepairedWithRepairOff",
+       [](ClusterObservation& o) {
+         Member(o, "n2")->diverged = "n2 hold 00000009, which differs";
+         o.repair_diverged = false;
+       },
+       StepKind::kWait,
+       0,
+       "",
+       {"n2", "differs", "cluster.repair_diverged is off"}},
+      {"DV4_NotRepairedWhilePaused",
+       [](ClusterObservation& o) {
+         Member(o, "n2")->diverged = "n2 hold 00000009, which differs";
+         Node(o, 2).paused = "until 2026-12-02 18:00:00Z by alice@host: disk check";
+       },
+       StepKind::kWait,
+       0,
+       "",
+       {"n2", "not repaired", "paused"}},
+      {"DV4_ALearnerOnItsWayFinishesFirst",
+       [](ClusterObservation& o) {
+         Member(o, "n2")->diverged = "n2 hold 00000009, which differs";
+         o.desired_size = 4;
+         MemberView l;
+         l.id = kLearnerId;
+         l.name = "n4";
+         l.peer_url = PeerUrl(4);
+         l.started = true;
+         l.healthy = true;
+         l.is_learner = true;
+         l.raft_index = kLeaderIndex;
+         o.members.push_back(l);
+         Node(o, 4).etcd_running = true;
+         Node(o, 4).has_data = true;
+         Node(o, 4).local_member_id = kLearnerId;
+       },
+       StepKind::kPromote,
+       kLearnerId,
+       "",
+       {"n4"}},
+      {"DV5_NoMajorityNothingIsRemoved",
+       [](ClusterObservation& o) {
+         o.hash_split =
+             "at revision 90 no majority of the 3 voting members agrees: n1 hold 00000007; n2 "
+             "hold 00000008; n3 hold 00000009; nothing is repaired";
+       },
+       StepKind::kWait,
+       0,
+       "",
+       {"no majority", "nothing is repaired"}},
       {"AStuckMembersWaitSaysWhatItsAgentSays",
        [](ClusterObservation& o) {
          if (MemberView* m = Member(o, "n3")) {
