@@ -14,8 +14,12 @@ for f in bin/steward bin/stewardctl lib/systemd/system/steward.service \
          share/man/man1/steward.1 share/man/man1/stewardctl.1; do
   [ -s "$prefix/$f" ] || fail "missing or empty: $f"
 done
-"$prefix/bin/steward" --version | grep -q "^steward " || fail "steward --version"
-"$prefix/bin/stewardctl" --help | grep -q "restore-backup" || fail "stewardctl --help"
+# Captured first: grep -q stops reading at its match, and with pipefail the writer's SIGPIPE
+# would count as a failure.
+version=$("$prefix/bin/steward" --version) || fail "steward --version"
+grep -q "^steward " <<<"$version" || fail "steward --version"
+help=$("$prefix/bin/stewardctl" --help) || fail "stewardctl --help"
+grep -q "restore-backup" <<<"$help" || fail "stewardctl --help"
 bash -n "$prefix/share/bash-completion/completions/stewardctl" || fail "completion script"
 # The completion offers the subcommands.
 out=$(bash -c "source '$prefix/share/bash-completion/completions/stewardctl';

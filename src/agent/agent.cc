@@ -445,11 +445,12 @@ absl::Status Agent::Start() {
   if (config_.etcd.hang_restart_after.count() > 0) {
     hang_watch_ = std::make_unique<HangWatch>(config_.node.name, config_.etcd.hang_restart_after,
                                               milliseconds(5000), Clock::Real(), WatchProbes());
-    watchdog_thread_ = std::thread([this] {
-      pthread_setname_np(pthread_self(), "st-watchdog");
-      WatchdogLoop();
-    });
   }
+  // The hang watch (when on) and the disk's figures.
+  watchdog_thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "st-watchdog");
+    WatchdogLoop();
+  });
   if (deltas_) {
     delta_thread_ = std::thread([this] {
       pthread_setname_np(pthread_self(), "st-deltas");

@@ -110,6 +110,14 @@ class Agent {
   // The watchdog (node/hang_watch.h): its probes over this agent's handles, and its loop.
   HangProbes WatchProbes();
   void WatchdogLoop();
+  // etcd's own /metrics text (the metrics port when set, else the client port); nullopt if it
+  // does not answer within 2 s.
+  std::optional<std::string> EtcdMetricsText();
+  // One sample of the disk histograms: the p99s since the last one to the node's state and
+  // /metrics (etcd/disk_latency.h).
+  void SampleDisk();
+  Buckets wal_fsync_before_, backend_commit_before_;  // the watchdog thread's
+  std::string disk_slow_said_;
   // Brings the reconcile loop's next pass forward (a nudge from a node, or leadership won).
   void WakeReconciler();
   // Tells the steward leader this node's state changed (best effort). False when no leader is

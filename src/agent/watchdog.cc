@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/agent.h"
 #include "common/metrics.h"
+#include "etcd/disk_latency.h"
 #include "etcd/keys.h"
 #include "httplib.h"
 #include "spdlog/spdlog.h"
@@ -61,6 +62,67 @@ std::optional<bool> DefragInflight(const std::string& metrics) {
 
 }  // namespace
 
+std::optional<std::string> Agent::EtcdMetricsText() {
+  const NodeSpec& self = config_.self();
+  const int port = config_.cluster.ports.metrics != 0 ? config_.cluster.ports.metrics
+                                                      : config_.cluster.ports.client;
+  auto get = [](auto& client) -> std::optional<std::string> {
+    client.set_connection_timeout(2);
+    client.set_read_timeout(2);
+    auto r = client.Get("/metrics");
+    if (!r || r->status != 200) return std::nullopt;
+    return r->body;
+  };
+  if (config_.tls.enabled() && config_.cluster.ports.metrics == 0) {
+    const TlsPaths tls = config_.Tls();
+    httplib::SSLClient c(self.host, port, tls.client_cert, tls.client_key);
+    c.set_ca_cert_path(tls.ca.c_str());
+    return get(c);
+  }
+  httplib::Client c(self.host, port);
+  return get(c);
+}
+
+void Agent::SampleDisk() {
+  Metrics& m = Metrics::Global();
+  std::optional<std::string> text = runner_->wanted() ? EtcdMetricsText() : std::nullopt;
+  DiskLatency d;
+  if (text) {
+    Buckets wal = ParseHistogram(*text, "etcd_disk_wal_fsync_duration_seconds");
+    Buckets commit = ParseHistogram(*text, "etcd_disk_backend_commit_duration_seconds");
+    // A few observations are no percentile: at least 20 in the window.
+    if (!wal_fsync_before_.empty())
+      d.wal_fsync_p99_ms = QuantileBetween(wal_fsync_before_, wal, 0.99, 20);
+    if (!backend_commit_before_.empty()) {
+      d.backend_commit_p99_ms = QuantileBetween(backend_commit_before_, commit, 0.99, 20);
+    }
+    wal_fsync_before_ = std::move(wal);
+    backend_commit_before_ = std::move(commit);
+  } else {
+    wal_fsync_before_.clear();
+    backend_commit_before_.clear();
+  }
+  node_->SetDiskLatency(d);
+  m.Clear("steward_etcd_disk_p99_seconds");
+  if (d.wal_fsync_p99_ms) {
+    m.Set("steward_etcd_disk_p99_seconds", *d.wal_fsync_p99_ms / 1000, {{"op", "wal_fsync"}});
+  }
+  if (d.backend_commit_p99_ms) {
+    m.Set("steward_etcd_disk_p99_seconds", *d.backend_commit_p99_ms / 1000,
+          {{"op", "backend_commit"}});
+  }
+  const std::string slow = SlowDiskNote(d);
+  m.Set("steward_etcd_disk_slow", slow.empty() ? 0 : 1);
+  if (slow != disk_slow_said_ && (d.wal_fsync_p99_ms || d.backend_commit_p99_ms || slow.empty())) {
+    if (!slow.empty()) {
+      spdlog::warn("the disk under etcd on {} is slow: {}", config_.node.name, slow);
+    } else if (!disk_slow_said_.empty()) {
+      spdlog::info("the disk under etcd on {} is within etcd's guidance again", config_.node.name);
+    }
+    disk_slow_said_ = slow;
+  }
+}
+
 HangProbes Agent::WatchProbes() {
   HangProbes p;
   const std::string read_key = StatusKey(config_.cluster.name);
@@ -80,26 +142,7 @@ HangProbes Agent::WatchProbes() {
     return absl::OkStatus();
   };
   p.defragmenting = [this]() -> std::optional<bool> {
-    const NodeSpec& self = config_.self();
-    const int port = config_.cluster.ports.metrics != 0 ? config_.cluster.ports.metrics
-                                                        : config_.cluster.ports.client;
-    auto get = [](auto& client) -> std::optional<std::string> {
-      client.set_connection_timeout(2);
-      client.set_read_timeout(2);
-      auto r = client.Get("/metrics");
-      if (!r || r->status != 200) return std::nullopt;
-      return r->body;
-    };
-    std::optional<std::string> body;
-    if (config_.tls.enabled() && config_.cluster.ports.metrics == 0) {
-      const TlsPaths tls = config_.Tls();
-      httplib::SSLClient c(self.host, port, tls.client_cert, tls.client_key);
-      c.set_ca_cert_path(tls.ca.c_str());
-      body = get(c);
-    } else {
-      httplib::Client c(self.host, port);
-      body = get(c);
-    }
+    std::optional<std::string> body = EtcdMetricsText();
     if (!body) return std::nullopt;
     return DefragInflight(*body);
   };
@@ -137,7 +180,12 @@ HangProbes Agent::WatchProbes() {
 void Agent::WatchdogLoop() {
   Metrics& m = Metrics::Global();
   int counted = 0;
+  int round = 0;
   do {
+    // The disk every ~16 s: enough fsyncs in between for a percentile, soon enough to name a
+    // disk that became slow within the leader's one-minute hysteresis (reconcile/leader_move.h).
+    if (round++ % 8 == 0) SampleDisk();
+    if (!hang_watch_) continue;
     const HangDecision d = hang_watch_->Round();
     node_->SetHang(hang_watch_->verdict(), hang_watch_->restarts());
     m.Clear("steward_etcd_hung");

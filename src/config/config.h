@@ -74,6 +74,9 @@ struct ClusterConfig {
   // A member whose data differs from a majority that agrees is set aside and rejoined (plan
   // rule DV4). false: named in status, /metrics and the history, never repaired.
   bool repair_diverged = true;
+  // The steward leader moves etcd leadership off a member whose disk stays past etcd's guidance
+  // to a member whose disk is within it (reconcile/leader_move.h). false: only named.
+  bool move_leader_off_slow_disk = true;
   AdoptConfig adopt;
 };
 

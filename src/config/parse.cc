@@ -324,6 +324,8 @@ void ParseTimers(const YAML::Node& cl, Config* c) {
   }
   c->cluster.repair_diverged =
       GetBool(cl, "cluster", "repair_diverged", c->cluster.repair_diverged);
+  c->cluster.move_leader_off_slow_disk =
+      GetBool(cl, "cluster", "move_leader_off_slow_disk", c->cluster.move_leader_off_slow_disk);
 }
 
 // node: which of cluster.nodes this agent is, its data dir and log level.

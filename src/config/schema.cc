@@ -67,6 +67,10 @@ const std::vector<ConfigKey>& ConfigSchema() {
       Key("cluster.repair_diverged", "true",
           "a member whose data differs from a majority that agrees (in two checks in a row) is "
           "set aside and rejoined; false: only named in status, /metrics and the history"),
+      Key("cluster.move_leader_off_slow_disk", "true",
+          "the leader moves etcd leadership off a member whose disk stays past etcd's guidance "
+          "(WAL fsync p99 10 ms, backend commit p99 25 ms) for 1m, to one within it; at most "
+          "once in 5m; false: only named in status and /metrics"),
       Commented("cluster.adopt", "",
                 "optional: take over a running cluster no agent created (docs/adopt.md). While "
                 "set: no bootstrap, no automatic restore. Its keys:"),

@@ -26,6 +26,7 @@
 #include "control/records.h"
 #include "ctl/access_cmd.h"
 #include "ctl/backup_cmd.h"
+#include "ctl/check_disk_cmd.h"
 #include "ctl/common.h"
 #include "ctl/dashboard.h"
 #include "ctl/destroy_cmd.h"
@@ -246,56 +247,47 @@ int RunBackup(const Common& c) {
   return 0;
 }
 
-int RunListBackups(const Common& c) {
-  WithStore w = OpenFromConfig(c, "list-backups", /*store_only=*/true);
-  if (w.rc != 0) return w.rc;
-  auto listed = ListBackups(*w.store, w.config->cluster.name);
-  if (!listed.ok()) {
-    std::cerr << "stewardctl: " << listed.status().message() << "\n";
-    return 1;
-  }
-  const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
-                          std::chrono::system_clock::now().time_since_epoch())
-                          .count();
-  // Each backup's delta chain, as the deltas' metas say (the objects are checked on restore).
-  std::map<std::string, DeltaChain> chains;
-  for (const auto& b : *listed) {
-    if (!b.meta) continue;
-    auto chain = ListDeltaChain(*w.store, *b.meta);
-    if (chain.ok()) chains[b.name] = *std::move(chain);
-  }
-  if (c.output == "json") {
-    nlohmann::json j = nlohmann::json::array();
-    for (const auto& b : *listed) {
-      if (b.meta) {
-        nlohmann::json m = MetaToJson(*b.meta);
-        m["complete"] = true;
-        m["time_in_future"] = BackupTimeInFuture(*b.meta, now);
-        if (!b.damaged.empty()) m["damaged"] = b.damaged;
-        if (auto v = nlohmann::json::parse(b.verified_json, nullptr, false); v.is_object()) {
-          m["verified"] = v;
-        }
-        if (auto it = chains.find(b.name); it != chains.end()) {
-          const DeltaChain& ch = it->second;
-          m["deltas"] = {{"count", ch.deltas.size()},
-                         {"to_revision", ch.end_revision},
-                         {"last_unix_ms", ch.deltas.empty() ? 0 : ch.deltas.back().last_unix_ms},
-                         {"stopped", ch.stopped}};
-        }
-        j.push_back(m);
-      } else {
-        j.push_back({{"name", b.name}, {"complete", false}, {"error", b.error}});
+// list-backups -o json: every backup with its meta, drill, damage mark and delta chain.
+void PrintBackupsJson(const std::vector<ListedBackup>& listed,
+                      const std::map<std::string, DeltaChain>& chains, int64_t now) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& b : listed) {
+    if (b.meta) {
+      nlohmann::json m = MetaToJson(*b.meta);
+      m["complete"] = true;
+      m["time_in_future"] = BackupTimeInFuture(*b.meta, now);
+      if (!b.damaged.empty()) m["damaged"] = b.damaged;
+      if (std::string r = DrillRefutes(b.verified_json); !r.empty()) {
+        m["not_restored_automatically"] = r;
       }
+      if (auto v = nlohmann::json::parse(b.verified_json, nullptr, false); v.is_object()) {
+        m["verified"] = v;
+      }
+      if (auto it = chains.find(b.name); it != chains.end()) {
+        const DeltaChain& ch = it->second;
+        m["deltas"] = {{"count", ch.deltas.size()},
+                       {"to_revision", ch.end_revision},
+                       {"last_unix_ms", ch.deltas.empty() ? 0 : ch.deltas.back().last_unix_ms},
+                       {"stopped", ch.stopped}};
+      }
+      j.push_back(m);
+    } else {
+      j.push_back({{"name", b.name}, {"complete", false}, {"error", b.error}});
     }
-    std::cout << j.dump(2) << "\n";
-    return 0;
   }
+  std::cout << j.dump(2) << "\n";
+}
+
+// list-backups as a table, then the newest point a restore reaches and what is odd.
+int PrintBackupsTable(const std::vector<ListedBackup>& listed,
+                      const std::map<std::string, DeltaChain>& chains, int64_t now,
+                      const std::string& store) {
   std::vector<std::vector<std::string>> rows = {{"NAME", "TIME (UTC)", "GEN", "REVISION", "SIZE",
                                                  "COMPRESSED", "ETCD", "FROM", "DELTAS", "VERIFIED",
                                                  "NOTE"}};
   std::string newest_point;
   int future = 0;
-  for (const auto& b : *listed) {
+  for (const auto& b : listed) {
     if (b.meta) {
       const BackupMeta& m = *b.meta;
       std::string note;
@@ -357,7 +349,7 @@ int RunListBackups(const Common& c) {
     std::cout << line << "\n";
   }
   std::cout << "\n"
-            << listed->size() << " backup(s) in " << w.store->Describe()
+            << listed.size() << " backup(s) in " << store
             << ", newest first by generation and revision (not by time)\n";
   if (!newest_point.empty()) std::cout << "newest restorable point: " << newest_point << "\n";
   if (future > 0) {
@@ -365,6 +357,31 @@ int RunListBackups(const Common& c) {
               << "whoever took them was ahead. Their order comes from their revision.\n";
   }
   return 0;
+}
+
+int RunListBackups(const Common& c) {
+  WithStore w = OpenFromConfig(c, "list-backups", /*store_only=*/true);
+  if (w.rc != 0) return w.rc;
+  auto listed = ListBackups(*w.store, w.config->cluster.name);
+  if (!listed.ok()) {
+    std::cerr << "stewardctl: " << listed.status().message() << "\n";
+    return 1;
+  }
+  const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  // Each backup's delta chain, as the deltas' metas say (the objects are checked on restore).
+  std::map<std::string, DeltaChain> chains;
+  for (const auto& b : *listed) {
+    if (!b.meta) continue;
+    auto chain = ListDeltaChain(*w.store, *b.meta);
+    if (chain.ok()) chains[b.name] = *std::move(chain);
+  }
+  if (c.output == "json") {
+    PrintBackupsJson(*listed, chains, now);
+    return 0;
+  }
+  return PrintBackupsTable(*listed, chains, now, w.store->Describe());
 }
 
 }  // namespace
@@ -631,6 +648,7 @@ int CtlMain(int argc, char** argv) {
   // when one runs: one may sit under a command of this file (backup export).
   Commands commands, here;
   AddMaintenanceCommands(app, &common, &commands);
+  AddCheckDiskCommand(app, &common, &commands);
   AddClusterCommands(app, &common, &here);
   AddBackupRestoreCommands(app, &common, &here);
   AddSnapshotCommands(app, &common, &commands);  // after backup and restore-backup: it extends them

@@ -23,8 +23,12 @@ HashVerdict JudgeHashes(int64_t revision, const std::vector<HashSample>& samples
   for (const auto& s : samples) {
     if (s.hash) ++by_compact[s.hash->compact_revision];
   }
+  int most = 0;
   for (const auto& [compact, n] : by_compact) {
-    if (n > by_compact[v.compact_revision] || v.compact_revision == 0) v.compact_revision = compact;
+    if (n > most) {
+      most = n;
+      v.compact_revision = compact;
+    }
   }
   std::map<uint32_t, std::vector<std::string>> holders;  // hash -> members
   std::map<uint32_t, int> voters_holding;

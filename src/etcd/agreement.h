@@ -40,11 +40,11 @@ struct HashVerdict {
   int64_t compact_revision = 0;
   bool majority = false;  // DV2: a majority of the voters agrees
   uint32_t majority_hash = 0;
-  std::vector<std::string> agreeing;  // members holding the majority's hash
+  std::vector<std::string> agreeing;   // members holding the majority's hash
   std::vector<std::string> differing;  // DV2: members holding another hash
   std::vector<std::string> unknown;    // DV1: not answered or not comparable
   bool split = false;                  // DV3: two or more hashes and no majority
-  std::string text;  // one line for logs, status and history
+  std::string text;                    // one line for logs, status and history
 };
 
 HashVerdict JudgeHashes(int64_t revision, const std::vector<HashSample>& samples, int voters);

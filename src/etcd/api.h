@@ -152,6 +152,12 @@ class EtcdApi {
                                         std::chrono::milliseconds /*timeout*/) {
     return absl::UnimplementedError("no HashKV");
   }
+  // Maintenance.MoveLeader, asked of `leader_endpoint` (the etcd leader's client URL), to
+  // voting member `target`. Unimplemented by default (the simulation's etcd has none).
+  virtual absl::Status MoveLeader(const std::string& /*leader_endpoint*/, uint64_t /*target*/,
+                                  std::chrono::milliseconds /*timeout*/) {
+    return absl::UnimplementedError("no MoveLeader");
+  }
   // The same of the member at `endpoint` (etcd/agreement.h compares members by it).
   virtual absl::StatusOr<KvHash> HashKVOf(const std::string& /*endpoint*/, int64_t /*revision*/,
                                           std::chrono::milliseconds /*timeout*/) {

@@ -488,8 +488,7 @@ absl::StatusOr<EtcdApi::KvHash> EtcdClient::HashKV(int64_t revision,
   return KvHash{resp.hash(), resp.compact_revision()};
 }
 
-absl::StatusOr<EtcdApi::KvHash> EtcdClient::HashKVOf(const std::string& endpoint,
-                                                     int64_t revision,
+absl::StatusOr<EtcdApi::KvHash> EtcdClient::HashKVOf(const std::string& endpoint, int64_t revision,
                                                      std::chrono::milliseconds timeout) {
   grpc::ClientContext ctx;
   SetDeadline(ctx, timeout);

@@ -153,7 +153,7 @@ class EtcdClient : public EtcdApi {
   // client URL (any other member answers FailedPrecondition "not leader"), to hand leadership
   // to voting member `target`. etcd returns once the transfer is done or has timed out.
   absl::Status MoveLeader(const std::string& leader_endpoint, uint64_t target,
-                          std::chrono::milliseconds timeout);
+                          std::chrono::milliseconds timeout) override;
   // Streams a snapshot of `endpoint`'s backend. `sink` receives each chunk in order (the last
   // 32 bytes of the whole stream are etcd's sha256 of the rest); an error from `sink` cancels the
   // stream and is returned. Returns the number of bytes received.

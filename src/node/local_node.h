@@ -35,6 +35,7 @@
 #include "config/config.h"
 #include "control/destroy.h"
 #include "etcd/api.h"
+#include "etcd/disk_latency.h"
 #include "etcd/flags.h"
 #include "etcd/version.h"
 #include "node/node_disk.h"
@@ -128,6 +129,8 @@ class LocalNode : public NodeHandler {
   // The watchdog's verdict on etcd ("" while it answers) and its restarts in place, reported
   // in State() (NodeState.hang, hang_restarts).
   void SetHang(std::string verdict, int restarts);
+  // The disk figures of its etcd (etcd/disk_latency.h), reported in State().
+  void SetDiskLatency(const DiskLatency& d);
 
  private:
   // Starts (or keeps) etcd with `launch`; `on_data`: on the member data in place (not a join
@@ -225,6 +228,7 @@ class LocalNode : public NodeHandler {
   Mutex hang_mu_;
   std::string hang_ ABSL_GUARDED_BY(hang_mu_);
   int hang_restarts_ ABSL_GUARDED_BY(hang_mu_) = 0;
+  DiskLatency disk_latency_ ABSL_GUARDED_BY(hang_mu_);
   Mutex exit_mu_;
   int exit_read_at_ ABSL_GUARDED_BY(exit_mu_) = -1;
   std::string exit_reason_ ABSL_GUARDED_BY(exit_mu_);

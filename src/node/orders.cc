@@ -58,6 +58,9 @@ peer::NodeState LocalNode::State() {
     MutexLock lock(&hang_mu_);
     s.set_hang(hang_);
     s.set_hang_restarts(hang_restarts_);
+    s.set_wal_fsync_p99_ms(disk_latency_.wal_fsync_p99_ms.value_or(-1));
+    s.set_backend_commit_p99_ms(disk_latency_.backend_commit_p99_ms.value_or(-1));
+    s.set_disk_slow(SlowDiskNote(disk_latency_));
   }
   s.set_destroyed(disk_.Read(Marker::kDestroyed));
   if (config_.tls.enabled()) {

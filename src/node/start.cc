@@ -314,6 +314,11 @@ std::string LocalNode::HangBusy() {
   return "";
 }
 
+void LocalNode::SetDiskLatency(const DiskLatency& d) {
+  MutexLock lock(&hang_mu_);
+  disk_latency_ = d;
+}
+
 void LocalNode::SetHang(std::string verdict, int restarts) {
   MutexLock lock(&hang_mu_);
   hang_ = std::move(verdict);

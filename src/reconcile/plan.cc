@@ -112,8 +112,10 @@ class Planner {
     // removal safe (growing the cluster): those still run; if they have nothing to do, wait.
     std::optional<Step> stale = RemoveStaleEntries();
     if (stale && stale->kind != StepKind::kWait) return *stale;
-    std::optional<Step> next = DriveLearner();
-    if (!next) next = RepairDiverged();
+    // A member whose data differs goes first, a learner too: a learner on its way may be a
+    // copy of it, and is never promoted meanwhile (DV6).
+    std::optional<Step> next = RepairDiverged();
+    if (!next) next = DriveLearner();
     if (!next) next = ReplaceDeadMembers();
     if (!next) next = Resize();
     if (next && (next->kind != StepKind::kWait || !stale)) return *next;
@@ -275,9 +277,8 @@ class Planner {
     }
     for (const auto& m : o_.members) {
       if (m.diverged.empty()) continue;
-      const std::string what =
-          absl::StrCat("its data differs from a majority's that agrees (hash check ", m.diverged,
-                       ")");
+      const std::string what = absl::StrCat(
+          "its data differs from a majority's that agrees (hash check ", m.diverged, ")");
       const NodeView* n = NodeForMember(m);
       if (Unmanaged(m)) {  // AD1
         return MakeStep(StepKind::kWait,

@@ -50,6 +50,11 @@ struct NodeView {
   // etcd for a join again (it backs off after each refusal).
   std::string join_error;
   std::chrono::milliseconds join_retry_in{0};
+  // Its etcd's disk (etcd/disk_latency.h): the p99s in ms (negative: unknown) and "" while
+  // within etcd's guidance, else why not. For reconcile/leader_move.h and status.
+  double wal_fsync_p99_ms = -1;
+  double backend_commit_p99_ms = -1;
+  std::string disk_slow;
 };
 
 // One entry of etcd's member list, with what its Status call said.
@@ -163,13 +168,17 @@ bool RestartingInPlace(const NodeView& n);
 // A member whose data differs (etcd/agreement.h, reconcile/divergence.h). Rules, with table
 // tests (tests/unit/plan_test.cc):
 //   DV4 a member named diverged (MemberView.diverged) is removed, quorum-checked as every
-//       removal, once no learner is on its way; then the ordinary rules set its node's data
-//       aside (never deleted) and rejoin it learner-first. Not while its node is paused (P1),
-//       not an unmanaged member (AD1), not with cluster.repair_diverged off: then the planner
-//       says what differs and waits. The reconciler checks the hashes once more right before
-//       it removes one.
-//   DV5 without a majority that agrees (obs.hash_split) nothing is removed for its data: the
-//       planner waits and says who holds which hash.
+//       removal, before anything else (a learner on its way may be its copy); then the ordinary
+//       rules set its node's data aside (never deleted) and rejoin it learner-first. Not while its
+//       node is paused (P1), not an unmanaged member (AD1), not with cluster.repair_diverged off:
+//       then the planner says what differs and waits. The reconciler checks the hashes once more
+//       right before it removes one.
+//   DV5 without a majority that agrees (obs.hash_split) nothing is removed for its data and
+//       nothing else changes either (no learner would copy the right data for sure): the
+//       planner waits and says who holds which hash, for an operator.
+//   DV6 (the reconciler, right before it adds, starts or promotes a learner) a learner copies
+//       the etcd leader's data: none is added, joined or promoted while a fresh hash check
+//       names a member that differs (the learner included) or no majority agrees.
 
 // Maintenance (reconcile/maintenance.h: stewardctl pause, drain, remove-node, readd-node).
 // Rules, each with a table test (tests/unit/maintenance_plan_test.cc):

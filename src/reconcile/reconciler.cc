@@ -123,6 +123,10 @@ NodeView Reconciler::ObserveNode(const NodeSpec& n, const absl::StatusOr<peer::N
     }
     v.etcd_exit = st->etcd_exit();
     v.hang = st->hang();
+    v.wal_fsync_p99_ms = st->wal_fsync_p99_ms();
+    v.backend_commit_p99_ms = st->backend_commit_p99_ms();
+    v.disk_slow = st->disk_slow();
+    if (!v.disk_slow.empty()) notes.push_back(absl::StrCat(n.name, ": slow disk: ", v.disk_slow));
     v.join_error = st->join_error();
     v.join_retry_in = milliseconds(st->join_retry_ms());
     for (const auto& b : st->binaries()) {
@@ -313,6 +317,7 @@ bool Reconciler::Pass(uint64_t leader_term) {
   restore_was_pending_ = false;
   ObserveDivergence(*obs, term);
   Step step = PlanNextStep(*obs);
+  if (step.kind == StepKind::kNone) MaybeMoveLeader(*obs, step, term);
   ExportMembers(*obs);
   // While a learner is on its way, look again soon: it catches up in a fraction of a second.
   in_progress_ = false;
@@ -334,7 +339,7 @@ bool Reconciler::Pass(uint64_t leader_term) {
     spdlog::warn("not acting ({}): no longer the leader", StepKindName(step.kind));
     return false;
   }
-  if (std::string why; !StillDiverged(step, *obs, &why)) {
+  if (std::string why; !StillDiverged(step, *obs, &why) || !AgreeBeforeAdd(step, &why)) {
     Step wait;
     wait.kind = StepKind::kWait;
     wait.reason = why;
@@ -606,6 +611,49 @@ absl::Status Reconciler::Act(const Step& step, uint64_t term) {
   return absl::OkStatus();
 }
 
+void Reconciler::MaybeMoveLeader(const ClusterObservation& obs, Step& step, uint64_t term) {
+  const auto now = env_.clock->Now();
+  LeaderMoveView v;
+  v.enabled = config_.cluster.move_leader_off_slow_disk;
+  v.nodes = obs.nodes;
+  v.members = obs.members;
+  const MemberView* leader = nullptr;
+  for (const auto& m : obs.members) {
+    if (m.is_etcd_leader) leader = &m;
+  }
+  const NodeView* leader_node = nullptr;
+  for (const auto& n : obs.nodes) {
+    if (leader != nullptr && n.peer_url == leader->peer_url) leader_node = &n;
+  }
+  if (leader_node == nullptr || leader_node->disk_slow.empty()) {
+    leader_slow_since_.reset();
+  } else if (!leader_slow_since_ || leader_slow_since_->first != leader->id) {
+    leader_slow_since_.emplace(leader->id, now);
+  }
+  if (leader_slow_since_) {
+    v.leader_slow_for = std::chrono::duration_cast<milliseconds>(now - leader_slow_since_->second);
+  }
+  if (leader_moved_at_) {
+    v.since_last_move = std::chrono::duration_cast<milliseconds>(now - *leader_moved_at_);
+  }
+  const LeaderMove move = DecideLeaderMove(v);
+  if (move.reason.empty()) return;
+  step.reason = absl::StrCat(step.reason, "; ", move.reason);
+  if (move.to == 0) return;
+  std::string leader_url;
+  for (const auto& n : config_.cluster.nodes) {
+    if (config_.PeerUrl(n) == leader->peer_url) leader_url = config_.ClientUrl(n);
+  }
+  if (confirm_leader_ && !confirm_leader_()) return;
+  absl::Status s = etcd_->MoveLeader(leader_url, move.to, milliseconds(10000));
+  Metrics::Global().Add("steward_leader_moves_total", 1, {{"result", s.ok() ? "ok" : "failed"}});
+  leader_moved_at_ = now;  // a failed move waits out the quiet time too: no retry storm
+  leader_slow_since_.reset();
+  spdlog::warn("reconcile (term {}): {}{}", term, move.reason,
+               s.ok() ? "" : absl::StrCat(" (failed: ", s.message(), ")"));
+  Record(term, "move-leader", move.reason, s.ok() ? "ok" : absl::StrCat("failed: ", s.message()));
+}
+
 void Reconciler::ObserveDivergence(ClusterObservation& obs, uint64_t term) {
   obs.repair_diverged = config_.cluster.repair_diverged;
   divergence_.Maybe(*etcd_);
@@ -618,8 +666,8 @@ void Reconciler::ObserveDivergence(ClusterObservation& obs, uint64_t term) {
     if (it == diverged.end()) continue;
     m.diverged = it->second;
     if (recorded_diverged_.insert(m.name).second) {
-      spdlog::error("member {} holds data that differs from a majority's: hash check {}",
-                    m.name, it->second);
+      spdlog::error("member {} holds data that differs from a majority's: hash check {}", m.name,
+                    it->second);
       Record(term, "diverged", absl::StrCat("member ", m.name, ": hash check ", it->second),
              config_.cluster.repair_diverged ? "to be repaired" : "not repaired (repair off)");
     }
@@ -629,8 +677,7 @@ void Reconciler::ObserveDivergence(ClusterObservation& obs, uint64_t term) {
   }
 }
 
-bool Reconciler::StillDiverged(const Step& step, const ClusterObservation& obs,
-                               std::string* why) {
+bool Reconciler::StillDiverged(const Step& step, const ClusterObservation& obs, std::string* why) {
   if (step.kind != StepKind::kRemoveMember) return true;
   const MemberView* target = nullptr;
   for (const auto& m : obs.members) {
@@ -638,14 +685,33 @@ bool Reconciler::StillDiverged(const Step& step, const ClusterObservation& obs,
   }
   if (target == nullptr || target->diverged.empty()) return true;
   absl::StatusOr<HashVerdict> v = divergence_.CheckNow(*etcd_);
-  if (v.ok() && v->majority &&
-      std::count(v->differing.begin(), v->differing.end(), target->name) != 0) {
+  if (!v.ok()) {
+    *why = absl::StrCat("member ", target->name,
+                        " was to be repaired, but the hash check right "
+                        "before it failed: ",
+                        v.status().message());
+    return false;
+  }
+  if (v->majority && std::count(v->differing.begin(), v->differing.end(), target->name) != 0) {
     divergence_.Forget(target->name);  // its next incarnation starts clean
     return true;
   }
-  *why = absl::StrCat("member ", target->name, " was to be repaired, but the hash check right "
-                      "before it says: ",
-                      v.ok() ? v->text : std::string(v.status().message()));
+  *why = absl::StrCat("member ", target->name,
+                      " was to be repaired, but the hash check right before it says: ", v->text);
+  return false;
+}
+
+bool Reconciler::AgreeBeforeAdd(const Step& step, std::string* why) {
+  // DV6: a learner copies the etcd leader's data, right or wrong: none is added, started or
+  // promoted while the members' data does not agree (a wrong copy could make a wrong majority).
+  const bool grows = step.kind == StepKind::kAddLearner || step.kind == StepKind::kJoin ||
+                     step.kind == StepKind::kPromote;
+  if (!grows || config_.cluster.hash_check_interval.count() == 0) return true;
+  if (RuleOff("DV6")) return true;
+  absl::StatusOr<HashVerdict> v = divergence_.CheckNow(*etcd_);
+  if (!v.ok() || (v->differing.empty() && !v->split)) return true;
+  *why = absl::StrCat(step.reason, "; but not while the members' data does not agree (hash check ",
+                      v->text, "): a learner copies the etcd leader's, right or wrong");
   return false;
 }
 

@@ -30,6 +30,7 @@
 #include "etcd/keys.h"
 #include "peer/api.h"
 #include "reconcile/divergence.h"
+#include "reconcile/leader_move.h"
 #include "reconcile/maintenance.h"
 #include "reconcile/plan.h"
 
@@ -136,10 +137,20 @@ class Reconciler {
   DivergenceWatch divergence_;
   std::set<std::string> recorded_diverged_;
   bool restore_was_pending_ = false;
+  // Leadership off a slow disk (reconcile/leader_move.h): since when the etcd leader (by member
+  // ID) has reported a slow disk without a break, and when this leader last moved it.
+  std::optional<std::pair<uint64_t, std::chrono::steady_clock::time_point>> leader_slow_since_;
+  std::optional<std::chrono::steady_clock::time_point> leader_moved_at_;
+  // With the cluster settled (`step` none): moves etcd leadership if DecideLeaderMove says so,
+  // and adds why (or why not) to the step's reason.
+  void MaybeMoveLeader(const ClusterObservation& obs, Step& step, uint64_t term);
   // Runs a due hash check and puts its findings into `obs` (rules DV4-DV5).
   void ObserveDivergence(ClusterObservation& obs, uint64_t term);
   // DV4's last look: false (with why) if the member `step` removes no longer differs.
   bool StillDiverged(const Step& step, const ClusterObservation& obs, std::string* why);
+  // DV6: false (with why) when `step` adds, joins or promotes a learner while the members'
+  // data does not agree.
+  bool AgreeBeforeAdd(const Step& step, std::string* why);
   // Records a decision in the history, if there is one.
   void Record(uint64_t term, const std::string& action, const std::string& reason,
               const std::string& result);

@@ -2,8 +2,8 @@
 // deltas reach, the intent for it (PrepareRestoreIntent), and the replacement of an automatic
 // restore that can never settle. The rest of the coordinator is in coordinator.cc.
 #include "absl/strings/str_cat.h"
-#include "backup/drill.h"
 #include "backup/delta.h"
+#include "backup/drill.h"
 #include "backup/pipeline.h"
 #include "common/status.h"
 #include "restore/coordinator.h"

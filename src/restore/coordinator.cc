@@ -505,8 +505,8 @@ void RestoreCoordinator::WaitFencedPublished(const RestoreIntent& intent,
     waiting = stale.ok() ? absl::StrJoin(*stale, ", ") : "the member list";
     env_.clock->SleepFor(milliseconds(100));
   }
-  spdlog::warn("restore {}: unfencing although {} has not published its fence URL yet",
-               intent.id, waiting);
+  spdlog::warn("restore {}: unfencing although {} has not published its fence URL yet", intent.id,
+               waiting);
 }
 
 absl::StatusOr<std::vector<std::string>> RestoreCoordinator::StalePublishes(

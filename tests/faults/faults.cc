@@ -600,12 +600,10 @@ CycleResult FaultRig::Cycle(FaultKind kind, std::mt19937& rng) {
                    v->agreeing.size() == static_cast<size_t>(size_);
           },
           150s);
-      r.note = absl::StrCat(name, "'s ", Key(seq), " changed: ",
-                            repaired ? "repaired" : "NOT repaired", " in ",
-                            std::chrono::duration_cast<std::chrono::milliseconds>(
-                                SteadyClock::now() - start)
-                                .count(),
-                            " ms");
+      r.note = absl::StrCat(
+          name, "'s ", Key(seq), " changed: ", repaired ? "repaired" : "NOT repaired", " in ",
+          std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - start).count(),
+          " ms");
       if (!repaired) r.violations.push_back("flip-value: " + r.note);
       break;
     }

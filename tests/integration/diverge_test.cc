@@ -123,6 +123,7 @@ void Diverge(TestCluster& c, int i) {
 
 TEST(DivergeTest, AFlippedValueIsFoundAndTheMemberRepairedFromTheMajority) {
   TestCluster c(kRepair, 3, 3, kChecks, kFileBackup);
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
   ASSERT_TRUE(c.WaitHealthy(3, 60s)) << c.Logs();
   Put(c, "/it/balance", kValue);
   const int victim = PickVictim(c);
@@ -155,8 +156,7 @@ TEST(DivergeTest, AFlippedValueIsFoundAndTheMemberRepairedFromTheMajority) {
   // The wrong data is kept for the operator, never deleted.
   bool kept = false;
   std::error_code ec;
-  for (const auto& e :
-       std::filesystem::directory_iterator(c.DataDir(victim) + "/removed", ec)) {
+  for (const auto& e : std::filesystem::directory_iterator(c.DataDir(victim) + "/removed", ec)) {
     kept = kept || std::filesystem::exists(e.path() / "member/snap/db");
   }
   EXPECT_TRUE(kept) << "the diverged member's data is not under " << c.DataDir(victim)
@@ -165,16 +165,14 @@ TEST(DivergeTest, AFlippedValueIsFoundAndTheMemberRepairedFromTheMajority) {
   EXPECT_TRUE(Has(actions, "diverged")) << c.Ctl({"history"}).output;
   EXPECT_TRUE(Has(actions, "remove-member")) << c.Ctl({"history"}).output;
   RunResult metrics = c.AdminGet(StewardLeader(c), "/metrics");
-  EXPECT_NE(metrics.output.find("steward_hash_checks_total{result=\"differs\"}"),
-            std::string::npos)
+  EXPECT_NE(metrics.output.find("steward_hash_checks_total{result=\"differs\"}"), std::string::npos)
       << metrics.output;
 }
 
 // The snapshot's bytes, decompressed (a file store, no encryption).
 std::string BackupDb(const TestCluster& c, const std::string& name) {
-  const std::string z =
-      ReadFile(absl::StrCat(c.Root(), "/backups/it", kBackupSource, "/backups/", name,
-                            "/snapshot.db.zst"));
+  const std::string z = ReadFile(
+      absl::StrCat(c.Root(), "/backups/it", kBackupSource, "/backups/", name, "/snapshot.db.zst"));
   std::string out;
   ZSTD_DStream* d = ZSTD_createDStream();
   ZSTD_initDStream(d);
@@ -193,6 +191,7 @@ TEST(DivergeTest, ABackupComesFromAMemberThatAgrees) {
   // Repair off, so the diverged member stays while backups are taken.
   TestCluster c(kBackupSource, 3, 3, std::string(kChecks) + "  repair_diverged: false\n",
                 kFileBackup);
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
   ASSERT_TRUE(c.WaitHealthy(3, 60s)) << c.Logs();
   Put(c, "/it/balance", kValue);
   // The member a backup prefers: a follower (PickBackupSource); both followers in turn.
@@ -204,10 +203,9 @@ TEST(DivergeTest, ABackupComesFromAMemberThatAgrees) {
   for (int round = 0; round < 2; ++round) {
     const std::string backup = TakeBackup(c);
     ASSERT_FALSE(backup.empty()) << c.Logs();
-    auto meta = nlohmann::json::parse(
-        ReadFile(absl::StrCat(c.Root(), "/backups/it", kBackupSource, "/backups/", backup,
-                              "/meta.json")),
-        nullptr, false);
+    auto meta = nlohmann::json::parse(ReadFile(absl::StrCat(c.Root(), "/backups/it", kBackupSource,
+                                                            "/backups/", backup, "/meta.json")),
+                                      nullptr, false);
     EXPECT_NE(meta.value("member", std::string()), absl::StrCat("n", victim + 1)) << meta.dump();
     const std::string db = BackupDb(c, backup);
     EXPECT_NE(db.find(kValue), std::string::npos) << "the backup lacks the right value";
@@ -226,6 +224,7 @@ TEST(DivergeTest, ABackupComesFromAMemberThatAgrees) {
 
 TEST(DivergeTest, WithNoMajorityThatAgreesNothingIsRepaired) {
   TestCluster c(kSplit, 3, 3, kChecks, kFileBackup);
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
   ASSERT_TRUE(c.WaitHealthy(3, 60s)) << c.Logs();
   Put(c, "/it/balance", kValue);
   const int etcd_leader = EtcdLeader(c);
@@ -235,12 +234,12 @@ TEST(DivergeTest, WithNoMajorityThatAgreesNothingIsRepaired) {
     if (i != etcd_leader) followers.push_back(i);
   }
   std::map<std::string, uint64_t> ids;
-  for (int i = 0; i < 3; ++i) ids[absl::StrCat("n", i + 1)] = MemberIdOf(c, absl::StrCat("n", i + 1));
+  for (int i = 0; i < 3; ++i)
+    ids[absl::StrCat("n", i + 1)] = MemberIdOf(c, absl::StrCat("n", i + 1));
   // Both followers changed, each differently: three hashes, no majority.
   c.SignalAgent(followers[0], SIGTERM);
   c.SignalAgent(followers[1], SIGTERM);
-  ASSERT_TRUE(WaitFor(
-      [&] { return !c.EtcdPid(followers[0]) && !c.EtcdPid(followers[1]); }, 20s));
+  ASSERT_TRUE(WaitFor([&] { return !c.EtcdPid(followers[0]) && !c.EtcdPid(followers[1]); }, 20s));
   ASSERT_GE(FlipInDb(c, followers[0], kValue, kFlipped), 1);
   ASSERT_GE(FlipInDb(c, followers[1], kValue, R"({"balance":7000})"), 1);
   c.StartAgent(followers[0]);

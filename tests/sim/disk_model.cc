@@ -12,7 +12,7 @@ void ClearData(Disk& d) {
   d.rev = 0;
   d.seen.clear();
   d.wal_commit = 0;
-  d.diverged = false;
+  d.diverged = 0;
 }
 void CopyData(const Disk& from, Disk& to) {
   to.state = from.state;

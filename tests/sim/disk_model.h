@@ -40,7 +40,9 @@ struct Disk {
   std::string leader_term;   // the "leader-term" marker (TermGuard's "<term> <leader>")
   std::string destroyed;     // the "destroyed" marker: the destroy this node stopped etcd for
   std::string etcd_version;  // the "etcd-version" marker (Options::upgraded)
-  bool diverged = false;     // its data changed behind etcd's back (Options::diverge)
+  // Its data changed behind etcd's back (Options::diverge): which change (0: none). A member
+  // that joins copies its leader's data, and so its change.
+  uint64_t diverged = 0;
   // The data set aside last (removed/<label>; one copy, as FsNodeDisk keeps), and a restore's
   // staged data dir.
   std::shared_ptr<Disk> removed;

@@ -40,7 +40,9 @@ std::vector<MemberInfo> SimEtcd::ListOf(int n, uint64_t* cluster_id) {
       mi.peer_urls = {m.peer_url};
       int holder = w_->NodeByPeerUrl(m.peer_url);
       if (m.started && holder >= 0) {
-        mi.client_urls = {w_->nodes()[holder]->config.ClientUrl(w_->nodes()[holder]->spec)};
+        // What the member published when its etcd last started: the fence URL while fenced.
+        const Node& h = *w_->nodes()[holder];
+        mi.client_urls = {h.serving_fence ? h.config.FenceUrl(h.spec) : h.config.ClientUrl(h.spec)};
       }
       mi.is_learner = m.learner;
       out.push_back(mi);
@@ -353,8 +355,9 @@ absl::StatusOr<EtcdApi::KvHash> SimEtcd::HashKVOf(const std::string& url, int64_
   if (revision > held) {
     return absl::OutOfRangeError("etcdserver: mvcc: required revision is a future revision");
   }
-  uint64_t h = (d.cluster * 0x9e3779b97f4a7c15ULL) ^ (static_cast<uint64_t>(revision) * 0xff51afd7ULL);
-  if (d.diverged) h ^= 0xc4ceb9fe1a85ec53ULL * (d.member | 1);
+  uint64_t h =
+      (d.cluster * 0x9e3779b97f4a7c15ULL) ^ (static_cast<uint64_t>(revision) * 0xff51afd7ULL);
+  if (d.diverged != 0) h ^= 0xc4ceb9fe1a85ec53ULL * d.diverged;
   return KvHash{static_cast<uint32_t>(h ^ (h >> 32)), 1};
 }
 

@@ -236,6 +236,9 @@ void World::TryJoin(int i, const std::vector<std::string>& flags) {
         n.disk.member = e.id;
         n.disk.rev = 0;
         n.disk.seen = c->members;
+        // A joining member gets the leader's snapshot, its data as it is, changed or not.
+        const int l = NodeOfMember(*c, c->leader);
+        n.disk.diverged = l >= 0 ? nodes_[l]->disk.diverged : 0;
         n.etcd_up = true;
         dirty_ = true;
         Trace(i, absl::StrCat("etcd joins cluster ", HexId(c->id), " as ", HexId(e.id)));

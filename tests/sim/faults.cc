@@ -95,11 +95,11 @@ void World::Fault() {
   // no majority agrees, and nothing is repaired by design). Its own stream, as the deltas'.
   if (o_.diverge && diverge_rng_() % 6 == 0) {
     bool any = false;
-    for (const auto& m : nodes_) any = any || m->disk.diverged;
+    for (const auto& m : nodes_) any = any || m->disk.diverged != 0;
     const int n = static_cast<int>(diverge_rng_() % nodes_.size());
     Disk& d = nodes_[n]->disk;
     if (!any && d.state == DataDirState::kMember && d.member != 0) {
-      d.diverged = true;
+      d.diverged = 1 + diverge_rng_() % 1000;
       ++result_.faults["flip-value"];
       Trace(n, "FAULT flip-value: its data now differs from the others'");
       dirty_ = true;

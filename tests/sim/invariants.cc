@@ -145,7 +145,7 @@ void World::CheckRepair(const std::string& report) {
   for (const auto& n : nodes_) {
     if (n->spec.name != name) continue;
     const Disk& d = n->disk;
-    if (!d.diverged && !(d.removed && d.removed->diverged)) {
+    if (d.diverged == 0 && !(d.removed && d.removed->diverged != 0)) {
       Violation(absl::StrCat("member ", name, " was repaired for its data, which agreed"));
     }
   }
@@ -164,7 +164,7 @@ bool World::Healthy(std::string* why) {
       ++voters;
       int n = NodeOfMember(c, m.id);
       // Options::diverge: a voter whose data differs is not healthy until it is repaired.
-      if (n >= 0 && InQuorum(n) && !nodes_[n]->serving_fence && !nodes_[n]->disk.diverged) ++up;
+      if (n >= 0 && InQuorum(n) && !nodes_[n]->serving_fence && nodes_[n]->disk.diverged == 0) ++up;
     }
     if (voters == 3 && up == 3 && learners == 0) {
       *why = absl::StrCat("cluster ", HexId(id), " healthy with 3 voters");
@@ -195,8 +195,25 @@ void World::CheckLiveness(const std::string& why) {
     bool survivors = false;
     for (const auto& n : nodes_) survivors |= n->disk.state == DataDirState::kMember;
     // (A restored cluster that never served counts: its fenced members wait for the agents.)
-    if (!ClustersAbleToReachQuorum(/*unserved_too=*/true).empty() ||
-        (!survivors && !backups_.empty())) {
+    // Options::diverge: when the voters whose data is right are no majority, no hash check can
+    // tell which is right (DV5): waiting for an operator is right.
+    bool no_right_majority = false;
+    for (const auto& [id, c] : clusters_) {
+      int voters = 0, right = 0;
+      for (const auto& m : c.members) {
+        if (m.learner) continue;
+        ++voters;
+        const int k = NodeOfMember(c, m.id);
+        if (k >= 0 && nodes_[k]->disk.diverged == 0) ++right;
+      }
+      no_right_majority |= o_.diverge && voters > 0 && right < voters / 2 + 1;
+    }
+    if (no_right_majority) {
+      result_.end_state +=
+          " (no majority of the voters holds the right data: waiting for an "
+          "operator is right)";
+    } else if (!ClustersAbleToReachQuorum(/*unserved_too=*/true).empty() ||
+               (!survivors && !backups_.empty())) {
       Violation(absl::StrCat("not healthy ", o_.liveness_bound / 1000,
                              "s after the faults stopped: ", why));
     } else {

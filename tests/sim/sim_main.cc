@@ -10,6 +10,7 @@
 //               [--in-place-refusals P]  (the share of backups the in-place edit refuses)
 //               [--etcdutl-nodes K]  (only the first K nodes have etcdutl)
 //               [--upgraded]  (the cluster runs 3.5.16, every etcd.binary is 3.4.23)
+//               [--diverge]  (flip-value faults: a member's data differs; the hash check)
 // Exit status: 0 if every seed kept every invariant, 1 otherwise (the first failing seed's
 // trace is printed, with the command that replays it).
 #include <chrono>
@@ -24,7 +25,8 @@
 int main(int argc, char** argv) {
   int seeds = 1, steps = 5000, nodes = 4;
   uint64_t seed = 1;
-  bool faults = true, trace = false, lose_first_leader = false, etcdutl = true, upgraded = false;
+  bool faults = true, trace = false, lose_first_leader = false, etcdutl = true, upgraded = false,
+       diverge = false;
   int etcdutl_nodes = -1;
   size_t trace_lines = 60;
   int destroy_at = -1, undestroy_at = -1;
@@ -72,6 +74,8 @@ int main(int argc, char** argv) {
       etcdutl = false;
     else if (a == "--upgraded")
       upgraded = true;
+    else if (a == "--diverge")
+      diverge = true;
     else if (a == "--etcdutl-nodes")
       etcdutl_nodes = std::stoi(next());
     else if (a == "--in-place-refusals")
@@ -82,7 +86,7 @@ int main(int argc, char** argv) {
       std::cerr << "usage: steward_sim [--seeds N] [--steps M] [--seed S] [--nodes K] "
                    "[--no-faults] [--rules-off R1,W5] [--trace] [--destroy-at STEP "
                    "--undestroy-at STEP] [--deltas MS] [--no-etcdutl] [--etcdutl-nodes K] "
-                   "[--in-place-refusals P]\n";
+                   "[--in-place-refusals P] [--diverge]\n";
       return 2;
     }
   }
@@ -111,6 +115,7 @@ int main(int argc, char** argv) {
     o.etcdutl_nodes = etcdutl_nodes;
     o.in_place_refusals = in_place_refusals;
     o.upgraded = upgraded;
+    o.diverge = diverge;
     auto r = steward::sim::RunSimulation(o);
     total_steps += r.steps;
     virtual_ms += r.virtual_ms;

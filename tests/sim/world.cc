@@ -94,7 +94,8 @@ void World::Violation(const std::string& what) {
                        Flag(n->etcd_flags, "initial-cluster-state"), ", data ",
                        kData[static_cast<int>(d.state)], " cluster ", HexId(d.cluster), " member ",
                        HexId(d.member), d.fenced.empty() ? "" : " fenced " + d.fenced, " restore ",
-                       d.restore_id, d.EverJoined() ? " joined" : ""));
+                       d.restore_id, d.EverJoined() ? " joined" : "",
+                       d.diverged != 0 ? absl::StrCat(" diverged ", d.diverged) : ""));
     // (Not the agents' objects: a violation can be found while one of them is inside a call,
     // holding its lock. The leader's last status line is in the cluster's status key below.)
   }

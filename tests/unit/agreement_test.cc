@@ -45,8 +45,8 @@ TEST(Agreement, DV2ALearnerThatDiffersIsNamedButDoesNotCount) {
   HashVerdict v = JudgeHashes(100, {S("n1", 7), S("n2", 7), S("n4", 9, 5, false)}, 3);
   EXPECT_TRUE(v.majority);
   EXPECT_EQ(v.differing, (Names{"n4"}));
-  HashVerdict learners = JudgeHashes(
-      100, {S("n1", 7), S("n4", 9, 5, false), S("n5", 9, 5, false), S("n2", 8)}, 3);
+  HashVerdict learners =
+      JudgeHashes(100, {S("n1", 7), S("n4", 9, 5, false), S("n5", 9, 5, false), S("n2", 8)}, 3);
   EXPECT_FALSE(learners.majority) << learners.text;
   EXPECT_TRUE(learners.differing.empty());
 }
@@ -56,8 +56,7 @@ TEST(Agreement, DV3NoMajorityNobodyDiffers) {
   EXPECT_FALSE(v.majority);
   EXPECT_TRUE(v.split);
   EXPECT_TRUE(v.differing.empty());
-  EXPECT_NE(v.text.find("no majority of the 3 voting members agrees"), std::string::npos)
-      << v.text;
+  EXPECT_NE(v.text.find("no majority of the 3 voting members agrees"), std::string::npos) << v.text;
   EXPECT_NE(v.text.find("nothing is repaired"), std::string::npos) << v.text;
   // Two of five agreeing is no majority either, however the others split.
   HashVerdict five =

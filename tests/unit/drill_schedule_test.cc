@@ -166,10 +166,11 @@ TEST(DrillRefutes, OnlyADrillThatFailedOnTheBackupsAccount) {
   EXPECT_EQ(DrillRefutes(""), "");
   EXPECT_EQ(DrillRefutes(drill(true, false, "")), "");
   EXPECT_EQ(DrillRefutes(drill(false, true, "too little disk")), "");
-  EXPECT_EQ(DrillRefutes(drill(false, false, "etcd's KV hash at revision 9 differs; the backup "
-                                             "agrees with the majority of the live members (n1, "
-                                             "n3); the odd one out is live member n2, not the "
-                                             "backup")),
+  EXPECT_EQ(DrillRefutes(drill(false, false,
+                               "etcd's KV hash at revision 9 differs; the backup "
+                               "agrees with the majority of the live members (n1, "
+                               "n3); the odd one out is live member n2, not the "
+                               "backup")),
             "");
   EXPECT_NE(DrillRefutes(drill(false, false, "key /a differs")).find("key /a differs"),
             std::string::npos);

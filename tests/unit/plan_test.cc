@@ -626,7 +626,7 @@ std::vector<Case> Cases() {
        0,
        "",
        {"n2", "not repaired", "paused"}},
-      {"DV4_ALearnerOnItsWayFinishesFirst",
+      {"DV4_BeforeALearnerOnItsWay",
        [](ClusterObservation& o) {
          Member(o, "n2")->diverged = "n2 hold 00000009, which differs";
          o.desired_size = 4;
@@ -643,10 +643,31 @@ std::vector<Case> Cases() {
          Node(o, 4).has_data = true;
          Node(o, 4).local_member_id = kLearnerId;
        },
-       StepKind::kPromote,
+       StepKind::kRemoveMember,
+       InitialId(2),
+       "",
+       {"removing member n2", "differs"}},
+      {"DV4_ALearnerThatDiffersIsRemoved",
+       [](ClusterObservation& o) {
+         o.desired_size = 4;
+         MemberView l;
+         l.id = kLearnerId;
+         l.name = "n4";
+         l.peer_url = PeerUrl(4);
+         l.started = true;
+         l.healthy = true;
+         l.is_learner = true;
+         l.raft_index = kLeaderIndex;
+         l.diverged = "n4 hold 00000009, which differs";
+         o.members.push_back(l);
+         Node(o, 4).etcd_running = true;
+         Node(o, 4).has_data = true;
+         Node(o, 4).local_member_id = kLearnerId;
+       },
+       StepKind::kRemoveMember,
        kLearnerId,
        "",
-       {"n4"}},
+       {"removing member n4", "differs"}},
       {"DV5_NoMajorityNothingIsRemoved",
        [](ClusterObservation& o) {
          o.hash_split =
