@@ -116,7 +116,9 @@ class Agent {
   // One sample of the disk histograms: the p99s since the last one to the node's state and
   // /metrics (etcd/disk_latency.h).
   void SampleDisk();
-  Buckets wal_fsync_before_, backend_commit_before_;  // the watchdog thread's
+  // The watchdog thread's: the histograms at the last figure, the figures, what was logged.
+  Buckets wal_fsync_before_, backend_commit_before_;
+  DiskLatency disk_latency_;
   std::string disk_slow_said_;
   // Brings the reconcile loop's next pass forward (a nudge from a node, or leadership won).
   void WakeReconciler();

@@ -86,22 +86,30 @@ std::optional<std::string> Agent::EtcdMetricsText() {
 void Agent::SampleDisk() {
   Metrics& m = Metrics::Global();
   std::optional<std::string> text = runner_->wanted() ? EtcdMetricsText() : std::nullopt;
-  DiskLatency d;
-  if (text) {
-    Buckets wal = ParseHistogram(*text, "etcd_disk_wal_fsync_duration_seconds");
-    Buckets commit = ParseHistogram(*text, "etcd_disk_backend_commit_duration_seconds");
-    // A few observations are no percentile: at least 20 in the window.
-    if (!wal_fsync_before_.empty())
-      d.wal_fsync_p99_ms = QuantileBetween(wal_fsync_before_, wal, 0.99, 20);
-    if (!backend_commit_before_.empty()) {
-      d.backend_commit_p99_ms = QuantileBetween(backend_commit_before_, commit, 0.99, 20);
-    }
-    wal_fsync_before_ = std::move(wal);
-    backend_commit_before_ = std::move(commit);
-  } else {
+  if (!text) {
     wal_fsync_before_.clear();
     backend_commit_before_.clear();
+    disk_latency_ = DiskLatency{};
+  } else {
+    // Each figure is of the observations since the last one: a window with too few (an idle
+    // member, or one so slow that it fsyncs rarely) grows until it has enough, and the last
+    // figure stands meanwhile, so that a slow disk is not called fast for want of writes.
+    auto update = [](Buckets now, Buckets& before, std::optional<double>& out) {
+      if (before.empty()) {
+        before = std::move(now);
+        return;
+      }
+      if (auto q = QuantileBetween(before, now, 0.99, 5)) {
+        out = q;
+        before = std::move(now);
+      }
+    };
+    update(ParseHistogram(*text, "etcd_disk_wal_fsync_duration_seconds"), wal_fsync_before_,
+           disk_latency_.wal_fsync_p99_ms);
+    update(ParseHistogram(*text, "etcd_disk_backend_commit_duration_seconds"),
+           backend_commit_before_, disk_latency_.backend_commit_p99_ms);
   }
+  const DiskLatency d = disk_latency_;
   node_->SetDiskLatency(d);
   m.Clear("steward_etcd_disk_p99_seconds");
   if (d.wal_fsync_p99_ms) {

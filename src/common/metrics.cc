@@ -29,6 +29,20 @@ constexpr Descriptor kDescriptors[] = {
      "H6 stuck in I/O, H7 given up, H8 restarting)."},
     {"steward_etcd_hang_restarts_total", "counter",
      "Times the watchdog restarted this node's hung etcd in place (data kept)."},
+    {"steward_etcd_disk_p99_seconds", "gauge",
+     "This node's etcd's WAL fsync (op=wal_fsync) and backend commit (op=backend_commit) p99 "
+     "over the last ~16 s, from etcd's own histograms (etcd/disk_latency.h)."},
+    {"steward_etcd_disk_slow", "gauge",
+     "1 while either p99 is past etcd's guidance (WAL fsync 10 ms, backend commit 25 ms)."},
+    {"steward_hash_checks_total", "counter",
+     "The steward leader's checks that every member holds the same data (etcd HashKV at one "
+     "revision), by result: agree, differs, split, incomplete (etcd/agreement.h)."},
+    {"steward_member_data_differs", "gauge",
+     "Steward leader only, per member compared by the last hash check: 1 when its data differs "
+     "from a majority's that agrees, 0 when it agrees."},
+    {"steward_leader_moves_total", "counter",
+     "Times the steward leader moved etcd leadership off a slow disk (reconcile/leader_move.h), "
+     "by result."},
     {"steward_member_raft_index", "gauge", "Raft index of this node's member."},
     {"steward_member_db_size_bytes", "gauge", "Backend size of this node's member."},
     {"steward_member_is_learner", "gauge", "1 while this node's member is a learner."},

@@ -1,6 +1,6 @@
 // A slow disk (etcd/disk_latency.h, reconcile/leader_move.h): real agents and real etcd on
 // 127.0.114.x. The etcd leader's data dir is an ext4 file system on a loop device, and its etcd
-// is put in a cgroup v1 blkio group that lets it write 20 times a second to that device. Its
+// is put in a cgroup v1 blkio group that lets it write 60 times a second to that device. Its
 // agent names the disk as slow on /metrics and in `stewardctl status`, and the steward leader
 // moves etcd leadership to a member with a fast disk. Root only (loop devices, cgroups).
 #include <gtest/gtest.h>
@@ -108,6 +108,14 @@ TEST(SlowDiskTest, ASlowLeaderDiskIsNamedAndLeadershipMovesOffIt) {
   if (!disk.error().empty()) GTEST_SKIP() << "cannot throttle a loop device here: " << disk.error();
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 90s)) << c.Logs();
+  // check-disk refuses where this node's etcd serves, and measures with --force.
+  RunResult refused = c.Ctl({"check-disk"});
+  EXPECT_EQ(refused.exit_code, 1) << refused.output;
+  EXPECT_NE(refused.output.find("refusing: etcd on n1 serves"), std::string::npos)
+      << refused.output;
+  RunResult forced = c.Ctl({"check-disk", "--force", "--size-mib", "2"});
+  EXPECT_NE(forced.output.find("each followed by fdatasync: p50"), std::string::npos)
+      << forced.output;
   if (EtcdLeader(c) != victim) {
     RunResult moved = c.Ctl({"move-leader", "n1"});
     ASSERT_EQ(moved.exit_code, 0) << moved.output;
@@ -132,13 +140,13 @@ TEST(SlowDiskTest, ASlowLeaderDiskIsNamedAndLeadershipMovesOffIt) {
   } join{writing, writer};
   const auto pid = c.EtcdPid(victim);
   ASSERT_TRUE(pid.has_value());
-  ASSERT_TRUE(disk.Throttle(*pid, 20));
+  ASSERT_TRUE(disk.Throttle(*pid, 60));
   const auto slowed = std::chrono::steady_clock::now();
   RunResult metrics;
   EXPECT_TRUE(WaitFor(
       [&] {
         metrics = c.AdminGet(victim, "/metrics");
-        return metrics.output.find("steward_etcd_disk_slow 1") != std::string::npos;
+        return metrics.output.find("\nsteward_etcd_disk_slow 1\n") != std::string::npos;
       },
       60s))
       << metrics.output.substr(0, 3000) << c.Logs();
@@ -156,7 +164,7 @@ TEST(SlowDiskTest, ASlowLeaderDiskIsNamedAndLeadershipMovesOffIt) {
         return status.output.find("n1: slow disk: WAL fsync p99") != std::string::npos;
       },
       30s))
-      << status.output;
+      << status.output << c.Logs();
   // Slow for a minute without a break: leadership goes to a member with a fast disk.
   EXPECT_TRUE(WaitFor([&] { return EtcdLeader(c) >= 0 && EtcdLeader(c) != victim; }, 150s))
       << c.Ctl({"status"}).output << c.Logs();
@@ -165,8 +173,13 @@ TEST(SlowDiskTest, ASlowLeaderDiskIsNamedAndLeadershipMovesOffIt) {
                    std::chrono::steady_clock::now() - slowed)
                    .count()
             << " ms after the throttle\n";
-  const auto actions = HistoryActions(c);
-  EXPECT_NE(std::find(actions.begin(), actions.end(), "move-leader"), actions.end())
+  // Recorded once etcd's MoveLeader returned.
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        const auto actions = HistoryActions(c);
+        return std::find(actions.begin(), actions.end(), "move-leader") != actions.end();
+      },
+      20s))
       << c.Ctl({"history"}).output;
   // It does not move back while n1 stays slow.
   std::this_thread::sleep_for(20s);

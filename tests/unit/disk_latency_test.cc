@@ -3,7 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "absl/strings/str_cat.h"
+#include "ctl/check_disk_cmd.h"
 
 namespace steward {
 namespace {
@@ -63,6 +66,22 @@ TEST(DiskLatency, PastTheGuidanceIsNamed) {
   EXPECT_EQ(SlowDiskNote({149.0, std::nullopt}),
             "WAL fsync p99 149 ms (etcd's guidance: under 10 ms)");
   EXPECT_NE(SlowDiskNote({1.0, 30.0}).find("backend commit p99 30 ms"), std::string::npos);
+}
+
+// stewardctl check-disk's measurement, on this machine's real file system: every write synced
+// and timed, the file gone afterwards; a directory that does not exist is an error.
+TEST(CheckDisk, MeasuresSyncedWritesAndLeavesNothingBehind) {
+  const std::string dir = ::testing::TempDir() + "/check-disk";
+  std::filesystem::create_directories(dir);
+  auto r = MeasureSyncedWrites(dir, 200 * 2300, 2300);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->writes, 200);
+  EXPECT_GT(r->p99_ms, 0);
+  EXPECT_LE(r->p50_ms, r->p99_ms);
+  EXPECT_LE(r->p99_ms, r->max_ms);
+  EXPECT_TRUE(std::filesystem::is_empty(dir));
+  EXPECT_FALSE(MeasureSyncedWrites(dir + "/missing", 2300, 2300).ok());
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
