@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -91,13 +92,18 @@ absl::StatusOr<HashVerdict> CompareMembers(EtcdApi& etcd, std::chrono::milliseco
   int voters = 0;
   for (const auto& m : *members) voters += m.is_learner ? 0 : 1;
   absl::StatusOr<HashVerdict> out = absl::UnavailableError("no member answered Status");
+  // A member that does not answer Status at once (down, frozen, cut off) is not asked for a
+  // hash: its HashKV would hold the caller for the whole `timeout`.
+  const auto status_timeout = std::min(timeout, std::chrono::milliseconds(2000));
   for (int attempt = 0; attempt < 2; ++attempt) {
     // The lowest revision every answering member has applied: each can hash it.
     int64_t revision = 0;
+    std::set<uint64_t> answered;
     for (const auto& m : *members) {
       if (m.client_urls.empty()) continue;
-      auto st = etcd.Status(m.client_urls.front(), timeout);
+      auto st = etcd.Status(m.client_urls.front(), status_timeout);
       if (!st.ok()) continue;
+      answered.insert(m.id);
       if (revision == 0 || st->revision < revision) revision = st->revision;
     }
     if (revision == 0) return out;
@@ -110,6 +116,8 @@ absl::StatusOr<HashVerdict> CompareMembers(EtcdApi& etcd, std::chrono::milliseco
       s.voter = !m.is_learner;
       if (m.client_urls.empty()) {
         s.error = "not started";
+      } else if (answered.count(m.id) == 0) {
+        s.error = "did not answer Status";
       } else if (auto h = etcd.HashKVOf(m.client_urls.front(), revision, timeout); h.ok()) {
         s.hash = *h;
       } else {

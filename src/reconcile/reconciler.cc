@@ -656,7 +656,11 @@ void Reconciler::MaybeMoveLeader(const ClusterObservation& obs, Step& step, uint
 
 void Reconciler::ObserveDivergence(ClusterObservation& obs, uint64_t term) {
   obs.repair_diverged = config_.cluster.repair_diverged;
-  divergence_.Maybe(*etcd_);
+  // Only while every started member answers: one that does not cannot be compared, and
+  // waiting on it would hold this pass (the last verdict stands meanwhile).
+  bool all_answer = true;
+  for (const auto& m : obs.members) all_answer = all_answer && (!m.started || m.healthy);
+  if (all_answer) divergence_.Maybe(*etcd_);
   const auto& last = divergence_.last();
   if (!last) return;
   if (last->split) obs.hash_split = last->text;

@@ -167,8 +167,10 @@ TEST(DivergeTest, AFlippedValueIsFoundAndTheMemberRepairedFromTheMajority) {
   // Counted by the agent that led when it was found (leadership may have moved since).
   bool counted = false;
   for (int i = 0; i < 3; ++i) {
-    counted = counted || c.AdminGet(i, "/metrics").output.find(
-                             "steward_hash_checks_total{result=\"differs\"}") != std::string::npos;
+    counted =
+        counted ||
+        c.AdminGet(i, "/metrics").output.find("steward_hash_checks_total{result=\"differs\"}") !=
+            std::string::npos;
   }
   EXPECT_TRUE(counted) << "no agent counted a hash check that found a member that differs";
 }
