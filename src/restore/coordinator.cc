@@ -538,7 +538,16 @@ absl::Status RestoreCoordinator::RepublishStale(const RestoreIntent& intent,
   auto stale = StalePublishes(unfenced, intent, restored, &Config::ClientUrl, false);
   if (!stale.ok() || stale->empty()) return absl::OkStatus();
   // One member per pass, and only while the others are a quorum without it: its etcd restarts.
+  // Three times at most: an entry that stays wrong (an agent too old to know the order) is
+  // said, and the restore still ends.
   const std::string name = stale->front();
+  if (++republished_[intent.id + "/" + name] > 3) {
+    spdlog::warn(
+        "restore {}: member {} still does not list its client URL after 3 restarts; "
+        "clients that read the member list will not find it",
+        intent.id, name);
+    return absl::OkStatus();
+  }
   size_t others = 0;
   for (const auto& [n, peer_url] : intent.initial_cluster) {
     if (n == name) continue;

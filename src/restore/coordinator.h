@@ -113,6 +113,7 @@ class RestoreCoordinator {
   // one per pass and only while the others keep a quorum. Unavailable while one is fixed.
   absl::Status RepublishStale(const RestoreIntent& intent, const peer::OrderHeader& header,
                               const std::vector<std::string>& restored, EtcdApi& unfenced);
+  std::map<std::string, int> republished_;  // "<restore id>/<node>" -> restarts ordered
   // The member that leads the fenced cluster ("" if none answers as leader).
   std::string FencedLeader(const RestoreIntent& intent);
   // Once the restored cluster answers on its client URLs: records its voters and the restore
