@@ -110,8 +110,12 @@ mode_is /usr/lib/systemd/system/steward.service "644 root:root"
 mode_is /etc/steward "750 root:root"
 mode_is /var/lib/steward "700 root:root"
 if readelf -S /usr/bin/steward | grep -q '\.debug_info'; then fail "/usr/bin/steward is not stripped"; fi
-/usr/bin/steward --version | grep -q "^steward $upstream" || fail "installed steward --version"
-/usr/bin/stewardctl --help | grep -q restore-backup || fail "installed stewardctl --help"
+# Captured first: grep -q stops reading at its match, and with pipefail the writer's SIGPIPE
+# would count as a failure.
+version=$(/usr/bin/steward --version) || fail "installed steward --version"
+grep -q "^steward $upstream" <<<"$version" || fail "installed steward --version"
+help=$(/usr/bin/stewardctl --help) || fail "installed stewardctl --help"
+grep -q restore-backup <<<"$help" || fail "installed stewardctl --help"
 grep -q '^ExecStart=/usr/bin/steward --config /etc/steward/node.yaml$' \
   /usr/lib/systemd/system/steward.service || fail "the unit's ExecStart"
 if grep -q /usr/local /usr/lib/systemd/system/steward.service; then fail "the unit names /usr/local"; fi
