@@ -1,5 +1,7 @@
 #include "etcd/flags.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -34,6 +36,9 @@ std::vector<std::string> RenderEtcdFlags(const EtcdLaunch& l) {
     f.push_back(absl::StrCat("--auto-compaction-retention=", l.auto_compaction_retention));
   }
   if (!l.metrics_url.empty()) f.push_back(absl::StrCat("--listen-metrics-urls=", l.metrics_url));
+  const bool own_logger = std::any_of(l.extra_args.begin(), l.extra_args.end(),
+                                      [](const auto& a) { return a.rfind("--logger", 0) == 0; });
+  if (!own_logger && l.version.rfind("3.4.", 0) == 0) f.push_back("--logger=zap");
   f.insert(f.end(), l.extra_args.begin(), l.extra_args.end());
   return f;
 }

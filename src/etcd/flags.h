@@ -26,6 +26,11 @@ struct EtcdLaunch {
   std::string auto_compaction_mode, auto_compaction_retention;
   // TLS with certificate authentication on both URLs; empty paths: plain text.
   std::string ca_file, cert_file, key_file, peer_cert_file, peer_key_file;
+  // The version the binary that runs these flags reported ("" unknown). etcd 3.4 gets
+  // --logger=zap: its default logger (capnslog) leaves a nil zap logger that 3.4.20-3.4.29
+  // dereference when a read index times out (etcd #14402, #17265), so a member whose disk
+  // stalled for a while panicked the moment it caught up.
+  std::string version;
 };
 
 // The flags, without argv[0], in a fixed order (golden-tested).

@@ -33,7 +33,14 @@ bool LocalNode::RunEtcd(const EtcdLaunch& launch, bool on_data) {
   member_data_seen_ = false;
   log_offset_ = env_.etcd_log_size ? env_.etcd_log_size() : 0;
   restarts_at_run_ = runner_.restarts();
-  runner_.Run(RenderEtcdFlags(launch));
+  EtcdLaunch l = launch;
+  if (env_.binaries) {
+    const std::string binary = runner_.binary();
+    for (const EtcdBinary& b : env_.binaries()) {
+      if (b.path == binary) l.version = b.reported;
+    }
+  }
+  runner_.Run(RenderEtcdFlags(l));
   return true;
 }
 

@@ -113,6 +113,11 @@ void ProcessRunner::SetBinary(const std::string& binary) {
   binary_ = binary;
 }
 
+std::string ProcessRunner::binary() const {
+  MutexLock lock(&mu_);
+  return binary_;
+}
+
 ProcessRunner::ProcessRunner(Options options)
     : options_(std::move(options)),
       wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),

@@ -57,6 +57,7 @@ class ProcessRunner : public Runner {
   std::optional<pid_t> pid() const override;
   int restarts() const override;
   void SetBinary(const std::string& binary) override;
+  std::string binary() const override;
 
   // True if `pid` is alive and is `binary` running with --data-dir=`data_dir`. Exposed for tests.
   static bool IsEtcdFor(pid_t pid, const std::string& binary, const std::string& data_dir);

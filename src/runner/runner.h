@@ -43,6 +43,8 @@ class Runner {
   // The etcd binary (process runner) or image (static-pod runner) for the next start: a
   // rolling upgrade's step stops etcd, calls this, and runs it again.
   virtual void SetBinary(const std::string& binary_or_image) = 0;
+  // The binary or image the next start uses.
+  virtual std::string binary() const = 0;
 };
 
 }  // namespace steward

@@ -60,6 +60,11 @@ void StaticPodRunner::SetBinary(const std::string& image) {
   image_ = image;
 }
 
+std::string StaticPodRunner::binary() const {
+  MutexLock lock(&mu_);
+  return image_;
+}
+
 void StaticPodRunner::Run(std::vector<std::string> flags) {
   MutexLock lock(&mu_);
   StaticPodInput in = options_.pod;

@@ -52,6 +52,7 @@ class StaticPodRunner : public Runner {
   std::optional<pid_t> pid() const override;
   int restarts() const override;
   void SetBinary(const std::string& image) override;
+  std::string binary() const override;
 
   std::string ManifestPath() const;
 

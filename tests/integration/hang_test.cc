@@ -248,7 +248,8 @@ TEST(HangTest, AFrozenDataDirIsNamedAndTheMemberRecoversAfterTheThaw) {
   EXPECT_EQ(c.EtcdPid(victim), pid) << "a frozen member was signalled";
   disk.Thaw();
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
-  EXPECT_EQ(c.EtcdPid(victim), pid) << "restarted, though nothing was wrong once thawed";
+  EXPECT_EQ(c.EtcdPid(victim), pid) << "restarted, though nothing was wrong once thawed\n"
+                                    << c.Logs();
   for (int i = 0; i < 40; ++i) {
     EXPECT_EQ(Get(c, victim, absl::StrCat("/frozen/k", i)), absl::StrCat("v", i));
   }

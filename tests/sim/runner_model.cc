@@ -51,6 +51,8 @@ int SimRunner::restarts() const { return w_->nodes()[node_]->restarts; }
 
 void SimRunner::SetBinary(const std::string& binary) { n().binary = binary; }
 
+std::string SimRunner::binary() const { return w_->nodes()[node_]->binary; }
+
 void SimRunner::Supervise() {
   if (!n().runner_wanted || n().etcd_up || w_->Paused(node_)) return;
   std::string why;

@@ -35,6 +35,7 @@ class SimRunner : public Runner {
   std::optional<pid_t> pid() const override;
   int restarts() const override;
   void SetBinary(const std::string& binary) override;
+  std::string binary() const override;
   // ProcessRunner's supervisor: an etcd that exited is started again, unless D1 says no.
   void Supervise();
 

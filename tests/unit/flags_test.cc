@@ -134,5 +134,26 @@ TEST(FlagsTest, AutoCompactionFlags) {
             std::string::npos);
 }
 
+// etcd 3.4 runs with the zap logger (etcd #14402, #17265: capnslog's nil zap logger panics
+// when a read index times out); other versions, an unknown version, and extra_args that name
+// a logger get no --logger from us.
+TEST(FlagsTest, Etcd34GetsTheZapLogger) {
+  Config c = ThreeNodes("n1");
+  EtcdLaunch l = BootstrapLaunch(c);
+  auto has_logger = [](const EtcdLaunch& launch) {
+    return absl::StrJoin(RenderEtcdFlags(launch), " ").find("--logger=zap") != std::string::npos;
+  };
+  EXPECT_FALSE(has_logger(l));
+  l.version = "3.4.23";
+  EXPECT_TRUE(has_logger(l));
+  for (const char* v : {"3.3.27", "3.5.30", "3.6.0", "3.40.1"}) {
+    l.version = v;
+    EXPECT_FALSE(has_logger(l)) << v;
+  }
+  l.version = "3.4.23";
+  l.extra_args.push_back("--logger=capnslog");
+  EXPECT_FALSE(has_logger(l));
+}
+
 }  // namespace
 }  // namespace steward

@@ -120,8 +120,9 @@ class FakeRunner : public Runner {
   }
   int restarts_done = 0;
   int restarts() const override { return restarts_done; }
-  void SetBinary(const std::string& b) override { binary = b; }
-  std::string binary = "/usr/bin/etcd";
+  void SetBinary(const std::string& b) override { binary_path = b; }
+  std::string binary() const override { return binary_path; }
+  std::string binary_path = "/usr/bin/etcd";
   std::string Flag(const std::string& name) const {
     for (const auto& f : flags) {
       if (f.rfind("--" + name + "=", 0) == 0) return f.substr(name.size() + 3);
@@ -270,6 +271,23 @@ class LocalNodeTest : public ::testing::Test {
     HaveMember();
     disk_.markers[Marker::kFenced] = restore_id;
     disk_.markers[Marker::kRestoreId] = restore_id;
+  }
+
+  // A LocalNode whose etcd binary reports `reported` (the agent's --version probe).
+  std::unique_ptr<LocalNode> NodeWithBinary(const std::string& reported) {
+    LocalNodeEnv env;
+    env.disk = &disk_;
+    env.runner = &runner_;
+    env.peers = &peers_;
+    env.local = &local_;
+    env.store = &store_;
+    env.clock = Clock::Real();
+    env.parallel = false;
+    env.etcd_version = [this] { return version_; };
+    env.binaries = [this, reported] {
+      return std::vector<EtcdBinary>{{"", runner_.binary_path, reported, ""}};
+    };
+    return std::make_unique<LocalNode>(config_, env);
   }
 
   Config config_;
@@ -582,6 +600,23 @@ TEST_F(LocalNodeTest, MemberDataIsStartedOnWithTheJoinedMarkerWrittenOnceALeader
   local_.answers = true;  // its etcd now reports a leader
   node_->ControlPass();
   EXPECT_TRUE(disk_.Has(Marker::kJoined));
+}
+
+// The flags name the version of the binary the runner starts: etcd 3.4 gets the zap logger
+// (etcd/flags.h), which 3.5 needs not.
+TEST_F(LocalNodeTest, Etcd34IsStartedWithTheZapLogger) {
+  HaveMember();
+  disk_.data.commit = 3;
+  auto node = NodeWithBinary("3.4.23");
+  node->ControlPass();
+  ASSERT_EQ(runner_.runs, 1);
+  EXPECT_EQ(runner_.Flag("logger"), "zap");
+  runner_.binary_path = "/opt/etcd-3.5/etcd";
+  ASSERT_TRUE(runner_.Stop().ok());
+  auto newer = NodeWithBinary("3.5.30");
+  newer->ControlPass();
+  ASSERT_EQ(runner_.runs, 2);
+  EXPECT_EQ(runner_.Flag("logger"), "");
 }
 
 }  // namespace
