@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -202,6 +203,11 @@ LocalNodeEnv Agent::NodeEnv() {
   node_env.parallel = true;
   node_env.etcd_version = [this] { return RunningEtcdVersion(); };
   node_env.binaries = [this] { return binaries_; };
+  node_env.data_free_bytes = [dir = config_.node.data_dir]() -> int64_t {
+    struct statvfs fs {};
+    if (::statvfs(dir.c_str(), &fs) != 0) return -1;
+    return static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize);
+  };
   node_env.join_watch = milliseconds(3000);
   const std::string etcd_log = config_.EtcdLogPath();
   node_env.etcd_log_size = [etcd_log]() -> uint64_t {

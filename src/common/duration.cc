@@ -3,7 +3,9 @@
 #include <cctype>
 #include <cstdint>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace steward {
 
@@ -56,6 +58,36 @@ std::string FormatDuration(std::chrono::milliseconds d) {
   if (ms != 0 && ms % 60'000 == 0) return absl::StrCat(ms / 60'000, "m");
   if (ms != 0 && ms % 1000 == 0) return absl::StrCat(ms / 1000, "s");
   return absl::StrCat(ms, "ms");
+}
+
+std::optional<std::pair<int, int>> ParseDailyWindow(const std::string& text) {
+  const std::vector<std::string> parts = absl::StrSplit(text, '-');
+  if (parts.size() != 2) return std::nullopt;
+  auto minutes = [](const std::string& hm) -> std::optional<int> {
+    const std::vector<std::string> p = absl::StrSplit(hm, ':');
+    int h = 0, m = 0;
+    if (p.size() != 2 || p[0].size() != 2 || p[1].size() != 2 || !absl::SimpleAtoi(p[0], &h) ||
+        !absl::SimpleAtoi(p[1], &m) || h < 0 || h > 23 || m < 0 || m > 59) {
+      return std::nullopt;
+    }
+    return h * 60 + m;
+  };
+  auto from = minutes(parts[0]), to = minutes(parts[1]);
+  if (!from || !to || *from == *to) return std::nullopt;
+  return std::make_pair(*from, *to);
+}
+
+std::string OutsideWindow(const std::string& window, int64_t unix_seconds) {
+  if (window.empty()) return "";
+  auto w = ParseDailyWindow(window);
+  if (!w) return absl::StrCat("the window \"", window, "\" is not HH:MM-HH:MM");
+  const int now = static_cast<int>((unix_seconds / 60) % (24 * 60));
+  const auto [from, to] = *w;
+  const bool inside = from < to ? (now >= from && now < to) : (now >= from || now < to);
+  if (inside) return "";
+  const int in = (from - now + 24 * 60) % (24 * 60);
+  return absl::StrCat("outside the window ", window, " UTC, which opens in ", in / 60, "h", in % 60,
+                      "m");
 }
 
 }  // namespace steward

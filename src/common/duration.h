@@ -2,8 +2,11 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "absl/status/statusor.h"
 
@@ -15,5 +18,12 @@ absl::StatusOr<std::chrono::milliseconds> ParseDuration(const std::string& text_
 
 // The shortest exact form: 90000ms -> "90s", 60000ms -> "1m", 1500ms -> "1500ms".
 std::string FormatDuration(std::chrono::milliseconds d);
+
+// A daily window, "02:00-05:00" (UTC, may wrap past midnight): minutes of the day [from, to).
+// nullopt if the text is not such a window.
+std::optional<std::pair<int, int>> ParseDailyWindow(const std::string& text);
+// "" when `unix_seconds` is inside `window` (or the window is empty), else "outside the window
+// 02:00-05:00 UTC, which opens in 3h12m".
+std::string OutsideWindow(const std::string& window, int64_t unix_seconds);
 
 }  // namespace steward

@@ -41,8 +41,20 @@ constexpr Descriptor kDescriptors[] = {
      "Steward leader only, per member compared by the last hash check: 1 when its data differs "
      "from a majority's that agrees, 0 when it agrees."},
     {"steward_leader_moves_total", "counter",
-     "Times the steward leader moved etcd leadership off a slow disk (reconcile/leader_move.h), "
-     "by result."},
+     "Times the steward leader moved etcd leadership off a slow disk (reconcile/leader_move.h) "
+     "or before the etcd leader's defragmentation, by result."},
+    {"steward_member_db_free_percent", "gauge",
+     "The free part of each member's backend file (dbSize - dbSizeInUse over dbSize), in %; "
+     "defragmentation by rule starts at cluster.defrag_above_percent."},
+    {"steward_node_data_free_bytes", "gauge",
+     "Free bytes of the file system under each node's data dir, as its agent reports it."},
+    {"steward_defrag_shortfall_bytes", "gauge",
+     "Bytes missing under the data dir of the member whose defragmentation by rule is due "
+     "(a defrag writes a copy of the data in use), while that holds it back."},
+    {"steward_defrags_total", "counter",
+     "Defragmentations by rule the steward leader ran (reconcile/defrag_rule.h), by result."},
+    {"steward_defrag_last_seconds", "gauge",
+     "How long each member's last defragmentation by rule took."},
     {"steward_member_raft_index", "gauge", "Raft index of this node's member."},
     {"steward_member_db_size_bytes", "gauge", "Backend size of this node's member."},
     {"steward_member_is_learner", "gauge", "1 while this node's member is a learner."},

@@ -77,6 +77,15 @@ struct ClusterConfig {
   // The steward leader moves etcd leadership off a member whose disk stays past etcd's guidance
   // to a member whose disk is within it (reconcile/leader_move.h). false: only named.
   bool move_leader_off_slow_disk = true;
+  // Defragmentation by rule (reconcile/defrag_rule.h): a member whose backend file is at least
+  // defrag_min_size and at least defrag_above_percent % free pages is defragmented, one member
+  // at a time, followers first, the etcd leader after a leadership move; 0: never.
+  int defrag_above_percent = 45;
+  int64_t defrag_min_size = int64_t{100} << 20;
+  // Between two members' defrags.
+  std::chrono::milliseconds defrag_pause{30000};
+  // "HH:MM-HH:MM" (UTC, may wrap past midnight): defrags by rule start only inside; "" any time.
+  std::string defrag_window;
   AdoptConfig adopt;
 };
 

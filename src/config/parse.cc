@@ -326,6 +326,25 @@ void ParseTimers(const YAML::Node& cl, Config* c) {
       GetBool(cl, "cluster", "repair_diverged", c->cluster.repair_diverged);
   c->cluster.move_leader_off_slow_disk =
       GetBool(cl, "cluster", "move_leader_off_slow_disk", c->cluster.move_leader_off_slow_disk);
+  c->cluster.defrag_above_percent =
+      GetInt(cl, "cluster", "defrag_above_percent", c->cluster.defrag_above_percent);
+  if (c->cluster.defrag_above_percent < 0 || c->cluster.defrag_above_percent > 99) {
+    Fail("cluster.defrag_above_percent",
+         absl::StrCat("must be 0 (off) or 1..99, got ", c->cluster.defrag_above_percent));
+  }
+  if (const YAML::Node n = cl["defrag_min_size"]; n && !n.IsNull()) {
+    if (!n.IsScalar()) Fail("cluster.defrag_min_size", "must be a size such as 100MiB");
+    auto size = ParseByteSize(n.Scalar());
+    if (!size.ok()) Fail("cluster.defrag_min_size", std::string(size.status().message()));
+    c->cluster.defrag_min_size = static_cast<int64_t>(*size);
+  }
+  c->cluster.defrag_pause = GetDuration(cl, "cluster", "defrag_pause", c->cluster.defrag_pause);
+  c->cluster.defrag_window = GetString(cl, "cluster", "defrag_window", false, "");
+  if (!c->cluster.defrag_window.empty() && !ParseDailyWindow(c->cluster.defrag_window)) {
+    Fail("cluster.defrag_window",
+         absl::StrCat("must be HH:MM-HH:MM (UTC), such as 02:00-05:00, got \"",
+                      c->cluster.defrag_window, "\""));
+  }
 }
 
 // node: which of cluster.nodes this agent is, its data dir and log level.

@@ -71,6 +71,16 @@ const std::vector<ConfigKey>& ConfigSchema() {
           "the leader moves etcd leadership off a member whose disk stays past etcd's guidance "
           "(WAL fsync p99 10 ms, backend commit p99 25 ms) for 1m, to one within it; at most "
           "once in 5m; false: only named in status and /metrics"),
+      Key("cluster.defrag_above_percent", "45",
+          "the leader defragments a member whose backend file is at least this % free pages "
+          "(and at least defrag_min_size): one member at a time, followers first, the etcd "
+          "leader after a leadership move, only while every member is healthy; 0: never"),
+      Key("cluster.defrag_min_size", "100MiB",
+          "a smaller backend file is never defragmented by rule"),
+      Key("cluster.defrag_pause", "30s", "between two members' defragmentations"),
+      Key("cluster.defrag_window", "\"\"",
+          "HH:MM-HH:MM (UTC, may wrap past midnight): defragmentation by rule starts only "
+          "inside it; \"\": any time"),
       Commented("cluster.adopt", "",
                 "optional: take over a running cluster no agent created (docs/adopt.md). While "
                 "set: no bootstrap, no automatic restore. Its keys:"),

@@ -158,6 +158,12 @@ class EtcdApi {
                                   std::chrono::milliseconds /*timeout*/) {
     return absl::UnimplementedError("no MoveLeader");
   }
+  // Maintenance.Defragment of the member at `endpoint` (it blocks that member until done).
+  // Unimplemented by default (the simulation's etcd has none).
+  virtual absl::Status Defragment(const std::string& /*endpoint*/,
+                                  std::chrono::milliseconds /*timeout*/) {
+    return absl::UnimplementedError("no Defragment");
+  }
   // The same of the member at `endpoint` (etcd/agreement.h compares members by it).
   virtual absl::StatusOr<KvHash> HashKVOf(const std::string& /*endpoint*/, int64_t /*revision*/,
                                           std::chrono::milliseconds /*timeout*/) {

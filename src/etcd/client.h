@@ -141,7 +141,7 @@ class EtcdClient : public EtcdApi {
   absl::StatusOr<MemberStatus> Status(const std::string& endpoint);
   absl::StatusOr<MemberStatus> Status(const std::string& endpoint,
                                       std::chrono::milliseconds timeout) override;
-  absl::Status Defragment(const std::string& endpoint, std::chrono::milliseconds timeout);
+  absl::Status Defragment(const std::string& endpoint, std::chrono::milliseconds timeout) override;
   // KV.Compact: discards the history below `revision` (cluster-wide, through any member; a
   // revision already compacted answers OutOfRange "required revision has been compacted").
   // `physical`: returns once the compaction has been applied to the backend.

@@ -65,6 +65,8 @@ struct LocalNodeEnv {
   // What this node's etcd binaries (or images) report (the agent probes them with --version
   // when it starts); null or empty: not known, and a join runs the binary it has (EV1-EV2).
   std::function<std::vector<EtcdBinary>()> binaries;
+  // Free bytes of the file system under node.data_dir (statvfs); unset or negative: unknown.
+  std::function<int64_t()> data_free_bytes;
   // etcd's log: its size now, and what was written from `offset` on (the tail when the log
   // was rotated since). Null: no log to read (the simulation).
   std::function<uint64_t()> etcd_log_size;

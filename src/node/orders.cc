@@ -62,6 +62,9 @@ peer::NodeState LocalNode::State() {
     s.set_backend_commit_p99_ms(disk_latency_.backend_commit_p99_ms.value_or(-1));
     s.set_disk_slow(SlowDiskNote(disk_latency_));
   }
+  if (env_.data_free_bytes) {
+    if (const int64_t free = env_.data_free_bytes(); free >= 0) s.set_data_free_bytes(free);
+  }
   s.set_destroyed(disk_.Read(Marker::kDestroyed));
   if (config_.tls.enabled()) {
     MutexLock lock(&client_user_mu_);

@@ -55,6 +55,8 @@ struct NodeView {
   double wal_fsync_p99_ms = -1;
   double backend_commit_p99_ms = -1;
   std::string disk_slow;
+  // Free bytes under its data dir (-1: unknown, an older agent). reconcile/defrag_rule.h DR7.
+  int64_t data_free_bytes = -1;
 };
 
 // One entry of etcd's member list, with what its Status call said.
@@ -73,6 +75,8 @@ struct MemberView {
   // Its data differs from a majority's that agrees, in kDivergedChecks hash checks in a row
   // (reconcile/divergence.h): the last check's verdict. "" otherwise. Rule DV4.
   std::string diverged;
+  // Its backend file and the part of it in use, as its Status said (-1: unknown).
+  int64_t db_size = -1, db_size_in_use = -1;
 };
 
 struct ClusterObservation {

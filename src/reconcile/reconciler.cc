@@ -3,8 +3,10 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "backup/layout.h"
+#include "common/duration.h"
 #include "common/fan_out.h"
 #include "common/metrics.h"
 #include "common/rules.h"
@@ -25,6 +27,9 @@ namespace {
 constexpr milliseconds kObserveTimeout{1000};
 constexpr milliseconds kOrderTimeout{5000};
 constexpr milliseconds kWipeTimeout{30000};
+// A defrag by rule blocks its member until done; a multi-GiB backend on a slow disk takes
+// minutes (bench/scale: 8 GiB, about 4 min a member).
+constexpr milliseconds kDefragTimeout{10 * 60 * 1000};
 }  // namespace
 
 Reconciler::Reconciler(const Config& config, EtcdApi* etcd, BackupStore* store,
@@ -126,6 +131,7 @@ NodeView Reconciler::ObserveNode(const NodeSpec& n, const absl::StatusOr<peer::N
     v.wal_fsync_p99_ms = st->wal_fsync_p99_ms();
     v.backend_commit_p99_ms = st->backend_commit_p99_ms();
     v.disk_slow = st->disk_slow();
+    v.data_free_bytes = st->has_data_free_bytes() ? st->data_free_bytes() : -1;
     if (!v.disk_slow.empty()) notes.push_back(absl::StrCat(n.name, ": slow disk: ", v.disk_slow));
     v.join_error = st->join_error();
     v.join_retry_in = milliseconds(st->join_retry_ms());
@@ -188,6 +194,8 @@ void Reconciler::ObserveMembers(const std::vector<MemberInfo>& members, ClusterO
       max_revision_ = std::max(max_revision_, st->revision);
       v.raft_index = st->raft_index;
       v.version = st->version;
+      v.db_size = st->db_size;
+      v.db_size_in_use = st->db_size_in_use;
       // An alarm is reported by every member alike: it is not a reason to replace one.
       v.healthy = FailureErrors(*st).empty() && st->leader != 0;
       if (st->leader != 0) etcd_leader = st->leader;
@@ -318,6 +326,7 @@ bool Reconciler::Pass(uint64_t leader_term) {
   ObserveDivergence(*obs, term);
   Step step = PlanNextStep(*obs);
   if (step.kind == StepKind::kNone) MaybeMoveLeader(*obs, step, term);
+  MaybeDefrag(*obs, step, term);
   ExportMembers(*obs);
   // While a learner is on its way, look again soon: it catches up in a fraction of a second.
   in_progress_ = false;
@@ -406,6 +415,19 @@ void Reconciler::ExportMembers(const ClusterObservation& obs) {
   metrics.Set("steward_members_voting", voting);
   metrics.Set("steward_members_learner", learners);
   metrics.Set("steward_members_healthy", healthy);
+  metrics.Clear("steward_member_db_free_percent");
+  for (const auto& m : obs.members) {
+    if (m.db_size > 0 && !m.name.empty()) {
+      metrics.Set("steward_member_db_free_percent", FragmentedPercent(m), {{"member", m.name}});
+    }
+  }
+  metrics.Clear("steward_node_data_free_bytes");
+  for (const auto& n : obs.nodes) {
+    if (n.data_free_bytes >= 0) {
+      metrics.Set("steward_node_data_free_bytes", static_cast<double>(n.data_free_bytes),
+                  {{"node", n.name}});
+    }
+  }
 }
 
 void Reconciler::CheckStoreIdentity() {
@@ -652,6 +674,90 @@ void Reconciler::MaybeMoveLeader(const ClusterObservation& obs, Step& step, uint
   spdlog::warn("reconcile (term {}): {}{}", term, move.reason,
                s.ok() ? "" : absl::StrCat(" (failed: ", s.message(), ")"));
   Record(term, "move-leader", move.reason, s.ok() ? "ok" : absl::StrCat("failed: ", s.message()));
+}
+
+void Reconciler::MaybeDefrag(const ClusterObservation& obs, Step& step, uint64_t term) {
+  const auto now = env_.clock->Now();
+  DefragRuleView v;
+  v.above_percent = config_.cluster.defrag_above_percent;
+  v.min_size = config_.cluster.defrag_min_size;
+  v.pause = config_.cluster.defrag_pause;
+  v.nodes = obs.nodes;
+  v.members = obs.members;
+  v.leader_raft_index = obs.leader_raft_index;
+  if (step.kind != StepKind::kNone) {
+    v.busy = absl::StrCat("another step first (", step.reason, ")");
+  } else if (!obs.cluster_paused.empty()) {
+    v.busy = absl::StrCat("the cluster is paused ", obs.cluster_paused);
+  }
+  v.outside_window = OutsideWindow(config_.cluster.defrag_window, env_.clock->UnixSeconds());
+  if (defrag_ended_at_)
+    v.since_last = std::chrono::duration_cast<milliseconds>(now - *defrag_ended_at_);
+  const DefragRuleDecision d = DecideDefrag(v);
+  Metrics& metrics = Metrics::Global();
+  metrics.Clear("steward_defrag_shortfall_bytes");
+  if (d.shortfall > 0) {
+    metrics.Set("steward_defrag_shortfall_bytes", static_cast<double>(d.shortfall),
+                {{"member", d.name}});
+  }
+  if (d.kind == DefragRuleDecision::kNothing) {
+    defrag_said_.clear();
+    return;
+  }
+  if (step.kind == StepKind::kNone || step.kind == StepKind::kWait) {
+    step.reason = step.reason.empty() ? d.reason : absl::StrCat(step.reason, "; ", d.reason);
+  }
+  if (d.kind == DefragRuleDecision::kWait) {
+    // Said once per reason (the seconds of a pause change every pass).
+    if (d.rule != "DR5" && d.reason != defrag_said_) {
+      spdlog::info("reconcile (term {}): {}", term, d.reason);
+      if (d.rule == "DR7") Record(term, "defrag-wait", d.reason, "not started");
+      defrag_said_ = d.reason;
+    }
+    return;
+  }
+  std::string url;
+  for (const auto& m : obs.members) {
+    if (m.id != d.member) continue;
+    for (const auto& n : config_.cluster.nodes) {
+      if (config_.PeerUrl(n) == m.peer_url) url = config_.ClientUrl(n);
+    }
+  }
+  if (url.empty() || (confirm_leader_ && !confirm_leader_())) return;
+  if (d.kind == DefragRuleDecision::kMoveLeader) {
+    absl::Status s = etcd_->MoveLeader(url, d.move_to, milliseconds(10000));
+    metrics.Add("steward_leader_moves_total", 1, {{"result", s.ok() ? "ok" : "failed"}});
+    spdlog::info("reconcile (term {}): {}{}", term, d.reason,
+                 s.ok() ? "" : absl::StrCat(" (failed: ", s.message(), ")"));
+    Record(term, "move-leader", d.reason, s.ok() ? "ok" : absl::StrCat("failed: ", s.message()));
+    // A failed move waits out the pause before it is tried again.
+    if (!s.ok()) defrag_ended_at_ = now;
+    return;
+  }
+  int64_t before = 0;
+  for (const auto& m : obs.members) {
+    if (m.id == d.member) before = m.db_size;
+  }
+  spdlog::info("reconcile (term {}): {}", term, d.reason);
+  const auto started = env_.clock->Now();
+  absl::Status s = etcd_->Defragment(url, kDefragTimeout);
+  const auto ended = env_.clock->Now();
+  defrag_ended_at_ = ended;
+  defrag_said_.clear();
+  const double secs = std::chrono::duration<double>(ended - started).count();
+  std::string result;
+  if (s.ok()) {
+    auto after = etcd_->Status(url, kObserveTimeout);
+    result = absl::StrFormat("ok: %d MiB -> %s in %.1f s", before >> 20,
+                             after.ok() ? absl::StrCat(after->db_size >> 20, " MiB") : "?", secs);
+  } else {
+    result = absl::StrFormat("failed after %.1f s: %s", secs, s.message());
+  }
+  metrics.Add("steward_defrags_total", 1, {{"result", s.ok() ? "ok" : "failed"}});
+  metrics.Set("steward_defrag_last_seconds", secs, {{"member", d.name}});
+  spdlog::log(s.ok() ? spdlog::level::info : spdlog::level::err,
+              "reconcile (term {}): defragmented {}: {}", term, d.name, result);
+  Record(term, "defrag", d.reason, result);
 }
 
 void Reconciler::ObserveDivergence(ClusterObservation& obs, uint64_t term) {

@@ -29,6 +29,7 @@
 #include "etcd/api.h"
 #include "etcd/keys.h"
 #include "peer/api.h"
+#include "reconcile/defrag_rule.h"
 #include "reconcile/divergence.h"
 #include "reconcile/leader_move.h"
 #include "reconcile/maintenance.h"
@@ -144,6 +145,12 @@ class Reconciler {
   // With the cluster settled (`step` none): moves etcd leadership if DecideLeaderMove says so,
   // and adds why (or why not) to the step's reason.
   void MaybeMoveLeader(const ClusterObservation& obs, Step& step, uint64_t term);
+  // Defragmentation by rule (reconcile/defrag_rule.h): at most one member per pass, after
+  // everything else; `step` gets the reason while one is due and waits.
+  void MaybeDefrag(const ClusterObservation& obs, Step& step, uint64_t term);
+  // When this leader's last defrag by rule ended (DR5).
+  std::optional<std::chrono::steady_clock::time_point> defrag_ended_at_;
+  std::string defrag_said_;  // the last wait logged (once per reason)
   // Runs a due hash check and puts its findings into `obs` (rules DV4-DV5).
   void ObserveDivergence(ClusterObservation& obs, uint64_t term);
   // DV4's last look: false (with why) if the member `step` removes no longer differs.

@@ -100,13 +100,6 @@ std::string StartWithABackup(TestCluster& c) {
   return TakeBackup(c);
 }
 
-int StewardLeader(const TestCluster& c) {
-  for (int i = 0; i < 3; ++i) {
-    if (c.AdminGet(i, "/leader").exit_code == 200) return i;
-  }
-  return -1;
-}
-
 TEST(DeltaTest, TotalLossBringsBackTheWritesAfterTheFullBackupAcrossALeaderChange) {
   TestCluster c(kTotalLoss, 3, 3, kFastLeader, kDeltas);
   const std::string base = StartWithABackup(c);

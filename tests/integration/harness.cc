@@ -24,6 +24,7 @@
 #include "etcd/client.h"
 #include "etcd/version.h"
 #include "httplib.h"
+#include "nlohmann/json.hpp"
 #include "pki/node_certs.h"
 #include "pki/pki.h"
 #include "runner/process_runner.h"
@@ -470,6 +471,44 @@ void LoseEverything(TestCluster& c, int nodes) {
     EXPECT_FALSE(c.EtcdPid(i).has_value());
     fs::remove_all(c.DataDir(i));
   }
+}
+
+int EtcdLeader(const TestCluster& c) {
+  const ClusterView v = c.Status();
+  for (const MemberRow& m : v.members) {
+    if (m.member.id == v.leader_id && !m.member.name.empty()) {
+      return std::stoi(m.member.name.substr(1)) - 1;
+    }
+  }
+  return -1;
+}
+
+int StewardLeader(const TestCluster& c) {
+  for (int i = 0; i < c.Nodes(); ++i) {
+    if (c.AdminGet(i, "/leader").exit_code == 200) return i;
+  }
+  return -1;
+}
+
+uint64_t MemberIdOf(const TestCluster& c, const std::string& name) {
+  for (const auto& m : c.Status().members) {
+    if (m.member.name == name) return m.member.id;
+  }
+  return 0;
+}
+
+std::vector<std::string> HistoryActions(const TestCluster& c) {
+  std::vector<std::string> out;
+  auto r = c.Ctl({"history", "-o", "json"});
+  if (r.exit_code != 0) return out;
+  auto j = nlohmann::json::parse(r.output, nullptr, false);
+  if (!j.is_array()) return out;
+  for (const auto& e : j) out.push_back(e.value("action", std::string()));
+  return out;
+}
+
+bool Has(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
 }
 
 }  // namespace steward::testing

@@ -52,6 +52,7 @@ class TestCluster {
   TestCluster(int subnet, int nodes, int size, const std::string& cluster_extra = "",
               const std::string& top_extra = "", bool netns = false);
   std::string Root() const { return root_; }
+  int Nodes() const { return nodes_; }
   ~TestCluster();
 
   std::string ConfigPath(int i) const;  // i is 0-based
@@ -139,6 +140,17 @@ inline constexpr char kFileBackup[] = "backup:\n  store: file://ROOT/backups\n  
 // The same without delta backups: a restore after total loss is the full backup alone.
 inline constexpr char kFileBackupNoDeltas[] =
     "backup:\n  store: file://ROOT/backups\n  interval: 1h\n  delta_interval: 0s\n";
+
+// Who leads, and what the leader recorded (tests of the leader's rules).
+// The node index (0-based) of etcd's leader, or -1.
+int EtcdLeader(const TestCluster& c);
+// The node index whose agent is the steward leader (its admin port's /leader), or -1.
+int StewardLeader(const TestCluster& c);
+// A member's ID by name, 0 if not listed.
+uint64_t MemberIdOf(const TestCluster& c, const std::string& name);
+// `stewardctl history -o json`: each record's action, oldest first (empty if unreadable).
+std::vector<std::string> HistoryActions(const TestCluster& c);
+bool Has(const std::vector<std::string>& v, const std::string& s);
 
 // Helpers shared by the backup and safety tests.
 // Puts k=v through any node, retried (bounded: 15 s); a failure is a test failure.

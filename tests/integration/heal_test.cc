@@ -69,13 +69,6 @@ void ExpectKeysThrough(const TestCluster& c, int node, int n) {
   }
 }
 
-uint64_t MemberIdOf(const TestCluster& c, const std::string& name) {
-  for (const auto& m : c.Status().members) {
-    if (m.member.name == name) return m.member.id;
-  }
-  return 0;
-}
-
 TEST(HealTest, WipedNodeComesBackAsAHealthyVoterWithAllData) {
   TestCluster c(kWiped, 3, 3, kFast);
   for (int i = 0; i < 3; ++i) c.StartAgent(i);

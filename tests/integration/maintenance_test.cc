@@ -25,13 +25,6 @@ const char kFast[] =
     "  replace_after: 3s\n  leader_lease_ttl: 2s\n  reconcile_interval: 300ms\n"
     "  learner_timeout: 30s\n  idle_interval: 1s\n";
 
-uint64_t MemberIdOf(const TestCluster& c, const std::string& name) {
-  for (const auto& m : c.Status().members) {
-    if (m.member.name == name) return m.member.id;
-  }
-  return 0;
-}
-
 std::string AgentLog(const TestCluster& c, int i) {
   std::ifstream in(c.Root() + "/agent-n" + std::to_string(i + 1) + ".log");
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());

@@ -77,25 +77,6 @@ class ThrottledDisk {
   bool mounted_ = false;
 };
 
-int EtcdLeader(const TestCluster& c) {
-  const ClusterView v = c.Status();
-  for (const MemberRow& m : v.members) {
-    if (m.member.id == v.leader_id && !m.member.name.empty()) {
-      return std::stoi(m.member.name.substr(1)) - 1;
-    }
-  }
-  return -1;
-}
-
-std::vector<std::string> HistoryActions(const TestCluster& c) {
-  std::vector<std::string> out;
-  auto r = c.Ctl({"history", "-o", "json"});
-  auto j = nlohmann::json::parse(r.output, nullptr, false);
-  if (!j.is_array()) return out;
-  for (const auto& e : j) out.push_back(e.value("action", std::string()));
-  return out;
-}
-
 TEST(SlowDiskTest, ASlowLeaderDiskIsNamedAndLeadershipMovesOffIt) {
   if (::geteuid() != 0) GTEST_SKIP() << "a loop device and a blkio cgroup need root";
   if (!std::filesystem::exists("/sys/fs/cgroup/blkio/cgroup.procs")) {
