@@ -17,10 +17,16 @@ extern char** environ;
 namespace steward {
 
 namespace {
-bool Dropped(const char* e) {
-  return std::strncmp(e, "AWS_", 4) == 0 || std::strncmp(e, "ETCD_", 5) == 0 ||
-         std::strncmp(e, "ETCDCTL_", 8) == 0;
+bool Prefixed(const char* e, const char* prefix) {
+  return std::strncmp(e, prefix, std::strlen(prefix)) == 0;
 }
+// systemd's messages to the agent itself: etcd sees NOTIFY_SOCKET and sends its own READY=1,
+// which systemd refuses under NotifyAccess=main and logs ("Got notification message from PID").
+bool ServiceManagers(const char* e) {
+  return Prefixed(e, "NOTIFY_SOCKET=") || Prefixed(e, "WATCHDOG_") || Prefixed(e, "LISTEN_");
+}
+bool EtcdsOwn(const char* e) { return Prefixed(e, "ETCD_") || Prefixed(e, "ETCDCTL_"); }
+bool Dropped(const char* e) { return Prefixed(e, "AWS_") || EtcdsOwn(e) || ServiceManagers(e); }
 }  // namespace
 
 std::vector<std::string> ChildEnvironment(const std::vector<std::string>& extra) {
@@ -35,7 +41,7 @@ std::vector<std::string> ChildEnvironment(const std::vector<std::string>& extra)
 std::vector<std::string> DroppedEtcdVariables() {
   std::vector<std::string> names;
   for (char** e = environ; *e != nullptr; ++e) {
-    if (std::strncmp(*e, "AWS_", 4) != 0 && Dropped(*e)) {
+    if (EtcdsOwn(*e)) {
       const char* eq = std::strchr(*e, '=');
       names.emplace_back(*e, eq ? static_cast<size_t>(eq - *e) : std::strlen(*e));
     }

@@ -17,7 +17,8 @@ struct ProcessResult {
 
 // The environment a child (etcd, etcdctl, etcdutl) gets: the agent's, minus cloud
 // credentials (AWS_*: the backup store's, never etcd's) and minus etcd's and etcdctl's own
-// variables (ETCD_*, ETCDCTL_*), then `extra` ("K=V"). etcd >= 3.4 exits when a variable and a
+// variables (ETCD_*, ETCDCTL_*), minus systemd's to the agent (NOTIFY_SOCKET, WATCHDOG_*,
+// LISTEN_*), then `extra` ("K=V"). etcd >= 3.4 exits when a variable and a
 // flag set the same thing (an ETCD_NAME set for another purpose would crash-loop it), and the
 // agent renders every flag it means etcd to have.
 std::vector<std::string> ChildEnvironment(const std::vector<std::string>& extra = {});

@@ -20,7 +20,10 @@ TEST(ChildEnvironmentTest, EtcdsAndCloudVariablesAreDroppedAndExtrasAdded) {
   setenv("ETCDCTL_ENDPOINTS", "http://10.0.0.1:2379", 1);
   setenv("AWS_SECRET_ACCESS_KEY", "secret", 1);
   setenv("STEWARD_TEST_KEEP", "1", 1);
+  setenv("NOTIFY_SOCKET", "/run/systemd/notify", 1);
   std::vector<std::string> env = ChildEnvironment({"ETCDCTL_API=3"});
+  EXPECT_FALSE(Has(env, "NOTIFY_SOCKET="))
+      << "etcd would send systemd its own READY=1 for the agent's unit (seen under systemd)";
   EXPECT_FALSE(Has(env, "ETCD_NAME="));
   EXPECT_FALSE(Has(env, "ETCDCTL_ENDPOINTS="));
   EXPECT_FALSE(Has(env, "AWS_"));
@@ -31,10 +34,13 @@ TEST(ChildEnvironmentTest, EtcdsAndCloudVariablesAreDroppedAndExtrasAdded) {
   EXPECT_NE(std::find(dropped.begin(), dropped.end(), "ETCDCTL_ENDPOINTS"), dropped.end());
   EXPECT_EQ(std::find(dropped.begin(), dropped.end(), "AWS_SECRET_ACCESS_KEY"), dropped.end())
       << "credentials are dropped silently, never named in a log";
+  EXPECT_EQ(std::find(dropped.begin(), dropped.end(), "NOTIFY_SOCKET"), dropped.end())
+      << "systemd's variables are not etcd's: no warning about them";
   unsetenv("ETCD_NAME");
   unsetenv("ETCDCTL_ENDPOINTS");
   unsetenv("AWS_SECRET_ACCESS_KEY");
   unsetenv("STEWARD_TEST_KEEP");
+  unsetenv("NOTIFY_SOCKET");
 }
 
 TEST(RunProcessTest, AHelperSeesOnlyTheFilteredEnvironment) {
