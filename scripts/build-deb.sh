@@ -80,7 +80,7 @@ depends="${depends#shlibs:Depends=}"
 [ -n "$depends" ] || fail "dpkg-shlibdeps found no dependencies"
 
 mkdir -p "$root/DEBIAN"
-for s in postinst prerm postrm; do install -m 0755 "$deb_src/$s" "$root/DEBIAN/$s"; done
+for s in preinst postinst prerm postrm; do install -m 0755 "$deb_src/$s" "$root/DEBIAN/$s"; done
 (cd "$root" && find usr -type f | LC_ALL=C sort | xargs md5sum) > "$root/DEBIAN/md5sums"
 chmod 0644 "$root/DEBIAN/md5sums"
 installed_size="$(du -sk --exclude=DEBIAN "$root" | cut -f1)"
