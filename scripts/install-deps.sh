@@ -184,6 +184,13 @@ if [ "${1:-}" = "--test" ]; then
     $SUDO apt-get update -qq
     $SUDO apt-get install -y -qq --no-install-recommends lintian
   fi
+  # systemd-nspawn and mmdebstrap: the package test under a real systemd
+  # (tests/deb_systemd_test.sh) boots a Debian 12 root it builds with mmdebstrap.
+  if ! command -v systemd-nspawn >/dev/null 2>&1 || ! command -v mmdebstrap >/dev/null 2>&1; then
+    echo "install-deps: installing systemd-container and mmdebstrap (for the systemd package test)" >&2
+    $SUDO apt-get update -qq
+    $SUDO apt-get install -y -qq --no-install-recommends systemd-container mmdebstrap
+  fi
   # Patroni 3.0.2 (etcd3 backend): the auth test runs patronictl through etcd's HTTP gateway.
   # python3-idna is only recommended by python3-urllib3, yet Patroni fails every request
   # without it (docs/clients.md).
