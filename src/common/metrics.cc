@@ -46,6 +46,10 @@ constexpr Descriptor kDescriptors[] = {
     {"steward_member_db_free_percent", "gauge",
      "The free part of each member's backend file (dbSize - dbSizeInUse over dbSize), in %; "
      "defragmentation by rule starts at cluster.defrag_above_percent."},
+    {"steward_etcd_advisory", "gauge",
+     "Steward leader only: 1 per member and known problem of the etcd version it runs "
+     "(docs/etcd-versions.md), labelled with the advisory and its effect (end_of_life, "
+     "refuse_roll, warning)."},
     {"steward_node_data_free_bytes", "gauge",
      "Free bytes of the file system under each node's data dir, as its agent reports it."},
     {"steward_defrag_shortfall_bytes", "gauge",

@@ -42,6 +42,7 @@
 #include "ctl/space_cmd.h"
 #include "ctl/status.h"
 #include "ctl/verify_cmd.h"
+#include "etcd/advisories.h"
 #include "etcd/client.h"
 #include "etcd/version.h"
 #include "nlohmann/json.hpp"
@@ -125,7 +126,8 @@ int RunStatus(const Common& c) {
   return view.healthy ? 0 : 1;
 }
 
-int RunConfigureCluster(const Common& c, int size, const std::string& version, bool untested) {
+int RunConfigureCluster(const Common& c, int size, const std::string& version, bool untested,
+                        bool force) {
   if (c.config_path.empty()) {
     std::cerr << "stewardctl: configure-cluster needs --config FILE (any node's)\n";
     return 2;
@@ -166,6 +168,19 @@ int RunConfigureCluster(const Common& c, int size, const std::string& version, b
     }
     std::cerr << "warning: etcd " << version << " is untested with etcd-steward (--untested); "
               << "see docs/etcd-3.6.md\n";
+  }
+  if (!version.empty()) {
+    // The advisory table (etcd/advisories.h): a version that breaks data or membership is
+    // refused before anything is stored; the others are said.
+    if (const EtcdAdvisory* a = RollRefusal(version); a != nullptr && !force) {
+      std::cerr << "stewardctl: refusing to roll to etcd " << version << ": " << AdvisoryLine(*a)
+                << " Nothing was changed; add --force to roll to it anyway.\n";
+      return 2;
+    }
+    for (const EtcdAdvisory* a : AdvisoriesFor(version)) {
+      std::cerr << "warning: etcd " << version << ": " << AdvisoryLine(*a)
+                << (a->effect == AdvisoryEffect::kRefuseRoll ? " (--force)" : "") << "\n";
+    }
   }
   if (size % 2 == 0 && size != 0) {
     std::cerr << "warning: an even size tolerates no more failures than size " << size - 1
@@ -489,6 +504,7 @@ void AddClusterCommands(CLI::App& app, Common* common, Commands* commands) {
     int size = 0;
     std::string etcd_version;
     bool untested = false;
+    bool force = false;
   };
   auto o = std::make_shared<Configure>();
   CLI::App* configure = app.add_subcommand(
@@ -500,8 +516,12 @@ void AddClusterCommands(CLI::App& app, Common* common, Commands* commands) {
                         "time, followers first, one minor version per round");
   configure->add_flag("--untested", o->untested,
                       "roll to a release this project has never run (etcd 3.6 and later)");
+  configure->add_flag("--force", o->force,
+                      "roll to a version whose advisory breaks data or membership "
+                      "(docs/etcd-versions.md)");
   commands->push_back({configure, [common, o] {
-                         return RunConfigureCluster(*common, o->size, o->etcd_version, o->untested);
+                         return RunConfigureCluster(*common, o->size, o->etcd_version, o->untested,
+                                                    o->force);
                        }});
 
   CLI::App* get = app.add_subcommand("get", "show the desired spec, the leader and what it does");

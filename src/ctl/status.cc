@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "etcd/advisories.h"
 #include "reconcile/maintenance.h"
 
 namespace steward {
@@ -61,6 +62,22 @@ std::string RenderStatusTable(const ClusterView& v) {
     if (!r.member.client_urls.empty() && r.member.client_urls.front().rfind("http://", 0) == 0) {
       out += "TLS IS OFF: etcd serves plain http; anyone who can reach it can read and write\n";
       break;
+    }
+  }
+  // Known problems of the versions the members run (etcd/advisories.h), one line each.
+  std::vector<std::pair<std::string, std::vector<std::string>>> versions;
+  for (const auto& r : v.members) {
+    if (!r.status) continue;
+    auto it = std::find_if(versions.begin(), versions.end(),
+                           [&](const auto& p) { return p.first == r.status->version; });
+    if (it == versions.end()) it = versions.insert(versions.end(), {r.status->version, {}});
+    it->second.push_back(r.member.name.empty() ? HexId(r.member.id) : r.member.name);
+  }
+  for (const auto& [version, names] : versions) {
+    for (const EtcdAdvisory* a : AdvisoriesFor(version)) {
+      out += absl::StrCat("ADVISORY etcd ", version, " (", absl::StrJoin(names, ", "), "): ", a->id,
+                          ", ", EffectName(a->effect), " (", a->issue, "): ", a->breaks, " ",
+                          a->action, "\n");
     }
   }
   for (const auto& a : v.alarms) {

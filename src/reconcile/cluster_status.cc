@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "etcd/advisories.h"
 #include "etcd/keys.h"
 #include "reconcile/maintenance.h"
 
@@ -179,6 +180,16 @@ nlohmann::json StatusToJson(const ClusterView& v) {
       m["raft_term"] = r.status->raft_term;
       m["db_size"] = r.status->db_size;
       m["version"] = r.status->version;
+      nlohmann::json advisories = nlohmann::json::array();
+      for (const EtcdAdvisory* a : AdvisoriesFor(r.status->version)) {
+        advisories.push_back({{"id", a->id},
+                              {"range", absl::StrCat(a->first, "-", a->last)},
+                              {"issue", a->issue},
+                              {"effect", EffectName(a->effect)},
+                              {"breaks", a->breaks},
+                              {"action", a->action}});
+      }
+      m["advisories"] = advisories;
     }
     if (!r.error.empty()) m["error"] = r.error;
     m["alarms"] = r.alarms;

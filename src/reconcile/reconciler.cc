@@ -13,6 +13,7 @@
 #include "common/status.h"
 #include "control/records.h"
 #include "control/report.h"
+#include "etcd/advisories.h"
 #include "etcd/member_id.h"
 #include "nlohmann/json.hpp"
 #include "reconcile/maintenance.h"
@@ -328,6 +329,7 @@ bool Reconciler::Pass(uint64_t leader_term) {
   if (step.kind == StepKind::kNone) MaybeMoveLeader(*obs, step, term);
   MaybeDefrag(*obs, step, term);
   ExportMembers(*obs);
+  SayAdvisories(*obs, term);
   // While a learner is on its way, look again soon: it catches up in a fraction of a second.
   in_progress_ = false;
   for (const auto& m : obs->members) {
@@ -421,11 +423,41 @@ void Reconciler::ExportMembers(const ClusterObservation& obs) {
       metrics.Set("steward_member_db_free_percent", FragmentedPercent(m), {{"member", m.name}});
     }
   }
+  // Known problems of the versions the members run (etcd/advisories.h): the alert rule
+  // StewardEtcdVersionAdvisory fires on end of life and on a version that refuses a roll.
+  metrics.Clear("steward_etcd_advisory");
+  for (const auto& m : obs.members) {
+    if (m.name.empty()) continue;
+    for (const EtcdAdvisory* a : AdvisoriesFor(m.version)) {
+      metrics.Set("steward_etcd_advisory", 1,
+                  {{"member", m.name},
+                   {"version", m.version},
+                   {"advisory", std::string(a->id)},
+                   {"effect", a->effect == AdvisoryEffect::kEndOfLife    ? "end_of_life"
+                              : a->effect == AdvisoryEffect::kRefuseRoll ? "refuse_roll"
+                                                                         : "warning"}});
+    }
+  }
   metrics.Clear("steward_node_data_free_bytes");
   for (const auto& n : obs.nodes) {
     if (n.data_free_bytes >= 0) {
       metrics.Set("steward_node_data_free_bytes", static_cast<double>(n.data_free_bytes),
                   {{"node", n.name}});
+    }
+  }
+}
+
+void Reconciler::SayAdvisories(const ClusterObservation& obs, uint64_t term) {
+  for (const auto& m : obs.members) {
+    if (m.name.empty() || m.version.empty()) continue;
+    if (!advisories_said_.insert(absl::StrCat(m.name, "@", m.version)).second) continue;
+    for (const EtcdAdvisory* a : AdvisoriesFor(m.version)) {
+      const std::string line = AdvisoryLine(*a);
+      spdlog::warn("member {} runs etcd {}: {}", m.name, m.version, line);
+      if (obs.adopting) {
+        Record(term, "adopt-advisory", absl::StrCat("member ", m.name, " runs etcd ", m.version),
+               line);
+      }
     }
   }
 }

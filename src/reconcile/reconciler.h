@@ -77,6 +77,9 @@ class Reconciler {
   void CheckStoreIdentity();
   // The member counts of `obs` as steward_members_* (only the leader observes).
   static void ExportMembers(const ClusterObservation& obs);
+  // Logs each member's advisories (etcd/advisories.h) once per member and version this leader
+  // sees; while adopting, also into the history: what the adoption found.
+  void SayAdvisories(const ClusterObservation& obs, uint64_t term);
 
  private:
   // Raises the store's epoch record (control/epoch.json) to this leader's term, once per term;
@@ -126,7 +129,8 @@ class Reconciler {
   uint64_t epoch_recorded_ = 0;  // the highest leader epoch this agent put in the store
   std::optional<std::chrono::steady_clock::time_point> revision_recorded_at_;
   std::optional<std::pair<uint64_t, std::chrono::steady_clock::time_point>> learner_since_;
-  std::set<uint64_t> removed_ids_;  // members this leader removed (for the ID-reuse check)
+  std::set<uint64_t> removed_ids_;         // members this leader removed (for the ID-reuse check)
+  std::set<std::string> advisories_said_;  // "member@version" (SayAdvisories)
   std::atomic<bool> in_progress_{false};
   std::atomic<bool> settled_{false};
   std::string published_;
