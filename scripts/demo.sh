@@ -16,6 +16,15 @@ if [ ! -f "$PKI/ca.crt" ]; then
   echo "demo: created a CA and an admin certificate in $PKI"
 fi
 
+# etcd 3.5 at Debian's newest patch (sid's, fetched by install-deps.sh): Debian 12's own 3.4.23 is
+# out of support (docs/etcd-versions.md). A demo data dir made by 3.4 keeps running 3.4 (the
+# cluster's version, etcd.versions) until `stewardctl configure-cluster --etcd-version` rolls it.
+ETCD_NEW="$PWD/.deps/etcd-3.5-sid/usr/bin/etcd"
+version_of() { "$1" --version 2>/dev/null | sed -n 's/^etcd Version: //p'; }
+v_new=$(version_of "$ETCD_NEW")
+v_deb=$(version_of /usr/bin/etcd)
+[ -n "$v_new" ] || { echo "demo: no etcd at $ETCD_NEW (scripts/install-deps.sh fetches it)" >&2; exit 1; }
+
 nodes=(n1 n2 n3)
 hosts=(127.0.0.11 127.0.0.12 127.0.0.13)
 for i in 0 1 2; do
@@ -33,8 +42,11 @@ node:
   name: ${nodes[$i]}
   data_dir: $ROOT/${nodes[$i]}
 etcd:
-  binary: /usr/bin/etcd
-  etcdutl: $PWD/.deps/etcd-3.5.16/usr/bin/etcdutl   # restores raise the revision (install-deps.sh)
+  binary: $ETCD_NEW   # etcd $v_new: what a new cluster starts with
+  versions:
+    $v_new: $ETCD_NEW
+    $v_deb: /usr/bin/etcd
+  etcdutl: $PWD/.deps/etcd-3.5-sid/usr/bin/etcdutl   # restores raise the revision
   extra_args: []
 tls:
   mode: issued

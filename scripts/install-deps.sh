@@ -94,6 +94,15 @@ if [ ! -x "$ETCD35/usr/bin/etcdutl" ]; then
   rm -rf "$ETCD35" && mv "$FETCHED" "$ETCD35"
 fi
 
+# etcd 3.5 at the newest patch Debian has (sid: 3.5.30 on 2026-12-01), a supported etcd with the
+# fixes of etcd #19557 and #20793 (docs/etcd-versions.md): `make demo` runs it, and the tests
+# roll a 3.5.16 cluster to it. Its binaries are static and run on Debian 12.
+ETCD35NEW="$here/.deps/etcd-3.5-sid"
+if [ ! -x "$ETCD35NEW/usr/bin/etcdutl" ]; then
+  fetch_etcd sid 3.5 "$ETCD35NEW"
+  rm -rf "$ETCD35NEW" && mv "$FETCHED" "$ETCD35NEW"
+fi
+
 # With --bench: what bench/ needs beyond the build: gnuplot for bench/report's charts (gnuplot-nox:
 # no X11; its pngcairo terminal draws the PNGs), jq, curl, openssl and /usr/bin/time for the scripts.
 if [ "${1:-}" = "--bench" ]; then

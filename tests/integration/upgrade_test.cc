@@ -12,11 +12,13 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <set>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "etcd/version.h"
 #include "harness.h"
 #include "nlohmann/json.hpp"
 
@@ -33,6 +35,7 @@ enum Subnet {
   kRejoin = 245,
   kStartsNot = 247,
   kRefused = 248,
+  kPatch = 119,
 };
 
 // Adds etcd.versions to every node's config.
@@ -57,6 +60,49 @@ std::vector<std::string> Versions(const TestCluster& c) {
   }
   return out;
 }
+
+// A writer of sequential keys through every endpoint, each one acknowledged or not, until
+// Stop(); then Missing() counts the acknowledged keys that are not there.
+class Writer {
+ public:
+  explicit Writer(const TestCluster& c) : client_(c.Client(c.ClientUrls())) {
+    thread_ = std::thread([this] {
+      for (int k = 1; !stop_ && k < 100000; ++k) {
+        if (client_.Put(absl::StrCat("/roll/", k), "v").ok()) {
+          std::lock_guard<std::mutex> lock(mu_);
+          ledger_.insert(k);
+          ++acked;
+        } else {
+          ++failed;
+        }
+        std::this_thread::sleep_for(20ms);
+      }
+    });
+  }
+  ~Writer() { Stop(); }
+  void Stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  int Missing(const TestCluster& c) {
+    EtcdClient reader = c.Client(c.ClientUrls());
+    int missing = 0;
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int k : ledger_) {
+      auto got = reader.Get(absl::StrCat("/roll/", k));
+      if (!got.ok() || !got->has_value()) ++missing;
+    }
+    return missing;
+  }
+  std::atomic<int> acked{0}, failed{0};
+
+ private:
+  EtcdClient client_;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::set<int> ledger_;
+  std::thread thread_;
+};
 
 // Three agents listing Debian's etcd 3.4 (`v34`, also etcd.binary) and 3.5 (`v35`) in
 // etcd.versions, started; true once the three are healthy voters.
@@ -126,6 +172,52 @@ TEST(UpgradeTest, ARollFrom34To35KeepsEveryAcknowledgedWrite) {
   // The leader backed the cluster up before the first switch.
   RunResult list = c.Ctl({"list-backups"});
   EXPECT_NE(list.output.find(v34), std::string::npos) << list.output;
+}
+
+// A patch roll, as users do it: a cluster on the 3.5.16 the tests fetch (etcd #19557's range) to
+// Debian's newest 3.5 (sid's 3.5.30), with a writer: every member switches, no write fails.
+TEST(UpgradeTest, APatchRollFrom3516ToDebiansNewest35FailsNoWrite) {
+  const std::string v35 = VersionOf(ETCD35_BIN), vnew = VersionOf(ETCD35NEW_BIN);
+  ASSERT_FALSE(v35.empty() || vnew.empty()) << "etcd 3.5 is missing (.deps/, install-deps)";
+  ASSERT_TRUE(SameMinor(v35, vnew) && v35 != vnew) << v35 << " -> " << vnew << ": not a patch roll";
+  TestCluster c(kPatch, 3, 3, kFastLeader, kFileBackup);
+  for (int i = 0; i < 3; ++i) {
+    std::ifstream in(c.ConfigPath(i));
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    in.close();
+    text = absl::StrReplaceAll(
+        text, {{"  binary: /usr/bin/etcd\n", absl::StrCat("  binary: ", ETCD35_BIN, "\n")}});
+    std::ofstream(c.ConfigPath(i)) << text;
+  }
+  AddVersions(c, 3,
+              absl::StrCat("  versions:\n    ", v35, ": ", ETCD35_BIN, "\n    ", vnew, ": ",
+                           ETCD35NEW_BIN, "\n"));
+  for (int i = 0; i < 3; ++i) c.StartAgent(i);
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 90s)) << c.Logs();
+  ASSERT_EQ(Versions(c), (std::vector<std::string>{v35, v35, v35}));
+  Writer writer(c);
+  std::this_thread::sleep_for(1s);
+  RunResult r = c.Ctl({"configure-cluster", "--etcd-version", vnew});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  const bool done = WaitFor(
+      [&] {
+        return Versions(c) == std::vector<std::string>{vnew, vnew, vnew};
+      },
+      180s);
+  std::this_thread::sleep_for(1s);
+  writer.Stop();
+  ASSERT_TRUE(done) << Versions(c)[0] << " " << Versions(c)[1] << " " << Versions(c)[2] << "\n"
+                    << c.Logs();
+  ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
+  EXPECT_GT(writer.acked.load(), 50);
+  EXPECT_EQ(writer.failed.load(), 0) << "writes failed during the patch roll";
+  EXPECT_EQ(writer.Missing(c), 0);
+  std::cerr << "patch roll " << v35 << " -> " << vnew << ": " << writer.acked
+            << " writes acknowledged, " << writer.failed << " failed\n";
+  RunResult status = c.Ctl({"status"});
+  EXPECT_EQ(status.output.find("ADVISORY"), std::string::npos)
+      << "the newest 3.5 has no advisory:\n"
+      << status.output;
 }
 
 // 3.3 -> 3.5 is asked for in one go: the leader goes through 3.4 (every member reaches 3.4
