@@ -122,24 +122,7 @@ TEST(UpgradeTest, ARollFrom34To35KeepsEveryAcknowledgedWrite) {
   ASSERT_TRUE(StartWith34And35(c, v34, v35)) << c.Logs();
   EXPECT_EQ(Versions(c), (std::vector<std::string>{v34, v34, v34}));
 
-  // A writer: sequential keys, each one acknowledged or not.
-  std::atomic<bool> stop{false};
-  std::atomic<int> acked{0}, failed{0};
-  std::set<int> ledger;
-  std::mutex mu;
-  std::thread writer([&] {
-    EtcdClient client = c.Client(c.ClientUrls());
-    for (int k = 1; !stop && k < 100000; ++k) {
-      if (client.Put(absl::StrCat("/roll/", k), "v").ok()) {
-        std::lock_guard<std::mutex> lock(mu);
-        ledger.insert(k);
-        ++acked;
-      } else {
-        ++failed;
-      }
-      std::this_thread::sleep_for(20ms);
-    }
-  });
+  Writer writer(c);
   RunResult r = c.Ctl({"configure-cluster", "--etcd-version", v35});
   EXPECT_EQ(r.exit_code, 0) << r.output;
   const bool done = WaitFor(
@@ -148,22 +131,15 @@ TEST(UpgradeTest, ARollFrom34To35KeepsEveryAcknowledgedWrite) {
       },
       180s);
   std::this_thread::sleep_for(1s);
-  stop = true;
-  writer.join();
+  writer.Stop();
   ASSERT_TRUE(done) << "versions: " << Versions(c)[0] << " " << Versions(c)[1] << " "
                     << Versions(c)[2] << "\n"
                     << c.Logs();
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 60s)) << c.Logs();
-  EXPECT_GT(acked.load(), 50);
-  // Every acknowledged write is there.
-  EtcdClient reader = c.Client(c.ClientUrls());
-  int missing = 0;
-  for (int k : ledger) {
-    auto got = reader.Get(absl::StrCat("/roll/", k));
-    if (!got.ok() || !got->has_value()) ++missing;
-  }
-  EXPECT_EQ(missing, 0) << "of " << ledger.size() << " acknowledged writes";
-  std::cerr << "writes: " << acked << " acknowledged, " << failed << " failed during the roll\n";
+  EXPECT_GT(writer.acked.load(), 50);
+  EXPECT_EQ(writer.Missing(c), 0) << "of " << writer.acked << " acknowledged writes";
+  std::cerr << "writes: " << writer.acked << " acknowledged, " << writer.failed
+            << " failed during the roll\n";
   // The agents remember the version: a restarted agent keeps running 3.5.16.
   c.SignalAgent(0, SIGTERM);
   c.StartAgent(0);
