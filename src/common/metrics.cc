@@ -50,6 +50,10 @@ constexpr Descriptor kDescriptors[] = {
      "Steward leader only: 1 per member and known problem of the etcd version it runs "
      "(docs/etcd-versions.md), labelled with the advisory and its effect (end_of_life, "
      "refuse_roll, warning)."},
+    {"steward_etcd_pending_restart", "gauge",
+     "Steward leader only, per node whose etcd runs: 1 while the config gives etcd flags its "
+     "running etcd was not started with (stewardctl status names them; stewardctl restart "
+     "--pending rolls them out), else 0."},
     {"steward_node_data_free_bytes", "gauge",
      "Free bytes of the file system under each node's data dir, as its agent reports it."},
     {"steward_defrag_shortfall_bytes", "gauge",

@@ -35,6 +35,7 @@
 #include "ctl/pki_cmd.h"
 #include "ctl/progress.h"
 #include "ctl/recover_cmd.h"
+#include "ctl/restart_cmd.h"
 #include "ctl/retire.h"
 #include "ctl/retire_cmd.h"
 #include "ctl/rotate_ca_cmd.h"
@@ -44,15 +45,35 @@
 #include "ctl/verify_cmd.h"
 #include "etcd/advisories.h"
 #include "etcd/client.h"
+#include "etcd/keys.h"
 #include "etcd/version.h"
 #include "nlohmann/json.hpp"
 #include "peer/client.h"
 #include "pki/node_certs.h"
 #include "reconcile/plan.h"
 #include "reconcile/reconciler.h"
+#include "reconcile/restart_roll.h"
 
 namespace steward {
 namespace {
+
+// The restart roll asked last (reconcile/restart_roll.h) and the nodes it has left, as their
+// agents say: {"id", "reason", "nodes", "left"}; null if there is none or it cannot be read.
+nlohmann::json RollState(EtcdClient& client, const Config& config,
+                         const std::map<std::string, peer::NodeState>& states) {
+  auto text = client.Get(RestartKey(config.cluster.name));
+  if (!text.ok() || !text->has_value()) return nullptr;
+  auto roll = RestartRollFromJson(**text);
+  if (!roll.ok()) return nullptr;
+  std::vector<std::string> left;
+  for (const auto& n : roll->nodes) {
+    auto it = states.find(n);
+    if (it == states.end() || (it->second.has_data() && it->second.restarted_for() != roll->id)) {
+      left.push_back(n);
+    }
+  }
+  return {{"id", roll->id}, {"reason", roll->reason}, {"nodes", roll->nodes}, {"left", left}};
+}
 
 // Now, for the ages DescribeStewardState prints.
 
@@ -90,19 +111,28 @@ int RunStatus(const Common& c) {
   }
   // A CA rotation under way (stewardctl pki rotate-ca): each node's phase, as its agent says.
   std::map<std::string, std::string> rotation;
+  // Flags the config changed since a member's etcd started (they wait for its restart), and
+  // the restart roll asked last (stewardctl restart).
+  std::map<std::string, std::vector<std::string>> pending;
+  nlohmann::json roll;
   if (!c.config_path.empty()) {
-    if (auto config = LoadClientConfig(c.config_path);
-        config.ok() && config->tls.mode == "issued") {
-      for (const auto& [node, st] :
-           AgentStates(*config, o.credentials, std::chrono::milliseconds(1000))) {
+    if (auto config = LoadClientConfig(c.config_path); config.ok()) {
+      const auto states = AgentStates(*config, o.credentials, std::chrono::milliseconds(1000));
+      for (const auto& [node, st] : states) {
         if (!st.ca_rotation().empty()) rotation[node] = st.ca_rotation();
+        if (!st.pending_restart().empty()) {
+          pending[node].assign(st.pending_restart().begin(), st.pending_restart().end());
+        }
       }
+      roll = RollState(client, *config, states);
     }
   }
   if (c.output == "json") {
     nlohmann::json j = StatusToJson(view);
     j["steward"] = steward;
     if (!rotation.empty()) j["ca_rotation"] = rotation;
+    j["pending_restart"] = pending;
+    if (!roll.is_null()) j["restart_roll"] = roll;
     if (auth) j["auth_enabled"] = *auth;
     if (!destroyed.empty()) j["destroyed"] = destroyed;
     std::cout << j.dump(2) << "\n";
@@ -121,6 +151,17 @@ int RunStatus(const Common& c) {
       for (const auto& [node, phase] : rotation) parts.push_back(absl::StrCat(node, ": ", phase));
       std::cout << "CA rotation:    " << absl::StrJoin(parts, ", ")
                 << " (stewardctl pki rotate-ca goes on; phase 3 = only the new CA trusted)\n";
+    }
+    for (const auto& [node, flags] : pending) {
+      std::cout << "pending restart: " << node << ": " << absl::StrJoin(flags, " ")
+                << " (the config changed them since its etcd started; stewardctl restart "
+                   "--pending rolls them out)\n";
+    }
+    if (!roll.is_null() && !roll["left"].empty()) {
+      std::vector<std::string> left = roll["left"].get<std::vector<std::string>>();
+      std::cout << "restart roll:   " << roll["id"].get<std::string>() << ": " << left.size()
+                << " of " << roll["nodes"].size() << " left (" << absl::StrJoin(left, ", ")
+                << "): " << roll["reason"].get<std::string>() << "\n";
     }
   }
   return view.healthy ? 0 : 1;
@@ -668,6 +709,7 @@ int CtlMain(int argc, char** argv) {
   // when one runs: one may sit under a command of this file (backup export).
   Commands commands, here;
   AddMaintenanceCommands(app, &common, &commands);
+  AddRestartCommand(app, &common, &commands);
   AddCheckDiskCommand(app, &common, &commands);
   AddClusterCommands(app, &common, &here);
   AddBackupRestoreCommands(app, &common, &here);

@@ -153,7 +153,7 @@ class EtcdApi {
     return absl::UnimplementedError("no HashKV");
   }
   // Maintenance.MoveLeader, asked of `leader_endpoint` (the etcd leader's client URL), to
-  // voting member `target`. Unimplemented by default (the simulation's etcd has none).
+  // voting member `target`. Unimplemented by default.
   virtual absl::Status MoveLeader(const std::string& /*leader_endpoint*/, uint64_t /*target*/,
                                   std::chrono::milliseconds /*timeout*/) {
     return absl::UnimplementedError("no MoveLeader");

@@ -1,6 +1,7 @@
 #include "etcd/flags.h"
 
 #include <algorithm>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -71,6 +72,45 @@ EtcdLaunch BootstrapLaunch(const Config& c) {
     l.peer_key_file = t.peer_key;
   }
   return l;
+}
+
+// name -> values, in order (a flag given twice is a different command line).
+static std::map<std::string, std::vector<std::string>> FlagValues(
+    const std::vector<std::string>& args) {
+  std::map<std::string, std::vector<std::string>> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string a = args[i];
+    if (a.size() < 2 || a[0] != '-') continue;  // etcd takes no positional arguments
+    if (a[1] != '-') a.insert(a.begin(), '-');
+    std::string value;
+    if (const size_t eq = a.find('='); eq != std::string::npos) {
+      value = a.substr(eq + 1);
+      a.resize(eq);
+    } else if (i + 1 < args.size() && (args[i + 1].empty() || args[i + 1][0] != '-')) {
+      value = args[++i];
+    } else {
+      value = "true";  // a boolean given alone
+    }
+    if (a.rfind("--initial-", 0) == 0) continue;
+    out[a].push_back(value);
+  }
+  return out;
+}
+
+std::vector<std::string> PendingFlags(const std::vector<std::string>& running,
+                                      const std::vector<std::string>& wanted) {
+  const auto was = FlagValues(running);
+  const auto now = FlagValues(wanted);
+  std::vector<std::string> out;
+  for (const auto& [name, values] : was) {
+    auto it = now.find(name);
+    if (it == now.end() || it->second != values) out.push_back(name);
+  }
+  for (const auto& [name, values] : now) {
+    if (was.find(name) == was.end()) out.push_back(name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 }  // namespace steward

@@ -40,4 +40,12 @@ std::vector<std::string> RenderEtcdFlags(const EtcdLaunch& launch);
 // (TLS files included when tls is enabled). Other launches start from it and change the cluster.
 EtcdLaunch BootstrapLaunch(const Config& config);
 
+// The flags that differ between a running etcd's command line (`running`, argv without argv[0])
+// and the flags it would be started with now (`wanted`): each flag's name ("--quota-backend-
+// bytes"), sorted, once, whether its value changed or it is in only one of the two. "-x" and
+// "--x", "--x=v" and "--x v" are the same flag (etcd parses them alike). The --initial-* flags
+// are left out: etcd reads them only to create a member, never on its own data.
+std::vector<std::string> PendingFlags(const std::vector<std::string>& running,
+                                      const std::vector<std::string>& wanted);
+
 }  // namespace steward

@@ -48,6 +48,12 @@ inline std::string MaintenanceKey(const std::string& cluster) {
   return ReservedPrefix(cluster) + "maintenance";
 }
 
+// The restart roll stewardctl restart asked for last (reconcile/restart_roll.h), one JSON
+// document; a new request replaces it.
+inline std::string RestartKey(const std::string& cluster) {
+  return ReservedPrefix(cluster) + "restart";
+}
+
 // The event history (control/history.h): one key per event, the oldest trimmed past 1,000.
 inline std::string EventsPrefix(const std::string& cluster) {
   return ReservedPrefix(cluster) + "events/";

@@ -100,6 +100,9 @@ class LocalNode : public NodeHandler {
   // log): a CA rotation's change of the trusted CA, which etcd reads only when it starts. Does
   // nothing when etcd is not meant to run here.
   absl::Status RestartEtcd(const std::string& why);
+  // A restart roll's step (stewardctl restart): RestartEtcd with the config's flags now, then
+  // the restarted-for marker, so the same roll never restarts this member twice.
+  absl::Status Restart(const peer::RestartRequest& req) override;
   // stewardctl destroy / undestroy, checked against the store's destroy mark (control/destroy.h).
   absl::Status Destroy(const peer::DestroyRequest& req) override;
 
@@ -151,6 +154,9 @@ class LocalNode : public NodeHandler {
   std::string FencedRestoreId();
   // How etcd runs on this node's data: BootstrapLaunch, on the fence port while fenced.
   EtcdLaunch LaunchForData();
+  // The flags of the running etcd that differ from those it would start with now (PendingFlags);
+  // empty when none runs or its command line cannot be read.
+  std::vector<std::string> PendingRestart();
   // REQUIRES: mu_ held. Drops the fence and restarts etcd on its client URL.
   absl::Status UnfenceLocked(const std::string& restore_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status RestartEtcdLocked(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

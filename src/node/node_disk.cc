@@ -33,6 +33,8 @@ const char* MarkerName(Marker m) {
       return "etcd-version";
     case Marker::kDestroyed:
       return "destroyed";
+    case Marker::kRestartedFor:
+      return "restarted-for";
   }
   return "?";
 }

@@ -38,6 +38,7 @@ enum class Marker {
   kLeaderTerm,        // "leader-term": "<term> <leader>", the newest term admitted (TermGuard)
   kEtcdVersion,       // "etcd-version": the etcd.versions entry this node switched to last
   kDestroyed,         // "destroyed": <destroy id> this node stopped its etcd for (SD1)
+  kRestartedFor,      // "restarted-for": the restart roll this node restarted etcd for last
 };
 const char* MarkerName(Marker m);
 

@@ -66,6 +66,8 @@ peer::NodeState LocalNode::State() {
     if (const int64_t free = env_.data_free_bytes(); free >= 0) s.set_data_free_bytes(free);
   }
   s.set_destroyed(disk_.Read(Marker::kDestroyed));
+  s.set_restarted_for(disk_.Read(Marker::kRestartedFor));
+  for (std::string& flag : PendingRestart()) s.add_pending_restart(std::move(flag));
   if (config_.tls.enabled()) {
     MutexLock lock(&client_user_mu_);
     if (client_user_.empty()) {
@@ -348,6 +350,22 @@ absl::Status LocalNode::SwitchVersion(const peer::SwitchVersionRequest& req) {
   if (!RunEtcd(LaunchForData(), /*on_data=*/true)) {
     return absl::FailedPreconditionError("the member's data vanished; etcd stays stopped");
   }
+  return absl::OkStatus();
+}
+
+absl::Status LocalNode::Restart(const peer::RestartRequest& req) {
+  MutexLock lock(&mu_);
+  if (req.id().empty()) return absl::InvalidArgumentError("a restart order names no restart roll");
+  if (disk_.Read(Marker::kRestartedFor) == req.id()) return absl::OkStatus();  // done already
+  if (!runner_.wanted() || !HasMemberData()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("etcd on ", config_.node.name, " is not running on member data"));
+  }
+  const std::string why = absl::StrCat("restart roll ", req.id(), " (", req.reason(),
+                                       ") on the order of ", req.header().leader());
+  if (absl::Status s = RestartEtcdLocked(why); !s.ok()) return s;
+  if (absl::Status s = disk_.Write(Marker::kRestartedFor, req.id()); !s.ok()) return s;
+  Record("restart", why, "etcd restarted with the flags the config gives now");
   return absl::OkStatus();
 }
 

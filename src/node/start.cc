@@ -17,6 +17,22 @@ void LocalNode::Note(const std::string& msg) {
   repeats_.Say(msg, env_.clock->Now(), [](const std::string& m) { spdlog::info("{}", m); });
 }
 
+// The version the runner's next binary reported: RenderEtcdFlags picks 3.4's logger by it.
+static void SetVersion(const LocalNodeEnv& env, const std::string& binary, EtcdLaunch* l) {
+  if (!env.binaries) return;
+  for (const EtcdBinary& b : env.binaries()) {
+    if (b.path == binary) l->version = b.reported;
+  }
+}
+
+std::vector<std::string> LocalNode::PendingRestart() {
+  const std::optional<std::vector<std::string>> running = runner_.running_flags();
+  if (!running || !HasMemberData()) return {};
+  EtcdLaunch l = LaunchForData();
+  SetVersion(env_, runner_.binary(), &l);
+  return PendingFlags(*running, RenderEtcdFlags(l));
+}
+
 bool LocalNode::RunEtcd(const EtcdLaunch& launch, bool on_data) {
   // Re-checked right before it acts: etcd given the launch for member data on an empty dir
   // would bootstrap the initial cluster anew (its flags say "new"), under this node's old
@@ -34,12 +50,7 @@ bool LocalNode::RunEtcd(const EtcdLaunch& launch, bool on_data) {
   log_offset_ = env_.etcd_log_size ? env_.etcd_log_size() : 0;
   restarts_at_run_ = runner_.restarts();
   EtcdLaunch l = launch;
-  if (env_.binaries) {
-    const std::string binary = runner_.binary();
-    for (const EtcdBinary& b : env_.binaries()) {
-      if (b.path == binary) l.version = b.reported;
-    }
-  }
+  SetVersion(env_, runner_.binary(), &l);
   runner_.Run(RenderEtcdFlags(l));
   return true;
 }

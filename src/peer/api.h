@@ -31,6 +31,8 @@ class PeerApi {
                                std::chrono::milliseconds timeout) = 0;
   virtual absl::Status SwitchVersion(const peer::SwitchVersionRequest& req,
                                      std::chrono::milliseconds timeout) = 0;
+  virtual absl::Status Restart(const peer::RestartRequest& req,
+                               std::chrono::milliseconds timeout) = 0;
 };
 
 // The agent's handle on itself: GetState is answered in-process (the leader asks every agent,
@@ -62,6 +64,9 @@ class SelfPeer : public PeerApi {
   absl::Status SwitchVersion(const peer::SwitchVersionRequest& req,
                              std::chrono::milliseconds t) override {
     return remote_->SwitchVersion(req, t);
+  }
+  absl::Status Restart(const peer::RestartRequest& req, std::chrono::milliseconds t) override {
+    return remote_->Restart(req, t);
   }
 
  private:

@@ -110,5 +110,8 @@ absl::Status PeerClient::SwitchVersion(const peer::SwitchVersionRequest& req,
                                        std::chrono::milliseconds t) {
   return Order("SwitchVersion", req, t, &peer::Peer::Stub::SwitchVersion);
 }
+absl::Status PeerClient::Restart(const peer::RestartRequest& req, std::chrono::milliseconds t) {
+  return Order("Restart", req, t, &peer::Peer::Stub::Restart);
+}
 
 }  // namespace steward

@@ -49,6 +49,7 @@ class PeerClient : public PeerApi {
   absl::Status Unfence(const peer::UnfenceRequest& req, std::chrono::milliseconds timeout) override;
   absl::Status SwitchVersion(const peer::SwitchVersionRequest& req,
                              std::chrono::milliseconds timeout) override;
+  absl::Status Restart(const peer::RestartRequest& req, std::chrono::milliseconds timeout) override;
 
   // Asks the leader's agent to reconcile now (this node's state changed). Not an order.
   absl::Status Nudge(const std::string& from, std::chrono::milliseconds timeout);

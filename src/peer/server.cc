@@ -136,6 +136,10 @@ class PeerServer::Service final : public peer::Peer::Service {
     return Order(ctx, "switch-version", req->header(),
                  [&] { return handler_->SwitchVersion(*req); });
   }
+  grpc::Status Restart(grpc::ServerContext* ctx, const peer::RestartRequest* req,
+                       peer::OrderReply*) override {
+    return Order(ctx, "restart", req->header(), [&] { return handler_->Restart(*req); });
+  }
   grpc::Status Nudge(grpc::ServerContext*, const peer::NudgeRequest* req,
                      peer::OrderReply*) override {
     // Any caller the TLS handshake let in (a certificate from the cluster's CA): an agent, or

@@ -32,6 +32,7 @@ class NodeHandler {
   virtual absl::Status Restore(const peer::RestoreRequest& req) = 0;
   virtual absl::Status Unfence(const peer::UnfenceRequest& req) = 0;
   virtual absl::Status SwitchVersion(const peer::SwitchVersionRequest& req) = 0;
+  virtual absl::Status Restart(const peer::RestartRequest& req) = 0;
   virtual absl::Status Destroy(const peer::DestroyRequest& req) = 0;
 };
 

@@ -26,6 +26,10 @@ const char* StepKindName(StepKind k) {
       return "wipe";
     case StepKind::kSwitchVersion:
       return "switch-version";
+    case StepKind::kRestart:
+      return "restart";
+    case StepKind::kMoveLeader:
+      return "move-leader";
   }
   return "?";
 }
@@ -171,6 +175,7 @@ class Planner {
       }
     }
     if (upgrade.kind != StepKind::kNone) return upgrade;
+    if (Step restart = PlanRestart(o_); restart.kind != StepKind::kNone) return restart;
     if (o_.adopting && managed_voters_ < voters_) {
       return MakeStep(StepKind::kNone,
                       absl::StrCat(managed_voters_, " managed voting members of ", desired_,

@@ -21,6 +21,16 @@
 
 namespace steward {
 
+// A restart roll as stewardctl restart asked for it (reconcile/restart_roll.h).
+struct RestartRoll {
+  std::string id;             // unique per request: "r-<unix seconds>-<random hex>"
+  std::string by;             // user@host of the operator
+  std::string reason;         // "pending: --quota-backend-bytes on n1, n2, n3", or the operator's
+  int64_t since = 0;          // Unix seconds
+  bool pending_only = false;  // asked with --pending
+  std::vector<std::string> nodes;  // in the order asked; the leader still goes last
+};
+
 // One configured node as its agent reported it.
 struct NodeView {
   std::string name;
@@ -57,6 +67,10 @@ struct NodeView {
   std::string disk_slow;
   // Free bytes under its data dir (-1: unknown, an older agent). reconcile/defrag_rule.h DR7.
   int64_t data_free_bytes = -1;
+  // The flags its running etcd would start with otherwise now ("--quota-backend-bytes"), and
+  // the restart roll it restarted for last ("" none). reconcile/restart_roll.h.
+  std::vector<std::string> pending_restart;
+  std::string restarted_for;
 };
 
 // One entry of etcd's member list, with what its Status call said.
@@ -104,6 +118,8 @@ struct ClusterObservation {
   // agreed ("" otherwise; rule DV3, etcd/agreement.h).
   bool repair_diverged = true;
   std::string hash_split;
+  // The restart roll stewardctl restart asked for last, if any (reconcile/restart_roll.h).
+  std::optional<RestartRoll> restart;
 };
 
 enum class StepKind {
@@ -115,6 +131,8 @@ enum class StepKind {
   kPromote,        // member_id
   kWipe,           // order node to stop etcd and set its data aside (its member is gone)
   kSwitchVersion,  // order node to restart etcd on the same data with `version` (an upgrade)
+  kRestart,        // order node to restart etcd on its data for restart roll `restart_id`
+  kMoveLeader,     // move etcd leadership to member_id (before the leader's restart, RS3)
 };
 
 const char* StepKindName(StepKind k);
@@ -126,7 +144,8 @@ struct Step {
   std::string reason;  // for logs and status: why this step (or why waiting)
   // For kJoin: name -> peer URL of every member, this node included, for --initial-cluster.
   std::vector<std::pair<std::string, std::string>> initial_cluster;
-  std::string version;  // for kSwitchVersion; for kJoin the version the cluster runs (EV1)
+  std::string version;     // for kSwitchVersion; for kJoin the version the cluster runs (EV1)
+  std::string restart_id;  // for kRestart
 };
 
 // How the planner's reasons name a member: "n2 (8e9e05c52164694d)".
@@ -230,6 +249,9 @@ bool RestartingInPlace(const NodeView& n);
 //      run another: the roll has stopped there. Say so, with why etcd exits and the way back
 //      (configure-cluster --etcd-version <the version the others run>), which U7 then takes.
 Step PlanUpgrade(const ClusterObservation& obs);
+// Restart rolls (reconcile/restart_roll.h, rules RS1-RS5), asked after PlanUpgrade has no step:
+// kNone (no roll, or done), kWait (why not now), kMoveLeader or kRestart.
+Step PlanRestart(const ClusterObservation& obs);
 std::optional<Step> PlanVersionRecovery(const ClusterObservation& obs, const MemberView& down);
 
 }  // namespace steward

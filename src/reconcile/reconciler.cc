@@ -17,6 +17,7 @@
 #include "etcd/member_id.h"
 #include "nlohmann/json.hpp"
 #include "reconcile/maintenance.h"
+#include "reconcile/restart_roll.h"
 #include "spdlog/spdlog.h"
 
 namespace steward {
@@ -47,8 +48,9 @@ Reconciler::Reconciler(const Config& config, EtcdApi* etcd, BackupStore* store,
       raise_epoch_(std::move(raise_epoch)),
       divergence_(env_.clock, config.cluster.hash_check_interval) {
   // Every step series from the start at 0, so increase() sees the first of each.
-  for (StepKind k : {StepKind::kRemoveMember, StepKind::kAddLearner, StepKind::kJoin,
-                     StepKind::kPromote, StepKind::kWipe, StepKind::kSwitchVersion}) {
+  for (StepKind k :
+       {StepKind::kRemoveMember, StepKind::kAddLearner, StepKind::kJoin, StepKind::kPromote,
+        StepKind::kWipe, StepKind::kSwitchVersion, StepKind::kRestart, StepKind::kMoveLeader}) {
     for (const char* result : {"ok", "failed"}) {
       Metrics::Global().Add("steward_reconcile_steps_total", 0,
                             {{"kind", StepKindName(k)}, {"result", result}});
@@ -80,7 +82,8 @@ std::string Reconciler::status() const {
 absl::Status Reconciler::ObserveSpec(ClusterObservation* out, Maintenance* maintenance_out) {
   ClusterObservation& obs = *out;
   Maintenance& maintenance = *maintenance_out;
-  auto both = GetKeys(*etcd_, {SpecKey(config_), MaintenanceKey(config_.cluster.name)});
+  auto both = GetKeys(*etcd_, {SpecKey(config_), MaintenanceKey(config_.cluster.name),
+                               RestartKey(config_.cluster.name)});
   if (!both.ok()) return Annotate(both.status(), "reading the cluster spec");
   const std::optional<std::string>* spec = &(*both)[0];
   if (spec->has_value()) {
@@ -106,6 +109,15 @@ absl::Status Reconciler::ObserveSpec(ClusterObservation* out, Maintenance* maint
                        "; nothing is changed until it is fixed (stewardctl resume rewrites it)"));
     }
     maintenance = *std::move(parsed);
+  }
+  // A malformed roll restarts nothing (stewardctl restart writes a new one); all else goes on.
+  if (const std::optional<std::string>& roll = (*both)[2]; roll.has_value()) {
+    auto parsed = RestartRollFromJson(*roll);
+    if (parsed.ok()) {
+      obs.restart = *std::move(parsed);
+    } else {
+      spdlog::warn("ignoring {}: {}", RestartKey(config_.cluster.name), parsed.status().message());
+    }
   }
   return absl::OkStatus();
 }
@@ -133,6 +145,8 @@ NodeView Reconciler::ObserveNode(const NodeSpec& n, const absl::StatusOr<peer::N
     v.backend_commit_p99_ms = st->backend_commit_p99_ms();
     v.disk_slow = st->disk_slow();
     v.data_free_bytes = st->has_data_free_bytes() ? st->data_free_bytes() : -1;
+    v.pending_restart.assign(st->pending_restart().begin(), st->pending_restart().end());
+    v.restarted_for = st->restarted_for();
     if (!v.disk_slow.empty()) notes.push_back(absl::StrCat(n.name, ": slow disk: ", v.disk_slow));
     v.join_error = st->join_error();
     v.join_retry_in = milliseconds(st->join_retry_ms());
@@ -343,7 +357,10 @@ bool Reconciler::Pass(uint64_t leader_term) {
     }
     return false;
   }
-  if (backups_ != nullptr && step.kind != StepKind::kJoin && store_mismatch_.empty()) {
+  // A restart roll changes neither membership nor data: no backup before its steps.
+  const bool keeps_data = step.kind == StepKind::kJoin || step.kind == StepKind::kRestart ||
+                          step.kind == StepKind::kMoveLeader;
+  if (backups_ != nullptr && !keeps_data && store_mismatch_.empty()) {
     backups_->BeforeChange(StepKindName(step.kind));
   }
   if (confirm_leader_ && !confirm_leader_()) {
@@ -439,7 +456,12 @@ void Reconciler::ExportMembers(const ClusterObservation& obs) {
     }
   }
   metrics.Clear("steward_node_data_free_bytes");
+  metrics.Clear("steward_etcd_pending_restart");
   for (const auto& n : obs.nodes) {
+    if (n.agent_up && n.etcd_running) {
+      metrics.Set("steward_etcd_pending_restart", n.pending_restart.empty() ? 0 : 1,
+                  {{"node", n.name}});
+    }
     if (n.data_free_bytes >= 0) {
       metrics.Set("steward_node_data_free_bytes", static_cast<double>(n.data_free_bytes),
                   {{"node", n.name}});
@@ -657,6 +679,24 @@ absl::Status Reconciler::Act(const Step& step, uint64_t term) {
       req.set_version(step.version);
       // A graceful stop (etcd.stop_timeout) and a start.
       return Agent(step.node).SwitchVersion(req, kWipeTimeout + config_.etcd.stop_timeout);
+    }
+    case StepKind::kRestart: {
+      peer::RestartRequest req;
+      *req.mutable_header() = header;
+      req.set_id(step.restart_id);
+      req.set_reason(step.reason);
+      return Agent(step.node).Restart(req, kWipeTimeout + config_.etcd.stop_timeout);
+    }
+    case StepKind::kMoveLeader: {
+      // Asked of the leader's own member (step.node), which hands over to step.member_id.
+      std::string url;
+      for (const auto& n : config_.cluster.nodes) {
+        if (n.name == step.node) url = config_.ClientUrl(n);
+      }
+      absl::Status s = etcd_->MoveLeader(url, step.member_id, milliseconds(10000));
+      Metrics::Global().Add("steward_leader_moves_total", 1,
+                            {{"result", s.ok() ? "ok" : "failed"}});
+      return s;
     }
     case StepKind::kNone:
     case StepKind::kWait:

@@ -198,6 +198,19 @@ std::optional<pid_t> ProcessRunner::pid() const {
   return pid_;
 }
 
+std::optional<std::vector<std::string>> ProcessRunner::FlagsOf(pid_t pid) {
+  std::vector<std::string> args = ProcCmdline(pid);
+  if (args.empty()) return std::nullopt;  // gone, or a zombie
+  args.erase(args.begin());
+  return args;
+}
+
+std::optional<std::vector<std::string>> ProcessRunner::running_flags() const {
+  std::optional<pid_t> p = pid();
+  if (!p) return std::nullopt;
+  return FlagsOf(*p);
+}
+
 int ProcessRunner::restarts() const {
   MutexLock lock(&mu_);
   return restarts_;

@@ -58,7 +58,10 @@ class ProcessRunner : public Runner {
   int restarts() const override;
   void SetBinary(const std::string& binary) override;
   std::string binary() const override;
+  std::optional<std::vector<std::string>> running_flags() const override;
 
+  // The arguments of process `pid` after argv[0], from /proc; nullopt if it cannot be read.
+  static std::optional<std::vector<std::string>> FlagsOf(pid_t pid);
   // True if `pid` is alive and is `binary` running with --data-dir=`data_dir`. Exposed for tests.
   static bool IsEtcdFor(pid_t pid, const std::string& binary, const std::string& data_dir);
   // Any live process named etcd (argv[0]'s file name) running with --data-dir=`data_dir`:

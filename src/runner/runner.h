@@ -45,6 +45,9 @@ class Runner {
   virtual void SetBinary(const std::string& binary_or_image) = 0;
   // The binary or image the next start uses.
   virtual std::string binary() const = 0;
+  // The flags the etcd running now was started with (argv without argv[0]): what a changed
+  // config waits on (a pending restart). nullopt if none runs or they cannot be read.
+  virtual std::optional<std::vector<std::string>> running_flags() const = 0;
 };
 
 }  // namespace steward

@@ -140,6 +140,12 @@ std::optional<pid_t> StaticPodRunner::pid() const {
   return ProcessRunner::FindEtcdFor(options_.data_dir);
 }
 
+std::optional<std::vector<std::string>> StaticPodRunner::running_flags() const {
+  std::optional<pid_t> p = pid();
+  if (!p) return std::nullopt;
+  return ProcessRunner::FlagsOf(*p);
+}
+
 int StaticPodRunner::restarts() const {
   MutexLock lock(&mu_);
   return restarts_;

@@ -53,6 +53,7 @@ class StaticPodRunner : public Runner {
   int restarts() const override;
   void SetBinary(const std::string& image) override;
   std::string binary() const override;
+  std::optional<std::vector<std::string>> running_flags() const override;
 
   std::string ManifestPath() const;
 

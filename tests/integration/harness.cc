@@ -511,4 +511,35 @@ bool Has(const std::vector<std::string>& v, const std::string& s) {
   return std::find(v.begin(), v.end(), s) != v.end();
 }
 
+Writer::Writer(const TestCluster& c) : client_(c.Client(c.ClientUrls())) {
+  thread_ = std::thread([this] {
+    for (int k = 1; !stop_ && k < 100000; ++k) {
+      if (client_.Put(absl::StrCat("/roll/", k), "v").ok()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        ledger_.insert(k);
+        ++acked;
+      } else {
+        ++failed;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+}
+
+void Writer::Stop() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+}
+
+int Writer::Missing(const TestCluster& c) {
+  EtcdClient reader = c.Client(c.ClientUrls());
+  int missing = 0;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int k : ledger_) {
+    auto got = reader.Get(absl::StrCat("/roll/", k));
+    if (!got.ok() || !got->has_value()) ++missing;
+  }
+  return missing;
+}
+
 }  // namespace steward::testing

@@ -5,11 +5,15 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "config/config.h"
@@ -131,6 +135,24 @@ class TestCluster {
   int nodes_;
   bool netns_ = false;
   std::vector<Proc> agents_;
+};
+
+// A writer of sequential keys (/roll/<k>) through every endpoint, each one acknowledged or not,
+// every 20 ms until Stop(); then Missing() counts the acknowledged keys that are not there.
+class Writer {
+ public:
+  explicit Writer(const TestCluster& c);
+  ~Writer() { Stop(); }
+  void Stop();
+  int Missing(const TestCluster& c);
+  std::atomic<int> acked{0}, failed{0};
+
+ private:
+  EtcdClient client_;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::set<int> ledger_;
+  std::thread thread_;
 };
 
 // Config snippets shared by the backup and safety tests: a leader that takes over fast, and a

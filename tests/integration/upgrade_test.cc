@@ -61,49 +61,6 @@ std::vector<std::string> Versions(const TestCluster& c) {
   return out;
 }
 
-// A writer of sequential keys through every endpoint, each one acknowledged or not, until
-// Stop(); then Missing() counts the acknowledged keys that are not there.
-class Writer {
- public:
-  explicit Writer(const TestCluster& c) : client_(c.Client(c.ClientUrls())) {
-    thread_ = std::thread([this] {
-      for (int k = 1; !stop_ && k < 100000; ++k) {
-        if (client_.Put(absl::StrCat("/roll/", k), "v").ok()) {
-          std::lock_guard<std::mutex> lock(mu_);
-          ledger_.insert(k);
-          ++acked;
-        } else {
-          ++failed;
-        }
-        std::this_thread::sleep_for(20ms);
-      }
-    });
-  }
-  ~Writer() { Stop(); }
-  void Stop() {
-    stop_ = true;
-    if (thread_.joinable()) thread_.join();
-  }
-  int Missing(const TestCluster& c) {
-    EtcdClient reader = c.Client(c.ClientUrls());
-    int missing = 0;
-    std::lock_guard<std::mutex> lock(mu_);
-    for (int k : ledger_) {
-      auto got = reader.Get(absl::StrCat("/roll/", k));
-      if (!got.ok() || !got->has_value()) ++missing;
-    }
-    return missing;
-  }
-  std::atomic<int> acked{0}, failed{0};
-
- private:
-  EtcdClient client_;
-  std::atomic<bool> stop_{false};
-  std::mutex mu_;
-  std::set<int> ledger_;
-  std::thread thread_;
-};
-
 // Three agents listing Debian's etcd 3.4 (`v34`, also etcd.binary) and 3.5 (`v35`) in
 // etcd.versions, started; true once the three are healthy voters.
 bool StartWith34And35(TestCluster& c, const std::string& v34, const std::string& v35) {

@@ -95,6 +95,8 @@ std::string SimDisk::Read(Marker m) {
       return d().destroyed;
     case Marker::kEtcdVersion:
       return d().etcd_version;
+    case Marker::kRestartedFor:
+      return d().restarted_for;
   }
   return "";
 }
@@ -121,6 +123,9 @@ absl::Status SimDisk::Write(Marker m, const std::string& content) {
       break;
     case Marker::kEtcdVersion:
       d().etcd_version = content;
+      break;
+    case Marker::kRestartedFor:
+      d().restarted_for = content;
       break;
   }
   return absl::OkStatus();
@@ -151,6 +156,9 @@ absl::Status SimDisk::Remove(Marker m) {
       break;
     case Marker::kEtcdVersion:
       d().etcd_version.clear();
+      break;
+    case Marker::kRestartedFor:
+      d().restarted_for.clear();
       break;
   }
   return absl::OkStatus();

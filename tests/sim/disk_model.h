@@ -36,10 +36,11 @@ struct Disk {
   uint64_t wal_commit = 0;
   bool EverJoined() const { return steward::EverJoined(joined, wal_commit, 3); }
   std::string restore_id;
-  std::string fenced;        // the "fenced" marker: the restore whose fenced start etcd is in
-  std::string leader_term;   // the "leader-term" marker (TermGuard's "<term> <leader>")
-  std::string destroyed;     // the "destroyed" marker: the destroy this node stopped etcd for
-  std::string etcd_version;  // the "etcd-version" marker (Options::upgraded)
+  std::string fenced;         // the "fenced" marker: the restore whose fenced start etcd is in
+  std::string leader_term;    // the "leader-term" marker (TermGuard's "<term> <leader>")
+  std::string destroyed;      // the "destroyed" marker: the destroy this node stopped etcd for
+  std::string etcd_version;   // the "etcd-version" marker (Options::upgraded)
+  std::string restarted_for;  // the "restarted-for" marker
   // Its data changed behind etcd's back (Options::diverge): which change (0: none). A member
   // that joins copies its leader's data, and so its change.
   uint64_t diverged = 0;

@@ -149,6 +149,26 @@ absl::Status SimEtcd::MemberPromote(uint64_t id) {
   return absl::OkStatus();
 }
 
+absl::Status SimEtcd::MoveLeader(const std::string&, uint64_t target, milliseconds) {
+  auto c = Quorum();
+  if (!c.ok()) return c.status();
+  Cluster& cl = *c->first;
+  Member* m = w_->FindMember(cl, target);
+  if (m == nullptr || m->learner) {
+    return absl::FailedPreconditionError("etcdserver: bad leader transferee");
+  }
+  int n = w_->NodeOfMember(cl, target);
+  if (n < 0 || !w_->InQuorum(n) || w_->nodes()[n]->disk.rev < cl.rev) {
+    return absl::DeadlineExceededError(
+        "etcdserver: request timed out, leader transfer took too long");
+  }
+  cl.leader = target;
+  w_->Trace(caller_, absl::StrCat("MoveLeader to ", HexId(target), " in ", HexId(cl.id)));
+  Dirty();
+  w_->CallPoint(caller_);
+  return absl::OkStatus();
+}
+
 absl::Status SimEtcd::Put(const std::string& key, const std::string& value, int64_t lease) {
   auto c = Quorum();
   if (!c.ok()) return c.status();

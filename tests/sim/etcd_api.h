@@ -46,6 +46,9 @@ class SimEtcd : public EtcdApi {
   absl::Status LeaseKeepAliveOnce(int64_t lease) override;
   absl::StatusOr<etcdserverpb::TxnResponse> Txn(const etcdserverpb::TxnRequest& req) override;
   absl::StatusOr<MemberStatus> Status(const std::string& url, std::chrono::milliseconds) override;
+  // Leadership to `target` if it is a voter on the quorum side with all the data.
+  absl::Status MoveLeader(const std::string& leader_endpoint, uint64_t target,
+                          std::chrono::milliseconds) override;
   // A hash of the cluster and the revision, different for a member whose disk diverged.
   absl::StatusOr<KvHash> HashKVOf(const std::string& url, int64_t revision,
                                   std::chrono::milliseconds) override;

@@ -141,6 +141,7 @@ void World::StartEtcd(int i) {
   Node& n = *nodes_[i];
   if (n.etcd_up || Paused(i)) return;
   const std::vector<std::string>& flags = n.etcd_flags;
+  n.running_flags = flags;
   if (n.disk.state == DataDirState::kMember) {
     // etcd starts on its data; the cluster flags are ignored.
     n.etcd_up = true;

@@ -47,6 +47,13 @@ absl::Status SimPeer::Unfence(const peer::UnfenceRequest& req, milliseconds) {
   return Order(req.header(), "unfence", [&](LocalNode& l) { return l.Unfence(req); });
 }
 
+absl::Status SimPeer::Restart(const peer::RestartRequest& req, milliseconds) {
+  return Order(req.header(), "restart", [&](LocalNode& l) {
+    w_->CheckRestartSafe(target_);
+    return l.Restart(req);
+  });
+}
+
 absl::Status SimPeer::SwitchVersion(const peer::SwitchVersionRequest& req, milliseconds) {
   // (The simulation has no etcd versions: etcd.versions is empty, so no upgrade is planned.)
   return Order(req.header(), "switch-version", [&](LocalNode& l) { return l.SwitchVersion(req); });

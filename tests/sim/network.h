@@ -28,6 +28,7 @@ class SimPeer : public PeerApi {
   absl::Status Promise(const peer::OrderHeader& h, std::chrono::milliseconds) override;
   absl::Status Restore(const peer::RestoreRequest& req, std::chrono::milliseconds) override;
   absl::Status Unfence(const peer::UnfenceRequest& req, std::chrono::milliseconds) override;
+  absl::Status Restart(const peer::RestartRequest& req, std::chrono::milliseconds) override;
   absl::Status SwitchVersion(const peer::SwitchVersionRequest& req,
                              std::chrono::milliseconds) override;
 

@@ -5,6 +5,8 @@
 // applied (SD1, SD2, R7: checked in runner_model.cc and backup_model.cc).
 #include "absl/strings/str_cat.h"
 #include "control/destroy.h"
+#include "etcd/keys.h"
+#include "reconcile/restart_roll.h"
 #include "sim/world.h"
 
 namespace steward::sim {
@@ -36,6 +38,48 @@ void World::OperatorDestroy() {
     Trace(n->index, absl::StrCat("destroy: ", s.ok() ? "carried out" : std::string(s.message())));
   }
   dirty_ = true;
+}
+
+void World::OperatorRestart() {
+  // Written straight into the cluster that serves (stewardctl's put), if one has a leader.
+  RestartRoll roll;
+  roll.id = absl::StrCat("sim-r", ++result_.faults["restart-roll"]);
+  roll.by = "operator";
+  roll.reason = "sim";
+  for (const auto& n : nodes_) roll.nodes.push_back(n->spec.name);
+  const std::string key = RestartKey(nodes_[0]->config.cluster.name);
+  for (auto& [id, c] : clusters_) {
+    if (c.leader == 0) continue;
+    Kv& kv = c.kv[key];
+    ++c.rev;
+    if (kv.create == 0) kv.create = c.rev;
+    kv.mod = c.rev;
+    ++kv.version;
+    kv.value = RestartRollToJson(roll).dump();
+    Trace(absl::StrCat("OPERATOR restart roll ", roll.id));
+    dirty_ = true;
+    return;
+  }
+}
+
+void World::CheckRestartSafe(int n) {
+  Cluster* c = ClusterOf(n);
+  if (c == nullptr) return;
+  ++result_.faults["restart-order"];
+  for (const auto& m : c->members) {
+    const int i = NodeOfMember(*c, m.id);
+    if (m.learner) {
+      Violation(absl::StrCat("a restart is ordered on node ", nodes_[n]->spec.name,
+                             " while learner ", HexId(m.id), " is on its way"));
+      return;
+    }
+    if (i == n) continue;
+    if (i < 0 || !nodes_[i]->etcd_up || !InQuorum(i)) {
+      Violation(absl::StrCat("a restart is ordered on node ", nodes_[n]->spec.name, " while voter ",
+                             HexId(m.id), " is down"));
+      return;
+    }
+  }
 }
 
 void World::OperatorUndestroy() {

@@ -53,6 +53,12 @@ void SimRunner::SetBinary(const std::string& binary) { n().binary = binary; }
 
 std::string SimRunner::binary() const { return w_->nodes()[node_]->binary; }
 
+std::optional<std::vector<std::string>> SimRunner::running_flags() const {
+  const auto& n = *w_->nodes()[node_];
+  if (!n.etcd_up) return std::nullopt;
+  return n.running_flags;
+}
+
 void SimRunner::Supervise() {
   if (!n().runner_wanted || n().etcd_up || w_->Paused(node_)) return;
   std::string why;

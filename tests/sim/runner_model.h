@@ -36,6 +36,7 @@ class SimRunner : public Runner {
   int restarts() const override;
   void SetBinary(const std::string& binary) override;
   std::string binary() const override;
+  std::optional<std::vector<std::string>> running_flags() const override;
   // ProcessRunner's supervisor: an etcd that exited is started again, unless D1 says no.
   void Supervise();
 

@@ -11,6 +11,7 @@
 //               [--etcdutl-nodes K]  (only the first K nodes have etcdutl)
 //               [--upgraded]  (the cluster runs 3.5.16, every etcd.binary is 3.4.23)
 //               [--diverge]  (flip-value faults: a member's data differs; the hash check)
+//               [--restart-every N]  (stewardctl restart every N steps: the restart roll)
 // Exit status: 0 if every seed kept every invariant, 1 otherwise (the first failing seed's
 // trace is printed, with the command that replays it).
 #include <chrono>
@@ -27,6 +28,7 @@ int main(int argc, char** argv) {
   uint64_t seed = 1;
   bool faults = true, trace = false, lose_first_leader = false, etcdutl = true, upgraded = false,
        diverge = false;
+  int restart_every = 0;
   int etcdutl_nodes = -1;
   size_t trace_lines = 60;
   int destroy_at = -1, undestroy_at = -1;
@@ -76,6 +78,8 @@ int main(int argc, char** argv) {
       upgraded = true;
     else if (a == "--diverge")
       diverge = true;
+    else if (a == "--restart-every")
+      restart_every = std::stoi(next());
     else if (a == "--etcdutl-nodes")
       etcdutl_nodes = std::stoi(next());
     else if (a == "--in-place-refusals")
@@ -86,7 +90,7 @@ int main(int argc, char** argv) {
       std::cerr << "usage: steward_sim [--seeds N] [--steps M] [--seed S] [--nodes K] "
                    "[--no-faults] [--rules-off R1,W5] [--trace] [--destroy-at STEP "
                    "--undestroy-at STEP] [--deltas MS] [--no-etcdutl] [--etcdutl-nodes K] "
-                   "[--in-place-refusals P] [--diverge]\n";
+                   "[--in-place-refusals P] [--diverge] [--restart-every N]\n";
       return 2;
     }
   }
@@ -116,6 +120,7 @@ int main(int argc, char** argv) {
     o.in_place_refusals = in_place_refusals;
     o.upgraded = upgraded;
     o.diverge = diverge;
+    o.restart_every = restart_every;
     auto r = steward::sim::RunSimulation(o);
     total_steps += r.steps;
     virtual_ms += r.virtual_ms;

@@ -107,6 +107,25 @@ TEST(Simulation, OnlyMembersWhoseDataDiffersAreRepairedAndEachIs) {
   EXPECT_GE(live, 4) << "histories that end healthy have repaired every flipped member";
 }
 
+TEST(Simulation, RestartRollsNeverTakeASecondMemberDownNorRunWhileDegraded) {
+  // stewardctl restart every 300 steps among the faults: each order reaches a member only while
+  // every other voter runs on the quorum side and no learner is on its way (CheckRestartSafe),
+  // and the rolls get done.
+  int orders = 0, live = 0;
+  for (uint64_t seed = 1; seed <= 12; ++seed) {
+    Options o;
+    o.seed = seed;
+    o.steps = 2500;
+    o.restart_every = 300;
+    Result r = RunSimulation(o);
+    ASSERT_TRUE(r.ok) << Explain(r, seed);
+    orders += r.faults["restart-order"];
+    live += r.live_at_end ? 1 : 0;
+  }
+  EXPECT_GE(orders, 24) << "restart orders over 12 histories";
+  EXPECT_GE(live, 4);
+}
+
 // Mutation: without DV2 a hash held by a minority may be taken for the cluster's, and a member
 // whose data agrees is repaired (from the wrong one).
 TEST(SimulationMutations, WithoutTheMajorityRuleACorrectMemberIsRepaired) {

@@ -180,6 +180,7 @@ Result World::Run() {
       OperatorUndestroy();
     }
     if (step == o_.reimage_at) ScriptedReimage();
+    if (o_.restart_every > 0 && step > 0 && step % o_.restart_every == 0) OperatorRestart();
     const int r = static_cast<int>(rng_() % 100);
     bool fault = false;
     if (o_.faults && std::uniform_real_distribution<double>(0, 1)(rng_) < o_.fault_rate) {

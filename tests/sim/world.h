@@ -59,6 +59,7 @@ struct Node {
   // The runner: what the agent asked for (ProcessRunner's state, which dies with the agent).
   bool runner_wanted = false;
   std::vector<std::string> etcd_flags;
+  std::vector<std::string> running_flags;  // etcd_flags when etcd last started
   int restarts = 0;
   std::string binary;  // the etcd binary the runner starts (Options::upgraded)
   Disk disk;
@@ -171,6 +172,10 @@ class World {
   bool StoreUp() const { return store_.mode == SimStore::Mode::kUp; }
   void OperatorDestroy();
   void OperatorUndestroy();
+  // stewardctl restart: a new restart roll of every node (Options::restart_every).
+  void OperatorRestart();
+  // A restart order is about to reach node `n` (the invariant of Options::restart_every).
+  void CheckRestartSafe(int n);
 
   std::mt19937_64& rng() { return rng_; }
   SimStore& store() { return store_; }

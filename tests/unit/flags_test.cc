@@ -2,12 +2,16 @@
 // member starts, so it must be deliberate.
 #include "etcd/flags.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_join.h"
 
 namespace steward {
 namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
 
 Config ThreeNodes(const std::string& self, const std::string& tls_mode = "off") {
   auto c = ParseConfig(R"(
@@ -153,6 +157,39 @@ TEST(FlagsTest, Etcd34GetsTheZapLogger) {
   l.version = "3.4.23";
   l.extra_args.push_back("--logger=capnslog");
   EXPECT_FALSE(has_logger(l));
+}
+
+TEST(PendingFlagsTest, NothingWhenTheSameFlagsAreSpelledOtherwise) {
+  EXPECT_THAT(PendingFlags({"--name=n1", "-quota-backend-bytes", "100", "--debug"},
+                           {"--name", "n1", "--quota-backend-bytes=100", "--debug=true"}),
+              IsEmpty());
+}
+
+TEST(PendingFlagsTest, NamesChangedAddedAndDroppedFlagsOnce) {
+  EXPECT_THAT(PendingFlags({"--name=n1", "--snapshot-count=100", "--logger=zap"},
+                           {"--name=n1", "--snapshot-count=200", "--quota-backend-bytes=8",
+                            "--quota-backend-bytes=9"}),
+              ElementsAre("--logger", "--quota-backend-bytes", "--snapshot-count"));
+}
+
+TEST(PendingFlagsTest, InitialClusterFlagsAreNotPending) {
+  // etcd reads them only to create a member: a cluster that grew since is no restart.
+  EXPECT_THAT(PendingFlags({"--initial-cluster=n1=http://a", "--initial-cluster-state=new"},
+                           {"--initial-cluster=n1=http://a,n2=http://b",
+                            "--initial-cluster-state=existing", "--initial-cluster-token=t"}),
+              IsEmpty());
+}
+
+TEST(PendingFlagsTest, ARenderedLaunchAgainstItselfWithANewExtraArg) {
+  EtcdLaunch l;
+  l.name = "n1";
+  l.data_dir = "/d";
+  l.client_url = "https://127.0.0.1:2379";
+  l.peer_url = "https://127.0.0.1:2380";
+  const auto before = RenderEtcdFlags(l);
+  l.extra_args = {"--quota-backend-bytes=4294967296"};
+  EXPECT_THAT(PendingFlags(before, RenderEtcdFlags(l)), ElementsAre("--quota-backend-bytes"));
+  EXPECT_THAT(PendingFlags(RenderEtcdFlags(l), RenderEtcdFlags(l)), IsEmpty());
 }
 
 }  // namespace

@@ -122,6 +122,9 @@ class FakeRunner : public Runner {
   int restarts() const override { return restarts_done; }
   void SetBinary(const std::string& b) override { binary_path = b; }
   std::string binary() const override { return binary_path; }
+  std::optional<std::vector<std::string>> running_flags() const override {
+    return running ? std::optional<std::vector<std::string>>(flags) : std::nullopt;
+  }
   std::string binary_path = "/usr/bin/etcd";
   std::string Flag(const std::string& name) const {
     for (const auto& f : flags) {

@@ -27,6 +27,7 @@ class SlowRestoreHandler : public NodeHandler {
   absl::Status SwitchVersion(const peer::SwitchVersionRequest&) override {
     return absl::OkStatus();
   }
+  absl::Status Restart(const peer::RestartRequest&) override { return absl::OkStatus(); }
   absl::Status Destroy(const peer::DestroyRequest&) override { return absl::OkStatus(); }
   absl::Status Restore(const peer::RestoreRequest&) override {
     std::unique_lock<std::mutex> lock(mu);
