@@ -99,6 +99,10 @@ class Agent {
   void MaybeRenewTls(ControlTimes& t);
   void MaybeRestorePass(ControlTimes& t, bool quorum_up);
   void MaybeReleaseMemory(ControlTimes& t, bool quorum_up);
+  // Every 10 minutes: this member's DB members bucket against the live member list
+  // (etcd/members_bucket.h, etcd #19557); a difference seen twice in a row is logged and set in
+  // steward_etcd_membership_mismatch.
+  void MaybeCheckMembers(ControlTimes& t, bool quorum_up);
   std::chrono::milliseconds ControlPause(const ControlTimes& t, bool quorum_up);
   void LeadershipLoop();
   void ReconcileLoop();

@@ -14,6 +14,7 @@
 #include "common/memory_trim.h"
 #include "common/metrics.h"
 #include "common/status.h"
+#include "etcd/members_bucket.h"
 #include "pki/node_certs.h"
 #include "pki/pki.h"
 #include "spdlog/spdlog.h"
@@ -75,11 +76,14 @@ struct Agent::ControlTimes {
         // Settled and idle, the agent gives back the pages it touched only while starting or
         // while working (common/memory_trim.h): first a minute after start, then hourly.
         next_memory_release(started + std::chrono::minutes(1)),
+        next_members_check(started + std::chrono::minutes(1)),
         tls_renewer(config) {}
   const std::chrono::steady_clock::time_point started;
   std::chrono::steady_clock::time_point next_restore_pass;
   const milliseconds tls_check_every;
-  std::chrono::steady_clock::time_point next_tls_check, next_off_warning, next_memory_release;
+  std::chrono::steady_clock::time_point next_tls_check, next_off_warning, next_memory_release,
+      next_members_check;
+  std::string members_seen;  // the last check's disagreements, joined ("" none)
   NodeTlsRenewer tls_renewer;
   std::string fingerprint;
   bool was_quorum_up = false;
@@ -142,6 +146,32 @@ void Agent::MaybeReleaseMemory(ControlTimes& t, bool quorum_up) {
   t.next_memory_release = std::chrono::steady_clock::now() + std::chrono::hours(1);
 }
 
+void Agent::MaybeCheckMembers(ControlTimes& t, bool quorum_up) {
+  if (!quorum_up || std::chrono::steady_clock::now() < t.next_members_check) return;
+  t.next_members_check = std::chrono::steady_clock::now() + std::chrono::minutes(10);
+  const std::string db = disk_->DataDir() + "/member/snap/db";
+  auto live = local_client_->MemberList(nullptr);
+  if (!live.ok()) return;
+  // Read while etcd writes: a page it reused meanwhile reads as damage. Such a read says
+  // nothing; and a difference counts only when the next check sees the same.
+  auto in_db = ReadMembersBucket(db);
+  if (!in_db.ok()) {
+    spdlog::debug("members bucket of {}: {}", db, in_db.status().message());
+    return;
+  }
+  const std::string now = absl::StrJoin(MembershipDisagreements(*in_db, *live), "; ");
+  const bool confirmed = !now.empty() && now == t.members_seen;
+  t.members_seen = now;
+  if (now.empty()) Metrics::Global().Set("steward_etcd_membership_mismatch", 0);
+  if (!confirmed) return;
+  Metrics::Global().Set("steward_etcd_membership_mismatch", 1);
+  spdlog::warn(
+      "etcd's members bucket in {} disagrees with the member list: {}. etcd 3.6 refuses to start "
+      "on such data; fix it before a roll to 3.6 (docs/etcd-versions.md: etcdutl check/sync "
+      "members on 3.5.26+, or remove and re-add the member)",
+      db, now);
+}
+
 milliseconds Agent::ControlPause(const ControlTimes& t, bool quorum_up) {
   // Settled, the loop sleeps until the data dir changes (a wipe is noticed at once) or the
   // idle interval passes; otherwise it looks four times a second.
@@ -182,6 +212,7 @@ void Agent::ControlLoop() {
     const bool quorum_up = leadership_->Answering();
     MaybeRestorePass(t, quorum_up);
     MaybeReleaseMemory(t, quorum_up);
+    MaybeCheckMembers(t, quorum_up);
     // The member-data check reads member/wal: a wipe of any of these wakes the loop.
     control_wake_.Watch({config_.node.data_dir, etcd_dir, etcd_dir + "/member",
                          etcd_dir + "/member/wal", etcd_dir + "/member/snap"});

@@ -50,6 +50,9 @@ constexpr Descriptor kDescriptors[] = {
      "Steward leader only: 1 per member and known problem of the etcd version it runs "
      "(docs/etcd-versions.md), labelled with the advisory and its effect (end_of_life, "
      "refuse_roll, warning)."},
+    {"steward_etcd_membership_mismatch", "gauge",
+     "1 while this member's DB members bucket disagrees with the live member list (etcd #19557; "
+     "etcd 3.6 refuses such data), seen twice in a row 10 minutes apart; 0 when they agree."},
     {"steward_etcd_pending_restart", "gauge",
      "Steward leader only, per node whose etcd runs: 1 while the config gives etcd flags its "
      "running etcd was not started with (stewardctl status names them; stewardctl restart "

@@ -27,8 +27,9 @@ const std::vector<EtcdAdvisory>& EtcdAdvisories() {
        "A learner's promotion is not written to the backend (bbolt), so a cluster that grew by "
        "learners, as etcd-steward's always does, later fails to upgrade to 3.6 (\"membership: "
        "too many learner members in cluster\").",
-       "Roll to 3.5.24 or later before any upgrade to 3.6; etcdutl check members / sync members "
-       "repairs a member's backend."},
+       "Roll to 3.5.24 or later before any upgrade to 3.6: a fixed 3.5 rewrites the backend's "
+       "membership from its raft state when it starts. Each agent checks its member's backend "
+       "(steward_etcd_membership_mismatch)."},
       // Fixed on the release-3.5 branch on 2026-05-11 (etcd #21737); the range takes 3.5.30,
       // the first patch Debian shipped after that, as the first fixed one.
       {"etcd-21694", "3.4.0", "3.5.29", AdvisoryEffect::kWarning, "etcd #21694",
