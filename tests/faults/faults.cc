@@ -232,6 +232,7 @@ FaultRig::FaultRig(int subnet, int nodes, int size, StoreKind store, bool upgrad
   // The watchdog's bound at its minimum, so that hang-etcd cycles are short.
   c_->ReplaceInConfigs("  stop_timeout: 5s\n", "  stop_timeout: 5s\n  hang_restart_after: 10s\n");
   if (upgrade) {
+    c_->UseEtcd(kDebianEtcd);  // the roll starts on Debian 12's 3.4
     c_->ReplaceInConfigs(
         "  restart_backoff_max: 2s\n",
         absl::StrCat("  restart_backoff_max: 2s\n  versions:\n    ", EtcdVersionOf("/usr/bin/etcd"),

@@ -161,6 +161,7 @@ TEST(AdoptTest, AgentsAdoptAHandMadeClusterAndRetireItsMembersKeepingEveryKey) {
   const std::string adopt = absl::StrCat("  adopt:\n    endpoints: [", OldClientUrl(0), ", ",
                                          OldClientUrl(1), ", ", OldClientUrl(2), "]\n");
   TestCluster c(kAdopt, 3, 3, adopt + kFastLeader, kFileBackup);
+  c.UseEtcd(kDebianEtcd);  // the hand-made cluster's etcd: adoption is about 3.4 here
   // The agents come up first, while the cluster they are to adopt does not answer: none may
   // take that for "no cluster yet" and bootstrap one (AD4).
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
@@ -275,6 +276,7 @@ TEST(AdoptTest, A35ClusterWithThe34BinaryWaitsNamingBothVersionsAndLaunchesNothi
       absl::StrCat("  adopt:\n    endpoints: [", OldClientUrl(0, kAdopt35), ", ",
                    OldClientUrl(1, kAdopt35), ", ", OldClientUrl(2, kAdopt35), "]\n");
   TestCluster c(kAdopt35, 3, 3, adopt + kFastLeader, kFileBackup);
+  c.UseEtcd(ETCD35_BIN);  // the hand-made cluster's etcd
   HandMadeCluster old(c, kAdopt35, ETCD35_BIN);
   old.Start(c);
   const std::vector<std::string> old_urls = {OldClientUrl(0, kAdopt35), OldClientUrl(1, kAdopt35),

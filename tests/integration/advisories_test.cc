@@ -30,6 +30,7 @@ TEST(AdvisoriesTest, StatusAndMetricsNameTheAdvisoriesAndABadRollIsRefusedUnless
   const std::string v34 = EtcdVersionOf("/usr/bin/etcd");
   ASSERT_EQ(v34.rfind("3.4.", 0), 0u) << "this test is about Debian 12's etcd 3.4, found " << v34;
   TestCluster c(kAdvisories, 3, 3, kFastLeader);
+  c.UseEtcd(kDebianEtcd);
   // etcd.versions lists 3.5.2 (etcd #13766's range) under a binary that is not 3.5.2: the roll,
   // once forced, must wait for the binary (U2), so nothing switches either way.
   for (int i = 0; i < 3; ++i) {

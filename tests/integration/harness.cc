@@ -148,7 +148,7 @@ TestCluster::TestCluster(int subnet, int nodes, int size, const std::string& clu
     std::string yaml = absl::StrCat(
         "cluster:\n  name: it", subnet, "\n  size: ", size, "\n", cluster_extra, "  nodes:\n",
         nodes_yaml, "node:\n  name: n", i + 1, "\n  data_dir: ", DataDir(i),
-        "\n  log_level: debug\n", "etcd:\n  binary: /usr/bin/etcd\n  etcdutl: ", ETCDUTL_BIN,
+        "\n  log_level: debug\n", "etcd:\n  binary: ", kMainEtcd, "\n  etcdutl: ", ETCDUTL_BIN,
         "\n  stop_timeout: 5s\n", "  restart_backoff_min: 200ms\n  restart_backoff_max: 2s\n",
         tls_yaml_, absl::StrReplaceAll(top_extra, {{"ROOT", root_}}));
     std::ofstream(ConfigPath(i)) << yaml;
@@ -347,7 +347,7 @@ bool TestCluster::AgentRunning(int i) {
 
 // Our etcd on `data_dir`, whichever of the tests' etcd versions it runs (after a roll, 3.5).
 static bool IsOurEtcd(pid_t pid, const std::string& data_dir) {
-  for (const char* binary : {"/usr/bin/etcd", ETCD35_BIN, ETCD33_BIN}) {
+  for (const char* binary : {kMainEtcd, kDebianEtcd, ETCD35_BIN, ETCD33_BIN}) {
     if (ProcessRunner::IsEtcdFor(pid, binary, data_dir)) return true;
   }
   return false;

@@ -43,6 +43,11 @@ pid_t SpawnTo(const std::vector<std::string>& argv, const std::string& out_path)
 // Polls `cond` every 200ms until it is true or `timeout` passes. Returns its last value.
 bool WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds timeout);
 
+// The etcd a test cluster runs by default (etcd.binary): Debian's newest 3.5 (sid's, fetched by
+// scripts/install-deps.sh), and Debian 12's own 3.4 for the tests about upgrading or adopting it.
+inline constexpr char kMainEtcd[] = ETCD_MAIN_BIN;
+inline constexpr char kDebianEtcd[] = "/usr/bin/etcd";
+
 class TestCluster {
  public:
   // `subnet` is the third octet: nodes get 127.0.<subnet>.11 and up. Use one subnet per test.
@@ -74,6 +79,10 @@ class TestCluster {
   // Replaces `from` with `to` in every node's config (a value known only after the cluster's
   // network exists, such as the address of a store in the test's namespace).
   void ReplaceInConfigs(const std::string& from, const std::string& to);
+  // Every node's etcd.binary becomes `binary` (before the agents start).
+  void UseEtcd(const std::string& binary) {
+    ReplaceInConfigs(std::string("  binary: ") + kMainEtcd + "\n", "  binary: " + binary + "\n");
+  }
   std::string DataDir(int i) const;
   std::string Host(int i) const;
   std::string ClientUrl(int i) const;

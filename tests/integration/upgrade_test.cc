@@ -64,6 +64,7 @@ std::vector<std::string> Versions(const TestCluster& c) {
 // Three agents listing Debian's etcd 3.4 (`v34`, also etcd.binary) and 3.5 (`v35`) in
 // etcd.versions, started; true once the three are healthy voters.
 bool StartWith34And35(TestCluster& c, const std::string& v34, const std::string& v35) {
+  c.UseEtcd(kDebianEtcd);
   AddVersions(
       c, 3,
       absl::StrCat("  versions:\n    ", v34, ": /usr/bin/etcd\n    ", v35, ": ", ETCD35_BIN, "\n"));
@@ -114,14 +115,7 @@ TEST(UpgradeTest, APatchRollFrom3516ToDebiansNewest35FailsNoWrite) {
   ASSERT_FALSE(v35.empty() || vnew.empty()) << "etcd 3.5 is missing (.deps/, install-deps)";
   ASSERT_TRUE(SameMinor(v35, vnew) && v35 != vnew) << v35 << " -> " << vnew << ": not a patch roll";
   TestCluster c(kPatch, 3, 3, kFastLeader, kFileBackup);
-  for (int i = 0; i < 3; ++i) {
-    std::ifstream in(c.ConfigPath(i));
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    in.close();
-    text = absl::StrReplaceAll(
-        text, {{"  binary: /usr/bin/etcd\n", absl::StrCat("  binary: ", ETCD35_BIN, "\n")}});
-    std::ofstream(c.ConfigPath(i)) << text;
-  }
+  c.UseEtcd(ETCD35_BIN);
   AddVersions(c, 3,
               absl::StrCat("  versions:\n    ", v35, ": ", ETCD35_BIN, "\n    ", vnew, ": ",
                            ETCD35NEW_BIN, "\n"));
@@ -164,14 +158,7 @@ TEST(UpgradeTest, AJumpFrom33To35GoesThrough34) {
   AddVersions(c, 3,
               absl::StrCat("  versions:\n    ", v33, ": ", ETCD33_BIN, "\n    ", v34,
                            ": /usr/bin/etcd\n    ", v35, ": ", ETCD35_BIN, "\n"));
-  // The cluster starts on 3.3: etcd.binary is the 3.3 one.
-  for (int i = 0; i < 3; ++i) {
-    std::ifstream in(c.ConfigPath(i));
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    in.close();
-    std::ofstream(c.ConfigPath(i)) << absl::StrReplaceAll(
-        text, {{"  binary: /usr/bin/etcd\n", absl::StrCat("  binary: ", ETCD33_BIN, "\n")}});
-  }
+  c.UseEtcd(ETCD33_BIN);  // the cluster starts on 3.3
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
   ASSERT_TRUE(c.WaitHealthy(3, 90s)) << c.Logs();
   EXPECT_EQ(Versions(c), (std::vector<std::string>{v33, v33, v33}));
@@ -228,6 +215,7 @@ std::vector<nlohmann::json> History(const TestCluster& c) {
 TEST(UpgradeTest, AVersionMappedToSomethingThatIsNotEtcdIsRefusedBeforeAnySwitch) {
   const std::string v34 = VersionOf("/usr/bin/etcd");
   TestCluster c(kBroken, 3, 3, kFastLeader);
+  c.UseEtcd(kDebianEtcd);
   const std::string broken = c.Root() + "/etcd-broken";
   Script(broken, "echo 'this etcd does not start' >&2\nexit 1\n");
   AddVersions(
@@ -258,6 +246,7 @@ TEST(UpgradeTest, AVersionMappedToSomethingThatIsNotEtcdIsRefusedBeforeAnySwitch
 TEST(UpgradeTest, ABinaryThatDoesNotStartStopsTheRollWithTheWayBack) {
   const std::string v34 = VersionOf("/usr/bin/etcd");
   TestCluster c(kStartsNot, 3, 3, kFastLeader);
+  c.UseEtcd(kDebianEtcd);
   const std::string bad = c.Root() + "/etcd-3.5.99";
   Script(bad,
          "if [ \"$1\" = --version ]; then echo 'etcd Version: 3.5.99'; exit 0; fi\n"
