@@ -79,6 +79,9 @@ struct LocalNodeEnv {
   std::function<void(const std::string& action, const std::string& reason,
                      const std::string& result)>
       record;
+  // Called right before a restart roll's stop of etcd, once the node's own look passed (the
+  // simulation checks there that no other voter is down). Null: nothing.
+  std::function<void()> before_restart;
 };
 
 class LocalNode : public NodeHandler {
@@ -157,6 +160,9 @@ class LocalNode : public NodeHandler {
   // The flags of the running etcd that differ from those it would start with now (PendingFlags);
   // empty when none runs or its command line cannot be read.
   std::vector<std::string> PendingRestart();
+  // RS7 (reconcile/restart_roll.h): OK if every other member answers Status with a leader and
+  // none is a learner, through this node's etcd; Unavailable naming the one that does not.
+  absl::Status OthersServe();
   // REQUIRES: mu_ held. Drops the fence and restarts etcd on its client URL.
   absl::Status UnfenceLocked(const std::string& restore_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status RestartEtcdLocked(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

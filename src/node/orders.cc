@@ -361,11 +361,39 @@ absl::Status LocalNode::Restart(const peer::RestartRequest& req) {
     return absl::FailedPreconditionError(
         absl::StrCat("etcd on ", config_.node.name, " is not running on member data"));
   }
+  // RS7: the order may have waited (a slow or paused leader): the node looks once more itself,
+  // right before it stops etcd, and refuses while another member does not answer with a leader.
+  if (absl::Status s = OthersServe(); !s.ok()) return s;
   const std::string why = absl::StrCat("restart roll ", req.id(), " (", req.reason(),
                                        ") on the order of ", req.header().leader());
+  if (env_.before_restart) env_.before_restart();
   if (absl::Status s = RestartEtcdLocked(why); !s.ok()) return s;
   if (absl::Status s = disk_.Write(Marker::kRestartedFor, req.id()); !s.ok()) return s;
   Record("restart", why, "etcd restarted with the flags the config gives now");
+  return absl::OkStatus();
+}
+
+absl::Status LocalNode::OthersServe() {
+  if (RuleOff("RS7")) return absl::OkStatus();
+  auto members = env_.local->LinearizableMemberList(nullptr);
+  if (!members.ok()) {
+    return absl::UnavailableError(absl::StrCat("not restarting etcd on ", config_.node.name,
+                                               ": its member list cannot be read (",
+                                               members.status().message(), ")"));
+  }
+  const std::string self = config_.PeerUrl(config_.self());
+  for (const auto& m : *members) {
+    if (!m.peer_urls.empty() && m.peer_urls.front() == self) continue;
+    auto st = m.client_urls.empty()
+                  ? absl::StatusOr<MemberStatus>(absl::UnavailableError("not started"))
+                  : env_.local->Status(m.client_urls.front(), milliseconds(1000));
+    if (m.is_learner || !st.ok() || st->leader == 0) {
+      return absl::UnavailableError(absl::StrCat(
+          "not restarting etcd on ", config_.node.name, ": member ",
+          m.name.empty() ? HexId(m.id) : m.name,
+          m.is_learner ? " is a learner on its way" : " does not answer with a leader"));
+    }
+  }
   return absl::OkStatus();
 }
 

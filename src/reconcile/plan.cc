@@ -110,6 +110,11 @@ class Planner {
 
  private:
   Step PlanSteps() {
+    // RS0 (restart_roll.h): a restart roll only once healthy at size. Off (mutation testing
+    // only), its steps come before anything else, degraded or not.
+    if (RuleOff("RS0")) {
+      if (Step r = PlanRestart(o_); r.kind == StepKind::kRestart) return r;
+    }
     if (auto s = SetAsideForeignData()) return *s;
     if (auto s = AdoptNameClash()) return *s;
     // A stale entry whose removal would lose quorum must not stop the steps that can make its

@@ -367,7 +367,8 @@ bool Reconciler::Pass(uint64_t leader_term) {
     spdlog::warn("not acting ({}): no longer the leader", StepKindName(step.kind));
     return false;
   }
-  if (std::string why; !StillDiverged(step, *obs, &why) || !AgreeBeforeAdd(step, &why)) {
+  if (std::string why; !StillDiverged(step, *obs, &why) || !AgreeBeforeAdd(step, &why) ||
+                       !OthersHealthyBeforeRestart(step, &why)) {
     Step wait;
     wait.kind = StepKind::kWait;
     wait.reason = why;
@@ -894,6 +895,33 @@ bool Reconciler::AgreeBeforeAdd(const Step& step, std::string* why) {
   if (!v.ok() || (v->differing.empty() && !v->split)) return true;
   *why = absl::StrCat(step.reason, "; but not while the members' data does not agree (hash check ",
                       v->text, "): a learner copies the etcd leader's, right or wrong");
+  return false;
+}
+
+bool Reconciler::OthersHealthyBeforeRestart(const Step& step, std::string* why) {
+  if (step.kind != StepKind::kRestart || RuleOff("RS6")) return true;
+  // The plan's observation may be old by now (a slow pass, a paused process): look again.
+  auto members = etcd_->LinearizableMemberList(nullptr);
+  std::string problem;
+  if (!members.ok())
+    problem = absl::StrCat("the member list cannot be read: ", members.status().message());
+  for (const auto& m : members.ok() ? *members : std::vector<MemberInfo>{}) {
+    if (!problem.empty()) break;
+    if (m.id == step.member_id) continue;
+    if (m.is_learner) {
+      problem = absl::StrCat("learner ", HexId(m.id), " is on its way");
+      continue;
+    }
+    auto st = m.client_urls.empty()
+                  ? absl::StatusOr<MemberStatus>(absl::UnavailableError("not started"))
+                  : etcd_->Status(m.client_urls.front(), kObserveTimeout);
+    if (!st.ok() || st->leader == 0) {
+      problem = absl::StrCat("member ", m.name.empty() ? HexId(m.id) : m.name, " (", HexId(m.id),
+                             ") does not answer with a leader now");
+    }
+  }
+  if (problem.empty()) return true;
+  *why = absl::StrCat(step.reason, "; but not now: ", problem);
   return false;
 }
 

@@ -162,6 +162,9 @@ class Reconciler {
   // DV6: false (with why) when `step` adds, joins or promotes a learner while the members'
   // data does not agree.
   bool AgreeBeforeAdd(const Step& step, std::string* why);
+  // RS6 (restart_roll.h): right before a restart order, a fresh member list and Status of every
+  // other member: false (with why) if one does not answer with a leader, or a learner is there.
+  bool OthersHealthyBeforeRestart(const Step& step, std::string* why);
   // Records a decision in the history, if there is one.
   void Record(uint64_t term, const std::string& action, const std::string& reason,
               const std::string& result);

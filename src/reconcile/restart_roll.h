@@ -10,6 +10,7 @@
 // once the cluster is healthy at its size and no rolling upgrade has a step (every voter
 // healthy, no learner: so never while degraded, and the member restarted last is healthy
 // again before the next one goes):
+//   RS0 (PlanNextStep) a roll's step only once the cluster is healthy at its size, as above.
 //   RS1 no roll, or every named node that still holds a member has restarted for it: nothing.
 //   RS2 followers first; one member per step.
 //   RS3 the etcd leader last, and never while it leads: first leadership moves to the healthy
@@ -17,6 +18,12 @@
 //       A single voter restarts as it is (there is no one to move to).
 //   RS4 a paused node's member is not restarted (P1-P4): the roll waits, saying so.
 //   RS5 a named node whose agent does not answer: the roll waits, saying so.
+//   RS6 (the reconciler, right before the order) a fresh member list and Status of every other
+//       member: no restart while one does not answer with a leader or a learner is there.
+//   RS7 (the node, right before it stops etcd, node/orders.cc) the same look once more, through
+//       its own etcd: an order that waited (a slow or paused leader) restarts nothing unless the
+//       other members serve now. Between that look and the stop there is no wait but a pause
+//       of the node itself.
 // Pure. Thread-compatible.
 #pragma once
 

@@ -511,7 +511,7 @@ bool Has(const std::vector<std::string>& v, const std::string& s) {
   return std::find(v.begin(), v.end(), s) != v.end();
 }
 
-Writer::Writer(const TestCluster& c) : client_(c.Client(c.ClientUrls())) {
+SequentialWriter::SequentialWriter(const TestCluster& c) : client_(c.Client(c.ClientUrls())) {
   thread_ = std::thread([this] {
     for (int k = 1; !stop_ && k < 100000; ++k) {
       if (client_.Put(absl::StrCat("/roll/", k), "v").ok()) {
@@ -526,12 +526,12 @@ Writer::Writer(const TestCluster& c) : client_(c.Client(c.ClientUrls())) {
   });
 }
 
-void Writer::Stop() {
+void SequentialWriter::Stop() {
   stop_ = true;
   if (thread_.joinable()) thread_.join();
 }
 
-int Writer::Missing(const TestCluster& c) {
+int SequentialWriter::Missing(const TestCluster& c) {
   EtcdClient reader = c.Client(c.ClientUrls());
   int missing = 0;
   std::lock_guard<std::mutex> lock(mu_);

@@ -148,10 +148,10 @@ class TestCluster {
 
 // A writer of sequential keys (/roll/<k>) through every endpoint, each one acknowledged or not,
 // every 20 ms until Stop(); then Missing() counts the acknowledged keys that are not there.
-class Writer {
+class SequentialWriter {
  public:
-  explicit Writer(const TestCluster& c);
-  ~Writer() { Stop(); }
+  explicit SequentialWriter(const TestCluster& c);
+  ~SequentialWriter() { Stop(); }
   void Stop();
   int Missing(const TestCluster& c);
   std::atomic<int> acked{0}, failed{0};

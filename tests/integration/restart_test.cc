@@ -22,6 +22,7 @@ using namespace std::chrono_literals;
 constexpr int kPending = 120;
 constexpr int kLeaderKilled = 121;
 constexpr char kQuota[] = "4294967296";  // 4 GiB; etcd's default is 2 GiB
+constexpr double kQuotaBytes = 4294967296.0;
 
 nlohmann::json StatusJson(const TestCluster& c) {
   RunResult r = c.Ctl({"status", "-o", "json"});
@@ -39,16 +40,16 @@ uint64_t RaftTerm(const TestCluster& c) {
   return term;
 }
 
-// etcd's own quota gauge on node i's metrics URL (cluster.ports.metrics), or "" if none.
-std::string QuotaMetric(const TestCluster& c, int i) {
+// etcd's own quota gauge on node i's metrics URL (cluster.ports.metrics), or -1 if none.
+double QuotaMetric(const TestCluster& c, int i) {
   httplib::Client m(c.Host(i), 2393);
   m.set_connection_timeout(3, 0);
   auto r = m.Get("/metrics");
-  if (!r || r->status != 200) return "";
-  const std::string name = "etcd_server_quota_backend_bytes ";
+  if (!r || r->status != 200) return -1;
+  const std::string name = "\netcd_server_quota_backend_bytes ";  // the sample, not # HELP
   const size_t at = r->body.find(name);
-  if (at == std::string::npos) return "";
-  return r->body.substr(at + name.size(), r->body.find('\n', at) - at - name.size());
+  if (at == std::string::npos) return -1;
+  return std::stod(r->body.substr(at + name.size()));
 }
 
 TEST(RestartTest, AChangedQuotaIsPendingEverywhereAndRollsOutWithoutAFailedWrite) {
@@ -56,9 +57,9 @@ TEST(RestartTest, AChangedQuotaIsPendingEverywhereAndRollsOutWithoutAFailedWrite
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 90s)) << c.Logs();
   EXPECT_TRUE(StatusJson(c)["pending_restart"].empty());
-  const std::string quota_before = QuotaMetric(c, 0);
-  ASSERT_FALSE(quota_before.empty()) << "etcd reports no etcd_server_quota_backend_bytes";
-  ASSERT_NE(quota_before, kQuota);
+  const double quota_before = QuotaMetric(c, 0);
+  ASSERT_GT(quota_before, 0) << "etcd reports no etcd_server_quota_backend_bytes";
+  ASSERT_NE(quota_before, kQuotaBytes);
 
   // The operator raises the quota in every config and reloads each agent: etcd keeps running
   // with the old flags, and each member now says what it waits for.
@@ -98,7 +99,7 @@ TEST(RestartTest, AChangedQuotaIsPendingEverywhereAndRollsOutWithoutAFailedWrite
   EXPECT_NE(metric.output.find("steward_etcd_pending_restart{node=\"n1\"} 1"), std::string::npos)
       << metric.output;
 
-  Writer writer(c);
+  SequentialWriter writer(c);
   std::this_thread::sleep_for(1s);
   const uint64_t term_before = RaftTerm(c);
   RunResult r = c.Ctl({"restart", "--pending"}, true, 240s);
@@ -118,7 +119,7 @@ TEST(RestartTest, AChangedQuotaIsPendingEverywhereAndRollsOutWithoutAFailedWrite
   EXPECT_EQ(writer.Missing(c), 0);
   std::cerr << "restart roll: " << writer.acked << " writes acknowledged, " << writer.failed
             << " failed, raft term " << term_before << " -> " << term_after << "\n";
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(QuotaMetric(c, i), kQuota) << "n" << i + 1;
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(QuotaMetric(c, i), kQuotaBytes) << "n" << i + 1;
   EXPECT_TRUE(WaitFor([&] { return StatusJson(c)["pending_restart"].empty(); }, 30s));
   // Nothing is pending any more: a second --pending restarts nothing.
   RunResult again = c.Ctl({"restart", "--pending"});

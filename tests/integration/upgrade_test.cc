@@ -80,7 +80,7 @@ TEST(UpgradeTest, ARollFrom34To35KeepsEveryAcknowledgedWrite) {
   ASSERT_TRUE(StartWith34And35(c, v34, v35)) << c.Logs();
   EXPECT_EQ(Versions(c), (std::vector<std::string>{v34, v34, v34}));
 
-  Writer writer(c);
+  SequentialWriter writer(c);
   RunResult r = c.Ctl({"configure-cluster", "--etcd-version", v35});
   EXPECT_EQ(r.exit_code, 0) << r.output;
   const bool done = WaitFor(
@@ -122,7 +122,7 @@ TEST(UpgradeTest, APatchRollFrom3516ToDebiansNewest35FailsNoWrite) {
   for (int i = 0; i < 3; ++i) c.StartAgent(i);
   ASSERT_TRUE(c.WaitVoters({"n1", "n2", "n3"}, 90s)) << c.Logs();
   ASSERT_EQ(Versions(c), (std::vector<std::string>{v35, v35, v35}));
-  Writer writer(c);
+  SequentialWriter writer(c);
   std::this_thread::sleep_for(1s);
   RunResult r = c.Ctl({"configure-cluster", "--etcd-version", vnew});
   EXPECT_EQ(r.exit_code, 0) << r.output;

@@ -66,6 +66,7 @@ void World::Boot(int i) {
   le.store = &store_;
   le.clock = n.clock.get();
   le.parallel = false;
+  le.before_restart = [this, i] { CheckRestartSafe(i); };
   if (o_.upgraded) {  // what the agent's probe finds (Agent::Start)
     std::vector<EtcdBinary> binaries = {
         {"", n.config.etcd.binary, VersionOfBinary(n.config.etcd.binary), ""}};

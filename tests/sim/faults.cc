@@ -31,6 +31,7 @@ void World::CallPoint(int caller) {
     Node& n = *nodes_[caller];
     const Ms until = now_ + 2000 + static_cast<Ms>(rng_() % 20000);
     n.paused_until = until;
+    ++n.mid_call_pauses;
     ++result_.faults["pause-mid-call"];
     Trace(caller, "PAUSED in the middle of a call");
     while (result_.ok) {

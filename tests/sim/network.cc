@@ -49,7 +49,7 @@ absl::Status SimPeer::Unfence(const peer::UnfenceRequest& req, milliseconds) {
 
 absl::Status SimPeer::Restart(const peer::RestartRequest& req, milliseconds) {
   return Order(req.header(), "restart", [&](LocalNode& l) {
-    w_->CheckRestartSafe(target_);
+    w_->nodes()[target_]->pauses_at_restart_order = w_->nodes()[target_]->mid_call_pauses;
     return l.Restart(req);
   });
 }

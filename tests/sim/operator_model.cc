@@ -66,6 +66,10 @@ void World::CheckRestartSafe(int n) {
   Cluster* c = ClusterOf(n);
   if (c == nullptr) return;
   ++result_.faults["restart-order"];
+  if (nodes_[n]->mid_call_pauses != nodes_[n]->pauses_at_restart_order) {
+    ++result_.faults["restart-after-own-pause"];  // RS7's window: not checked
+    return;
+  }
   for (const auto& m : c->members) {
     const int i = NodeOfMember(*c, m.id);
     if (m.learner) {

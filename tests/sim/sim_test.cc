@@ -126,6 +126,27 @@ TEST(Simulation, RestartRollsNeverTakeASecondMemberDownNorRunWhileDegraded) {
   EXPECT_GE(live, 4);
 }
 
+// Mutation: with restart steps planned before the health checks (RS0 off), an order reaches a
+// member while another voter is down.
+TEST(SimulationMutations, WithoutTheHealthGateARestartTakesASecondMemberDown) {
+  Options o;
+  o.steps = 2500;
+  o.restart_every = 100;
+  o.disabled_rules = {"RS0"};
+  EXPECT_TRUE(FindsLoss(o, 20));
+}
+
+// Mutation: without the last looks before the order and before the stop (RS6, RS7), a leader
+// that was paused mid-pass restarts a member on an observation from before another voter went
+// down.
+TEST(SimulationMutations, WithoutTheLastLooksARestartActsOnAStaleObservation) {
+  Options o;
+  o.steps = 2500;
+  o.restart_every = 300;
+  o.disabled_rules = {"RS6", "RS7"};
+  EXPECT_TRUE(FindsLoss(o, 12));
+}
+
 // Mutation: without DV2 a hash held by a minority may be taken for the cluster's, and a member
 // whose data agrees is repaired (from the wrong one).
 TEST(SimulationMutations, WithoutTheMajorityRuleACorrectMemberIsRepaired) {

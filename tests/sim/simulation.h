@@ -106,9 +106,9 @@ struct Options {
   // (cluster.hash_check_interval; off otherwise). Only a member whose data differs may be
   // repaired for it (rules DV1-DV5), and at the end no such member may still vote.
   bool diverge = false;
-  // The operator's `stewardctl restart` (every node) every this many steps (0: never). A
-  // restart order may reach a member only while every other voter of its cluster runs and is
-  // on the quorum side, and no learner is on its way (never two down, never while degraded).
+  // The operator's `stewardctl restart` (every node) every this many steps (0: never). A node
+  // may stop its etcd for a restart roll only while every other voter of its cluster runs and
+  // is on the quorum side, and no learner is on its way (never two down, never while degraded).
   int restart_every = 0;
 };
 

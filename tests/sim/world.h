@@ -60,6 +60,10 @@ struct Node {
   bool runner_wanted = false;
   std::vector<std::string> etcd_flags;
   std::vector<std::string> running_flags;  // etcd_flags when etcd last started
+  // Pauses in the middle of a call so far, and their count when a restart order reached this
+  // node: a pause between the node's own last look (RS7) and its stop is the one window no
+  // check can close.
+  int mid_call_pauses = 0, pauses_at_restart_order = 0;
   int restarts = 0;
   std::string binary;  // the etcd binary the runner starts (Options::upgraded)
   Disk disk;
