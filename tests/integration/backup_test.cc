@@ -96,7 +96,7 @@ TEST(BackupTest, TotalLossIsRestoredFromTheNewestBackup) {
   RunResult list = c.Ctl({"list-backups"});
   EXPECT_EQ(list.exit_code, 0) << list.output;
   EXPECT_NE(list.output.find(name), std::string::npos) << list.output;
-  EXPECT_NE(list.output.find("3.4.23"), std::string::npos) << list.output;
+  EXPECT_NE(list.output.find(EtcdVersionOf(kMainEtcd)), std::string::npos) << list.output;
   // The store alone, without any node's config (issue 15): the URL and the cluster's name.
   RunResult by_url =
       c.Ctl({"list-backups", "--backup-store", absl::StrCat("file://", c.Root(), "/backups"),

@@ -167,7 +167,9 @@ TEST(ClusterTest, StewardctlStatusShowsTheClusterAndUnreachableMembers) {
       },
       30s);
   EXPECT_EQ(ok.exit_code, 0) << ok.output;
-  for (const char* want : {"NAME", "n1", "n2", "n3", "leader", "follower", "3.4.23", "healthy"}) {
+  for (const std::string& want : {std::string("NAME"), std::string("n1"), std::string("n2"),
+                                  std::string("n3"), std::string("leader"), std::string("follower"),
+                                  EtcdVersionOf(kMainEtcd), std::string("healthy")}) {
     EXPECT_NE(ok.output.find(want), std::string::npos) << want << "\n" << ok.output;
   }
   RunResult json;
