@@ -83,4 +83,18 @@ std::string AdvisoryLine(const EtcdAdvisory& a) {
                       "): ", a.breaks, " ", a.action);
 }
 
+const UpgradeRequirement* UpgradeRequirementFor(const std::string& version) {
+  // Raised with the guide: docs/etcd-3.6.md ("Plan (U9)") says where each figure comes from.
+  static const UpgradeRequirement kTable[] = {
+      {"3.6", "3.5.32", "etcd's 3.5 -> 3.6 upgrade guide and the July 2026 patch releases"},
+  };
+  auto v = ParseVersion(version);
+  if (!v) return nullptr;
+  for (const auto& r : kTable) {
+    auto minor = ParseVersion(std::string(r.to_minor) + ".0");
+    if (minor && (*minor)[0] == (*v)[0] && (*minor)[1] == (*v)[1]) return &r;
+  }
+  return nullptr;
+}
+
 }  // namespace steward

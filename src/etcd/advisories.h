@@ -37,4 +37,15 @@ const char* EffectName(AdvisoryEffect e);
 // One line: "etcd-13766 (3.5.0-3.5.2, etcd #13766): <breaks> <action>".
 std::string AdvisoryLine(const EtcdAdvisory& a);
 
+// The patch etcd's upgrade guide requires every member to run before a minor upgrade: a roll
+// into `to_minor` ("3.6") starts only once every member runs `at_least` or later of the minor
+// below (rule U9, reconcile/plan.h).
+struct UpgradeRequirement {
+  const char* to_minor;
+  const char* at_least;
+  const char* source;
+};
+// The requirement for a roll to `version` ("3.6.4"), or nullptr if the table has none.
+const UpgradeRequirement* UpgradeRequirementFor(const std::string& version);
+
 }  // namespace steward

@@ -245,6 +245,9 @@ bool RestartingInPlace(const NodeView& n);
 //      from a version that does not start. It is down already: quorum is not touched. Only
 //      to the minor version every healthy member runs (never a downgrade, never a jump ahead
 //      of the round).
+//   U9 a round into a minor whose upgrade guide requires a patch of the minor below first (the
+//      table in etcd/advisories.h: 3.6 needs 3.5.32): wait, naming the member below it and the
+//      patch, until every member runs it or later.
 //   U8 (likewise) a member down on the version it was switched to, while the healthy members
 //      run another: the roll has stopped there. Say so, with why etcd exits and the way back
 //      (configure-cluster --etcd-version <the version the others run>), which U7 then takes.

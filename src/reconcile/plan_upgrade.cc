@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/rules.h"
+#include "etcd/advisories.h"
 #include "reconcile/plan.h"
 #include "reconcile/plan_text.h"
 
@@ -163,6 +164,30 @@ static std::optional<Step> RoundTarget(const ClusterObservation& o, const std::v
                                lowest[0], ".", minor, " binary"));
 }
 
+// U9: into a minor the upgrade guide gates on a patch of the minor below (etcd/advisories.h),
+// only once every member runs it or later.
+static std::optional<Step> BelowRequiredPatch(const ClusterObservation& o,
+                                              const std::string& target) {
+  const UpgradeRequirement* req = UpgradeRequirementFor(target);
+  if (req == nullptr || RuleOff("U9")) return std::nullopt;
+  const auto at_least = ParseVersion(req->at_least);
+  for (const auto& m : o.members) {
+    if (m.version == target) continue;  // switched already
+    const auto v = ParseVersion(m.version);
+    if (v && at_least && *v >= *at_least) continue;
+    return MakeStep(
+        StepKind::kWait,
+        absl::StrCat("rolling upgrade to etcd ", target, " waits: member ", MemberLabel(m),
+                     " runs etcd ", m.version, "; ", req->source, " require ", req->at_least,
+                     " or later on every member first: "
+                     "roll to ",
+                     req->at_least,
+                     " or later first "
+                     "(configure-cluster --etcd-version)"));
+  }
+  return std::nullopt;
+}
+
 // U6: a follower not yet at `target` switches; the etcd leader last.
 static Step SwitchNextMember(const ClusterObservation& o, const std::string& target) {
   const std::string& desired = o.desired_version;
@@ -216,7 +241,8 @@ Step PlanUpgrade(const ClusterObservation& o) {
   if (auto wait = ClusterVersion(o, &lowest)) return *wait;
   std::string target;
   if (auto wait = RoundTarget(o, *want, lowest, &target)) return *wait;
-  if (auto wait = BinaryNotReady(o, target)) return *wait;  // U2, on every node
+  if (auto wait = BinaryNotReady(o, target)) return *wait;      // U2, on every node
+  if (auto wait = BelowRequiredPatch(o, target)) return *wait;  // U9
   return SwitchNextMember(o, target);
 }
 

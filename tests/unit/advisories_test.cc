@@ -69,6 +69,17 @@ TEST(AdvisoriesTest, TheMemberUpdateLearnerRangeEndsAt3529) {
   EXPECT_FALSE(Has("3.5.30", "etcd-21694"));
 }
 
+TEST(AdvisoriesTest, ARollIntoThreeSixRequiresThreeFiveThirtyTwo) {
+  for (const char* v : {"3.6.0", "3.6.4", "3.6.13"}) {
+    const UpgradeRequirement* r = UpgradeRequirementFor(v);
+    ASSERT_NE(r, nullptr) << v;
+    EXPECT_STREQ(r->at_least, "3.5.32");
+  }
+  for (const char* v : {"3.5.32", "3.4.23", "3.7.0", "", "latest"}) {
+    EXPECT_EQ(UpgradeRequirementFor(v), nullptr) << v;
+  }
+}
+
 TEST(AdvisoriesTest, TheNewestDebianPatchHasNoneAndNonVersionsHaveNone) {
   EXPECT_TRUE(AdvisoriesFor("3.5.30").empty());
   EXPECT_TRUE(AdvisoriesFor("").empty());

@@ -84,6 +84,24 @@ TEST(PlanUpgradeTest, U5_OneMinorVersionAtATime) {
   EXPECT_NE(s.reason.find("one minor version at a time"), std::string::npos) << s.reason;
 }
 
+TEST(PlanUpgradeTest, U9_IntoThreeSixOnlyOnceEveryMemberRunsTheGuidesPatch) {
+  const std::vector<std::string> avail = {"3.5.30", "3.5.32", "3.6.4"};
+  Step s = PlanUpgrade(Cluster({"3.5.32", "3.5.30", "3.5.32"}, "3.6.4", avail));
+  EXPECT_EQ(s.kind, StepKind::kWait);
+  EXPECT_NE(s.reason.find("member n2"), std::string::npos) << s.reason;
+  EXPECT_NE(s.reason.find("3.5.32 or later"), std::string::npos) << s.reason;
+  // The patch roll the guide asks for is an ordinary round, and then 3.6 goes on.
+  s = PlanUpgrade(Cluster({"3.5.32", "3.5.30", "3.5.32"}, "3.5.32", avail));
+  EXPECT_EQ(s.kind, StepKind::kSwitchVersion);
+  EXPECT_EQ(s.node, "n2");
+  s = PlanUpgrade(Cluster({"3.5.32", "3.5.32", "3.5.32"}, "3.6.4", avail));
+  EXPECT_EQ(s.kind, StepKind::kSwitchVersion);
+  EXPECT_EQ(s.version, "3.6.4");
+  // Mid-round, a member already on 3.6 is not held against it.
+  s = PlanUpgrade(Cluster({"3.6.4", "3.5.32", "3.5.32"}, "3.6.4", avail));
+  EXPECT_EQ(s.kind, StepKind::kSwitchVersion);
+}
+
 TEST(PlanUpgradeTest, U6_FollowersFirstTheEtcdLeaderLast) {
   Step s = PlanUpgrade(Cluster({"3.4.23", "3.4.23", "3.4.23"}, "3.5.16", kAll));
   EXPECT_EQ(s.kind, StepKind::kSwitchVersion);
